@@ -1,0 +1,27 @@
+// Package dlq is Redrive's store: the job queue, the dead letters and every
+// query that reads or changes them. All SQL in Redrive lives here.
+//
+// # Job states
+//
+//	available ──claim──▶ running ──success──────────────────────────▶ succeeded
+//	    ▲                 │   │
+//	    │                 │   └─permanent error, or failure on the last attempt──▶ dead
+//	    │                 ▼
+//	    └──run_at due── retrying  (transient failure, expired lease, shutdown hand-back)
+//
+// A job that reaches dead gets exactly one row in dead_letters, written in the
+// same transaction as the job's final state, so a job is never half dead.
+//
+// # Delivery contract
+//
+// Delivery is at-least-once. A job is acknowledged only after its handler
+// returns, so a worker that dies mid-job leaves the job running under a lease
+// that expires; the lease rescuer then hands it back (or dead-letters it with
+// reason lease_expired once its attempts are spent). Attempts are counted at
+// claim time, which is what bounds a job that keeps killing its worker.
+// Handlers therefore must tolerate running twice: see worker.ProcessOnce.
+//
+// Every write the worker makes to a claimed job is guarded by its lease
+// (WHERE lease_owner = $worker AND state = 'running'), so a worker that lost
+// its lease can never overwrite the outcome recorded by the one that won it.
+package dlq

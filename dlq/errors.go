@@ -1,0 +1,63 @@
+package dlq
+
+import (
+	"database/sql"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+
+	"github.com/lib/pq"
+)
+
+// Sentinel errors returned by the store. Callers test them with errors.Is.
+var (
+	// ErrNotFound means the row asked for does not exist.
+	ErrNotFound = errors.New("not found")
+	// ErrConflict means a guarded change found the row in another state
+	// than expected (already replayed, lease lost, duplicate key).
+	ErrConflict = errors.New("conflict")
+	// ErrInvalid means the input was rejected before anything changed.
+	ErrInvalid = errors.New("invalid input")
+)
+
+// ValidationError lists what is wrong with an input, field by field. It
+// matches ErrInvalid under errors.Is.
+type ValidationError struct {
+	Fields map[string]string
+}
+
+func (e *ValidationError) Error() string {
+	msg := "invalid input"
+	for _, k := range sortedKeys(e.Fields) {
+		msg += fmt.Sprintf("; %s: %s", k, e.Fields[k])
+	}
+	return msg
+}
+
+// Is makes errors.Is(err, ErrInvalid) true for every ValidationError.
+func (e *ValidationError) Is(target error) bool { return target == ErrInvalid }
+
+// translate converts driver errors at the edge of the package.
+func translate(err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, sql.ErrNoRows) {
+		return ErrNotFound
+	}
+	var pqErr *pq.Error
+	if errors.As(err, &pqErr) {
+		switch pqErr.Code {
+		case "23505": // unique_violation
+			return fmt.Errorf("%w: %s", ErrConflict, pqErr.Message)
+		case "23514", "22P02", "22023": // check_violation, invalid_text_representation, invalid_parameter_value
+			return fmt.Errorf("%w: %s", ErrInvalid, pqErr.Message)
+		}
+	}
+	return err
+}
+
+func sortedKeys(m map[string]string) []string {
+	return slices.Sorted(maps.Keys(m))
+}

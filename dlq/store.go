@@ -1,0 +1,101 @@
+package dlq
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+	_ "github.com/lib/pq" // registers the "postgres" driver
+	"github.com/pressly/goose/v3"
+	"github.com/pressly/goose/v3/lock"
+
+	"github.com/redrive/redrive/migrations"
+)
+
+// Store reads and changes jobs and dead letters in Postgres.
+type Store struct {
+	db *sqlx.DB
+}
+
+// NewStore returns a store on an open database handle.
+func NewStore(db *sqlx.DB) *Store {
+	return &Store{db: db}
+}
+
+// DB returns the handle the store runs on, for callers that need their own
+// transaction (Enqueue inside a producer's transaction, ProcessOnce).
+func (s *Store) DB() *sqlx.DB { return s.db }
+
+// Open connects to Postgres and checks the connection.
+func Open(ctx context.Context, dsn string) (*sqlx.DB, error) {
+	db, err := sqlx.Open("postgres", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("open database: %w", err)
+	}
+	db.SetMaxOpenConns(20)
+	db.SetMaxIdleConns(10)
+	db.SetConnMaxIdleTime(5 * time.Minute)
+	pingCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := db.PingContext(pingCtx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("connect to database: %w", err)
+	}
+	return db, nil
+}
+
+// newMigrator builds a goose provider over the embedded migrations. The
+// session locker takes a Postgres advisory lock, so two processes starting
+// together cannot both migrate.
+func newMigrator(db *sqlx.DB, logger *slog.Logger) (*goose.Provider, error) {
+	locker, err := lock.NewPostgresSessionLocker()
+	if err != nil {
+		return nil, fmt.Errorf("migration lock: %w", err)
+	}
+	opts := []goose.ProviderOption{goose.WithSessionLocker(locker)}
+	if logger != nil {
+		opts = append(opts, goose.WithSlog(logger))
+	}
+	p, err := goose.NewProvider(goose.DialectPostgres, db.DB, migrations.FS, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("load migrations: %w", err)
+	}
+	return p, nil
+}
+
+// Migrate applies every pending migration and returns the schema version.
+func Migrate(ctx context.Context, db *sqlx.DB, logger *slog.Logger) (int64, error) {
+	p, err := newMigrator(db, logger)
+	if err != nil {
+		return 0, err
+	}
+	if _, err := p.Up(ctx); err != nil {
+		return 0, fmt.Errorf("migrate: %w", err)
+	}
+	v, err := p.GetDBVersion(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("read schema version: %w", err)
+	}
+	return v, nil
+}
+
+// Ready reports nil when the database answers and no migration is pending.
+func (s *Store) Ready(ctx context.Context) error {
+	if err := s.db.PingContext(ctx); err != nil {
+		return fmt.Errorf("database unreachable: %w", err)
+	}
+	p, err := newMigrator(s.db, nil)
+	if err != nil {
+		return err
+	}
+	pending, err := p.HasPending(ctx)
+	if err != nil {
+		return fmt.Errorf("check migrations: %w", err)
+	}
+	if pending {
+		return fmt.Errorf("migrations pending: run `redrive migrate`")
+	}
+	return nil
+}

@@ -1,0 +1,98 @@
+package dlq
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+	"github.com/lib/pq"
+)
+
+// WorkerInfo is a worker process as it registers itself.
+type WorkerInfo struct {
+	ID          string         `db:"id" json:"id"`
+	Host        string         `db:"host" json:"host"`
+	PID         int            `db:"pid" json:"pid"`
+	Version     string         `db:"version" json:"version"`
+	Queues      pq.StringArray `db:"queues" json:"queues"`
+	Tasks       pq.StringArray `db:"tasks" json:"tasks"`
+	Concurrency int            `db:"concurrency" json:"concurrency"`
+	InFlight    int            `db:"in_flight" json:"in_flight"`
+	StartedAt   time.Time      `db:"started_at" json:"started_at"`
+	HeartbeatAt time.Time      `db:"heartbeat_at" json:"heartbeat_at"`
+}
+
+const registerWorkerSQL = `
+INSERT INTO workers (id, host, pid, version, queues, tasks, concurrency)
+VALUES ($1, $2, $3, $4, $5, $6, $7)
+ON CONFLICT (id) DO UPDATE SET heartbeat_at = now()`
+
+const registerTasksSQL = `
+INSERT INTO tasks (name) SELECT unnest($1::text[])
+ON CONFLICT (name) DO UPDATE SET last_seen_at = now()`
+
+// RegisterWorker records a starting worker and the tasks it can run; from
+// then on those tasks may be enqueued.
+func (s *Store) RegisterWorker(ctx context.Context, w WorkerInfo) error {
+	tx, err := s.db.BeginTxx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("register worker: begin: %w", err)
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, registerWorkerSQL, w.ID, w.Host, w.PID, w.Version,
+		pq.Array(w.Queues), pq.Array(w.Tasks), w.Concurrency); err != nil {
+		return fmt.Errorf("register worker: %w", err)
+	}
+	if err := registerTasks(ctx, tx, w.Tasks); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("register worker: commit: %w", err)
+	}
+	return nil
+}
+
+// RegisterTasks records task names as runnable without a worker process,
+// for producers that enqueue before their workers first start.
+func (s *Store) RegisterTasks(ctx context.Context, tasks []string) error {
+	return registerTasks(ctx, s.db, tasks)
+}
+
+func registerTasks(ctx context.Context, ex sqlx.ExecerContext, tasks []string) error {
+	if len(tasks) == 0 {
+		return nil
+	}
+	if _, err := ex.ExecContext(ctx, registerTasksSQL, pq.Array(tasks)); err != nil {
+		return fmt.Errorf("register tasks: %w", err)
+	}
+	return nil
+}
+
+// Heartbeat refreshes a worker's liveness and in-flight count.
+func (s *Store) Heartbeat(ctx context.Context, workerID string, inFlight int) error {
+	_, err := s.db.ExecContext(ctx, `UPDATE workers SET heartbeat_at = now(), in_flight = $2 WHERE id = $1`, workerID, inFlight)
+	if err != nil {
+		return fmt.Errorf("worker heartbeat: %w", err)
+	}
+	return nil
+}
+
+// UnregisterWorker removes a worker that stopped cleanly.
+func (s *Store) UnregisterWorker(ctx context.Context, workerID string) error {
+	if _, err := s.db.ExecContext(ctx, `DELETE FROM workers WHERE id = $1`, workerID); err != nil {
+		return fmt.Errorf("unregister worker: %w", err)
+	}
+	return nil
+}
+
+// Workers lists registered workers, most recently started first.
+func (s *Store) Workers(ctx context.Context) ([]WorkerInfo, error) {
+	var ws []WorkerInfo
+	err := s.db.SelectContext(ctx, &ws, `SELECT id, host, pid, version, queues, tasks, concurrency, in_flight,
+		started_at, heartbeat_at FROM workers ORDER BY started_at DESC, id`)
+	if err != nil {
+		return nil, fmt.Errorf("list workers: %w", err)
+	}
+	return ws, nil
+}
