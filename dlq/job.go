@@ -121,4 +121,3 @@ func (a Attempts) Last() (Attempt, bool) {
 	}
 	return a[len(a)-1], true
 }
-
