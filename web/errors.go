@@ -1,0 +1,83 @@
+package web
+
+import (
+	"errors"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/redrive/redrive/dlq"
+	"github.com/redrive/redrive/handlers"
+	"github.com/redrive/redrive/views"
+)
+
+// apiError is the JSON error body of every /api/ endpoint.
+type apiError struct {
+	Error apiErrorBody `json:"error"`
+}
+
+type apiErrorBody struct {
+	Code    string            `json:"code"`
+	Message string            `json:"message"`
+	Fields  map[string]string `json:"fields,omitempty"`
+}
+
+// errorHandler is the only place an error becomes a response. Known kinds
+// map to their status and a message safe to show; anything else is logged
+// with the request id and shown as "Internal error", never as a stack trace.
+func errorHandler(logger *slog.Logger) echo.HTTPErrorHandler {
+	return func(err error, c echo.Context) {
+		if c.Response().Committed {
+			return
+		}
+		status, body := classify(err)
+		reqID := c.Response().Header().Get(echo.HeaderXRequestID)
+		if status >= 500 {
+			logger.Error("request failed", "err", err, "request_id", reqID,
+				"method", c.Request().Method, "path", c.Request().URL.Path)
+			body.Message = "Internal error. The request id is " + reqID + "; the server log has the details."
+		}
+		var werr error
+		switch {
+		case c.Request().Method == http.MethodHead:
+			werr = c.NoContent(status)
+		case strings.HasPrefix(c.Request().URL.Path, "/api/"):
+			werr = c.JSON(status, apiError{Error: body})
+		default:
+			title := http.StatusText(status)
+			werr = handlers.Render(c, status, views.Layout(views.PageMeta{Title: title}, views.ErrorPage(status, title, body.Message)))
+		}
+		if werr != nil {
+			logger.Error("write error response", "err", werr, "request_id", reqID)
+		}
+	}
+}
+
+// classify maps an error to a status and a body safe to show.
+func classify(err error) (int, apiErrorBody) {
+	var reqErr *handlers.RequestError
+	var valErr *dlq.ValidationError
+	var httpErr *echo.HTTPError
+	switch {
+	case errors.As(err, &reqErr):
+		return reqErr.Status, apiErrorBody{Code: reqErr.Code, Message: reqErr.Message}
+	case errors.As(err, &valErr):
+		return http.StatusBadRequest, apiErrorBody{Code: "invalid", Message: valErr.Error(), Fields: valErr.Fields}
+	case errors.Is(err, dlq.ErrNotFound):
+		return http.StatusNotFound, apiErrorBody{Code: "not_found", Message: "Not found."}
+	case errors.Is(err, dlq.ErrConflict):
+		return http.StatusConflict, apiErrorBody{Code: "conflict", Message: err.Error()}
+	case errors.Is(err, dlq.ErrInvalid):
+		return http.StatusBadRequest, apiErrorBody{Code: "invalid", Message: err.Error()}
+	case errors.As(err, &httpErr):
+		msg := http.StatusText(httpErr.Code)
+		if m, ok := httpErr.Message.(string); ok && httpErr.Code < 500 {
+			msg = m
+		}
+		return httpErr.Code, apiErrorBody{Code: strings.ToLower(strings.ReplaceAll(http.StatusText(httpErr.Code), " ", "_")), Message: msg}
+	default:
+		return http.StatusInternalServerError, apiErrorBody{Code: "internal"}
+	}
+}
