@@ -1,0 +1,60 @@
+package dlq_test
+
+import (
+	"context"
+	"testing"
+)
+
+// The summary tables must always equal what a full scan of dead_letters
+// says, through inserts, status changes and deletes.
+func TestSummariesFollowDeadLetters(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, db := setup(t)
+	exec := func(q string) {
+		t.Helper()
+		if _, err := db.ExecContext(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	exec(`INSERT INTO dead_letters (job_id, queue, task, args, kwargs, error_class, error_message, attempts,
+		max_attempts, reason, fingerprint, enqueued_at, failed_at)
+		SELECT g, CASE WHEN g % 3 = 0 THEN 'payments' ELSE 'default' END, 't' || (g % 4), '[]', '{}', 'E', 'boom',
+			1, 1, 'permanent', 'fp' || (g % 5), now(), now() - (g || ' minutes')::interval
+		FROM generate_series(1, 500) g`)
+	exec(`UPDATE dead_letters SET replayed_at = now(), replayed_by = 'a', replay_job_id = id WHERE id % 7 = 0`)
+	exec(`UPDATE dead_letters SET discarded_at = now(), discarded_by = 'a', discard_reason = 'r' WHERE id % 11 = 0`)
+	exec(`DELETE FROM dead_letters WHERE id % 13 = 0`)
+
+	checks := map[string]string{
+		"counts": `SELECT count(*) FROM (
+			SELECT task, queue, status, count(*) AS n FROM dead_letters GROUP BY 1, 2, 3
+			EXCEPT SELECT task, queue, status, n FROM dead_letter_counts WHERE n > 0) x`,
+		"groups": `SELECT count(*) FROM (
+			SELECT fingerprint, count(*), count(*) FILTER (WHERE status = 'pending'), min(failed_at), max(failed_at)
+			FROM dead_letters GROUP BY 1
+			EXCEPT SELECT fingerprint, total, pending, first_seen, last_seen FROM error_groups) x`,
+		"inflow": `SELECT count(*) FROM (
+			SELECT fingerprint, date_trunc('hour', failed_at), queue, count(*) FROM dead_letters GROUP BY 1, 2, 3
+			EXCEPT SELECT fingerprint, hour, queue, n FROM dead_letter_inflow) x`,
+	}
+	// Each check is one direction of a set difference; add the other.
+	for name, q := range map[string]string{
+		"counts (extra)": `SELECT count(*) FROM (SELECT task, queue, status, n FROM dead_letter_counts WHERE n > 0
+			EXCEPT SELECT task, queue, status, count(*) FROM dead_letters GROUP BY 1, 2, 3) x`,
+		"groups (extra)": `SELECT count(*) FROM error_groups WHERE fingerprint NOT IN (SELECT fingerprint FROM dead_letters)`,
+		"inflow (extra)": `SELECT count(*) FROM (SELECT fingerprint, hour, queue, n FROM dead_letter_inflow
+			EXCEPT SELECT fingerprint, date_trunc('hour', failed_at), queue, count(*) FROM dead_letters GROUP BY 1, 2, 3) x`,
+	} {
+		checks[name] = q
+	}
+	for name, q := range checks {
+		var mismatches int
+		if err := db.GetContext(ctx, &mismatches, q); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if mismatches != 0 {
+			t.Errorf("%s: %d summary rows disagree with dead_letters", name, mismatches)
+		}
+	}
+}
