@@ -1,0 +1,259 @@
+package dlq
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+)
+
+// StateError says a dead letter is not in the state an action needs: it was
+// already replayed (ReplayJobID names the job) or discarded, or, for
+// restore, it is not discarded. It matches ErrConflict under errors.Is.
+type StateError struct {
+	Letter DeadLetter
+	Action string
+}
+
+func (e *StateError) Error() string {
+	l := e.Letter
+	switch {
+	case l.ReplayJobID != nil:
+		return fmt.Sprintf("dead letter %d was already replayed as job %d", l.ID, *l.ReplayJobID)
+	case l.DiscardedAt != nil:
+		return fmt.Sprintf("dead letter %d is discarded; restore it before you %s it", l.ID, e.Action)
+	default:
+		return fmt.Sprintf("dead letter %d is %s; it cannot be %s", l.ID, l.Status, pastTense(e.Action))
+	}
+}
+
+// Is makes errors.Is(err, ErrConflict) true.
+func (e *StateError) Is(target error) bool { return target == ErrConflict }
+
+func pastTense(action string) string {
+	switch action {
+	case "restore":
+		return "restored"
+	case "discard":
+		return "discarded"
+	default:
+		return action + "ed"
+	}
+}
+
+// ReplayParams asks for one dead letter to be replayed.
+type ReplayParams struct {
+	ID    int64
+	Actor Actor
+	// Args and Kwargs, when set, replace the letter's (edit and replay); the
+	// audit entry keeps both versions.
+	Args, Kwargs json.RawMessage
+	Reason       string
+	// RunAt delays the replayed job; zero means now.
+	RunAt time.Time
+	// Now is the time recorded in the audit entry.
+	Now time.Time
+}
+
+// ReplayResult is what a replay did.
+type ReplayResult struct {
+	JobID   int64 `json:"replay_job_id"`
+	AuditID int64 `json:"audit_event_id"`
+}
+
+const letterForUpdateSQL = `SELECT ` + deadLetterColumns + ` FROM dead_letters WHERE id = $1 FOR UPDATE`
+
+// markReplayedSQL is the guard: it matches only a letter that is still
+// pending, so of two replays racing past the row lock's queue only the
+// first changes anything.
+const markReplayedSQL = `
+UPDATE dead_letters SET replayed_at = now(), replayed_by = $2, replay_job_id = $3
+WHERE id = $1 AND replayed_at IS NULL AND discarded_at IS NULL`
+
+// ReplayDeadLetter enqueues a fresh job from the letter (same task, queue,
+// args and kwargs unless edited; attempts reset; replay_of set), marks the
+// letter replayed and writes the audit entry, all in one transaction. A
+// letter already replayed or discarded yields a *StateError.
+func (s *Store) ReplayDeadLetter(ctx context.Context, p ReplayParams) (ReplayResult, error) {
+	var res ReplayResult
+	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+		var l DeadLetter
+		if err := tx.GetContext(ctx, &l, letterForUpdateSQL, p.ID); err != nil {
+			return fmt.Errorf("dead letter %d: %w", p.ID, translate(err))
+		}
+		if l.Status != StatusPending {
+			return &StateError{Letter: l, Action: "replay"}
+		}
+		args, kwargs, edited := l.Args, l.Kwargs, false
+		if p.Args != nil && !jsonEqual(p.Args, l.Args) {
+			args, edited = p.Args, true
+		}
+		if p.Kwargs != nil && !jsonEqual(p.Kwargs, l.Kwargs) {
+			kwargs, edited = p.Kwargs, true
+		}
+		id := l.ID
+		enq, err := Enqueue(ctx, tx, EnqueueParams{
+			Task: l.Task, Queue: l.Queue, Args: args, Kwargs: kwargs,
+			MaxAttempts: l.MaxAttempts, RunAt: p.RunAt, ReplayOf: &id,
+		})
+		if err != nil {
+			return fmt.Errorf("replay dead letter %d: %w", l.ID, err)
+		}
+		r, err := tx.ExecContext(ctx, markReplayedSQL, l.ID, p.Actor.Name, enq.Job.ID)
+		if err != nil {
+			return fmt.Errorf("replay dead letter %d: %w", l.ID, err)
+		}
+		if n, _ := r.RowsAffected(); n != 1 {
+			return &StateError{Letter: l, Action: "replay"}
+		}
+		action, details := ActionReplay, map[string]any{"replay_job_id": enq.Job.ID, "task": l.Task}
+		if edited {
+			action = ActionEditReplay
+			details["before"] = map[string]json.RawMessage{"args": l.Args, "kwargs": l.Kwargs}
+			details["after"] = map[string]json.RawMessage{"args": args, "kwargs": kwargs}
+		}
+		auditID, err := appendAudit(ctx, tx, AuditEntry{
+			At: p.Now, Actor: p.Actor.Name, Action: action, DeadLetterID: &id,
+			Counts: mustJSON(map[string]int{"replayed": 1}), Reason: p.Reason,
+			RequestID: p.Actor.RequestID, RemoteAddr: p.Actor.RemoteAddr, UserAgent: p.Actor.UserAgent,
+			Details: mustJSON(details),
+		})
+		if err != nil {
+			return err
+		}
+		res = ReplayResult{JobID: enq.Job.ID, AuditID: auditID}
+		return nil
+	})
+	return res, err
+}
+
+// DiscardParams asks for one dead letter to be discarded (kept, hidden from
+// pending, restorable).
+type DiscardParams struct {
+	ID     int64
+	Actor  Actor
+	Reason string
+	Now    time.Time
+}
+
+const markDiscardedSQL = `
+UPDATE dead_letters SET discarded_at = now(), discarded_by = $2, discard_reason = $3
+WHERE id = $1 AND replayed_at IS NULL AND discarded_at IS NULL`
+
+// DiscardDeadLetter marks a pending letter discarded with a reason and
+// audits it in one transaction.
+func (s *Store) DiscardDeadLetter(ctx context.Context, p DiscardParams) (int64, error) {
+	if p.Reason == "" {
+		return 0, &ValidationError{Fields: map[string]string{"reason": "a reason is required to discard"}}
+	}
+	return s.changeLetter(ctx, p.ID, "discard", func(tx *sqlx.Tx, l DeadLetter) (AuditEntry, error) {
+		if l.Status != StatusPending {
+			return AuditEntry{}, &StateError{Letter: l, Action: "discard"}
+		}
+		if err := execOne(ctx, tx, markDiscardedSQL, l, "discard", p.Actor.Name, p.Reason); err != nil {
+			return AuditEntry{}, err
+		}
+		return AuditEntry{At: p.Now, Action: ActionDiscard, Reason: p.Reason,
+			Counts: mustJSON(map[string]int{"discarded": 1}), Details: mustJSON(map[string]string{"task": l.Task})}, nil
+	}, p.Actor)
+}
+
+// RestoreParams asks for a discarded letter to be pending again.
+type RestoreParams struct {
+	ID     int64
+	Actor  Actor
+	Reason string
+	Now    time.Time
+}
+
+const markRestoredSQL = `
+UPDATE dead_letters SET discarded_at = NULL, discarded_by = NULL, discard_reason = NULL
+WHERE id = $1 AND discarded_at IS NOT NULL`
+
+// RestoreDeadLetter undoes a discard and audits it in one transaction.
+func (s *Store) RestoreDeadLetter(ctx context.Context, p RestoreParams) (int64, error) {
+	return s.changeLetter(ctx, p.ID, "restore", func(tx *sqlx.Tx, l DeadLetter) (AuditEntry, error) {
+		if l.Status != StatusDiscarded {
+			return AuditEntry{}, &StateError{Letter: l, Action: "restore"}
+		}
+		if err := execOne(ctx, tx, markRestoredSQL, l, "restore"); err != nil {
+			return AuditEntry{}, err
+		}
+		return AuditEntry{At: p.Now, Action: ActionRestore, Reason: p.Reason,
+			Counts: mustJSON(map[string]int{"restored": 1}),
+			Details: mustJSON(map[string]any{"task": l.Task, "was_discarded_by": l.DiscardedBy, "discard_reason": l.DiscardReason})}, nil
+	}, p.Actor)
+}
+
+// changeLetter locks one letter, lets change apply its guarded update and
+// describe it, then appends the audit entry — one transaction.
+func (s *Store) changeLetter(ctx context.Context, id int64, action string,
+	change func(*sqlx.Tx, DeadLetter) (AuditEntry, error), actor Actor) (int64, error) {
+	var auditID int64
+	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+		var l DeadLetter
+		if err := tx.GetContext(ctx, &l, letterForUpdateSQL, id); err != nil {
+			return fmt.Errorf("dead letter %d: %w", id, translate(err))
+		}
+		entry, err := change(tx, l)
+		if err != nil {
+			return err
+		}
+		entry.Actor, entry.DeadLetterID = actor.Name, &id
+		entry.RequestID, entry.RemoteAddr, entry.UserAgent = actor.RequestID, actor.RemoteAddr, actor.UserAgent
+		auditID, err = appendAudit(ctx, tx, entry)
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", action, err)
+	}
+	return auditID, nil
+}
+
+func execOne(ctx context.Context, tx *sqlx.Tx, query string, l DeadLetter, action string, args ...any) error {
+	r, err := tx.ExecContext(ctx, query, append([]any{l.ID}, args...)...)
+	if err != nil {
+		return fmt.Errorf("%s dead letter %d: %w", action, l.ID, translate(err))
+	}
+	if n, _ := r.RowsAffected(); n != 1 {
+		return &StateError{Letter: l, Action: action}
+	}
+	return nil
+}
+
+// inTx runs fn in a transaction, committing when it returns nil.
+func (s *Store) inTx(ctx context.Context, fn func(*sqlx.Tx) error) error {
+	tx, err := s.db.BeginTxx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	defer tx.Rollback()
+	if err := fn(tx); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}
+
+func jsonEqual(a, b json.RawMessage) bool {
+	var x, y any
+	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
+		return bytes.Equal(a, b)
+	}
+	xa, _ := json.Marshal(x)
+	ya, _ := json.Marshal(y)
+	return bytes.Equal(xa, ya)
+}
+
+func mustJSON(v any) json.RawMessage {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(fmt.Sprintf("marshal %T: %v", v, err)) // only called with plain maps
+	}
+	return b
+}
