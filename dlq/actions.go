@@ -56,12 +56,17 @@ type ReplayParams struct {
 	RunAt time.Time
 	// Now is the time recorded in the audit entry.
 	Now time.Time
+	// Key, when set, makes the replay happen once however often it is sent.
+	Key string
 }
 
 // ReplayResult is what a replay did.
 type ReplayResult struct {
 	JobID   int64 `json:"replay_job_id"`
 	AuditID int64 `json:"audit_event_id"`
+	// Repeated is true when the key had been used: nothing was done again,
+	// and the fields above are the first result.
+	Repeated bool `json:"-"`
 }
 
 const letterForUpdateSQL = `SELECT ` + deadLetterColumns + ` FROM dead_letters WHERE id = $1 FOR UPDATE`
@@ -80,54 +85,63 @@ WHERE id = $1 AND replayed_at IS NULL AND discarded_at IS NULL`
 func (s *Store) ReplayDeadLetter(ctx context.Context, p ReplayParams) (ReplayResult, error) {
 	var res ReplayResult
 	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
-		var l DeadLetter
-		if err := tx.GetContext(ctx, &l, letterForUpdateSQL, p.ID); err != nil {
-			return fmt.Errorf("dead letter %d: %w", p.ID, translate(err))
-		}
-		if l.Status != StatusPending {
-			return &StateError{Letter: l, Action: "replay"}
-		}
-		args, kwargs, edited := l.Args, l.Kwargs, false
-		if p.Args != nil && !jsonEqual(p.Args, l.Args) {
-			args, edited = p.Args, true
-		}
-		if p.Kwargs != nil && !jsonEqual(p.Kwargs, l.Kwargs) {
-			kwargs, edited = p.Kwargs, true
-		}
-		id := l.ID
-		enq, err := Enqueue(ctx, tx, EnqueueParams{
-			Task: l.Task, Queue: l.Queue, Args: args, Kwargs: kwargs,
-			MaxAttempts: l.MaxAttempts, RunAt: p.RunAt, ReplayOf: &id,
-		})
-		if err != nil {
-			return fmt.Errorf("replay dead letter %d: %w", l.ID, err)
-		}
-		r, err := tx.ExecContext(ctx, markReplayedSQL, l.ID, p.Actor.Name, enq.Job.ID)
-		if err != nil {
-			return fmt.Errorf("replay dead letter %d: %w", l.ID, err)
-		}
-		if n, _ := r.RowsAffected(); n != 1 {
-			return &StateError{Letter: l, Action: "replay"}
-		}
-		action, details := ActionReplay, map[string]any{"replay_job_id": enq.Job.ID, "task": l.Task}
-		if edited {
+		action := ActionReplay
+		if p.Args != nil || p.Kwargs != nil {
 			action = ActionEditReplay
-			details["before"] = map[string]json.RawMessage{"args": l.Args, "kwargs": l.Kwargs}
-			details["after"] = map[string]json.RawMessage{"args": args, "kwargs": kwargs}
 		}
-		auditID, err := appendAudit(ctx, tx, AuditEntry{
-			At: p.Now, Actor: p.Actor.Name, Action: action, DeadLetterID: &id,
-			Counts: mustJSON(map[string]int{"replayed": 1}), Reason: p.Reason,
-			RequestID: p.Actor.RequestID, RemoteAddr: p.Actor.RemoteAddr, UserAgent: p.Actor.UserAgent,
-			Details: mustJSON(details),
-		})
-		if err != nil {
+		repeated, err := onceWithKey(ctx, tx, p.Key, p.Actor, action, &res, func() error {
+			var err error
+			res, err = replayInTx(ctx, tx, p)
 			return err
-		}
-		res = ReplayResult{JobID: enq.Job.ID, AuditID: auditID}
-		return nil
+		})
+		res.Repeated = repeated
+		return err
 	})
 	return res, err
+}
+
+func replayInTx(ctx context.Context, tx *sqlx.Tx, p ReplayParams) (ReplayResult, error) {
+	var l DeadLetter
+	if err := tx.GetContext(ctx, &l, letterForUpdateSQL, p.ID); err != nil {
+		return ReplayResult{}, fmt.Errorf("dead letter %d: %w", p.ID, translate(err))
+	}
+	if l.Status != StatusPending {
+		return ReplayResult{}, &StateError{Letter: l, Action: "replay"}
+	}
+	args, kwargs, edited := l.Args, l.Kwargs, false
+	if p.Args != nil && !jsonEqual(p.Args, l.Args) {
+		args, edited = p.Args, true
+	}
+	if p.Kwargs != nil && !jsonEqual(p.Kwargs, l.Kwargs) {
+		kwargs, edited = p.Kwargs, true
+	}
+	id := l.ID
+	enq, err := Enqueue(ctx, tx, EnqueueParams{
+		Task: l.Task, Queue: l.Queue, Args: args, Kwargs: kwargs,
+		MaxAttempts: l.MaxAttempts, RunAt: p.RunAt, ReplayOf: &id,
+	})
+	if err != nil {
+		return ReplayResult{}, fmt.Errorf("replay dead letter %d: %w", l.ID, err)
+	}
+	if err := execOne(ctx, tx, markReplayedSQL, l, "replay", p.Actor.Name, enq.Job.ID); err != nil {
+		return ReplayResult{}, err
+	}
+	action, details := ActionReplay, map[string]any{"replay_job_id": enq.Job.ID, "task": l.Task}
+	if edited {
+		action = ActionEditReplay
+		details["before"] = map[string]json.RawMessage{"args": l.Args, "kwargs": l.Kwargs}
+		details["after"] = map[string]json.RawMessage{"args": args, "kwargs": kwargs}
+	}
+	auditID, err := appendAudit(ctx, tx, AuditEntry{
+		At: p.Now, Actor: p.Actor.Name, Action: action, DeadLetterID: &id,
+		Counts: mustJSON(map[string]int{"replayed": 1}), Reason: p.Reason,
+		RequestID: p.Actor.RequestID, RemoteAddr: p.Actor.RemoteAddr, UserAgent: p.Actor.UserAgent,
+		Details: mustJSON(details),
+	})
+	if err != nil {
+		return ReplayResult{}, err
+	}
+	return ReplayResult{JobID: enq.Job.ID, AuditID: auditID}, nil
 }
 
 // DiscardParams asks for one dead letter to be discarded (kept, hidden from
@@ -137,6 +151,7 @@ type DiscardParams struct {
 	Actor  Actor
 	Reason string
 	Now    time.Time
+	Key    string // one-time key, as in ReplayParams
 }
 
 const markDiscardedSQL = `
@@ -149,7 +164,7 @@ func (s *Store) DiscardDeadLetter(ctx context.Context, p DiscardParams) (int64, 
 	if p.Reason == "" {
 		return 0, &ValidationError{Fields: map[string]string{"reason": "a reason is required to discard"}}
 	}
-	return s.changeLetter(ctx, p.ID, "discard", func(tx *sqlx.Tx, l DeadLetter) (AuditEntry, error) {
+	return s.changeLetter(ctx, p.ID, p.Key, "discard", func(tx *sqlx.Tx, l DeadLetter) (AuditEntry, error) {
 		if l.Status != StatusPending {
 			return AuditEntry{}, &StateError{Letter: l, Action: "discard"}
 		}
@@ -167,6 +182,7 @@ type RestoreParams struct {
 	Actor  Actor
 	Reason string
 	Now    time.Time
+	Key    string // one-time key, as in ReplayParams
 }
 
 const markRestoredSQL = `
@@ -175,7 +191,7 @@ WHERE id = $1 AND discarded_at IS NOT NULL`
 
 // RestoreDeadLetter undoes a discard and audits it in one transaction.
 func (s *Store) RestoreDeadLetter(ctx context.Context, p RestoreParams) (int64, error) {
-	return s.changeLetter(ctx, p.ID, "restore", func(tx *sqlx.Tx, l DeadLetter) (AuditEntry, error) {
+	return s.changeLetter(ctx, p.ID, p.Key, "restore", func(tx *sqlx.Tx, l DeadLetter) (AuditEntry, error) {
 		if l.Status != StatusDiscarded {
 			return AuditEntry{}, &StateError{Letter: l, Action: "restore"}
 		}
@@ -183,34 +199,45 @@ func (s *Store) RestoreDeadLetter(ctx context.Context, p RestoreParams) (int64, 
 			return AuditEntry{}, err
 		}
 		return AuditEntry{At: p.Now, Action: ActionRestore, Reason: p.Reason,
-			Counts: mustJSON(map[string]int{"restored": 1}),
+			Counts:  mustJSON(map[string]int{"restored": 1}),
 			Details: mustJSON(map[string]any{"task": l.Task, "was_discarded_by": l.DiscardedBy, "discard_reason": l.DiscardReason})}, nil
 	}, p.Actor)
 }
 
 // changeLetter locks one letter, lets change apply its guarded update and
 // describe it, then appends the audit entry — one transaction.
-func (s *Store) changeLetter(ctx context.Context, id int64, action string,
+func (s *Store) changeLetter(ctx context.Context, id int64, key, action string,
 	change func(*sqlx.Tx, DeadLetter) (AuditEntry, error), actor Actor) (int64, error) {
-	var auditID int64
+	var out struct {
+		AuditID int64 `json:"audit_event_id"`
+	}
 	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
-		var l DeadLetter
-		if err := tx.GetContext(ctx, &l, letterForUpdateSQL, id); err != nil {
-			return fmt.Errorf("dead letter %d: %w", id, translate(err))
-		}
-		entry, err := change(tx, l)
-		if err != nil {
+		_, err := onceWithKey(ctx, tx, key, actor, action, &out, func() error {
+			var err error
+			out.AuditID, err = changeLetterInTx(ctx, tx, id, change, actor)
 			return err
-		}
-		entry.Actor, entry.DeadLetterID = actor.Name, &id
-		entry.RequestID, entry.RemoteAddr, entry.UserAgent = actor.RequestID, actor.RemoteAddr, actor.UserAgent
-		auditID, err = appendAudit(ctx, tx, entry)
+		})
 		return err
 	})
 	if err != nil {
 		return 0, fmt.Errorf("%s: %w", action, err)
 	}
-	return auditID, nil
+	return out.AuditID, nil
+}
+
+func changeLetterInTx(ctx context.Context, tx *sqlx.Tx, id int64,
+	change func(*sqlx.Tx, DeadLetter) (AuditEntry, error), actor Actor) (int64, error) {
+	var l DeadLetter
+	if err := tx.GetContext(ctx, &l, letterForUpdateSQL, id); err != nil {
+		return 0, fmt.Errorf("dead letter %d: %w", id, translate(err))
+	}
+	entry, err := change(tx, l)
+	if err != nil {
+		return 0, err
+	}
+	entry.Actor, entry.DeadLetterID = actor.Name, &id
+	entry.RequestID, entry.RemoteAddr, entry.UserAgent = actor.RequestID, actor.RemoteAddr, actor.UserAgent
+	return appendAudit(ctx, tx, entry)
 }
 
 func execOne(ctx context.Context, tx *sqlx.Tx, query string, l DeadLetter, action string, args ...any) error {

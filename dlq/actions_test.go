@@ -240,3 +240,53 @@ func TestAuditTrail(t *testing.T) {
 		}
 	})
 }
+
+func TestActionKeys(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+
+	t.Run("SameKeyTwiceIsOneReplayWithTheSameAnswer", func(t *testing.T) {
+		t.Parallel()
+		store, db := setup(t)
+		id := insertLetters(t, db, 1)[0]
+		var wg sync.WaitGroup
+		results := make([]dlq.ReplayResult, 5)
+		for i := range results {
+			wg.Go(func() {
+				res, err := store.ReplayDeadLetter(ctx, dlq.ReplayParams{ID: id, Actor: alice, Now: time.Now(), Key: "form-123"})
+				if err != nil {
+					t.Errorf("replay with a used key must return the first result, got %v", err)
+				}
+				results[i] = res
+			})
+		}
+		wg.Wait()
+		repeats := 0
+		for _, r := range results {
+			if r.JobID != results[0].JobID || r.AuditID != results[0].AuditID {
+				t.Fatalf("different answers for one key: %+v", results)
+			}
+			if r.Repeated {
+				repeats++
+			}
+		}
+		if repeats != 4 {
+			t.Fatalf("%d repeats, want 4", repeats)
+		}
+		if n := count(t, db, `SELECT count(*) FROM jobs`); n != 1 {
+			t.Fatalf("%d jobs, want 1", n)
+		}
+	})
+
+	t.Run("AFailedActionDoesNotConsumeItsKey", func(t *testing.T) {
+		t.Parallel()
+		store, db := setup(t)
+		id := insertLetters(t, db, 1)[0]
+		if _, err := store.DiscardDeadLetter(ctx, dlq.DiscardParams{ID: id, Actor: alice, Key: "k"}); err == nil {
+			t.Fatal("discard without a reason succeeded")
+		}
+		if _, err := store.DiscardDeadLetter(ctx, dlq.DiscardParams{ID: id, Actor: alice, Key: "k", Reason: "r"}); err != nil {
+			t.Fatalf("retry with the same key after a failure: %v", err)
+		}
+	})
+}

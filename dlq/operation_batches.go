@@ -1,0 +1,259 @@
+package dlq
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+	"github.com/lib/pq"
+)
+
+// BatchResult says what one batch of a bulk operation did.
+type BatchResult struct {
+	Acted    int // letters replayed or discarded
+	Skipped  int // letters in the batch that were no longer pending
+	Finished bool
+	State    OperationState
+}
+
+// The batch statements take the next letters of the selection in id order
+// after the operation's cursor, lock them, act on the pending ones, and
+// report the highest id seen so the cursor can move past the batch. The
+// whole batch, the cursor and the audit links commit together, which is
+// what lets a crashed operation resume without acting on a letter twice.
+//
+// Paced replays spread run_at: the k-th replayed letter of the operation
+// runs at pace_origin + k / rate seconds.
+const replayBatchSQL = `
+WITH batch AS (
+	SELECT id, status FROM dead_letters
+	WHERE %s AND id > $1 AND id <= $2
+	ORDER BY id LIMIT $3
+	FOR UPDATE
+), pend AS (
+	SELECT d.id, d.queue, d.task, d.args, d.kwargs, d.max_attempts,
+		row_number() OVER (ORDER BY d.id) AS k
+	FROM dead_letters d JOIN batch b ON b.id = d.id
+	WHERE b.status = 'pending'
+), new_jobs AS (
+	INSERT INTO jobs (queue, task, args, kwargs, max_attempts, run_at, replay_of)
+	SELECT queue, task, args, kwargs, max_attempts,
+		CASE WHEN $4::float8 IS NULL THEN now()
+		     ELSE greatest(now(), $5::timestamptz + (($6::bigint + k) / $4::float8) * interval '1 second') END,
+		id
+	FROM pend ORDER BY id
+	RETURNING id AS job_id, replay_of
+), marked AS (
+	UPDATE dead_letters d SET replayed_at = now(), replayed_by = $7, replay_job_id = nj.job_id
+	FROM new_jobs nj
+	WHERE d.id = nj.replay_of AND d.replayed_at IS NULL AND d.discarded_at IS NULL
+	RETURNING d.id
+)
+SELECT coalesce((SELECT max(id) FROM batch), 0) AS last_id,
+	(SELECT count(*) FROM batch) AS seen,
+	coalesce((SELECT array_agg(id ORDER BY id) FROM marked), '{}') AS acted`
+
+const discardBatchSQL = `
+WITH batch AS (
+	SELECT id, status FROM dead_letters
+	WHERE %s AND id > $1 AND id <= $2
+	ORDER BY id LIMIT $3
+	FOR UPDATE
+), marked AS (
+	UPDATE dead_letters d SET discarded_at = now(), discarded_by = $4, discard_reason = $5
+	FROM batch b
+	WHERE d.id = b.id AND b.status = 'pending'
+	RETURNING d.id
+)
+SELECT coalesce((SELECT max(id) FROM batch), 0) AS last_id,
+	(SELECT count(*) FROM batch) AS seen,
+	coalesce((SELECT array_agg(id ORDER BY id) FROM marked), '{}') AS acted`
+
+// RunOperationBatch does the next batch of a running operation in one
+// transaction. Another process working on the same operation is skipped
+// (its row is locked), so two runners never interleave on one operation.
+// A canary operation stops after its first Canary letters in state canary.
+func (s *Store) RunOperationBatch(ctx context.Context, opID int64, batchSize int, now time.Time) (BatchResult, error) {
+	var res BatchResult
+	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+		var op Operation
+		err := tx.GetContext(ctx, &op, `SELECT `+operationColumns+` FROM operations
+			WHERE id = $1 FOR UPDATE SKIP LOCKED`, opID)
+		if translate(err) == ErrNotFound {
+			res.State = OpRunning // locked by another runner, or gone: nothing to do here
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("lock operation: %w", err)
+		}
+		res.State = op.State
+		if op.State != OpRunning {
+			res.Finished = op.State.Finished()
+			return nil
+		}
+		limit := batchSize
+		canaryStop := false
+		if op.Kind == OpReplay && op.Canary > 0 && op.Done < int64(op.Canary) {
+			limit = op.Canary - int(op.Done)
+			canaryStop = true
+		}
+		sel, err := op.selection()
+		if err != nil {
+			return err
+		}
+		lastID, seen, acted, err := runBatch(ctx, tx, op, sel, limit)
+		if err != nil {
+			return err
+		}
+		res.Acted, res.Skipped = len(acted), seen-len(acted)
+		if op.AuditEventID != nil && len(acted) > 0 {
+			if err := linkAuditLetters(ctx, tx, *op.AuditEventID, acted, string(op.Kind)); err != nil {
+				return err
+			}
+		}
+		if seen == 0 {
+			res.Finished, res.State = true, OpDone
+			return finishOperation(ctx, tx, op, now)
+		}
+		next := OpRunning
+		if canaryStop && len(acted) > 0 {
+			next = OpCanary
+		}
+		res.State = next
+		_, err = tx.ExecContext(ctx, `UPDATE operations SET cursor_id = $2, done_count = done_count + $3,
+			skipped = skipped + $4, state = $5, updated_at = now() WHERE id = $1`,
+			op.ID, lastID, len(acted), seen-len(acted), next)
+		if err != nil {
+			return fmt.Errorf("advance operation: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return BatchResult{}, fmt.Errorf("operation %d: %w", opID, err)
+	}
+	return res, nil
+}
+
+func runBatch(ctx context.Context, tx *sqlx.Tx, op Operation, sel Selection, limit int) (lastID int64, seen int, acted []int64, err error) {
+	var query string
+	var args []any
+	switch op.Kind {
+	case OpReplay:
+		where, selArgs := sel.where(7)
+		query = fmt.Sprintf(replayBatchSQL, where)
+		args = append([]any{op.CursorID, op.MaxID, limit, op.RatePerSecond, op.PaceOrigin, op.Done, op.Actor}, selArgs...)
+	case OpDiscard:
+		where, selArgs := sel.where(5)
+		query = fmt.Sprintf(discardBatchSQL, where)
+		args = append([]any{op.CursorID, op.MaxID, limit, op.Actor, op.Reason}, selArgs...)
+	default:
+		return 0, 0, nil, fmt.Errorf("unknown operation kind %q", op.Kind)
+	}
+	var ids pq.Int64Array
+	if err := tx.QueryRowxContext(ctx, query, args...).Scan(&lastID, &seen, &ids); err != nil {
+		return 0, 0, nil, fmt.Errorf("%s batch: %w", op.Kind, err)
+	}
+	return lastID, seen, ids, nil
+}
+
+// finishOperation closes an operation whose selection is exhausted and
+// writes its closing audit entry with the final counts. Letters that left
+// the selection between confirmation and processing (replayed or discarded
+// by someone else) count as skipped.
+func finishOperation(ctx context.Context, tx *sqlx.Tx, op Operation, now time.Time) error {
+	skipped := max(op.Matched-op.Done, op.Skipped)
+	if _, err := tx.ExecContext(ctx, `UPDATE operations SET state = 'done', skipped = $2, finished_at = now(),
+		updated_at = now() WHERE id = $1`, op.ID, skipped); err != nil {
+		return fmt.Errorf("finish operation: %w", err)
+	}
+	counts := map[string]int64{"matched": op.Matched, "skipped": skipped}
+	counts[pastTense(string(op.Kind))] = op.Done
+	opID := op.ID
+	_, err := appendAudit(ctx, tx, AuditEntry{
+		At: now, Actor: op.Actor, Action: ActionBulkFinish, OperationID: &opID,
+		Counts: mustJSON(counts), Reason: op.Reason,
+		Details: mustJSON(map[string]any{"kind": op.Kind, "started_audit_event_id": op.AuditEventID}),
+	})
+	return err
+}
+
+// ChangeOperationParams cancels an operation or releases a canary.
+type ChangeOperationParams struct {
+	ID    int64
+	Actor Actor
+	Now   time.Time
+}
+
+// CancelOperation stops a running or waiting operation. Letters already
+// handled stay handled; the rest are left alone.
+func (s *Store) CancelOperation(ctx context.Context, p ChangeOperationParams) (Operation, error) {
+	return s.changeOperation(ctx, p, ActionBulkCancel, []OperationState{OpRunning, OpCanary}, OpCancelled)
+}
+
+// ReleaseCanary lets an operation waiting after its canary replay the rest.
+func (s *Store) ReleaseCanary(ctx context.Context, p ChangeOperationParams) (Operation, error) {
+	return s.changeOperation(ctx, p, ActionCanaryRelease, []OperationState{OpCanary}, OpRunning)
+}
+
+func (s *Store) changeOperation(ctx context.Context, p ChangeOperationParams, action string, from []OperationState, to OperationState) (Operation, error) {
+	var op Operation
+	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+		if err := tx.GetContext(ctx, &op, `SELECT `+operationColumns+` FROM operations WHERE id = $1 FOR UPDATE`, p.ID); err != nil {
+			return fmt.Errorf("operation %d: %w", p.ID, translate(err))
+		}
+		allowed := false
+		for _, st := range from {
+			allowed = allowed || op.State == st
+		}
+		if !allowed {
+			return fmt.Errorf("%w: operation %d is %s", ErrConflict, op.ID, op.State)
+		}
+		finished := "NULL"
+		if to.Finished() {
+			finished = "now()"
+		}
+		if err := tx.GetContext(ctx, &op, `UPDATE operations SET state = $2, updated_at = now(), finished_at = `+finished+`
+			WHERE id = $1 RETURNING `+operationColumns, op.ID, to); err != nil {
+			return fmt.Errorf("operation %d: %w", op.ID, err)
+		}
+		opID := op.ID
+		_, err := appendAudit(ctx, tx, AuditEntry{
+			At: p.Now, Actor: p.Actor.Name, Action: action, OperationID: &opID,
+			Counts:    mustJSON(map[string]int64{"matched": op.Matched, pastTense(string(op.Kind)): op.Done}),
+			RequestID: p.Actor.RequestID, RemoteAddr: p.Actor.RemoteAddr, UserAgent: p.Actor.UserAgent,
+		})
+		return err
+	})
+	if err != nil {
+		return Operation{}, fmt.Errorf("%s: %w", action, err)
+	}
+	return op, nil
+}
+
+// JobOutcome is the state of one job an operation enqueued.
+type JobOutcome struct {
+	DeadLetterID int64   `db:"dead_letter_id" json:"dead_letter_id"`
+	JobID        int64   `db:"job_id" json:"job_id"`
+	State        State   `db:"state" json:"state"`
+	Attempt      int     `db:"attempt" json:"attempt"`
+	LastError    *string `db:"last_error" json:"last_error"`
+}
+
+// OperationJobs returns the replay jobs of an operation's first letters (the
+// canary), in id order, with their current state.
+func (s *Store) OperationJobs(ctx context.Context, opID int64, limit int) ([]JobOutcome, error) {
+	var out []JobOutcome
+	err := s.db.SelectContext(ctx, &out, `
+		SELECT d.id AS dead_letter_id, j.id AS job_id, j.state, j.attempt, j.last_error
+		FROM operations o
+		JOIN audit_event_letters a ON a.audit_event_id = o.audit_event_id
+		JOIN dead_letters d ON d.id = a.dead_letter_id
+		JOIN jobs j ON j.id = d.replay_job_id
+		WHERE o.id = $1
+		ORDER BY d.id LIMIT $2`, opID, limit)
+	if err != nil {
+		return nil, fmt.Errorf("operation %d jobs: %w", opID, err)
+	}
+	return out, nil
+}

@@ -1,0 +1,333 @@
+package dlq
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+	"github.com/lib/pq"
+)
+
+// OperationKind is what a bulk operation does to each letter.
+type OperationKind string
+
+// The bulk operation kinds.
+const (
+	OpReplay  OperationKind = "replay"
+	OpDiscard OperationKind = "discard"
+)
+
+// OperationState is where a bulk operation is.
+type OperationState string
+
+// The operation states. running → (canary →) running → done; cancelled and
+// failed end it early. Only running operations are worked on.
+const (
+	OpRunning   OperationState = "running"
+	OpCanary    OperationState = "canary" // the canary letters are replayed; waiting for release
+	OpDone      OperationState = "done"
+	OpCancelled OperationState = "cancelled"
+	OpFailed    OperationState = "failed"
+)
+
+// Finished reports whether the operation will do nothing more.
+func (s OperationState) Finished() bool {
+	return s == OpDone || s == OpCancelled || s == OpFailed
+}
+
+// Operation is a durable bulk replay or discard.
+type Operation struct {
+	ID            int64            `db:"id" json:"operation_id"`
+	Kind          OperationKind    `db:"kind" json:"kind"`
+	State         OperationState   `db:"state" json:"state"`
+	Actor         string           `db:"actor" json:"actor"`
+	Reason        string           `db:"reason" json:"reason,omitempty"`
+	IDs           pq.Int64Array    `db:"ids" json:"ids,omitempty"`
+	Filter        *json.RawMessage `db:"filter" json:"filter,omitempty"`
+	MaxID         int64            `db:"max_id" json:"max_id"`
+	Matched       int64            `db:"matched" json:"matched"`
+	RatePerSecond *float64         `db:"rate_per_second" json:"rate_per_second,omitempty"`
+	Canary        int              `db:"canary" json:"canary,omitempty"`
+	CursorID      int64            `db:"cursor_id" json:"-"`
+	Done          int64            `db:"done_count" json:"done"`
+	Skipped       int64            `db:"skipped" json:"skipped"`
+	PaceOrigin    *time.Time       `db:"pace_origin" json:"-"`
+	AuditEventID  *int64           `db:"audit_event_id" json:"audit_event_id,omitempty"`
+	Error         *string          `db:"error" json:"error,omitempty"`
+	CreatedAt     time.Time        `db:"created_at" json:"created_at"`
+	UpdatedAt     time.Time        `db:"updated_at" json:"updated_at"`
+	FinishedAt    *time.Time       `db:"finished_at" json:"finished_at,omitempty"`
+}
+
+const operationColumns = `id, kind, state, actor, reason, ids, filter, max_id, matched, rate_per_second, canary,
+	cursor_id, done_count, skipped, pace_origin, audit_event_id, error, created_at, updated_at, finished_at`
+
+// Selection is what a bulk operation acts on: explicit letter ids, or every
+// letter matching a filter, bounded by MaxID so that letters arriving after
+// the engineer confirmed are not swept in.
+type Selection struct {
+	IDs    []int64
+	Filter *Filter
+	// MaxID bounds the selection: letters with a higher id are left alone.
+	// Zero means "the highest id matching now" (the API without a preview).
+	MaxID int64
+}
+
+// Valid reports a problem with the selection's shape.
+func (s Selection) valid() error {
+	switch {
+	case len(s.IDs) == 0 && s.Filter == nil:
+		return &ValidationError{Fields: map[string]string{"selection": "select at least one letter, or a filter"}}
+	case len(s.IDs) > 0 && s.Filter != nil:
+		return &ValidationError{Fields: map[string]string{"selection": "give ids or a filter, not both"}}
+	case len(s.IDs) > MaxBatch:
+		return &ValidationError{Fields: map[string]string{"ids": fmt.Sprintf("at most %d ids; use a filter for more", MaxBatch)}}
+	}
+	return nil
+}
+
+// where returns the selection's condition, numbering its arguments after
+// the first offset ones.
+func (s Selection) where(offset int) (string, []any) {
+	if s.Filter == nil {
+		return fmt.Sprintf("id = ANY($%d)", offset+1), []any{pq.Array(s.IDs)}
+	}
+	clause, args := s.Filter.FirstPage().where(false)
+	clause = strings.TrimPrefix(clause, "WHERE ")
+	if clause == "" {
+		return "TRUE", nil
+	}
+	// Renumber $1..$n to $offset+1..$offset+n, highest first so $1 does not eat $10.
+	for i := len(args); i >= 1; i-- {
+		clause = strings.ReplaceAll(clause, "$"+strconv.Itoa(i), "$#"+strconv.Itoa(i+offset))
+	}
+	return strings.ReplaceAll(clause, "$#", "$"), args
+}
+
+// storedFilter is the filter as the operation keeps it: a query string with
+// relative times resolved, so resuming tomorrow selects what was confirmed today.
+func storedFilter(f Filter) json.RawMessage {
+	v := f.FirstPage().Values()
+	v.Del("limit")
+	if !f.Since.IsZero() {
+		v.Set("since", f.Since.At.UTC().Format(time.RFC3339Nano))
+	}
+	if !f.Until.IsZero() {
+		v.Set("until", f.Until.At.UTC().Format(time.RFC3339Nano))
+	}
+	return mustJSON(v)
+}
+
+func loadFilter(raw json.RawMessage) (Filter, error) {
+	var v url.Values
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return Filter{}, fmt.Errorf("stored filter: %w", err)
+	}
+	return ParseFilter(v, time.Now())
+}
+
+// selectionOf rebuilds an operation's selection from its row.
+func (op Operation) selection() (Selection, error) {
+	if op.Filter == nil {
+		return Selection{IDs: op.IDs, MaxID: op.MaxID}, nil
+	}
+	f, err := loadFilter(*op.Filter)
+	if err != nil {
+		return Selection{}, err
+	}
+	return Selection{Filter: &f, MaxID: op.MaxID}, nil
+}
+
+// Preview is what a confirmation page shows before a bulk action.
+type Preview struct {
+	// Matched counts the letters in the selection that the action applies to
+	// (pending ones); Other counts selected letters already replayed or
+	// discarded, which will be skipped.
+	Matched int64
+	Other   int64
+	MaxID   int64
+	Sample  []DeadLetter
+	ByTask  []TaskCount
+}
+
+// TaskCount is one line of a preview's breakdown by task.
+type TaskCount struct {
+	Task string `db:"task" json:"task"`
+	N    int64  `db:"n" json:"n"`
+}
+
+// PreviewSelection counts, samples and breaks down a selection by task. It
+// fixes MaxID (when not given) at the highest id that matches now.
+func (s *Store) PreviewSelection(ctx context.Context, sel Selection, sampleSize int) (Preview, error) {
+	if err := sel.valid(); err != nil {
+		return Preview{}, err
+	}
+	where, args := sel.where(0)
+	if sel.MaxID > 0 {
+		args = append(args, sel.MaxID)
+		where += fmt.Sprintf(" AND id <= $%d", len(args))
+	}
+	var p Preview
+	err := s.db.QueryRowxContext(ctx, `
+		SELECT count(*) FILTER (WHERE status = 'pending'), count(*) FILTER (WHERE status <> 'pending'),
+			coalesce(max(id), 0)
+		FROM dead_letters WHERE `+where, args...).Scan(&p.Matched, &p.Other, &p.MaxID)
+	if err != nil {
+		return Preview{}, fmt.Errorf("preview selection: %w", translate(err))
+	}
+	if sel.MaxID > 0 {
+		p.MaxID = sel.MaxID
+	}
+	if err := s.db.SelectContext(ctx, &p.ByTask, `
+		SELECT task, count(*) AS n FROM dead_letters WHERE status = 'pending' AND `+where+`
+		GROUP BY task ORDER BY n DESC, task LIMIT 20`, args...); err != nil {
+		return Preview{}, fmt.Errorf("preview selection: by task: %w", err)
+	}
+	if err := s.db.SelectContext(ctx, &p.Sample, `
+		SELECT `+deadLetterColumns+` FROM dead_letters WHERE status = 'pending' AND `+where+`
+		ORDER BY id DESC LIMIT `+strconv.Itoa(sampleSize), args...); err != nil {
+		return Preview{}, fmt.Errorf("preview selection: sample: %w", err)
+	}
+	return p, nil
+}
+
+// OperationParams starts a bulk operation.
+type OperationParams struct {
+	Kind      OperationKind
+	Selection Selection
+	Actor     Actor
+	Reason    string
+	// RatePerSecond paces a replay: replayed jobs get run_at spread at this
+	// rate, so a recovering dependency is not hammered. Zero: all at once.
+	RatePerSecond float64
+	// Canary replays this many letters first and waits for a release.
+	Canary int
+	Now    time.Time
+	Key    string // one-time key, as in ReplayParams
+}
+
+// CreateOperation records a bulk operation (bounded by the selection's
+// MaxID) and its audit entry in one transaction. The operation then runs in
+// the background (RunOperationBatch). With a used key, it returns the
+// operation that key created.
+func (s *Store) CreateOperation(ctx context.Context, p OperationParams) (Operation, error) {
+	if err := p.Selection.valid(); err != nil {
+		return Operation{}, err
+	}
+	if p.Kind != OpReplay && p.Kind != OpDiscard {
+		return Operation{}, &ValidationError{Fields: map[string]string{"kind": "must be replay or discard"}}
+	}
+	if p.Kind == OpDiscard && strings.TrimSpace(p.Reason) == "" {
+		return Operation{}, &ValidationError{Fields: map[string]string{"reason": "a reason is required to discard"}}
+	}
+	if p.RatePerSecond < 0 || p.Canary < 0 {
+		return Operation{}, &ValidationError{Fields: map[string]string{"rate_per_second": "must not be negative"}}
+	}
+	var op Operation
+	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+		var ref struct {
+			ID int64 `json:"operation_id"`
+		}
+		repeated, err := onceWithKey(ctx, tx, p.Key, p.Actor, "bulk_"+string(p.Kind), &ref, func() error {
+			var err error
+			op, err = createOperationInTx(ctx, tx, p)
+			ref.ID = op.ID
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		if repeated {
+			return tx.GetContext(ctx, &op, `SELECT `+operationColumns+` FROM operations WHERE id = $1`, ref.ID)
+		}
+		return nil
+	})
+	if err != nil {
+		return Operation{}, fmt.Errorf("create %s operation: %w", p.Kind, err)
+	}
+	return op, nil
+}
+
+func createOperationInTx(ctx context.Context, tx *sqlx.Tx, p OperationParams) (Operation, error) {
+	sel := p.Selection
+	where, args := sel.where(0)
+	if sel.MaxID > 0 {
+		args = append(args, sel.MaxID)
+		where += fmt.Sprintf(" AND id <= $%d", len(args))
+	}
+	var matched, maxID int64
+	if err := tx.QueryRowxContext(ctx, `SELECT count(*), coalesce(max(id), 0) FROM dead_letters WHERE `+where,
+		args...).Scan(&matched, &maxID); err != nil {
+		return Operation{}, fmt.Errorf("count selection: %w", translate(err))
+	}
+	if sel.MaxID > 0 {
+		maxID = sel.MaxID
+	}
+	var ids any
+	var filter any
+	if sel.Filter != nil {
+		filter = []byte(storedFilter(*sel.Filter))
+	} else {
+		ids = pq.Array(sel.IDs)
+	}
+	var rate *float64
+	if p.RatePerSecond > 0 {
+		rate = &p.RatePerSecond
+	}
+	var op Operation
+	err := tx.GetContext(ctx, &op, `
+		INSERT INTO operations (kind, actor, reason, ids, filter, max_id, matched, rate_per_second, canary, pace_origin)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, now())
+		RETURNING `+operationColumns,
+		p.Kind, p.Actor.Name, p.Reason, ids, filter, maxID, matched, rate, p.Canary)
+	if err != nil {
+		return Operation{}, fmt.Errorf("insert operation: %w", translate(err))
+	}
+	opID := op.ID
+	var filterJSON *json.RawMessage
+	if sel.Filter != nil {
+		f := storedFilter(*sel.Filter)
+		filterJSON = &f
+	}
+	details := map[string]any{"kind": p.Kind, "canary": p.Canary, "rate_per_second": p.RatePerSecond}
+	if sel.Filter == nil {
+		details["ids"] = sel.IDs
+	}
+	auditID, err := appendAudit(ctx, tx, AuditEntry{
+		At: p.Now, Actor: p.Actor.Name, Action: ActionBulkStart, OperationID: &opID,
+		Filter: filterJSON, MaxID: &maxID, Counts: mustJSON(map[string]int64{"matched": matched}),
+		Reason: p.Reason, RequestID: p.Actor.RequestID, RemoteAddr: p.Actor.RemoteAddr, UserAgent: p.Actor.UserAgent,
+		Details: mustJSON(details),
+	})
+	if err != nil {
+		return Operation{}, err
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE operations SET audit_event_id = $2 WHERE id = $1`, op.ID, auditID); err != nil {
+		return Operation{}, fmt.Errorf("link audit entry: %w", err)
+	}
+	op.AuditEventID = &auditID
+	return op, nil
+}
+
+// Operation returns one operation.
+func (s *Store) Operation(ctx context.Context, id int64) (Operation, error) {
+	var op Operation
+	if err := s.db.GetContext(ctx, &op, `SELECT `+operationColumns+` FROM operations WHERE id = $1`, id); err != nil {
+		return Operation{}, fmt.Errorf("operation %d: %w", id, translate(err))
+	}
+	return op, nil
+}
+
+// RunnableOperations lists operations with work left, oldest first.
+func (s *Store) RunnableOperations(ctx context.Context) ([]int64, error) {
+	var ids []int64
+	if err := s.db.SelectContext(ctx, &ids, `SELECT id FROM operations WHERE state = 'running' ORDER BY id`); err != nil {
+		return nil, fmt.Errorf("runnable operations: %w", err)
+	}
+	return ids, nil
+}

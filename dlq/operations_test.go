@@ -1,0 +1,263 @@
+package dlq_test
+
+import (
+	"context"
+	"errors"
+	"net/url"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redrive/redrive/dlq"
+	"github.com/redrive/redrive/dlq/dlqtest"
+)
+
+// runToEnd runs an operation's batches until it stops being runnable.
+func runToEnd(t *testing.T, store *dlq.Store, opID int64, batch int) dlq.BatchResult {
+	t.Helper()
+	for range 10_000 {
+		res, err := store.RunOperationBatch(context.Background(), opID, batch, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Finished || res.State != dlq.OpRunning {
+			return res
+		}
+	}
+	t.Fatal("operation did not finish")
+	return dlq.BatchResult{}
+}
+
+func filterOf(t *testing.T, q string) *dlq.Filter {
+	t.Helper()
+	v, err := url.ParseQuery(q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := dlq.ParseFilter(v, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &f
+}
+
+func assertEachReplayedOnce(t *testing.T, db *dlqtest.DB, want int) {
+	t.Helper()
+	if n := count(t, db, `SELECT count(*) FROM (SELECT replay_of FROM jobs GROUP BY replay_of HAVING count(*) > 1) x`); n != 0 {
+		t.Fatalf("%d letters were replayed more than once", n)
+	}
+	if n := count(t, db, `SELECT count(*) FROM jobs WHERE replay_of IS NOT NULL`); n != want {
+		t.Fatalf("%d replay jobs, want %d", n, want)
+	}
+	if n := count(t, db, `SELECT count(*) FROM dead_letters d JOIN jobs j ON j.id = d.replay_job_id AND j.replay_of = d.id`); n != want {
+		t.Fatalf("%d letters point at their replay job, want %d", n, want)
+	}
+}
+
+func TestBulkOperations(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+
+	t.Run("ByFilterIsBoundedByTheConfirmedMaxID", func(t *testing.T) {
+		t.Parallel()
+		store, db := setup(t)
+		insertLetters(t, db, 250)
+		preview, err := store.PreviewSelection(ctx, dlq.Selection{Filter: filterOf(t, "task=t.ok")}, 5)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if preview.Matched != 250 || len(preview.Sample) != 5 || len(preview.ByTask) != 1 || preview.ByTask[0].N != 250 {
+			t.Fatalf("preview wrong: matched %d sample %d bytask %+v", preview.Matched, len(preview.Sample), preview.ByTask)
+		}
+		insertLetters(t, db, 10) // arrive after the engineer confirmed
+		op, err := store.CreateOperation(ctx, dlq.OperationParams{Kind: dlq.OpReplay, Actor: alice, Now: time.Now(),
+			Selection: dlq.Selection{Filter: filterOf(t, "task=t.ok"), MaxID: preview.MaxID}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if op.Matched != 250 {
+			t.Fatalf("matched %d, want 250", op.Matched)
+		}
+		runToEnd(t, store, op.ID, 100)
+		assertEachReplayedOnce(t, db, 250)
+		if n := count(t, db, `SELECT count(*) FROM dead_letters WHERE status = 'pending'`); n != 10 {
+			t.Fatalf("%d letters pending, want the 10 that arrived later", n)
+		}
+		op, _ = store.Operation(ctx, op.ID)
+		if op.State != dlq.OpDone || op.Done != 250 || op.Skipped != 0 {
+			t.Fatalf("final operation wrong: %+v", op)
+		}
+		if n := count(t, db, `SELECT count(*) FROM audit_event_letters WHERE audit_event_id = $1`, *op.AuditEventID); n != 250 {
+			t.Fatalf("audit links %d letters, want 250", n)
+		}
+		if n := count(t, db, `SELECT count(*) FROM audit_events WHERE operation_id = $1`, op.ID); n != 2 {
+			t.Fatalf("%d audit entries for the operation, want start and finish", n)
+		}
+	})
+
+	t.Run("OverlappingBulkReplaysReplayEachLetterOnce", func(t *testing.T) {
+		t.Parallel()
+		store, db := setup(t)
+		insertLetters(t, db, 400)
+		var ops []int64
+		for range 2 {
+			op, err := store.CreateOperation(ctx, dlq.OperationParams{Kind: dlq.OpReplay, Actor: alice, Now: time.Now(),
+				Selection: dlq.Selection{Filter: filterOf(t, "status=pending")}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ops = append(ops, op.ID)
+		}
+		var wg sync.WaitGroup
+		for _, id := range ops {
+			wg.Go(func() { runToEnd(t, store, id, 37) })
+		}
+		wg.Wait()
+		assertEachReplayedOnce(t, db, 400)
+		var done int64
+		for _, id := range ops {
+			op, _ := store.Operation(ctx, id)
+			done += op.Done
+			if op.Done+op.Skipped != 400 {
+				t.Errorf("operation %d: done %d + skipped %d != 400", id, op.Done, op.Skipped)
+			}
+		}
+		if done != 400 {
+			t.Fatalf("the two operations replayed %d letters between them, want 400", done)
+		}
+	})
+
+	t.Run("KilledBetweenBatchesResumesWithoutReplayingTwice", func(t *testing.T) {
+		t.Parallel()
+		store, db := setup(t)
+		insertLetters(t, db, 300)
+		op, err := store.CreateOperation(ctx, dlq.OperationParams{Kind: dlq.OpReplay, Actor: alice, Now: time.Now(),
+			Selection: dlq.Selection{Filter: filterOf(t, "task=t.ok")}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := store.RunOperationBatch(ctx, op.ID, 100, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		// A batch that dies mid-way (context cancelled) commits nothing.
+		dead, cancel := context.WithCancel(ctx)
+		cancel()
+		if _, err := store.RunOperationBatch(dead, op.ID, 100, time.Now()); err == nil {
+			t.Fatal("a batch on a cancelled context succeeded")
+		}
+		// A new process picks the operation up again.
+		fresh := dlq.NewStore(db.DB)
+		runToEnd(t, fresh, op.ID, 100)
+		assertEachReplayedOnce(t, db, 300)
+	})
+
+	t.Run("PacedReplaySpreadsRunAt", func(t *testing.T) {
+		t.Parallel()
+		store, db := setup(t)
+		insertLetters(t, db, 100)
+		op, err := store.CreateOperation(ctx, dlq.OperationParams{Kind: dlq.OpReplay, Actor: alice, Now: time.Now(),
+			RatePerSecond: 10, Selection: dlq.Selection{Filter: filterOf(t, "task=t.ok")}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		runToEnd(t, store, op.ID, 30)
+		var spread float64
+		if err := db.Get(&spread, `SELECT extract(epoch FROM max(run_at) - min(run_at)) FROM jobs`); err != nil {
+			t.Fatal(err)
+		}
+		if spread < 9 || spread > 10.5 {
+			t.Fatalf("100 jobs at 10/s should spread over ~9.9 s, spread %.2f s", spread)
+		}
+	})
+
+	t.Run("CanaryWaitsForRelease", func(t *testing.T) {
+		t.Parallel()
+		store, db := setup(t)
+		insertLetters(t, db, 50)
+		op, err := store.CreateOperation(ctx, dlq.OperationParams{Kind: dlq.OpReplay, Actor: alice, Now: time.Now(),
+			Canary: 5, Selection: dlq.Selection{Filter: filterOf(t, "task=t.ok")}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res := runToEnd(t, store, op.ID, 100)
+		if res.State != dlq.OpCanary {
+			t.Fatalf("state %s after canary, want canary", res.State)
+		}
+		assertEachReplayedOnce(t, db, 5)
+		jobs, err := store.OperationJobs(ctx, op.ID, 10)
+		if err != nil || len(jobs) != 5 {
+			t.Fatalf("canary jobs: %d %v", len(jobs), err)
+		}
+		if _, err := store.ReleaseCanary(ctx, dlq.ChangeOperationParams{ID: op.ID, Actor: alice, Now: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+		runToEnd(t, store, op.ID, 100)
+		assertEachReplayedOnce(t, db, 50)
+	})
+
+	t.Run("CancelStopsTheRest", func(t *testing.T) {
+		t.Parallel()
+		store, db := setup(t)
+		insertLetters(t, db, 100)
+		op, err := store.CreateOperation(ctx, dlq.OperationParams{Kind: dlq.OpDiscard, Actor: alice, Reason: "bad batch",
+			Now: time.Now(), Selection: dlq.Selection{Filter: filterOf(t, "task=t.ok")}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := store.RunOperationBatch(ctx, op.ID, 40, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := store.CancelOperation(ctx, dlq.ChangeOperationParams{ID: op.ID, Actor: alice, Now: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+		res, err := store.RunOperationBatch(ctx, op.ID, 40, time.Now())
+		if err != nil || !res.Finished || res.Acted != 0 {
+			t.Fatalf("a cancelled operation kept working: %+v %v", res, err)
+		}
+		if n := count(t, db, `SELECT count(*) FROM dead_letters WHERE status = 'discarded'`); n != 40 {
+			t.Fatalf("%d discarded, want the first batch of 40", n)
+		}
+		if _, err := store.CancelOperation(ctx, dlq.ChangeOperationParams{ID: op.ID, Actor: alice, Now: time.Now()}); !errors.Is(err, dlq.ErrConflict) {
+			t.Fatalf("cancel twice: want conflict, got %v", err)
+		}
+	})
+
+	t.Run("DiscardNeedsAReason", func(t *testing.T) {
+		t.Parallel()
+		store, db := setup(t)
+		ids := insertLetters(t, db, 3)
+		_, err := store.CreateOperation(ctx, dlq.OperationParams{Kind: dlq.OpDiscard, Actor: alice, Now: time.Now(),
+			Selection: dlq.Selection{IDs: ids}})
+		if !errors.Is(err, dlq.ErrInvalid) {
+			t.Fatalf("want invalid, got %v", err)
+		}
+		if n := count(t, db, `SELECT count(*) FROM operations`); n != 0 {
+			t.Fatal("a refused operation was recorded")
+		}
+	})
+
+	t.Run("SelectedIDsSkipWhatIsNotPending", func(t *testing.T) {
+		t.Parallel()
+		store, db := setup(t)
+		ids := insertLetters(t, db, 3)
+		if _, err := store.ReplayDeadLetter(ctx, dlq.ReplayParams{ID: ids[0], Actor: alice, Now: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+		op, err := store.CreateOperation(ctx, dlq.OperationParams{Kind: dlq.OpReplay, Actor: alice, Now: time.Now(),
+			Selection: dlq.Selection{IDs: append(ids, 99999)}, Key: "k1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, err := store.CreateOperation(ctx, dlq.OperationParams{Kind: dlq.OpReplay, Actor: alice, Now: time.Now(),
+			Selection: dlq.Selection{IDs: ids}, Key: "k1"})
+		if err != nil || again.ID != op.ID {
+			t.Fatalf("same key must return the same operation: %d vs %d (%v)", again.ID, op.ID, err)
+		}
+		runToEnd(t, store, op.ID, 10)
+		op, _ = store.Operation(ctx, op.ID)
+		if op.Done != 2 || op.Skipped != 1 || op.Matched != 3 {
+			t.Fatalf("done %d skipped %d matched %d; want 2, 1, 3", op.Done, op.Skipped, op.Matched)
+		}
+		assertEachReplayedOnce(t, db, 3)
+	})
+}
