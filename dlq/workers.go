@@ -25,7 +25,7 @@ type WorkerInfo struct {
 
 const registerWorkerSQL = `
 INSERT INTO workers (id, host, pid, version, queues, tasks, concurrency)
-VALUES ($1, $2, $3, $4, $5, $6, $7)
+VALUES ($1, $2, $3, $4, $5, coalesce($6, '{}'::text[]), $7)
 ON CONFLICT (id) DO UPDATE SET heartbeat_at = now()`
 
 const registerTasksSQL = `

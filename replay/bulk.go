@@ -1,0 +1,134 @@
+package replay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/redrive/redrive/dlq"
+)
+
+// BulkRequest asks for a bulk replay or discard.
+type BulkRequest struct {
+	Kind      dlq.OperationKind
+	Selection dlq.Selection
+	Actor     Actor
+	Reason    string
+	// RatePerSecond paces a replay (0: no pacing); Canary replays this many
+	// first and waits for a release (0: no canary).
+	RatePerSecond float64
+	Canary        int
+	// DryRun answers the counts and changes nothing.
+	DryRun bool
+	// Typed is what the engineer typed to confirm; the console requires it
+	// to equal Expected (the count the confirmation page showed) when that
+	// is over TypedConfirmationOver. The API leaves RequireTyped false.
+	RequireTyped bool
+	Typed        string
+	Expected     int64
+	Key          string
+}
+
+// Limits on pacing and canaries.
+const (
+	MaxRatePerSecond = 100_000
+	MaxCanary        = 1000
+)
+
+// Preview shows what a bulk action would touch, with MaxID fixed so that
+// the action confirmed acts on exactly these letters and not on later ones.
+func (s *Service) Preview(ctx context.Context, sel dlq.Selection, sampleSize int) (dlq.Preview, error) {
+	return s.store.PreviewSelection(ctx, sel, sampleSize)
+}
+
+// StartBulk checks policy and records the operation; the Runner carries it
+// out in the background. A dry run returns the preview counts as a
+// not-persisted operation in state done.
+func (s *Service) StartBulk(ctx context.Context, r BulkRequest) (dlq.Operation, error) {
+	if err := mayAct(r.Actor); err != nil {
+		return dlq.Operation{}, err
+	}
+	problems := map[string]string{}
+	if r.RatePerSecond < 0 || r.RatePerSecond > MaxRatePerSecond {
+		problems["rate_per_second"] = fmt.Sprintf("must be between 0 and %d", MaxRatePerSecond)
+	}
+	if r.Canary < 0 || r.Canary > MaxCanary {
+		problems["canary"] = fmt.Sprintf("must be between 0 and %d", MaxCanary)
+	}
+	if r.Kind == dlq.OpDiscard && (r.RatePerSecond > 0 || r.Canary > 0) {
+		problems["kind"] = "pacing and canaries apply to replays only"
+	}
+	if r.Kind == dlq.OpDiscard && strings.TrimSpace(r.Reason) == "" {
+		problems["reason"] = "a reason is required to discard"
+	}
+	if len(problems) > 0 {
+		return dlq.Operation{}, &dlq.ValidationError{Fields: problems}
+	}
+	if r.DryRun {
+		p, err := s.store.PreviewSelection(ctx, r.Selection, 0)
+		if err != nil {
+			return dlq.Operation{}, err
+		}
+		return dlq.Operation{Kind: r.Kind, State: dlq.OpDone, Matched: p.Matched, Skipped: p.Other, MaxID: p.MaxID}, nil
+	}
+	if r.RequireTyped && r.Expected > TypedConfirmationOver && strings.ReplaceAll(strings.TrimSpace(r.Typed), ",", "") != fmt.Sprint(r.Expected) {
+		return dlq.Operation{}, &ConfirmError{Expected: r.Expected}
+	}
+	op, err := s.store.CreateOperation(ctx, dlq.OperationParams{
+		Kind: r.Kind, Selection: r.Selection, Actor: r.Actor.Actor, Reason: strings.TrimSpace(r.Reason),
+		RatePerSecond: r.RatePerSecond, Canary: r.Canary, Now: s.now(), Key: r.Key,
+	})
+	if err != nil {
+		return dlq.Operation{}, err
+	}
+	s.logger.Info("bulk operation started", "operation_id", op.ID, "kind", op.Kind, "matched", op.Matched, "actor", r.Actor.Name)
+	s.wake()
+	return op, nil
+}
+
+// Cancel stops a bulk operation.
+func (s *Service) Cancel(ctx context.Context, id int64, a Actor) (dlq.Operation, error) {
+	if err := mayAct(a); err != nil {
+		return dlq.Operation{}, err
+	}
+	return s.store.CancelOperation(ctx, dlq.ChangeOperationParams{ID: id, Actor: a.Actor, Now: s.now()})
+}
+
+// ReleaseCanary lets an operation continue after its canary.
+func (s *Service) ReleaseCanary(ctx context.Context, id int64, a Actor) (dlq.Operation, error) {
+	if err := mayAct(a); err != nil {
+		return dlq.Operation{}, err
+	}
+	op, err := s.store.ReleaseCanary(ctx, dlq.ChangeOperationParams{ID: id, Actor: a.Actor, Now: s.now()})
+	if err == nil {
+		s.wake()
+	}
+	return op, err
+}
+
+// Wait follows an operation until it finishes, waits at a canary, or
+// timeout passes, and returns its latest state.
+func (s *Service) Wait(ctx context.Context, id int64, timeout time.Duration) (dlq.Operation, error) {
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		op, err := s.store.Operation(ctx, id)
+		if err != nil || op.State.Finished() || op.State == dlq.OpCanary {
+			return op, err
+		}
+		select {
+		case <-ctx.Done():
+			return op, nil
+		case <-deadline.C:
+			return op, nil
+		case <-tick.C:
+		}
+	}
+}
+
+// IsForbidden reports whether err is a policy refusal.
+func IsForbidden(err error) bool { return errors.Is(err, ErrForbidden) }

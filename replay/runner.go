@@ -1,0 +1,112 @@
+package replay
+
+import (
+	"cmp"
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/redrive/redrive/dlq"
+)
+
+// OperationStore is what the Runner needs from dlq.
+type OperationStore interface {
+	RunnableOperations(ctx context.Context) ([]int64, error)
+	RunOperationBatch(ctx context.Context, opID int64, batchSize int, now time.Time) (dlq.BatchResult, error)
+}
+
+// RunnerConfig configures a Runner.
+type RunnerConfig struct {
+	Store  OperationStore
+	Logger *slog.Logger
+	// BatchSize is how many letters one transaction handles; default 2000:
+	// big enough that 100,000 letters take ~50 round trips, small enough
+	// that each transaction holds its row locks for well under a second.
+	BatchSize int
+	// PollInterval is how often the runner looks for work when not woken;
+	// it is also how a second console process picks up operations after a
+	// crash of the first. Default 1s.
+	PollInterval time.Duration
+	Now          func() time.Time
+}
+
+// Runner carries out bulk operations in the background, batch by batch, so
+// a large operation never holds an HTTP request open. Every console process
+// may run one: operations are locked per batch, and a crashed process's
+// operations resume in whichever runner looks next.
+type Runner struct {
+	cfg  RunnerConfig
+	wake chan struct{}
+}
+
+// NewRunner returns a Runner.
+func NewRunner(cfg RunnerConfig) *Runner {
+	cfg.BatchSize = cmp.Or(cfg.BatchSize, 2000)
+	cfg.PollInterval = cmp.Or(cfg.PollInterval, time.Second)
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Runner{cfg: cfg, wake: make(chan struct{}, 1)}
+}
+
+// Wake tells the runner there is new work; it never blocks.
+func (r *Runner) Wake() {
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Run works on operations until ctx ends. A batch in flight when ctx ends
+// rolls back whole and is redone later.
+func (r *Runner) Run(ctx context.Context) error {
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-r.wake:
+		case <-timer.C:
+		}
+		r.runAll(ctx)
+		timer.Reset(r.cfg.PollInterval)
+	}
+}
+
+func (r *Runner) runAll(ctx context.Context) {
+	ids, err := r.cfg.Store.RunnableOperations(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			r.cfg.Logger.Error("list operations", "err", err)
+		}
+		return
+	}
+	for _, id := range ids {
+		r.runOne(ctx, id)
+	}
+}
+
+// runOne runs batches of one operation while it has work. Operations take
+// turns only between runAll passes; one large operation runs to its end
+// first, which keeps each operation's pace origin meaningful.
+func (r *Runner) runOne(ctx context.Context, id int64) {
+	for ctx.Err() == nil {
+		res, err := r.cfg.Store.RunOperationBatch(ctx, id, r.cfg.BatchSize, r.cfg.Now())
+		if err != nil {
+			if ctx.Err() == nil {
+				r.cfg.Logger.Error("operation batch failed; will retry", "operation_id", id, "err", err)
+			}
+			return
+		}
+		if res.Finished || res.State != dlq.OpRunning || (res.Acted == 0 && res.Skipped == 0) {
+			if res.Finished {
+				r.cfg.Logger.Info("operation finished", "operation_id", id)
+			}
+			return
+		}
+	}
+}

@@ -1,0 +1,216 @@
+package replay
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/redrive/redrive/dlq"
+)
+
+// ErrForbidden means the actor's role may not take the action.
+var ErrForbidden = errors.New("forbidden")
+
+// EditError is an edited argument that is not valid JSON of the right
+// shape. Nothing was changed. (HTTP 422: the request was well-formed, its
+// content was not.)
+type EditError struct {
+	Field   string // "args" or "kwargs"
+	Message string
+}
+
+func (e *EditError) Error() string { return e.Field + ": " + e.Message }
+
+// ConfirmError means a large bulk action was not confirmed by typing its size.
+type ConfirmError struct {
+	Expected int64
+}
+
+func (e *ConfirmError) Error() string {
+	return fmt.Sprintf("this acts on %d letters: type the number %d to confirm", e.Expected, e.Expected)
+}
+
+// TypedConfirmationOver is the size above which a bulk action in the
+// console must be confirmed by typing the number of letters.
+const TypedConfirmationOver = 1000
+
+// Actor is who asks for an action, with the role that decides if they may.
+type Actor struct {
+	dlq.Actor
+	Role dlq.Role
+}
+
+// Store is what the service needs from dlq.
+type Store interface {
+	ReplayDeadLetter(ctx context.Context, p dlq.ReplayParams) (dlq.ReplayResult, error)
+	DiscardDeadLetter(ctx context.Context, p dlq.DiscardParams) (int64, error)
+	RestoreDeadLetter(ctx context.Context, p dlq.RestoreParams) (int64, error)
+	PreviewSelection(ctx context.Context, sel dlq.Selection, sampleSize int) (dlq.Preview, error)
+	CreateOperation(ctx context.Context, p dlq.OperationParams) (dlq.Operation, error)
+	Operation(ctx context.Context, id int64) (dlq.Operation, error)
+	CancelOperation(ctx context.Context, p dlq.ChangeOperationParams) (dlq.Operation, error)
+	ReleaseCanary(ctx context.Context, p dlq.ChangeOperationParams) (dlq.Operation, error)
+	Workers(ctx context.Context) ([]dlq.WorkerInfo, error)
+}
+
+// Service applies policy to actions on dead letters and hands the guarded
+// changes to the store.
+type Service struct {
+	store  Store
+	logger *slog.Logger
+	now    func() time.Time
+	// wake, when set, tells the operation runner new work has arrived.
+	wake func()
+}
+
+// Config configures a Service.
+type Config struct {
+	Store  Store
+	Logger *slog.Logger
+	// Now is the clock; default time.Now.
+	Now func() time.Time
+	// Wake is called after a bulk operation is created (Runner.Wake).
+	Wake func()
+}
+
+// NewService returns a Service.
+func NewService(cfg Config) *Service {
+	s := &Service{store: cfg.Store, logger: cfg.Logger, now: cfg.Now, wake: cfg.Wake}
+	if s.logger == nil {
+		s.logger = slog.New(slog.DiscardHandler)
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	if s.wake == nil {
+		s.wake = func() {}
+	}
+	return s
+}
+
+func mayAct(a Actor) error {
+	if !a.Role.CanAct() {
+		return fmt.Errorf("%w: the %s role may not change dead letters", ErrForbidden, a.Role)
+	}
+	return nil
+}
+
+// ReplayRequest asks to replay one letter, optionally with edited arguments.
+type ReplayRequest struct {
+	ID     int64
+	Actor  Actor
+	Args   *string // edited args as typed, or nil to keep the letter's
+	Kwargs *string // edited kwargs as typed, or nil to keep the letter's
+	Reason string
+	Key    string
+}
+
+// Replay replays one letter. Edited arguments are validated before anything
+// happens: invalid JSON or the wrong shape is an *EditError.
+func (s *Service) Replay(ctx context.Context, r ReplayRequest) (dlq.ReplayResult, error) {
+	if err := mayAct(r.Actor); err != nil {
+		return dlq.ReplayResult{}, err
+	}
+	p := dlq.ReplayParams{ID: r.ID, Actor: r.Actor.Actor, Reason: strings.TrimSpace(r.Reason), Now: s.now(), Key: r.Key}
+	var err error
+	if p.Args, err = parseEdit("args", r.Args, '['); err != nil {
+		return dlq.ReplayResult{}, err
+	}
+	if p.Kwargs, err = parseEdit("kwargs", r.Kwargs, '{'); err != nil {
+		return dlq.ReplayResult{}, err
+	}
+	res, err := s.store.ReplayDeadLetter(ctx, p)
+	if err != nil {
+		return dlq.ReplayResult{}, err
+	}
+	if !res.Repeated {
+		s.logger.Info("replayed dead letter", "dead_letter_id", r.ID, "job_id", res.JobID, "actor", r.Actor.Name)
+	}
+	return res, nil
+}
+
+// parseEdit validates an edited JSON value: nil means unchanged.
+func parseEdit(field string, text *string, open byte) (json.RawMessage, error) {
+	if text == nil {
+		return nil, nil
+	}
+	raw := bytes.TrimSpace([]byte(*text))
+	if len(raw) == 0 {
+		return nil, &EditError{Field: field, Message: "is empty; write [] or {} for none"}
+	}
+	var v any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		var syn *json.SyntaxError
+		if errors.As(err, &syn) {
+			line, col := position(raw, syn.Offset)
+			return nil, &EditError{Field: field, Message: fmt.Sprintf("invalid JSON at line %d, column %d: %v", line, col, err)}
+		}
+		return nil, &EditError{Field: field, Message: "invalid JSON: " + err.Error()}
+	}
+	if raw[0] != open {
+		want := "an array [...]"
+		if open == '{' {
+			want = "an object {...}"
+		}
+		return nil, &EditError{Field: field, Message: "must be " + want}
+	}
+	compact := new(bytes.Buffer)
+	if err := json.Compact(compact, raw); err != nil {
+		return nil, &EditError{Field: field, Message: "invalid JSON: " + err.Error()}
+	}
+	return compact.Bytes(), nil
+}
+
+// position turns a byte offset into a 1-based line and column.
+func position(b []byte, offset int64) (line, col int) {
+	line, col = 1, 1
+	for i := int64(0); i < offset-1 && i < int64(len(b)); i++ {
+		if b[i] == '\n' {
+			line, col = line+1, 1
+		} else {
+			col++
+		}
+	}
+	return line, col
+}
+
+// Discard discards one letter; a reason is required.
+func (s *Service) Discard(ctx context.Context, id int64, a Actor, reason, key string) (int64, error) {
+	if err := mayAct(a); err != nil {
+		return 0, err
+	}
+	return s.store.DiscardDeadLetter(ctx, dlq.DiscardParams{ID: id, Actor: a.Actor, Reason: strings.TrimSpace(reason), Now: s.now(), Key: key})
+}
+
+// Restore makes a discarded letter pending again.
+func (s *Service) Restore(ctx context.Context, id int64, a Actor, reason, key string) (int64, error) {
+	if err := mayAct(a); err != nil {
+		return 0, err
+	}
+	return s.store.RestoreDeadLetter(ctx, dlq.RestoreParams{ID: id, Actor: a.Actor, Reason: strings.TrimSpace(reason), Now: s.now(), Key: key})
+}
+
+// VersionWarning returns a warning when the letter failed on a worker build
+// that live workers still run: a replay will likely fail the same way.
+func (s *Service) VersionWarning(ctx context.Context, l dlq.DeadLetter, staleAfter time.Duration) (string, error) {
+	if l.WorkerVersion == "" {
+		return "", nil
+	}
+	workers, err := s.store.Workers(ctx)
+	if err != nil {
+		return "", err
+	}
+	now := s.now()
+	for _, w := range workers {
+		if now.Sub(w.HeartbeatAt) < staleAfter && w.Version == l.WorkerVersion {
+			return fmt.Sprintf("This failed on %s and live workers still run %s: unless the fix is elsewhere, a replay will likely fail the same way.",
+				l.WorkerVersion, w.Version), nil
+		}
+	}
+	return "", nil
+}

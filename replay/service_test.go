@@ -1,0 +1,199 @@
+package replay_test
+
+import (
+	"context"
+	"errors"
+	"net/url"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redrive/redrive/dlq"
+	"github.com/redrive/redrive/dlq/dlqtest"
+	"github.com/redrive/redrive/replay"
+)
+
+func TestMain(m *testing.M) { os.Exit(dlqtest.Main(m)) }
+
+type bundle struct {
+	store *dlq.Store
+	db    *dlqtest.DB
+	svc   *replay.Service
+}
+
+func setup(t *testing.T) bundle {
+	t.Helper()
+	db := dlqtest.NewDB(t)
+	store := dlq.NewStore(db.DB)
+	if err := store.RegisterTasks(context.Background(), []string{"t.ok"}); err != nil {
+		t.Fatal(err)
+	}
+	return bundle{store: store, db: db, svc: replay.NewService(replay.Config{Store: store})}
+}
+
+func (b bundle) letters(t *testing.T, n int) []int64 {
+	t.Helper()
+	var ids []int64
+	err := b.db.Select(&ids, `
+		INSERT INTO dead_letters (job_id, queue, task, args, kwargs, error_class, error_message, attempts,
+			max_attempts, reason, fingerprint, enqueued_at, worker_version)
+		SELECT 500000 + g, 'default', 't.ok', '[1]', '{"a":1}', 'E', 'boom', 3, 3, 'exhausted', 'fp', now(), 'v1.4.2'
+		FROM generate_series(1, $1) g RETURNING id`, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ids
+}
+
+func (b bundle) count(t *testing.T, q string, args ...any) int {
+	t.Helper()
+	var n int
+	if err := b.db.Get(&n, q, args...); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+var (
+	viewer   = replay.Actor{Actor: dlq.Actor{Name: "vic"}, Role: dlq.RoleViewer}
+	operator = replay.Actor{Actor: dlq.Actor{Name: "olga"}, Role: dlq.RoleOperator}
+)
+
+func strp(s string) *string { return &s }
+
+func TestPolicy(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+
+	t.Run("ViewerMayNotAct", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		id := b.letters(t, 1)[0]
+		_, err1 := b.svc.Replay(ctx, replay.ReplayRequest{ID: id, Actor: viewer})
+		_, err2 := b.svc.Discard(ctx, id, viewer, "no", "")
+		_, err3 := b.svc.StartBulk(ctx, replay.BulkRequest{Kind: dlq.OpReplay, Actor: viewer, Selection: dlq.Selection{IDs: []int64{id}}})
+		for i, err := range []error{err1, err2, err3} {
+			if !errors.Is(err, replay.ErrForbidden) {
+				t.Errorf("action %d by a viewer: want forbidden, got %v", i, err)
+			}
+		}
+		if n := b.count(t, `SELECT count(*) FROM dead_letters WHERE status <> 'pending'`); n != 0 {
+			t.Fatal("a forbidden action changed a letter")
+		}
+	})
+
+	t.Run("InvalidEditedJSONChangesNothing", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		id := b.letters(t, 1)[0]
+		cases := map[string]replay.ReplayRequest{
+			"syntax":       {ID: id, Actor: operator, Kwargs: strp("{\n  \"a\": 1,\n}")},
+			"args shape":   {ID: id, Actor: operator, Args: strp(`{"a":1}`)},
+			"kwargs shape": {ID: id, Actor: operator, Kwargs: strp(`[1]`)},
+			"empty":        {ID: id, Actor: operator, Args: strp(" ")},
+		}
+		for name, r := range cases {
+			_, err := b.svc.Replay(ctx, r)
+			var ee *replay.EditError
+			if !errors.As(err, &ee) {
+				t.Errorf("%s: want an EditError, got %v", name, err)
+			}
+		}
+		_, err := b.svc.Replay(ctx, cases["syntax"])
+		if err == nil || !containsAll(err.Error(), "line 3") {
+			t.Errorf("syntax error should say where: %v", err)
+		}
+		if n := b.count(t, `SELECT count(*) FROM jobs`) + b.count(t, `SELECT count(*) FROM audit_events`); n != 0 {
+			t.Fatal("an invalid edit changed something")
+		}
+	})
+
+	t.Run("LargeBulkNeedsTheTypedNumber", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.letters(t, 1001)
+		f, _ := dlq.ParseFilter(url.Values{"task": {"t.ok"}}, time.Now())
+		req := replay.BulkRequest{Kind: dlq.OpReplay, Actor: operator, Selection: dlq.Selection{Filter: &f},
+			RequireTyped: true, Expected: 1001, Typed: "1000"}
+		_, err := b.svc.StartBulk(ctx, req)
+		var ce *replay.ConfirmError
+		if !errors.As(err, &ce) {
+			t.Fatalf("want a ConfirmError, got %v", err)
+		}
+		req.Typed = "1,001"
+		if _, err := b.svc.StartBulk(ctx, req); err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	t.Run("DryRunChangesNothing", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		ids := b.letters(t, 7)
+		op, err := b.svc.StartBulk(ctx, replay.BulkRequest{Kind: dlq.OpReplay, Actor: operator, DryRun: true,
+			Selection: dlq.Selection{IDs: ids}})
+		if err != nil || op.Matched != 7 || op.ID != 0 {
+			t.Fatalf("dry run: %+v %v", op, err)
+		}
+		if n := b.count(t, `SELECT count(*) FROM operations`); n != 0 {
+			t.Fatal("a dry run recorded an operation")
+		}
+	})
+
+	t.Run("WarnsWhenLiveWorkersRunTheFailingBuild", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		id := b.letters(t, 1)[0]
+		letter := dlq.DeadLetter{ID: id, WorkerVersion: "v1.4.2"}
+		if msg, _ := b.svc.VersionWarning(ctx, letter, time.Minute); msg != "" {
+			t.Fatalf("no workers, yet a warning: %s", msg)
+		}
+		if err := b.store.RegisterWorker(ctx, dlq.WorkerInfo{ID: "w1", Host: "h", PID: 1, Version: "v1.4.2",
+			Queues: []string{"default"}, Concurrency: 1}); err != nil {
+			t.Fatal(err)
+		}
+		msg, err := b.svc.VersionWarning(ctx, letter, time.Minute)
+		if err != nil || !containsAll(msg, "v1.4.2", "likely fail") {
+			t.Fatalf("want a warning naming v1.4.2, got %q %v", msg, err)
+		}
+	})
+}
+
+func TestRunnerCarriesOutOperations(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	b := setup(t)
+	b.letters(t, 5000)
+	runner := replay.NewRunner(replay.RunnerConfig{Store: b.store, BatchSize: 1000, PollInterval: 50 * time.Millisecond})
+	svc := replay.NewService(replay.Config{Store: b.store, Wake: runner.Wake})
+	done := make(chan error, 1)
+	go func() { done <- runner.Run(ctx) }()
+
+	f, _ := dlq.ParseFilter(url.Values{"task": {"t.ok"}}, time.Now())
+	op, err := svc.StartBulk(ctx, replay.BulkRequest{Kind: dlq.OpReplay, Actor: operator, Selection: dlq.Selection{Filter: &f}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	op, err = svc.Wait(ctx, op.ID, 30*time.Second)
+	if err != nil || op.State != dlq.OpDone || op.Done != 5000 {
+		t.Fatalf("operation did not finish: %+v %v", op, err)
+	}
+	if n := b.count(t, `SELECT count(DISTINCT replay_of) FROM jobs`); n != 5000 {
+		t.Fatalf("%d letters replayed, want 5000", n)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+func containsAll(s string, parts ...string) bool {
+	for _, p := range parts {
+		if !strings.Contains(s, p) {
+			return false
+		}
+	}
+	return true
+}
