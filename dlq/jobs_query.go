@@ -1,0 +1,307 @@
+package dlq
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Job list paging bounds.
+const (
+	DefaultJobPageSize = 50
+	MaxJobPageSize     = 500
+)
+
+// JobFilter narrows the job list. Zero fields do not filter. Before and
+// After are keyset cursors on id (at most one is set): Before pages to older
+// jobs, After to newer ones. OFFSET is never used: on a table of millions
+// it reads and throws away every skipped row.
+type JobFilter struct {
+	State  State
+	Queue  string
+	Task   string
+	Before int64
+	After  int64
+	Limit  int
+}
+
+// ParseJobFilter reads a filter from a query string. A bad value is a
+// *ValidationError naming the parameter, so the console can answer 400 with
+// words rather than an empty list. Unknown parameters are ignored.
+func ParseJobFilter(q url.Values) (JobFilter, error) {
+	f := JobFilter{Limit: DefaultJobPageSize}
+	problems := map[string]string{}
+	if v := q.Get("state"); v != "" {
+		if s := State(v); s.Valid() {
+			f.State = s
+		} else {
+			problems["state"] = fmt.Sprintf("must be one of %s", joinStates(States))
+		}
+	}
+	for _, p := range []struct {
+		key string
+		dst *string
+		max int
+	}{{"queue", &f.Queue, 100}, {"task", &f.Task, 200}} {
+		v := q.Get(p.key)
+		if v == "" {
+			continue
+		}
+		if !namePattern.MatchString(v) || len(v) > p.max {
+			problems[p.key] = fmt.Sprintf("must be 1-%d letters, digits or . _ : -", p.max)
+			continue
+		}
+		*p.dst = v
+	}
+	f.Before = parseCursor(q.Get("before"), "before", problems)
+	f.After = parseCursor(q.Get("after"), "after", problems)
+	if f.Before != 0 && f.After != 0 {
+		problems["after"] = "cannot be combined with before"
+	}
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > MaxJobPageSize {
+			problems["limit"] = fmt.Sprintf("must be a whole number from 1 to %d", MaxJobPageSize)
+		} else {
+			f.Limit = n
+		}
+	}
+	if len(problems) > 0 {
+		return JobFilter{}, &ValidationError{Fields: problems}
+	}
+	return f, nil
+}
+
+func parseCursor(v, key string, problems map[string]string) int64 {
+	if v == "" {
+		return 0
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 1 {
+		problems[key] = "must be a job id (a positive whole number)"
+		return 0
+	}
+	return n
+}
+
+func joinStates(ss []State) string {
+	parts := make([]string, len(ss))
+	for i, s := range ss {
+		parts[i] = string(s)
+	}
+	return strings.Join(parts, ", ")
+}
+
+// Values is the filter as a query string; ParseJobFilter(f.Values())
+// returns f. Defaults are left out so links stay short.
+func (f JobFilter) Values() url.Values {
+	q := url.Values{}
+	if f.State != "" {
+		q.Set("state", string(f.State))
+	}
+	if f.Queue != "" {
+		q.Set("queue", f.Queue)
+	}
+	if f.Task != "" {
+		q.Set("task", f.Task)
+	}
+	if f.Before != 0 {
+		q.Set("before", strconv.FormatInt(f.Before, 10))
+	}
+	if f.After != 0 {
+		q.Set("after", strconv.FormatInt(f.After, 10))
+	}
+	if f.Limit != 0 && f.Limit != DefaultJobPageSize {
+		q.Set("limit", strconv.Itoa(f.Limit))
+	}
+	return q
+}
+
+// FirstPage is the same filter without its cursor.
+func (f JobFilter) FirstPage() JobFilter {
+	f.Before, f.After = 0, 0
+	return f
+}
+
+// JobListItem is a job as the list shows it: no payload, no history, and
+// the last error cut short.
+type JobListItem struct {
+	ID          int64      `db:"id"`
+	Queue       string     `db:"queue"`
+	Task        string     `db:"task"`
+	State       State      `db:"state"`
+	Attempt     int        `db:"attempt"`
+	MaxAttempts int        `db:"max_attempts"`
+	RunAt       time.Time  `db:"run_at"`
+	CreatedAt   time.Time  `db:"created_at"`
+	FinishedAt  *time.Time `db:"finished_at"`
+	LeaseOwner  *string    `db:"lease_owner"`
+	LastError   *string    `db:"last_error"`
+}
+
+// JobPage is one page of the job list, newest first. Older and Newer are
+// the cursors of the neighbouring pages, zero when there is none.
+type JobPage struct {
+	Jobs  []JobListItem
+	Older int64
+	Newer int64
+}
+
+const jobListColumns = `id, queue, task, state, attempt, max_attempts, run_at, created_at,
+	finished_at, lease_owner, left(last_error, 300) AS last_error`
+
+// where builds the filter's WHERE clause (without the cursor) and its args:
+// values only ever travel as parameters.
+func (f JobFilter) where() (string, []any) {
+	var conds []string
+	var args []any
+	add := func(cond string, v any) {
+		args = append(args, v)
+		conds = append(conds, fmt.Sprintf(cond, len(args)))
+	}
+	if f.State != "" {
+		add("state = $%d", string(f.State))
+	}
+	if f.Queue != "" {
+		add("queue = $%d", f.Queue)
+	}
+	if f.Task != "" {
+		add("task = $%d", f.Task)
+	}
+	if len(conds) == 0 {
+		return "TRUE", args
+	}
+	return strings.Join(conds, " AND "), args
+}
+
+// Jobs returns one page of jobs matching f, newest first.
+func (s *Store) Jobs(ctx context.Context, f JobFilter) (JobPage, error) {
+	limit := cmpLimit(f.Limit)
+	where, args := f.where()
+	order := "DESC"
+	switch {
+	case f.Before != 0:
+		args = append(args, f.Before)
+		where += fmt.Sprintf(" AND id < $%d", len(args))
+	case f.After != 0:
+		// Newer jobs are read oldest first from the cursor, then reversed.
+		args = append(args, f.After)
+		where += fmt.Sprintf(" AND id > $%d", len(args))
+		order = "ASC"
+	}
+	args = append(args, limit+1)
+	query := fmt.Sprintf(`SELECT %s FROM jobs WHERE %s ORDER BY id %s LIMIT $%d`, jobListColumns, where, order, len(args))
+	var rows []JobListItem
+	if err := s.db.SelectContext(ctx, &rows, query, args...); err != nil {
+		return JobPage{}, fmt.Errorf("list jobs: %w", translate(err))
+	}
+	more := len(rows) > limit
+	if more {
+		rows = rows[:limit]
+	}
+	if order == "ASC" {
+		slices.Reverse(rows)
+	}
+	page := JobPage{Jobs: rows}
+	if len(rows) == 0 {
+		return page, nil
+	}
+	// Moving in one direction, "more" tells whether that side goes on; the
+	// side we came from goes on by construction.
+	newest, oldest := rows[0].ID, rows[len(rows)-1].ID
+	switch {
+	case f.After != 0:
+		page.Older = oldest
+		if more {
+			page.Newer = newest
+		}
+	case f.Before != 0:
+		page.Newer = newest
+		if more {
+			page.Older = oldest
+		}
+	default:
+		if more {
+			page.Older = oldest
+		}
+	}
+	return page, nil
+}
+
+func cmpLimit(n int) int {
+	if n < 1 || n > MaxJobPageSize {
+		return DefaultJobPageSize
+	}
+	return n
+}
+
+// JobTotal is how many jobs match a filter (cursor ignored). Capped is true
+// when counting stopped at CountCap.
+type JobTotal struct {
+	N      int64
+	Capped bool
+}
+
+// CountJobs counts the jobs matching f. Filters on an active state are
+// counted exactly: those rows are few and sit in one index range. Anything
+// else stops at CountCap, so the cost of a page view never grows with the
+// number of finished jobs.
+func (s *Store) CountJobs(ctx context.Context, f JobFilter) (JobTotal, error) {
+	where, args := f.where()
+	query := `SELECT count(*) FROM jobs WHERE ` + where
+	if !f.State.ActiveState() {
+		args = append(args, CountCap+1)
+		query = fmt.Sprintf(`SELECT count(*) FROM (SELECT 1 FROM jobs WHERE %s LIMIT $%d) x`, where, len(args))
+	}
+	var n int64
+	if err := s.db.GetContext(ctx, &n, query, args...); err != nil {
+		return JobTotal{}, fmt.Errorf("count jobs: %w", translate(err))
+	}
+	if !f.State.ActiveState() && n > CountCap {
+		return JobTotal{N: CountCap, Capped: true}, nil
+	}
+	return JobTotal{N: n}, nil
+}
+
+// JobCounts counts jobs by queue and state, capping finished states at limit.
+func (s *Store) JobCounts(ctx context.Context, limit int) ([]JobCount, error) {
+	return jobCounts(ctx, s.db, limit)
+}
+
+// TaskNames lists every task a worker has registered, for filter choices.
+func (s *Store) TaskNames(ctx context.Context) ([]string, error) {
+	var names []string
+	if err := s.db.SelectContext(ctx, &names, `SELECT name FROM tasks ORDER BY name`); err != nil {
+		return nil, fmt.Errorf("list tasks: %w", err)
+	}
+	return names, nil
+}
+
+// jobQueuesSQL lists the queues that hold jobs from the (state, queue)
+// pairs found by skipping through the state index: a few dozen probes
+// rather than a scan.
+const jobQueuesSQL = `WITH RECURSIVE ` + statePairsCTE + `
+SELECT DISTINCT queue FROM pairs ORDER BY queue`
+
+// JobQueues lists the queues that currently hold jobs.
+func (s *Store) JobQueues(ctx context.Context) ([]string, error) {
+	var queues []string
+	if err := s.db.SelectContext(ctx, &queues, jobQueuesSQL); err != nil {
+		return nil, fmt.Errorf("list queues: %w", err)
+	}
+	return queues, nil
+}
+
+// DeadLetterIDForJob returns the id of the dead letter a job became, or
+// ErrNotFound when it has none.
+func (s *Store) DeadLetterIDForJob(ctx context.Context, jobID int64) (int64, error) {
+	var id int64
+	if err := s.db.GetContext(ctx, &id, `SELECT id FROM dead_letters WHERE job_id = $1`, jobID); err != nil {
+		return 0, fmt.Errorf("dead letter of job %d: %w", jobID, translate(err))
+	}
+	return id, nil
+}

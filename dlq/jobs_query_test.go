@@ -1,0 +1,305 @@
+package dlq_test
+
+import (
+	"context"
+	"errors"
+	"net/url"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/redrive/redrive/dlq"
+	"github.com/redrive/redrive/dlq/dlqtest"
+)
+
+func TestParseJobFilter(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name      string
+		query     string
+		want      dlq.JobFilter
+		badFields []string
+	}{
+		{name: "EmptyIsEverythingFirstPage", query: "", want: dlq.JobFilter{Limit: dlq.DefaultJobPageSize}},
+		{name: "AllFilters", query: "state=retrying&queue=payments&task=billing.charge&before=120&limit=20",
+			want: dlq.JobFilter{State: dlq.StateRetrying, Queue: "payments", Task: "billing.charge", Before: 120, Limit: 20}},
+		{name: "AfterCursor", query: "after=7", want: dlq.JobFilter{After: 7, Limit: dlq.DefaultJobPageSize}},
+		{name: "EmptyValuesDoNotFilter", query: "state=&queue=&task=", want: dlq.JobFilter{Limit: dlq.DefaultJobPageSize}},
+		{name: "UnknownParametersIgnored", query: "utm=x", want: dlq.JobFilter{Limit: dlq.DefaultJobPageSize}},
+		{name: "UnknownState", query: "state=zombie", badFields: []string{"state"}},
+		{name: "StateIsCaseSensitive", query: "state=DEAD", badFields: []string{"state"}},
+		{name: "QueueWithSpace", query: "queue=a+b", badFields: []string{"queue"}},
+		{name: "TaskTooLong", query: "task=" + strings.Repeat("t", 201), badFields: []string{"task"}},
+		{name: "CursorNotNumber", query: "before=abc", badFields: []string{"before"}},
+		{name: "CursorZero", query: "after=0", badFields: []string{"after"}},
+		{name: "CursorNegative", query: "before=-5", badFields: []string{"before"}},
+		{name: "BothCursors", query: "before=5&after=2", badFields: []string{"after"}},
+		{name: "LimitTooBig", query: "limit=501", badFields: []string{"limit"}},
+		{name: "LimitZero", query: "limit=0", badFields: []string{"limit"}},
+		{name: "EveryProblemNamed", query: "state=x&queue=%20&limit=y", badFields: []string{"state", "queue", "limit"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			q, err := url.ParseQuery(tt.query)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := dlq.ParseJobFilter(q)
+			if len(tt.badFields) > 0 {
+				var ve *dlq.ValidationError
+				if !errors.As(err, &ve) {
+					t.Fatalf("want a ValidationError, got %v", err)
+				}
+				if !errors.Is(err, dlq.ErrInvalid) {
+					t.Error("ValidationError does not match ErrInvalid")
+				}
+				if len(ve.Fields) != len(tt.badFields) {
+					t.Errorf("fields %v, want exactly %v", ve.Fields, tt.badFields)
+				}
+				for _, f := range tt.badFields {
+					if ve.Fields[f] == "" {
+						t.Errorf("no message for %q in %v", f, ve.Fields)
+					}
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != tt.want {
+				t.Fatalf("got %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+}
+
+// Any query string either parses into a filter that survives a trip through
+// Values, or is refused with a ValidationError; nothing panics.
+func FuzzParseJobFilter(f *testing.F) {
+	for _, seed := range []string{
+		"", "state=dead", "state=retrying&queue=payments&task=a.b&before=10", "after=99&limit=500",
+		"limit=-1", "before=1&after=1", "state=%00", "queue=" + strings.Repeat("q", 201), "task=a%20b",
+		"before=9223372036854775807", "before=9223372036854775808", "state=dead&state=running", "limit=050",
+	} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		q, err := url.ParseQuery(raw)
+		if err != nil {
+			return
+		}
+		got, err := dlq.ParseJobFilter(q)
+		if err != nil {
+			var ve *dlq.ValidationError
+			if !errors.As(err, &ve) || len(ve.Fields) == 0 {
+				t.Fatalf("%q: error is not a ValidationError with fields: %v", raw, err)
+			}
+			return
+		}
+		again, err := dlq.ParseJobFilter(got.Values())
+		if err != nil {
+			t.Fatalf("%q: Values() %q does not parse: %v", raw, got.Values().Encode(), err)
+		}
+		if !reflect.DeepEqual(again, got) {
+			t.Fatalf("%q: round trip changed the filter: %+v → %+v", raw, got, again)
+		}
+		if got.Limit < 1 || got.Limit > dlq.MaxJobPageSize || (got.Before != 0 && got.After != 0) {
+			t.Fatalf("%q: parsed filter out of bounds: %+v", raw, got)
+		}
+	})
+}
+
+// insertJobs inserts n jobs of one queue, task and state straight into the
+// table (the worker's transitions are tested elsewhere) and returns their
+// ids in insertion order.
+func insertJobs(t *testing.T, db *dlqtest.DB, n int, queue, task string, state dlq.State) []int64 {
+	t.Helper()
+	var ids []int64
+	err := db.SelectContext(context.Background(), &ids, `
+		INSERT INTO jobs (queue, task, state, attempt, lease_owner, lease_expires_at)
+		SELECT $2, $3, $4, CASE WHEN $4 = 'available' THEN 0 ELSE 1 END,
+			CASE WHEN $4 = 'running' THEN 'w1' END,
+			CASE WHEN $4 = 'running' THEN now() + interval '30 seconds' END
+		FROM generate_series(1, $1)
+		RETURNING id`, n, queue, task, string(state))
+	if err != nil {
+		t.Fatalf("insert jobs: %v", err)
+	}
+	return ids
+}
+
+func TestJobList(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	store, db := setup(t)
+	avail := insertJobs(t, db, 7, "default", "t.ok", dlq.StateAvailable)
+	pay := insertJobs(t, db, 5, "payments", "t.other", dlq.StateRetrying)
+	insertJobs(t, db, 2, "default", "t.other", dlq.StateRunning)
+	insertJobs(t, db, 3, "payments", "t.ok", dlq.StateSucceeded)
+
+	t.Run("KeysetPagesCoverEverythingOnceNewestFirst", func(t *testing.T) {
+		t.Parallel()
+		f := dlq.JobFilter{Limit: 4}
+		var seen []int64
+		var pages int
+		for {
+			page, err := store.Jobs(ctx, f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pages++
+			for _, j := range page.Jobs {
+				seen = append(seen, j.ID)
+			}
+			if page.Older == 0 {
+				break
+			}
+			if pages > 1 && page.Newer == 0 {
+				t.Errorf("page %d has no link back to newer jobs", pages)
+			}
+			f.Before = page.Older
+		}
+		if len(seen) != 17 || pages != 5 {
+			t.Fatalf("saw %d jobs on %d pages, want 17 on 5", len(seen), pages)
+		}
+		for i := 1; i < len(seen); i++ {
+			if seen[i] >= seen[i-1] {
+				t.Fatalf("not newest first: %v", seen)
+			}
+		}
+	})
+
+	t.Run("NewerPageGoesBack", func(t *testing.T) {
+		t.Parallel()
+		first, err := store.Jobs(ctx, dlq.JobFilter{Limit: 4})
+		if err != nil {
+			t.Fatal(err)
+		}
+		second, err := store.Jobs(ctx, dlq.JobFilter{Limit: 4, Before: first.Older})
+		if err != nil {
+			t.Fatal(err)
+		}
+		back, err := store.Jobs(ctx, dlq.JobFilter{Limit: 4, After: second.Newer})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(ids(back.Jobs), ids(first.Jobs)) {
+			t.Fatalf("newer page %v, want the first page %v", ids(back.Jobs), ids(first.Jobs))
+		}
+		if back.Newer != 0 {
+			t.Errorf("the newest page links to newer jobs (%d)", back.Newer)
+		}
+	})
+
+	t.Run("FiltersCombine", func(t *testing.T) {
+		t.Parallel()
+		page, err := store.Jobs(ctx, dlq.JobFilter{State: dlq.StateRetrying, Queue: "payments", Task: "t.other", Limit: 50})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := append([]int64(nil), pay...)
+		slices.Reverse(want)
+		if !reflect.DeepEqual(ids(page.Jobs), want) {
+			t.Fatalf("got %v, want %v", ids(page.Jobs), want)
+		}
+	})
+
+	t.Run("ExactCountForActiveStates", func(t *testing.T) {
+		t.Parallel()
+		got, err := store.CountJobs(ctx, dlq.JobFilter{State: dlq.StateAvailable})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != (dlq.JobTotal{N: int64(len(avail))}) {
+			t.Fatalf("count %+v, want %d exact", got, len(avail))
+		}
+	})
+
+	t.Run("CountByQueueAndState", func(t *testing.T) {
+		t.Parallel()
+		counts, err := store.JobCounts(ctx, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []dlq.JobCount{
+			{Queue: "default", State: dlq.StateAvailable, N: 7},
+			{Queue: "default", State: dlq.StateRunning, N: 2},
+			{Queue: "payments", State: dlq.StateRetrying, N: 5},
+			{Queue: "payments", State: dlq.StateSucceeded, N: 3},
+		}
+		if !reflect.DeepEqual(counts, want) {
+			t.Fatalf("got %+v, want %+v", counts, want)
+		}
+		queues, err := store.JobQueues(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(queues, []string{"default", "payments"}) {
+			t.Fatalf("queues %v", queues)
+		}
+	})
+}
+
+func TestCountJobsStopsAtTheCap(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	store, db := setup(t)
+	insertJobs(t, db, dlq.CountCap+5, "default", "t.ok", dlq.StateSucceeded)
+	insertJobs(t, db, 3, "default", "t.ok", dlq.StateDead)
+
+	got, err := store.CountJobs(ctx, dlq.JobFilter{State: dlq.StateSucceeded})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != (dlq.JobTotal{N: dlq.CountCap, Capped: true}) {
+		t.Fatalf("succeeded: %+v, want capped at %d", got, dlq.CountCap)
+	}
+	got, err = store.CountJobs(ctx, dlq.JobFilter{State: dlq.StateDead})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != (dlq.JobTotal{N: 3}) {
+		t.Fatalf("dead: %+v, want 3 uncapped", got)
+	}
+	counts, err := store.JobCounts(ctx, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []dlq.JobCount{
+		{Queue: "default", State: dlq.StateDead, N: 3},
+		{Queue: "default", State: dlq.StateSucceeded, N: 100, Capped: true},
+	}
+	if !reflect.DeepEqual(counts, want) {
+		t.Fatalf("by queue: %+v, want %+v", counts, want)
+	}
+}
+
+func TestDeadLetterIDForJob(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	store, db := setup(t)
+	var letterID int64
+	err := db.GetContext(ctx, &letterID, `INSERT INTO dead_letters (job_id, queue, task, args, kwargs,
+		error_class, error_message, attempts, max_attempts, reason, fingerprint, enqueued_at)
+		VALUES (42, 'default', 't.ok', '[]', '{}', 'E', 'boom', 1, 1, 'permanent', 'fp', now()) RETURNING id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := store.DeadLetterIDForJob(ctx, 42)
+	if err != nil || got != letterID {
+		t.Fatalf("got %d, %v; want %d", got, err, letterID)
+	}
+	if _, err := store.DeadLetterIDForJob(ctx, 43); !errors.Is(err, dlq.ErrNotFound) {
+		t.Fatalf("job without a letter: %v, want ErrNotFound", err)
+	}
+}
+
+func ids(jobs []dlq.JobListItem) []int64 {
+	out := make([]int64, len(jobs))
+	for i, j := range jobs {
+		out[i] = j.ID
+	}
+	return out
+}

@@ -1,0 +1,105 @@
+package dlq_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/redrive/redrive/dlq"
+)
+
+func TestOverview(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	store, db := setup(t)
+	exec := func(q string, args ...any) {
+		t.Helper()
+		if _, err := db.ExecContext(ctx, q, args...); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	// 10 letters: one failing now, one 3 hours ago (today
+	// or yesterday, depending on the hour) and eight 3 days ago; 2 of them
+	// replayed, 1 discarded.
+	exec(`INSERT INTO dead_letters (job_id, queue, task, args, kwargs, error_class, error_message, attempts,
+		max_attempts, reason, fingerprint, enqueued_at, failed_at)
+		SELECT g, 'default', CASE WHEN g <= 6 THEN 'billing.charge' ELSE 'mail.send' END, '[]', '{}', 'E',
+			'boom ' || g, 1, 1, 'permanent', CASE WHEN g <= 6 THEN 'fp-charge' ELSE 'fp-mail' END, now(),
+			now() - CASE g WHEN 1 THEN interval '0' WHEN 2 THEN interval '3 hours' ELSE interval '3 days' END
+		FROM generate_series(1, 10) g`)
+	exec(`UPDATE dead_letters SET replayed_at = now(), replayed_by = 'a', replay_job_id = id WHERE job_id IN (3, 4)`)
+	exec(`UPDATE dead_letters SET discarded_at = now(), discarded_by = 'a', discard_reason = 'r' WHERE job_id = 10`)
+	exec(`INSERT INTO workers (id, host, pid, queues, concurrency, heartbeat_at) VALUES
+		('w-live', 'h1', 1, '{default}', 4, now() - interval '5 seconds'),
+		('w-stale', 'h2', 2, '{default}', 4, now() - interval '5 minutes')`)
+	insertJobs(t, db, 3, "default", "t.ok", dlq.StateAvailable)
+
+	o, err := store.Overview(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.DeadLetters != (dlq.StatusCounts{Pending: 7, Replayed: 2, Discarded: 1}) {
+		t.Errorf("dead letters %+v", o.DeadLetters)
+	}
+	if len(o.Hourly) != 24 || len(o.Daily) != 14 {
+		t.Fatalf("%d hourly and %d daily buckets, want 24 and 14", len(o.Hourly), len(o.Daily))
+	}
+	if got := sum(o.Hourly); got != 2 {
+		t.Errorf("last 24 hours: %d letters, want 2", got)
+	}
+	if got := sum(o.Daily); got != 10 {
+		t.Errorf("last 14 days: %d letters, want 10", got)
+	}
+	if last := o.Hourly[23]; !last.Start.Equal(o.Now.UTC().Truncate(time.Hour)) || last.N != 1 {
+		t.Errorf("the last hourly bucket %+v is not the current hour with one letter (now %s)", last, o.Now)
+	}
+	for i := 1; i < len(o.Daily); i++ {
+		if d := o.Daily[i].Start.Sub(o.Daily[i-1].Start); d != 24*time.Hour {
+			t.Fatalf("daily buckets %d and %d are %s apart", i-1, i, d)
+		}
+	}
+	if len(o.TopGroups) != 2 || o.TopGroups[0].Fingerprint != "fp-charge" || o.TopGroups[0].Pending != 4 || o.TopGroups[1].Pending != 3 {
+		t.Errorf("top groups %+v", o.TopGroups)
+	}
+	if len(o.TopTasks) != 2 || o.TopTasks[0] != (dlq.TaskPending{Task: "billing.charge", Pending: 4}) {
+		t.Errorf("top tasks %+v", o.TopTasks)
+	}
+	if len(o.Jobs) != 1 || o.Jobs[0].N != 3 {
+		t.Errorf("jobs %+v", o.Jobs)
+	}
+	stale := map[string]bool{}
+	for _, w := range o.Workers {
+		stale[w.ID] = w.Stale()
+	}
+	if len(stale) != 2 || stale["w-live"] || !stale["w-stale"] {
+		t.Errorf("stale workers %v, want only w-stale", stale)
+	}
+
+	m, err := store.MetricsSnapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m.DeadLetters) != 4 || len(m.Jobs) != 1 || len(m.Workers) != 2 {
+		t.Errorf("metrics snapshot: %d letter series, %d job series, %d workers", len(m.DeadLetters), len(m.Jobs), len(m.Workers))
+	}
+}
+
+func TestOverviewOfAnEmptyDatabase(t *testing.T) {
+	t.Parallel()
+	store, _ := setup(t)
+	o, err := store.Overview(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.DeadLetters.Total() != 0 || len(o.Jobs) != 0 || len(o.TopGroups) != 0 || len(o.Workers) != 0 || sum(o.Daily) != 0 {
+		t.Fatalf("empty database, non-empty overview: %+v", o)
+	}
+}
+
+func sum(bs []dlq.InflowBucket) int64 {
+	var n int64
+	for _, b := range bs {
+		n += b.N
+	}
+	return n
+}
