@@ -8,9 +8,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lib/pq"
+
 	"github.com/redrive/redrive/dlq"
 	"github.com/redrive/redrive/dlq/dlqtest"
 )
+
+func pqInt64s(ids []int64) any { return pq.Array(ids) }
 
 // insertLetters makes n pending dead letters of task t.ok and returns their ids.
 func insertLetters(t *testing.T, db *dlqtest.DB, n int) []int64 {
@@ -289,4 +293,40 @@ func TestActionKeys(t *testing.T) {
 			t.Fatalf("retry with the same key after a failure: %v", err)
 		}
 	})
+}
+
+func TestPurgeSettled(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	store, db := setup(t)
+	ids := insertLetters(t, db, 30)
+	for _, id := range ids[:10] {
+		if _, err := store.ReplayDeadLetter(ctx, dlq.ReplayParams{ID: id, Actor: alice, Now: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, id := range ids[10:20] {
+		if _, err := store.DiscardDeadLetter(ctx, dlq.DiscardParams{ID: id, Actor: alice, Reason: "r", Now: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := db.Exec(`UPDATE dead_letters SET replayed_at = now() - interval '40 days' WHERE id = ANY($1)`, pqInt64s(ids[:5])); err != nil {
+		t.Fatal(err)
+	}
+	n, err := store.PurgeSettled(ctx, dlq.PurgeParams{OlderThan: 30 * 24 * time.Hour, Actor: alice, Now: time.Now(), BatchSize: 2})
+	if err != nil || n != 5 {
+		t.Fatalf("purged %d (%v), want the 5 settled 40 days ago", n, err)
+	}
+	if c := count(t, db, `SELECT count(*) FROM dead_letters`); c != 25 {
+		t.Fatalf("%d letters left, want 25", c)
+	}
+	if c := count(t, db, `SELECT coalesce(sum((counts->>'purged')::int), 0) FROM audit_events WHERE action = 'purge'`); c != 5 {
+		t.Fatalf("audit counts %d purged, want 5", c)
+	}
+	if c := count(t, db, `SELECT count(*) FROM jobs WHERE replay_of IS NULL`); c != 5 {
+		t.Fatalf("replay jobs of purged letters should lose their link: %d", c)
+	}
+	if _, err := store.PurgeSettled(ctx, dlq.PurgeParams{Actor: alice, Now: time.Now()}); !errors.Is(err, dlq.ErrInvalid) {
+		t.Fatalf("purge without a duration: want invalid, got %v", err)
+	}
 }

@@ -82,7 +82,7 @@ CREATE TABLE dead_letters (
     worker_version   text        NOT NULL DEFAULT '',
     enqueued_at      timestamptz NOT NULL,
     failed_at        timestamptz NOT NULL DEFAULT now(),
-    replay_of        bigint      REFERENCES dead_letters (id),
+    replay_of        bigint      REFERENCES dead_letters (id) ON DELETE SET NULL,
     replayed_at      timestamptz,
     replayed_by      text,
     replay_job_id    bigint,
@@ -111,7 +111,8 @@ CREATE INDEX dead_letters_queue_idx       ON dead_letters (queue, failed_at DESC
 CREATE INDEX dead_letters_fingerprint_idx ON dead_letters (fingerprint, failed_at DESC, id DESC);
 CREATE INDEX dead_letters_replay_of_idx   ON dead_letters (replay_of) WHERE replay_of IS NOT NULL;
 
-ALTER TABLE jobs ADD CONSTRAINT jobs_replay_of_fkey FOREIGN KEY (replay_of) REFERENCES dead_letters (id);
+-- Retention may delete old letters; a replay job then just loses its link.
+ALTER TABLE jobs ADD CONSTRAINT jobs_replay_of_fkey FOREIGN KEY (replay_of) REFERENCES dead_letters (id) ON DELETE SET NULL;
 
 -- Exactly-once effect: a handler inserts its event's external id here in the
 -- same transaction as its work; a redelivered duplicate hits the unique key.
