@@ -57,7 +57,7 @@ func (s *Store) PurgeSettled(ctx context.Context, p PurgeParams) (int64, error) 
 				Counts:    mustJSON(map[string]int{"purged": len(ids)}),
 				Reason:    fmt.Sprintf("retention: settled before %s", cutoff.UTC().Format(time.RFC3339)),
 				RequestID: p.Actor.RequestID, RemoteAddr: p.Actor.RemoteAddr, UserAgent: p.Actor.UserAgent,
-				Details:   mustJSON(map[string]any{"first_id": ids[0], "last_id": ids[len(ids)-1], "older_than": p.OlderThan.String()}),
+				Details: mustJSON(map[string]any{"first_id": ids[0], "last_id": ids[len(ids)-1], "older_than": p.OlderThan.String()}),
 			})
 			return err
 		})
