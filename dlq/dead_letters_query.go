@@ -1,0 +1,179 @@
+package dlq
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// The console's reads of dead letters. Every list is newest first on
+// (failed_at DESC, id DESC) and continues with a keyset cursor, so whichever
+// composite index matches the filter (task, queue, status, fingerprint,
+// error_class: see migrations) serves any page as one short range scan.
+
+// listColumns is deadLetterColumns without the traceback and history, which
+// can be large and which no list shows.
+const listColumns = `id, job_id, queue, task, args, kwargs, idempotency_key,
+	error_class, error_message, attempts, max_attempts, reason,
+	fingerprint, worker_version, enqueued_at, failed_at, replay_of, replayed_at,
+	replayed_by, replay_job_id, discarded_at, discarded_by, discard_reason, status`
+
+// LetterCountCap is where a count that has to read letters stops: past it the
+// console says "10,000+", because an exact count of a million rows on
+// every page view would cost more than the page itself.
+const LetterCountCap = 10_000
+
+// DeadLetterPage is one page of the list.
+type DeadLetterPage struct {
+	Letters []DeadLetter
+	// Next continues after the last letter; nil on the last page.
+	Next *Cursor
+}
+
+// Count is how many letters match a filter. When Exact is false, N is
+// LetterCountCap and the true number is larger.
+type Count struct {
+	N     int64
+	Exact bool
+}
+
+// where renders f's conditions, cursor included, as a WHERE clause with
+// $n placeholders; values only ever travel as arguments.
+func (f Filter) where(withCursor bool) (string, []any) {
+	var clauses []string
+	var args []any
+	arg := func(v any) string {
+		args = append(args, v)
+		return "$" + strconv.Itoa(len(args))
+	}
+	eq := func(col, v string) {
+		if v != "" {
+			clauses = append(clauses, col+" = "+arg(v))
+		}
+	}
+	eq("task", f.Task)
+	eq("queue", f.Queue)
+	eq("reason", string(f.Reason))
+	eq("status", string(f.Status))
+	eq("error_class", f.ErrorClass)
+	eq("fingerprint", f.Fingerprint)
+	if f.Q != "" {
+		// search_text is the indexed (trigram) column: error message, args
+		// and kwargs. % and _ in the term are meant literally.
+		clauses = append(clauses, `search_text ILIKE `+arg("%"+escapeLike(f.Q)+"%")+` ESCAPE '\'`)
+	}
+	if !f.Since.IsZero() {
+		clauses = append(clauses, "failed_at >= "+arg(f.Since.At))
+	}
+	if !f.Until.IsZero() {
+		clauses = append(clauses, "failed_at < "+arg(f.Until.At))
+	}
+	if withCursor && f.After != nil {
+		// A row comparison, which a btree on (failed_at DESC, id DESC)
+		// turns into the start of its range scan.
+		clauses = append(clauses, "(failed_at, id) < ("+arg(f.After.FailedAt)+", "+arg(f.After.ID)+")")
+	}
+	if len(clauses) == 0 {
+		return "", nil
+	}
+	return "WHERE " + strings.Join(clauses, " AND "), args
+}
+
+var likeEscaper = strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`)
+
+func escapeLike(s string) string { return likeEscaper.Replace(s) }
+
+// ListDeadLetters returns the page of letters f selects, newest first.
+func (s *Store) ListDeadLetters(ctx context.Context, f Filter) (DeadLetterPage, error) {
+	limit := f.Limit
+	if limit < 1 || limit > MaxLimit {
+		limit = DefaultLimit
+	}
+	page, err := s.listPage(ctx, f, limit)
+	if err != nil {
+		return DeadLetterPage{}, fmt.Errorf("list dead letters: %w", err)
+	}
+	return page, nil
+}
+
+// listPage reads limit+1 rows: the extra row only tells whether there is a
+// next page, without a second query.
+func (s *Store) listPage(ctx context.Context, f Filter, limit int) (DeadLetterPage, error) {
+	where, args := f.where(true)
+	args = append(args, limit+1)
+	q := `SELECT ` + listColumns + ` FROM dead_letters ` + where +
+		` ORDER BY failed_at DESC, id DESC LIMIT $` + strconv.Itoa(len(args))
+	var letters []DeadLetter
+	if err := s.db.SelectContext(ctx, &letters, q, args...); err != nil {
+		return DeadLetterPage{}, translate(err)
+	}
+	page := DeadLetterPage{Letters: letters}
+	if len(letters) > limit {
+		page.Letters = letters[:limit]
+		c := CursorAfter(page.Letters[limit-1])
+		page.Next = &c
+	}
+	return page, nil
+}
+
+// countFromSummariesSQL sums the per task, queue and status counts the
+// triggers keep; NULL parameters match everything.
+const countFromSummariesSQL = `
+SELECT coalesce(sum(n), 0) FROM dead_letter_counts
+WHERE ($1::text IS NULL OR task = $1) AND ($2::text IS NULL OR queue = $2) AND ($3::text IS NULL OR status = $3)`
+
+// CountDeadLetters counts the letters f selects (its cursor aside). It is
+// exact and costs one summary lookup when f filters only on task, queue
+// and status, or only on fingerprint and pending-or-all; otherwise it reads
+// at most LetterCountCap+1 letters.
+func (s *Store) CountDeadLetters(ctx context.Context, f Filter) (Count, error) {
+	n, err := s.countDeadLetters(ctx, f)
+	if err != nil {
+		return Count{}, fmt.Errorf("count dead letters: %w", err)
+	}
+	return n, nil
+}
+
+func (s *Store) countDeadLetters(ctx context.Context, f Filter) (Count, error) {
+	rest := f
+	rest.Task, rest.Queue, rest.Status, rest.Limit, rest.After = "", "", "", 0, nil
+	if rest == (Filter{}) {
+		var n int64
+		err := s.db.GetContext(ctx, &n, countFromSummariesSQL, nullable(f.Task), nullable(f.Queue), nullable(string(f.Status)))
+		return Count{N: n, Exact: true}, translate(err)
+	}
+	rest.Fingerprint = ""
+	if rest == (Filter{}) && f.Task == "" && f.Queue == "" && (f.Status == "" || f.Status == StatusPending) {
+		col := "total"
+		if f.Status == StatusPending {
+			col = "pending"
+		}
+		var n int64
+		err := s.db.GetContext(ctx, &n, `SELECT `+col+` FROM error_groups WHERE fingerprint = $1`, f.Fingerprint)
+		if errors.Is(err, sql.ErrNoRows) {
+			return Count{N: 0, Exact: true}, nil
+		}
+		return Count{N: n, Exact: true}, translate(err)
+	}
+	where, args := f.where(false)
+	args = append(args, LetterCountCap+1)
+	q := `SELECT count(*) FROM (SELECT 1 FROM dead_letters ` + where + ` LIMIT $` + strconv.Itoa(len(args)) + `) capped`
+	var n int64
+	if err := s.db.GetContext(ctx, &n, q, args...); err != nil {
+		return Count{}, translate(err)
+	}
+	if n > LetterCountCap {
+		return Count{N: LetterCountCap, Exact: false}, nil
+	}
+	return Count{N: n, Exact: true}, nil
+}
+
+func nullable(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}

@@ -1,0 +1,366 @@
+package dlq_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redrive/redrive/dlq"
+	"github.com/redrive/redrive/dlq/dlqtest"
+)
+
+// letterStore is a store on a fresh database with no letters yet.
+func letterStore(t *testing.T) (*dlq.Store, *dlqtest.DB) {
+	t.Helper()
+	db := dlqtest.NewDB(t)
+	return dlq.NewStore(db.DB), db
+}
+
+func mustLetterFilter(t *testing.T, query string, now time.Time) dlq.Filter {
+	t.Helper()
+	v, err := url.ParseQuery(query)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := dlq.ParseFilter(v, now)
+	if err != nil {
+		t.Fatalf("%s: %v", query, err)
+	}
+	return f
+}
+
+func letterIDs(letters []dlq.DeadLetter) []int64 {
+	out := make([]int64, len(letters))
+	for i, d := range letters {
+		out[i] = d.ID
+	}
+	return out
+}
+
+func TestListDeadLetters(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	store, db := letterStore(t)
+	now := time.Now().UTC().Truncate(time.Second)
+	ins := func(l dlqtest.Letter) int64 { return dlqtest.InsertDeadLetter(t, db.DB, l) }
+
+	charge := ins(dlqtest.Letter{Task: "billing.charge", Queue: "payments", ErrorClass: "CardError", Message: "card declined for order 17",
+		Reason: "permanent", FailedAt: now.Add(-3 * time.Hour), Fingerprint: "fpcard"})
+	email := ins(dlqtest.Letter{Task: "email.send", Queue: "email", ErrorClass: "TimeoutError", Message: "smtp timed out",
+		Args: `["ann@example.com"]`, FailedAt: now.Add(-2 * time.Hour), Fingerprint: "fpsmtp"})
+	lease := ins(dlqtest.Letter{Task: "reports.generate", ErrorClass: "LeaseExpired", Message: "worker vanished",
+		Reason: "lease_expired", FailedAt: now.Add(-1 * time.Hour), Fingerprint: "fplease"})
+	replayed := ins(dlqtest.Letter{Task: "billing.charge", Queue: "payments", ErrorClass: "CardError", Message: "card declined for order 99",
+		Reason: "permanent", FailedAt: now.Add(-30 * time.Minute), Status: "replayed", Fingerprint: "fpcard"})
+	discarded := ins(dlqtest.Letter{Task: "email.send", Queue: "email", ErrorClass: "TimeoutError", Message: "100% of retries used",
+		FailedAt: now.Add(-10 * time.Minute), Status: "discarded", Fingerprint: "fpsmtp"})
+	underscore := ins(dlqtest.Letter{Task: "email.send", Queue: "email", ErrorClass: "KeyError", Message: "missing key a_b",
+		FailedAt: now.Add(-5 * time.Minute), Fingerprint: "fpkey"})
+	likeBait := ins(dlqtest.Letter{Task: "email.send", Queue: "email", ErrorClass: "KeyError", Message: "missing key axb and 1000 of retries",
+		FailedAt: now.Add(-4 * time.Minute), Fingerprint: "fpkey"})
+
+	cases := []struct {
+		query string
+		want  []int64
+	}{
+		{"", []int64{likeBait, underscore, lease, email, charge}},
+		{"status=all", []int64{likeBait, underscore, discarded, replayed, lease, email, charge}},
+		{"status=replayed", []int64{replayed}},
+		{"status=discarded", []int64{discarded}},
+		{"task=billing.charge&status=all", []int64{replayed, charge}},
+		{"queue=email", []int64{likeBait, underscore, email}},
+		{"reason=lease_expired", []int64{lease}},
+		{"reason=permanent&status=all", []int64{replayed, charge}},
+		{"error_class=KeyError", []int64{likeBait, underscore}},
+		{"fingerprint=fpcard&status=all", []int64{replayed, charge}},
+		{"q=DECLINED&status=all", []int64{replayed, charge}},
+		{"q=ann@example", []int64{email}},
+		{"q=100%25&status=all", []int64{discarded}},
+		{"q=a_b", []int64{underscore}},
+		{"since=90m&status=all", []int64{likeBait, underscore, discarded, replayed, lease}},
+		{"until=90m&status=all", []int64{email, charge}},
+		{"since=150m&until=45m", []int64{lease, email}},
+		{"task=email.send&q=timed+out", []int64{email}},
+		{"task=nothing.here", nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.query, func(t *testing.T) {
+			f := mustLetterFilter(t, tc.query, now)
+			page, err := store.ListDeadLetters(ctx, f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := letterIDs(page.Letters); !slices.Equal(got, tc.want) {
+				t.Fatalf("got %v, want %v", got, tc.want)
+			}
+			if page.Next != nil {
+				t.Fatal("one page only: no next cursor expected")
+			}
+			count, err := store.CountDeadLetters(ctx, f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !count.Exact || count.N != int64(len(tc.want)) {
+				t.Fatalf("count %+v, want exactly %d", count, len(tc.want))
+			}
+		})
+	}
+}
+
+// Paging visits every letter exactly once, newest first, even when many
+// letters share one failed_at (the id breaks the tie).
+func TestListDeadLettersKeysetVisitsEachOnce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	store, db := letterStore(t)
+	base := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	var all []int64
+	for i := range 137 {
+		// Seven distinct times: runs of about 20 letters tie on failed_at.
+		at := base.Add(-time.Duration(i%7) * time.Minute)
+		all = append(all, dlqtest.InsertDeadLetter(t, db.DB, dlqtest.Letter{FailedAt: at, Task: "t." + fmt.Sprint(i%3)}))
+	}
+	for _, query := range []string{"limit=10", "limit=1&task=t.1", "limit=500"} {
+		f := mustLetterFilter(t, query, base)
+		var seen []int64
+		var last *dlq.DeadLetter
+		pages := 0
+		for {
+			page, err := store.ListDeadLetters(ctx, f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pages++
+			for i := range page.Letters {
+				d := page.Letters[i]
+				if last != nil && (d.FailedAt.After(last.FailedAt) || (d.FailedAt.Equal(last.FailedAt) && d.ID >= last.ID)) {
+					t.Fatalf("%s: letter %d out of order after %d", query, d.ID, last.ID)
+				}
+				last = &d
+				seen = append(seen, d.ID)
+			}
+			if page.Next == nil {
+				break
+			}
+			// Through the query string, as the browser does it.
+			f = mustLetterFilter(t, f.FirstPage().Values().Encode()+"&cursor="+page.Next.String(), base)
+		}
+		want := 137
+		if strings.Contains(query, "task=t.1") {
+			want = 46
+		}
+		slices.Sort(seen)
+		if len(seen) != want || len(slices.Compact(slices.Clone(seen))) != want {
+			t.Fatalf("%s: saw %d letters (%d distinct) in %d pages, want %d once each", query, len(seen), len(slices.Compact(slices.Clone(seen))), pages, want)
+		}
+		if query == "limit=10" && pages != 14 {
+			t.Fatalf("137 letters by 10 should be 14 pages, got %d", pages)
+		}
+	}
+}
+
+func TestCountDeadLetters(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	store, db := letterStore(t)
+	now := time.Now().UTC()
+	if err := dlqtest.SeedDeadLetters(ctx, db.DB, dlq.LetterCountCap+500, now); err != nil {
+		t.Fatal(err)
+	}
+	var pending, all int64
+	if err := db.Get(&pending, `SELECT count(*) FROM dead_letters WHERE status = 'pending'`); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Get(&all, `SELECT count(*) FROM dead_letters`); err != nil {
+		t.Fatal(err)
+	}
+	var fp string
+	var fpTotal, fpPending int64
+	if err := db.QueryRow(`SELECT fingerprint, count(*), count(*) FILTER (WHERE status = 'pending') FROM dead_letters GROUP BY 1 ORDER BY 2 DESC LIMIT 1`).Scan(&fp, &fpTotal, &fpPending); err != nil {
+		t.Fatal(err)
+	}
+	var capped int64
+	if err := db.Get(&capped, `SELECT count(*) FROM dead_letters WHERE status = 'pending' AND reason = 'exhausted'`); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name  string
+		query string
+		want  dlq.Count
+	}{
+		{"PendingFromSummaries", "", dlq.Count{N: pending, Exact: true}},
+		{"AllFromSummaries", "status=all", dlq.Count{N: all, Exact: true}},
+		{"FingerprintFromGroups", "status=all&fingerprint=" + fp, dlq.Count{N: fpTotal, Exact: true}},
+		{"FingerprintPendingFromGroups", "fingerprint=" + fp, dlq.Count{N: fpPending, Exact: true}},
+		{"UnknownFingerprint", "fingerprint=nope", dlq.Count{N: 0, Exact: true}},
+		{"CappedWhenLarge", "status=all&q=order", dlq.Count{N: dlq.LetterCountCap, Exact: false}},
+		{"ExactBelowCap", "q=ord_77", dlq.Count{}},
+	}
+	var exactSearch int64
+	if err := db.Get(&exactSearch, `SELECT count(*) FROM dead_letters WHERE status = 'pending' AND search_text ILIKE '%ord\_77%'`); err != nil {
+		t.Fatal(err)
+	}
+	cases[len(cases)-1].want = dlq.Count{N: exactSearch, Exact: true}
+	if capped > dlq.LetterCountCap {
+		cases = append(cases, struct {
+			name  string
+			query string
+			want  dlq.Count
+		}{"CappedByReason", "reason=exhausted", dlq.Count{N: dlq.LetterCountCap}})
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := store.CountDeadLetters(ctx, mustLetterFilter(t, tc.query, now))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != tc.want {
+				t.Fatalf("got %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestGetDeadLetter(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	store, db := letterStore(t)
+
+	t.Run("UnknownIsNotFound", func(t *testing.T) {
+		_, err := store.GetDeadLetter(ctx, 424242)
+		if !errors.Is(err, dlq.ErrNotFound) {
+			t.Fatalf("want ErrNotFound, got %v", err)
+		}
+	})
+
+	t.Run("HugeTracebacksAreCapped", func(t *testing.T) {
+		huge := strings.Repeat("frame line\n", 30_000) // 330,000 characters
+		history := fmt.Sprintf(`[{"attempt":1,"at":"2026-03-01T00:00:00Z","class":"E","message":"m","outcome":"retry","traceback":%q},
+			{"attempt":2,"at":"2026-03-01T00:01:00Z","class":"E","message":"m","outcome":"dead","traceback":"short"}]`, huge)
+		id := dlqtest.InsertDeadLetter(t, db.DB, dlqtest.Letter{Traceback: huge, History: history, Attempts: 2})
+		d, err := store.GetDeadLetter(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(d.Traceback) != dlq.TracebackCap || d.TracebackLen != len(huge) || !d.TracebackTruncated() {
+			t.Fatalf("traceback %d chars of %d, truncated=%v", len(d.Traceback), d.TracebackLen, d.TracebackTruncated())
+		}
+		if len(d.History) != 2 || len(d.History[0].Traceback) != dlq.AttemptTracebackCap || d.History[1].Traceback != "short" {
+			t.Fatalf("history not capped per attempt: %d entries", len(d.History))
+		}
+	})
+
+	t.Run("Lineage", func(t *testing.T) {
+		first := dlqtest.InsertDeadLetter(t, db.DB, dlqtest.Letter{Status: "replayed", ReplayJobID: 77})
+		second := dlqtest.InsertDeadLetter(t, db.DB, dlqtest.Letter{ReplayOf: &first})
+		d, err := store.GetDeadLetter(ctx, first)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(d.LaterLetters, []int64{second}) || d.ReplayJobID == nil || *d.ReplayJobID != 77 || d.Status != dlq.StatusReplayed {
+			t.Fatalf("lineage of the first: later %v, replay job %v, status %s", d.LaterLetters, d.ReplayJobID, d.Status)
+		}
+		d2, err := store.GetDeadLetter(ctx, second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d2.ReplayOf == nil || *d2.ReplayOf != first || len(d2.LaterLetters) != 0 {
+			t.Fatalf("lineage of the second: %+v", d2.ReplayOf)
+		}
+	})
+}
+
+func TestEachDeadLetterStreamsTheWholeSet(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	store, db := letterStore(t)
+	now := time.Now().UTC()
+	if err := dlqtest.SeedDeadLetters(ctx, db.DB, 2600, now); err != nil {
+		t.Fatal(err)
+	}
+	f := mustLetterFilter(t, "status=all&limit=5", now)
+	f.After = &dlq.Cursor{FailedAt: now, ID: 1} // export ignores the page position
+	var seen []int64
+	err := store.EachDeadLetter(ctx, f, func(d dlq.DeadLetter) error {
+		seen = append(seen, d.ID)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(seen)
+	if len(seen) != 2600 || len(slices.Compact(seen)) != 2600 {
+		t.Fatalf("export saw %d letters, want 2600 once each", len(seen))
+	}
+
+	stop := errors.New("client went away")
+	n := 0
+	err = store.EachDeadLetter(ctx, f, func(dlq.DeadLetter) error {
+		if n++; n == 10 {
+			return stop
+		}
+		return nil
+	})
+	if !errors.Is(err, stop) || n != 10 {
+		t.Fatalf("a callback error must stop the export: %v after %d", err, n)
+	}
+}
+
+func TestGroups(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	store, db := letterStore(t)
+	now := time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC)
+	for i := range 5 {
+		dlqtest.InsertDeadLetter(t, db.DB, dlqtest.Letter{Fingerprint: "big", Task: "a.big", FailedAt: now.Add(-time.Duration(i)*24*time.Hour - time.Hour)})
+	}
+	for range 3 {
+		dlqtest.InsertDeadLetter(t, db.DB, dlqtest.Letter{Fingerprint: "old", Task: "b.old", FailedAt: now.Add(-20 * 24 * time.Hour), Status: "replayed"})
+	}
+	dlqtest.InsertDeadLetter(t, db.DB, dlqtest.Letter{Fingerprint: "new", Task: "b.new", FailedAt: now.Add(-time.Minute)})
+
+	order := func(sort, task string) []string {
+		groups, err := store.ListGroups(ctx, dlq.GroupFilter{Sort: sort, Task: task, Limit: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var fps []string
+		for _, g := range groups {
+			fps = append(fps, g.Fingerprint)
+		}
+		return fps
+	}
+	for _, tc := range []struct {
+		sort, task string
+		want       []string
+	}{
+		{"pending", "", []string{"big", "new", "old"}},
+		{"total", "", []string{"big", "old", "new"}},
+		{"last_seen", "", []string{"new", "big", "old"}},
+		{"pending", "b.old", []string{"old"}},
+	} {
+		if got := order(tc.sort, tc.task); !slices.Equal(got, tc.want) {
+			t.Errorf("sort %s task %q: got %v, want %v", tc.sort, tc.task, got, tc.want)
+		}
+	}
+
+	inflow, err := store.GroupInflow(ctx, []string{"big", "old", "new", "none"}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// big: one letter on each of the last five days, newest last.
+	if want := []int64{0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1}; !slices.Equal(inflow["big"], want) {
+		t.Errorf("big inflow %v, want %v", inflow["big"], want)
+	}
+	if !slices.Equal(inflow["old"], make([]int64, dlq.SparkDays)) || !slices.Equal(inflow["none"], make([]int64, dlq.SparkDays)) {
+		t.Errorf("letters older than 14 days must not show: old %v none %v", inflow["old"], inflow["none"])
+	}
+	if inflow["new"][dlq.SparkDays-1] != 1 {
+		t.Errorf("new inflow %v", inflow["new"])
+	}
+}

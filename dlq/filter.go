@@ -1,0 +1,247 @@
+package dlq
+
+import (
+	"fmt"
+	"net/url"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+)
+
+// Page sizes of the dead-letter list.
+const (
+	DefaultLimit = 50
+	MaxLimit     = 500
+	// MinSearchLen is the shortest search term: the trigram index needs
+	// three characters, and a shorter term would scan the whole table.
+	MinSearchLen = 3
+	maxSearchLen = 200
+	// maxRelative bounds relative times ("7d") to what a person means.
+	maxRelative = 10 * 366 * 24 * time.Hour
+)
+
+// StatusAll is the query-string spelling of "every status". The list
+// defaults to pending letters, the ones still waiting for someone: that is
+// what an on-call engineer opening the page wants to see first.
+const StatusAll = "all"
+
+// Filter narrows the dead-letter list and its exports. Every field has a
+// query-string form (ParseFilter, Values), so a pasted URL shows the same
+// view. The zero value of each field means "not filtered", except Status,
+// which ParseFilter defaults to pending.
+type Filter struct {
+	Task        string
+	Queue       string
+	Reason      Reason
+	Status      Status // "" is every status
+	ErrorClass  string
+	Fingerprint string
+	// Q is a substring searched for, case-insensitively, in the error
+	// message, args and kwargs.
+	Q     string
+	Since TimeBound
+	Until TimeBound
+	Limit int
+	// After continues the list after this position; nil is the newest page.
+	After *Cursor
+}
+
+// TimeBound is one end of a time range: the text as written (kept, so a
+// relative "24h" stays relative in links) and the instant it resolved to.
+type TimeBound struct {
+	Raw string
+	At  time.Time
+}
+
+// IsZero reports whether the bound is unset.
+func (b TimeBound) IsZero() bool { return b.Raw == "" }
+
+var (
+	fingerprintPattern = regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,64}$`)
+	relativePattern    = regexp.MustCompile(`^(\d{1,6})\s*(m|min|h|d|w)$`)
+)
+
+// The absolute time layouts accepted, tried in order. A time without a zone
+// (what an HTML datetime-local input sends) is taken as UTC, the zone the
+// console shows every time in.
+var timeLayouts = []string{
+	time.RFC3339Nano,
+	"2006-01-02T15:04:05",
+	"2006-01-02T15:04",
+	"2006-01-02 15:04:05",
+	"2006-01-02 15:04",
+	"2006-01-02",
+}
+
+// ParseFilter reads a filter from a query string. Relative times resolve
+// against now. Problems come back as a *ValidationError naming each bad
+// field, so the page can say which input to fix.
+func ParseFilter(v url.Values, now time.Time) (Filter, error) {
+	get := func(k string) string { return strings.TrimSpace(v.Get(k)) }
+	problems := map[string]string{}
+	f := Filter{
+		Task:        get("task"),
+		Queue:       get("queue"),
+		Reason:      Reason(get("reason")),
+		ErrorClass:  get("error_class"),
+		Fingerprint: get("fingerprint"),
+		Q:           get("q"),
+		Limit:       DefaultLimit,
+	}
+	if f.Task != "" && !namePattern.MatchString(f.Task) {
+		problems["task"] = "must be 1-200 letters, digits or . _ : -"
+	}
+	if f.Queue != "" && (!namePattern.MatchString(f.Queue) || len(f.Queue) > 100) {
+		problems["queue"] = "must be 1-100 letters, digits or . _ : -"
+	}
+	if f.Reason != "" && !f.Reason.Valid() {
+		problems["reason"] = "must be one of exhausted, permanent, lease_expired"
+	}
+	switch s := get("status"); s {
+	case "":
+		f.Status = StatusPending
+	case StatusAll, "any":
+		f.Status = ""
+	default:
+		f.Status = Status(s)
+		if !f.Status.Valid() {
+			problems["status"] = "must be one of pending, replayed, discarded, all"
+		}
+	}
+	if f.ErrorClass != "" && (len(f.ErrorClass) > 200 || !printable(f.ErrorClass)) {
+		problems["error_class"] = "must be at most 200 printable characters"
+	}
+	if f.Fingerprint != "" && !fingerprintPattern.MatchString(f.Fingerprint) {
+		problems["fingerprint"] = "must be 1-64 letters, digits or . _ : -"
+	}
+	if f.Q != "" {
+		switch n := len([]rune(f.Q)); {
+		case n < MinSearchLen:
+			problems["q"] = fmt.Sprintf("search for at least %d characters", MinSearchLen)
+		case n > maxSearchLen || !printable(f.Q):
+			problems["q"] = fmt.Sprintf("must be at most %d printable characters", maxSearchLen)
+		}
+	}
+	var err error
+	if f.Since, err = parseTimeBound(get("since"), now); err != nil {
+		problems["since"] = err.Error()
+	}
+	if f.Until, err = parseTimeBound(get("until"), now); err != nil {
+		problems["until"] = err.Error()
+	}
+	if !f.Since.IsZero() && !f.Until.IsZero() && f.Since.At.After(f.Until.At) {
+		problems["until"] = "must not be before since"
+	}
+	if s := get("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > MaxLimit {
+			problems["limit"] = fmt.Sprintf("must be a whole number from 1 to %d", MaxLimit)
+		} else {
+			f.Limit = n
+		}
+	}
+	if s := get("cursor"); s != "" {
+		c, err := ParseCursor(s)
+		if err != nil {
+			problems["cursor"] = "invalid cursor: start again from the newest page"
+		} else {
+			f.After = &c
+		}
+	}
+	if len(problems) > 0 {
+		return f, &ValidationError{Fields: problems}
+	}
+	return f, nil
+}
+
+// parseTimeBound reads "" (unset), a relative age ("90m", "24h", "7d",
+// "2w": that long before now), RFC3339, or a zone-less date and time in UTC.
+func parseTimeBound(s string, now time.Time) (TimeBound, error) {
+	if s == "" {
+		return TimeBound{}, nil
+	}
+	if m := relativePattern.FindStringSubmatch(s); m != nil {
+		n, _ := strconv.Atoi(m[1]) // at most 6 digits: cannot fail
+		unit := map[string]time.Duration{"m": time.Minute, "min": time.Minute, "h": time.Hour, "d": 24 * time.Hour, "w": 7 * 24 * time.Hour}[m[2]]
+		if time.Duration(n) > maxRelative/unit { // checked before multiplying: no overflow
+			return TimeBound{}, fmt.Errorf("must be at most ten years ago")
+		}
+		d := time.Duration(n) * unit
+		return TimeBound{Raw: s, At: now.Add(-d).UTC()}, nil
+	}
+	for _, layout := range timeLayouts {
+		t, err := time.Parse(layout, s)
+		if err != nil {
+			continue
+		}
+		if t.Before(cursorMinTime) || t.After(cursorMaxTime) {
+			return TimeBound{}, fmt.Errorf("must be between 1970 and 3000")
+		}
+		return TimeBound{Raw: s, At: t.UTC()}, nil
+	}
+	return TimeBound{}, fmt.Errorf("use a time like 2026-01-02T15:04 (UTC), RFC3339, or an age like 1h, 24h, 7d")
+}
+
+// printable refuses invalid UTF-8 and control characters, which Postgres
+// would reject (a 500) or which can only be a mistake.
+func printable(s string) bool {
+	if !utf8.ValidString(s) {
+		return false
+	}
+	for _, r := range s {
+		if !unicode.IsPrint(r) && r != ' ' {
+			return false
+		}
+	}
+	return true
+}
+
+// Values encodes f as a query string that ParseFilter reads back to the same
+// filter. Defaults (pending status, the default limit) are left out, so
+// links stay short.
+func (f Filter) Values() url.Values {
+	v := url.Values{}
+	set := func(k, s string) {
+		if s != "" {
+			v.Set(k, s)
+		}
+	}
+	set("task", f.Task)
+	set("queue", f.Queue)
+	set("reason", string(f.Reason))
+	switch f.Status {
+	case StatusPending:
+	case "":
+		v.Set("status", StatusAll)
+	default:
+		v.Set("status", string(f.Status))
+	}
+	set("error_class", f.ErrorClass)
+	set("fingerprint", f.Fingerprint)
+	set("q", f.Q)
+	set("since", f.Since.Raw)
+	set("until", f.Until.Raw)
+	if f.Limit != DefaultLimit && f.Limit != 0 {
+		v.Set("limit", strconv.Itoa(f.Limit))
+	}
+	if f.After != nil {
+		v.Set("cursor", f.After.String())
+	}
+	return v
+}
+
+// Narrowed reports whether f filters by anything besides the default
+// status: an empty list then means "nothing matched", not "nothing is dead".
+func (f Filter) Narrowed() bool {
+	return f.Task != "" || f.Queue != "" || f.Reason != "" || f.ErrorClass != "" || f.Fingerprint != "" ||
+		f.Q != "" || !f.Since.IsZero() || !f.Until.IsZero() || f.Status != StatusPending
+}
+
+// FirstPage returns f without its cursor: the newest page of the same view.
+func (f Filter) FirstPage() Filter {
+	f.After = nil
+	return f
+}

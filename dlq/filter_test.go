@@ -1,0 +1,191 @@
+package dlq_test
+
+import (
+	"errors"
+	"net/url"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redrive/redrive/dlq"
+)
+
+var letterFilterNow = time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC)
+
+func TestParseFilter(t *testing.T) {
+	t.Parallel()
+	cursor := dlq.Cursor{FailedAt: time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC), ID: 42}
+
+	t.Run("DefaultsToPendingNewestFifty", func(t *testing.T) {
+		t.Parallel()
+		f, err := dlq.ParseFilter(url.Values{}, letterFilterNow)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := dlq.Filter{Status: dlq.StatusPending, Limit: dlq.DefaultLimit}
+		if !reflect.DeepEqual(f, want) {
+			t.Fatalf("got %+v, want %+v", f, want)
+		}
+		if f.Narrowed() {
+			t.Fatal("the default filter is not narrowed")
+		}
+	})
+
+	ok := []struct {
+		name  string
+		query string
+		check func(t *testing.T, f dlq.Filter)
+	}{
+		{"StatusAllMeansEveryStatus", "status=all", func(t *testing.T, f dlq.Filter) {
+			if f.Status != "" {
+				t.Fatalf("status %q", f.Status)
+			}
+		}},
+		{"EveryField", "task=billing.charge&queue=payments&reason=permanent&status=replayed&error_class=Stripe.CardError&fingerprint=abc123&q=order+42&limit=500", func(t *testing.T, f dlq.Filter) {
+			want := dlq.Filter{Task: "billing.charge", Queue: "payments", Reason: dlq.ReasonPermanent, Status: dlq.StatusReplayed,
+				ErrorClass: "Stripe.CardError", Fingerprint: "abc123", Q: "order 42", Limit: 500}
+			if !reflect.DeepEqual(f, want) {
+				t.Fatalf("got %+v", f)
+			}
+		}},
+		{"RelativeSince", "since=24h", func(t *testing.T, f dlq.Filter) {
+			if !f.Since.At.Equal(letterFilterNow.Add(-24*time.Hour)) || f.Since.Raw != "24h" {
+				t.Fatalf("since %+v", f.Since)
+			}
+		}},
+		{"RelativeDaysAndMinutes", "since=7d&until=90m", func(t *testing.T, f dlq.Filter) {
+			if !f.Since.At.Equal(letterFilterNow.Add(-7*24*time.Hour)) || !f.Until.At.Equal(letterFilterNow.Add(-90*time.Minute)) {
+				t.Fatalf("since %+v until %+v", f.Since, f.Until)
+			}
+		}},
+		{"DatetimeLocalIsUTC", "since=2026-03-01T08:30", func(t *testing.T, f dlq.Filter) {
+			if !f.Since.At.Equal(time.Date(2026, 3, 1, 8, 30, 0, 0, time.UTC)) {
+				t.Fatalf("since %v", f.Since.At)
+			}
+		}},
+		{"RFC3339WithZone", "until=2026-03-01T08:30:00%2B02:00", func(t *testing.T, f dlq.Filter) {
+			if !f.Until.At.Equal(time.Date(2026, 3, 1, 6, 30, 0, 0, time.UTC)) {
+				t.Fatalf("until %v", f.Until.At)
+			}
+		}},
+		{"Cursor", "cursor=" + cursor.String(), func(t *testing.T, f dlq.Filter) {
+			if f.After == nil || *f.After != cursor {
+				t.Fatalf("cursor %+v", f.After)
+			}
+		}},
+		{"SpacesTrimmed", "task=+billing.charge+&q=++timeout++", func(t *testing.T, f dlq.Filter) {
+			if f.Task != "billing.charge" || f.Q != "timeout" {
+				t.Fatalf("%+v", f)
+			}
+		}},
+	}
+	for _, tc := range ok {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			v, _ := url.ParseQuery(tc.query)
+			f, err := dlq.ParseFilter(v, letterFilterNow)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tc.check(t, f)
+		})
+	}
+
+	bad := []struct {
+		name, query, field string
+	}{
+		{"UnknownReason", "reason=bored", "reason"},
+		{"UnknownStatus", "status=dead", "status"},
+		{"BadTime", "since=yesterday", "since"},
+		{"BadUntil", "until=2026-13-01", "until"},
+		{"SinceAfterUntil", "since=1h&until=2h", "until"},
+		{"LimitZero", "limit=0", "limit"},
+		{"LimitHuge", "limit=100000", "limit"},
+		{"LimitNotNumber", "limit=ten", "limit"},
+		{"TamperedCursor", "cursor=" + cursor.String()[:len(cursor.String())-2], "cursor"},
+		{"GarbageCursor", "cursor=%27%3BDROP+TABLE", "cursor"},
+		{"TaskWithSpaces", "task=a+b", "task"},
+		{"SearchTooShort", "q=ab", "q"},
+		{"SearchTooLong", "q=" + strings.Repeat("x", 201), "q"},
+		{"SearchNotUTF8", "q=%ff%fe%fd", "q"},
+		{"ErrorClassControl", "error_class=a%00b", "error_class"},
+		{"RelativeTooFar", "since=999999w", "since"},
+		{"TimeTooOld", "since=0001-01-01", "since"},
+	}
+	for _, tc := range bad {
+		t.Run("Refuses"+tc.name, func(t *testing.T) {
+			t.Parallel()
+			v, _ := url.ParseQuery(tc.query)
+			_, err := dlq.ParseFilter(v, letterFilterNow)
+			var verr *dlq.ValidationError
+			if !errors.As(err, &verr) {
+				t.Fatalf("want a ValidationError, got %v", err)
+			}
+			if _, ok := verr.Fields[tc.field]; !ok || len(verr.Fields) != 1 {
+				t.Fatalf("want exactly field %q named, got %v", tc.field, verr.Fields)
+			}
+			if !errors.Is(err, dlq.ErrInvalid) {
+				t.Fatal("a ValidationError must match ErrInvalid")
+			}
+		})
+	}
+
+	t.Run("SearchEscapesNothingAtParse", func(t *testing.T) {
+		t.Parallel()
+		f, err := dlq.ParseFilter(url.Values{"q": {"100%_done"}}, letterFilterNow)
+		if err != nil || f.Q != "100%_done" {
+			t.Fatalf("%+v %v", f, err)
+		}
+	})
+}
+
+// FuzzParseFilter: no input panics, and an accepted filter encodes to a
+// query string that parses back to the same filter (what makes a pasted
+// URL show the same view).
+func FuzzParseFilter(f *testing.F) {
+	seeds := []string{
+		"", "status=all", "task=billing.charge&status=replayed", "since=24h&until=1h", "since=2026-03-01T08:30",
+		"until=2026-03-01T08:30:00Z", "q=timeout&limit=10", "reason=lease_expired&fingerprint=0123abcd",
+		"cursor=AQAGRtSGl2AAAAAAAAAAACo", "limit=-1", "q=%25%5F", "since=7d&until=2026-01-01", "status=any",
+		"error_class=psycopg2.OperationalError", "q=" + strings.Repeat("é", 100),
+	}
+	for _, s := range seeds {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, query string) {
+		v, err := url.ParseQuery(query)
+		if err != nil {
+			return
+		}
+		got, err := dlq.ParseFilter(v, letterFilterNow)
+		if err != nil {
+			var verr *dlq.ValidationError
+			if !errors.As(err, &verr) || len(verr.Fields) == 0 {
+				t.Fatalf("error is not a ValidationError naming a field: %v", err)
+			}
+			return
+		}
+		again, err := dlq.ParseFilter(got.Values(), letterFilterNow)
+		if err != nil {
+			t.Fatalf("encoding %q of an accepted filter is refused: %v", got.Values().Encode(), err)
+		}
+		if !reflect.DeepEqual(got, again) {
+			t.Fatalf("round trip changed the filter:\n%+v\n%+v", got, again)
+		}
+	})
+}
+
+func TestParseGroupFilter(t *testing.T) {
+	t.Parallel()
+	f, err := dlq.ParseGroupFilter(url.Values{})
+	if err != nil || f.Sort != dlq.GroupSortPending || f.Limit != dlq.DefaultGroupLimit {
+		t.Fatalf("defaults: %+v %v", f, err)
+	}
+	for _, q := range []string{"sort=name", "sort=pending%3BDROP", "limit=0", "limit=9999", "task=a b"} {
+		v, _ := url.ParseQuery(q)
+		if _, err := dlq.ParseGroupFilter(v); !errors.Is(err, dlq.ErrInvalid) {
+			t.Errorf("%s: want ErrInvalid, got %v", q, err)
+		}
+	}
+}

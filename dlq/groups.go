@@ -1,0 +1,144 @@
+package dlq
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/lib/pq"
+)
+
+// ErrorGroup is one fingerprint: one bug, however many letters it made.
+type ErrorGroup struct {
+	Fingerprint   string    `db:"fingerprint" json:"fingerprint"`
+	Task          string    `db:"task" json:"task"`
+	ErrorClass    string    `db:"error_class" json:"error_class"`
+	SampleMessage string    `db:"sample_message" json:"sample_message"`
+	Total         int64     `db:"total" json:"total"`
+	Pending       int64     `db:"pending" json:"pending"`
+	FirstSeen     time.Time `db:"first_seen" json:"first_seen"`
+	LastSeen      time.Time `db:"last_seen" json:"last_seen"`
+}
+
+// The orders the groups page offers. Each maps to a fixed ORDER BY: sort
+// keys never reach SQL as text from the request.
+const (
+	GroupSortPending  = "pending"
+	GroupSortTotal    = "total"
+	GroupSortLastSeen = "last_seen"
+)
+
+// GroupSorts lists the orders in display order.
+var GroupSorts = []string{GroupSortPending, GroupSortTotal, GroupSortLastSeen}
+
+var groupOrder = map[string]string{
+	GroupSortPending:  "pending DESC, last_seen DESC, fingerprint",
+	GroupSortTotal:    "total DESC, last_seen DESC, fingerprint",
+	GroupSortLastSeen: "last_seen DESC, fingerprint",
+}
+
+// Group list sizes: the page is a bounded top-N, not a paginated list. A
+// fleet with more than 200 distinct live bugs narrows by task.
+const (
+	DefaultGroupLimit = 200
+	MaxGroupLimit     = 500
+)
+
+// GroupFilter selects and orders error groups.
+type GroupFilter struct {
+	Task  string
+	Sort  string
+	Limit int
+}
+
+// ParseGroupFilter reads a GroupFilter from a query string, or returns a
+// *ValidationError naming the bad fields.
+func ParseGroupFilter(v url.Values) (GroupFilter, error) {
+	get := func(k string) string { return strings.TrimSpace(v.Get(k)) }
+	problems := map[string]string{}
+	f := GroupFilter{Task: get("task"), Sort: get("sort"), Limit: DefaultGroupLimit}
+	if f.Task != "" && !namePattern.MatchString(f.Task) {
+		problems["task"] = "must be 1-200 letters, digits or . _ : -"
+	}
+	if f.Sort == "" {
+		f.Sort = GroupSortPending
+	} else if _, ok := groupOrder[f.Sort]; !ok {
+		problems["sort"] = "must be one of pending, total, last_seen"
+	}
+	if s := get("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > MaxGroupLimit {
+			problems["limit"] = fmt.Sprintf("must be a whole number from 1 to %d", MaxGroupLimit)
+		} else {
+			f.Limit = n
+		}
+	}
+	if len(problems) > 0 {
+		return f, &ValidationError{Fields: problems}
+	}
+	return f, nil
+}
+
+const groupColumns = `fingerprint, task, error_class, sample_message, total, pending, first_seen, last_seen`
+
+// ListGroups returns the top groups in f's order.
+func (s *Store) ListGroups(ctx context.Context, f GroupFilter) ([]ErrorGroup, error) {
+	order, ok := groupOrder[f.Sort]
+	if !ok {
+		order = groupOrder[GroupSortPending]
+	}
+	limit := f.Limit
+	if limit < 1 || limit > MaxGroupLimit {
+		limit = DefaultGroupLimit
+	}
+	q := `SELECT ` + groupColumns + ` FROM error_groups WHERE ($1::text IS NULL OR task = $1) ORDER BY ` + order + ` LIMIT $2`
+	var groups []ErrorGroup
+	if err := s.db.SelectContext(ctx, &groups, q, nullable(f.Task), limit); err != nil {
+		return nil, fmt.Errorf("list error groups: %w", translate(err))
+	}
+	return groups, nil
+}
+
+// SparkDays is how many days a group's sparkline covers.
+const SparkDays = 14
+
+// groupInflowSQL reads the hourly inflow of many groups at once, folded
+// into days counted back from $2 (bucket 0 is the oldest day, SparkDays-1
+// the one ending at $2). The inflow primary key (fingerprint, hour, queue)
+// makes each group one short index range.
+const groupInflowSQL = `
+SELECT fingerprint,
+	($3::int - 1 - floor(extract(epoch FROM ($2::timestamptz - hour)) / 86400))::int AS bucket,
+	sum(n)::bigint AS n
+FROM dead_letter_inflow
+WHERE fingerprint = ANY($1) AND hour > $2::timestamptz - $3::int * interval '1 day' AND hour <= $2
+GROUP BY 1, 2`
+
+// GroupInflow returns, for each fingerprint, SparkDays daily letter counts,
+// oldest first, ending at now. One query serves every group on a page.
+func (s *Store) GroupInflow(ctx context.Context, fingerprints []string, now time.Time) (map[string][]int64, error) {
+	out := make(map[string][]int64, len(fingerprints))
+	for _, fp := range fingerprints {
+		out[fp] = make([]int64, SparkDays)
+	}
+	if len(fingerprints) == 0 {
+		return out, nil
+	}
+	var rows []struct {
+		Fingerprint string `db:"fingerprint"`
+		Bucket      int    `db:"bucket"`
+		N           int64  `db:"n"`
+	}
+	if err := s.db.SelectContext(ctx, &rows, groupInflowSQL, pq.Array(fingerprints), now.UTC(), SparkDays); err != nil {
+		return nil, fmt.Errorf("group inflow: %w", translate(err))
+	}
+	for _, r := range rows {
+		if series, ok := out[r.Fingerprint]; ok && r.Bucket >= 0 && r.Bucket < SparkDays {
+			series[r.Bucket] += r.N
+		}
+	}
+	return out, nil
+}
