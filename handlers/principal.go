@@ -1,0 +1,64 @@
+package handlers
+
+import (
+	"github.com/labstack/echo/v4"
+
+	"github.com/redrive/redrive/dlq"
+	"github.com/redrive/redrive/replay"
+	"github.com/redrive/redrive/views"
+)
+
+// Principal is who is making a request. Package web's authentication
+// middleware sets it; handlers read it to fill views and to name the actor
+// of an action. Authorisation is enforced on the server, here and in
+// replay, whatever the page showed.
+type Principal struct {
+	Name string
+	Role dlq.Role
+	// Via says how the principal was established: "session", "token",
+	// "proxy" or "dev".
+	Via string
+}
+
+const principalKey = "redrive.principal"
+
+// SetPrincipal records who is making the request.
+func SetPrincipal(c echo.Context, p Principal) { c.Set(principalKey, p) }
+
+// PrincipalFrom returns who is making the request, if anyone signed in.
+func PrincipalFrom(c echo.Context) (Principal, bool) {
+	p, ok := c.Get(principalKey).(Principal)
+	return p, ok && p.Name != ""
+}
+
+// ActorFrom describes the requester for the audit trail and for policy.
+func ActorFrom(c echo.Context) replay.Actor {
+	p, _ := PrincipalFrom(c)
+	r := c.Request()
+	return replay.Actor{
+		Actor: dlq.Actor{
+			Name:       p.Name,
+			RequestID:  c.Response().Header().Get(echo.HeaderXRequestID),
+			RemoteAddr: c.RealIP(),
+			UserAgent:  r.UserAgent(),
+		},
+		Role: p.Role,
+	}
+}
+
+const csrfKey = "csrf" // echo's CSRF middleware default context key
+
+// Meta fills the layout's PageMeta for the current request: title, active
+// navigation entry, who is signed in and the CSRF token forms must carry.
+func Meta(c echo.Context, title, active, version string) views.PageMeta {
+	m := views.PageMeta{Title: title, Active: active, Version: version}
+	if p, ok := PrincipalFrom(c); ok {
+		m.User = &views.User{Name: p.Name, Role: string(p.Role)}
+		m.CanAct = p.Role.CanAct()
+		m.CanAdminister = p.Role.CanAdminister()
+	}
+	if tok, ok := c.Get(csrfKey).(string); ok {
+		m.CSRFToken = tok
+	}
+	return m
+}
