@@ -28,6 +28,10 @@ type Config struct {
 	Registry *prometheus.Registry
 	// BodyLimit caps request bodies (echo's size syntax); default "8M".
 	BodyLimit string
+	// LogsURLTemplate links each attempt on a dead letter's page to its logs
+	// or traces: {job_id}, {task}, {from} and {to} (RFC3339, a minute either
+	// side of the attempt) are replaced, URL-escaped. Empty: no links.
+	LogsURLTemplate string
 }
 
 func (c *Config) validate() error {

@@ -1,0 +1,119 @@
+package handlers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/redrive/redrive/dlq"
+	"github.com/redrive/redrive/views"
+)
+
+// DeadLetterGetter is what the detail page needs from the store.
+type DeadLetterGetter interface {
+	GetDeadLetter(ctx context.Context, id int64) (dlq.DeadLetterDetail, error)
+}
+
+// DeadLetter renders one letter. logsTemplate, when set, links each attempt
+// to the logs and traces around it (see logsURL).
+func DeadLetter(store DeadLetterGetter, logsTemplate, version string) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		ctx, cancel := context.WithTimeout(c.Request().Context(), readTimeout)
+		defer cancel()
+		d, err := getLetter(ctx, store, c.Param("id"))
+		if err != nil {
+			return err
+		}
+		meta := views.PageMeta{Title: fmt.Sprintf("Dead letter %d · %s", d.ID, d.Task), Active: "dead-letters", Version: version}
+		return Render(c, http.StatusOK, views.Layout(meta, views.DeadLetterDetail(detailView(d, logsTemplate))))
+	}
+}
+
+// getLetter parses the id and loads the letter, turning both kinds of bad
+// id into a friendly error.
+func getLetter(ctx context.Context, store DeadLetterGetter, param string) (dlq.DeadLetterDetail, error) {
+	id, err := strconv.ParseInt(param, 10, 64)
+	if err != nil || id <= 0 {
+		return dlq.DeadLetterDetail{}, BadRequest("invalid_id", "A dead letter id is a positive whole number, like /dead-letters/1234.")
+	}
+	d, err := store.GetDeadLetter(ctx, id)
+	if errors.Is(err, dlq.ErrNotFound) {
+		return dlq.DeadLetterDetail{}, NotFound("There is no dead letter %d. It may have been purged by retention, or the id is mistyped.", id)
+	}
+	return d, err
+}
+
+func detailView(d dlq.DeadLetterDetail, logsTemplate string) views.DeadLetterDetailView {
+	v := views.DeadLetterDetailView{
+		ID:            d.ID,
+		JobID:         d.JobID,
+		Task:          d.Task,
+		Queue:         d.Queue,
+		Status:        string(d.Status),
+		Reason:        reasonLabel(d.Reason),
+		Why:           why(d.DeadLetter),
+		AttemptCount:  fmt.Sprintf("%d of %d", d.Attempts, d.MaxAttempts),
+		EnqueuedAt:    d.EnqueuedAt,
+		FailedAt:      d.FailedAt,
+		WorkerVersion: d.WorkerVersion,
+		Fingerprint:   d.Fingerprint,
+		GroupHref:     "/groups?" + url.Values{"task": {d.Task}}.Encode(),
+		ListHref:      "/dead-letters?" + url.Values{"fingerprint": {d.Fingerprint}, "status": {dlq.StatusAll}}.Encode(),
+		ErrorClass:    d.ErrorClass,
+		ErrorMessage:  d.ErrorMessage,
+		ReplayedAt:    d.ReplayedAt,
+		DiscardedAt:   d.DiscardedAt,
+		LaterLetters:  d.LaterLetters,
+	}
+	if d.IdempotencyKey != nil {
+		v.IdempotencyKey = *d.IdempotencyKey
+	}
+	v.Args, v.ArgsNote = prettyJSON(d.Args)
+	v.Kwargs, v.KwargsNote = prettyJSON(d.Kwargs)
+	if d.ReplayOf != nil {
+		v.ReplayOf = *d.ReplayOf
+	}
+	if d.ReplayJobID != nil {
+		v.ReplayJobID = *d.ReplayJobID
+	}
+	if d.ReplayedBy != nil {
+		v.ReplayedBy = *d.ReplayedBy
+	}
+	if d.DiscardedBy != nil {
+		v.DiscardedBy = *d.DiscardedBy
+	}
+	if d.DiscardReason != nil {
+		v.DiscardNote = *d.DiscardReason
+	}
+
+	head, rest, lines := splitTraceback(d.Traceback)
+	v.Traceback = views.TracebackView{Head: head, Rest: rest, Full: d.Traceback, Lines: lines}
+	if d.TracebackTruncated() {
+		v.Traceback.Note = fmt.Sprintf("This traceback is %s characters long; only the first %s are shown. The lines counted are those shown.",
+			views.Number(int64(d.TracebackLen)), views.Number(int64(dlq.TracebackCap)))
+	}
+
+	for i, a := range d.History {
+		av := views.AttemptView{
+			N: a.Attempt, At: a.At, Host: a.Host, Worker: a.Worker, Version: a.Version,
+			ErrorClass: a.Class, Message: a.Message, Outcome: string(a.Outcome), OutcomeText: outcomeText(a.Outcome),
+			Traceback: a.Traceback, LogsURL: logsURL(logsTemplate, d.JobID, d.Task, a),
+		}
+		if a.DurationMS > 0 {
+			av.Duration = humanDuration(msDuration(a.DurationMS))
+		}
+		if a.RetryInMS > 0 && a.Outcome == dlq.OutcomeRetry {
+			av.RetryAfter = "retried after " + humanDuration(msDuration(a.RetryInMS))
+		}
+		if av.N == 0 {
+			av.N = i + 1
+		}
+		v.History = append(v.History, av)
+	}
+	return v
+}

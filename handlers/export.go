@@ -1,0 +1,183 @@
+package handlers
+
+import (
+	"context"
+	"encoding/csv"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/redrive/redrive/dlq"
+)
+
+// DeadLetterExporter is what an export needs from the store: every letter
+// of a filter, one at a time.
+type DeadLetterExporter interface {
+	EachDeadLetter(ctx context.Context, f dlq.Filter, fn func(dlq.DeadLetter) error) error
+}
+
+// Export formats.
+const (
+	ExportCSV  = "csv"
+	ExportJSON = "json"
+)
+
+// flushEvery is how many rows go out between flushes: the client sees
+// progress, and the server holds at most this much unsent.
+const flushEvery = 500
+
+// ExportDeadLetters streams every letter a filter selects (its page and
+// cursor aside) as CSV or as a JSON array. Rows are written as the store
+// reads them, batch by batch, so 100,000 letters never sit in memory.
+// Once the first byte is out the status cannot change, so an error
+// mid-stream is logged here and ends the body early: a JSON export then
+// fails to parse, rather than passing for complete.
+func ExportDeadLetters(store DeadLetterExporter, logger *slog.Logger, now func() time.Time, format string) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		f, err := dlq.ParseFilter(c.QueryParams(), now())
+		if err != nil {
+			return err
+		}
+		name := "dead-letters-" + now().UTC().Format("20060102T150405Z") + "." + format
+		h := c.Response().Header()
+		h.Set(echo.HeaderContentDisposition, fmt.Sprintf("attachment; filename=%q", name))
+		h.Set("Cache-Control", "no-store")
+		var w rowWriter
+		if format == ExportCSV {
+			h.Set(echo.HeaderContentType, "text/csv; charset=utf-8")
+			w = newCSVRows(c.Response())
+		} else {
+			h.Set(echo.HeaderContentType, echo.MIMEApplicationJSONCharsetUTF8)
+			w = &jsonRows{w: c.Response()}
+		}
+		c.Response().WriteHeader(http.StatusOK)
+		n := 0
+		err = w.begin()
+		if err == nil {
+			err = store.EachDeadLetter(c.Request().Context(), f, func(d dlq.DeadLetter) error {
+				if err := w.row(d); err != nil {
+					return err
+				}
+				if n++; n%flushEvery == 0 {
+					if err := w.flush(); err != nil {
+						return err
+					}
+					c.Response().Flush()
+				}
+				return nil
+			})
+		}
+		if err == nil {
+			err = w.end()
+		}
+		if err != nil {
+			logger.Error("export dead letters", "err", err, "format", format, "rows_written", n,
+				"request_id", c.Response().Header().Get(echo.HeaderXRequestID))
+			return nil // the body is already on its way; nothing else can be said
+		}
+		c.Response().Flush()
+		return nil
+	}
+}
+
+type rowWriter interface {
+	begin() error
+	row(dlq.DeadLetter) error
+	flush() error
+	end() error
+}
+
+// exportColumns are the CSV header; csvRecord writes them in this order.
+var exportColumns = []string{"id", "job_id", "task", "queue", "status", "reason", "error_class", "error",
+	"attempts", "max_attempts", "fingerprint", "enqueued_at", "failed_at", "replay_of", "replayed_at",
+	"replay_job_id", "discarded_at", "args", "kwargs"}
+
+type csvRows struct {
+	w *csv.Writer
+}
+
+func newCSVRows(w io.Writer) *csvRows { return &csvRows{w: csv.NewWriter(w)} }
+
+func (r *csvRows) begin() error { return r.w.Write(exportColumns) }
+
+func (r *csvRows) row(d dlq.DeadLetter) error {
+	return r.w.Write([]string{
+		strconv.FormatInt(d.ID, 10), strconv.FormatInt(d.JobID, 10), d.Task, d.Queue, string(d.Status), string(d.Reason),
+		cell(d.ErrorClass), cell(d.ErrorMessage), strconv.Itoa(d.Attempts), strconv.Itoa(d.MaxAttempts), d.Fingerprint,
+		csvTime(&d.EnqueuedAt), csvTime(&d.FailedAt), csvInt(d.ReplayOf), csvTime(d.ReplayedAt), csvInt(d.ReplayJobID),
+		csvTime(d.DiscardedAt), cell(string(d.Args)), cell(string(d.Kwargs)),
+	})
+}
+
+func (r *csvRows) flush() error {
+	r.w.Flush()
+	return r.w.Error()
+}
+
+func (r *csvRows) end() error { return r.flush() }
+
+// cell defuses spreadsheet formulas: a cell starting with = + - @ or a tab
+// would be evaluated by Excel or Sheets when the file is opened, and error
+// messages are attacker-influenced text. A leading apostrophe keeps it text.
+func cell(s string) string {
+	if s != "" && strings.ContainsRune("=+-@\t\r", rune(s[0])) {
+		return "'" + s
+	}
+	return s
+}
+
+func csvTime(t *time.Time) string {
+	if t == nil {
+		return ""
+	}
+	return t.UTC().Format(time.RFC3339Nano)
+}
+
+func csvInt(n *int64) string {
+	if n == nil {
+		return ""
+	}
+	return strconv.FormatInt(*n, 10)
+}
+
+// jsonRows writes a JSON array one element at a time.
+type jsonRows struct {
+	w     io.Writer
+	count int
+}
+
+func (r *jsonRows) begin() error {
+	_, err := io.WriteString(r.w, "[")
+	return err
+}
+
+func (r *jsonRows) row(d dlq.DeadLetter) error {
+	b, err := json.Marshal(apiLetter(d))
+	if err != nil {
+		return err
+	}
+	sep := ",\n"
+	if r.count == 0 {
+		sep = "\n"
+	}
+	r.count++
+	if _, err := io.WriteString(r.w, sep); err != nil {
+		return err
+	}
+	_, err = r.w.Write(b)
+	return err
+}
+
+func (r *jsonRows) flush() error { return nil }
+
+func (r *jsonRows) end() error {
+	_, err := io.WriteString(r.w, "\n]\n")
+	return err
+}

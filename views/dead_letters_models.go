@@ -1,0 +1,191 @@
+package views
+
+import (
+	"sort"
+	"strconv"
+	"time"
+)
+
+// Option is one choice of a <select>.
+type Option struct {
+	Value, Label string
+}
+
+// DeadLetterFilterForm holds the filter inputs as the user typed them, so a
+// refused filter comes back with its text intact and the problem named.
+type DeadLetterFilterForm struct {
+	Task, Queue, Reason, Status, ErrorClass, Fingerprint, Q, Since, Until, Limit string
+	// Problems maps a field name to what is wrong with it.
+	Problems map[string]string
+}
+
+// DeadLetterRow is one line of the dead-letter list.
+type DeadLetterRow struct {
+	ID          int64
+	Href        string
+	Task        string
+	Queue       string
+	ErrorClass  string
+	Message     string // shortened for the cell
+	MessageFull string // for the hover title (itself capped)
+	Attempts    string // "3/5"
+	Reason      string
+	Status      string
+	FailedAt    time.Time
+}
+
+// DeadLettersView is the dead-letter list page.
+type DeadLettersView struct {
+	Form     DeadLetterFilterForm
+	Reasons  []Option
+	Statuses []Option
+	Limits   []Option
+	Results  DeadLetterResults
+	// Invalid is set when the filter was refused: the form shows the
+	// problems and no results are shown.
+	Invalid bool
+}
+
+// DeadLetterResults is the part of the list page that a filter changes:
+// the count, the table and the pager. htmx swaps it alone.
+type DeadLetterResults struct {
+	Rows []DeadLetterRow
+	// Count is "1,234", or "10,000+" when the count stopped at its cap.
+	Count string
+	// CountExact is false when Count is a lower bound.
+	CountExact bool
+	// StatusWord is "pending", "replayed", "discarded" or "" for all.
+	StatusWord string
+	// Narrowed: an empty list means the filter matched nothing, rather
+	// than that nothing is dead.
+	Narrowed   bool
+	FirstPage  bool
+	NextURL    string // "" on the last page
+	NewestURL  string // the first page of the same filter
+	ClearURL   string
+	ExportCSV  string
+	ExportJSON string
+}
+
+// DeadLetterDetailView is the page of one dead letter.
+type DeadLetterDetailView struct {
+	ID             int64
+	JobID          int64
+	Task           string
+	Queue          string
+	Status         string
+	Reason         string
+	Why            string // the reason in words
+	AttemptCount   string // "3/5"
+	IdempotencyKey string
+	EnqueuedAt     time.Time
+	FailedAt       time.Time
+	WorkerVersion  string
+	Fingerprint    string
+	GroupHref      string
+	ListHref       string // the list of this letter's group
+
+	Args, Kwargs         string // pretty-printed JSON
+	ArgsNote, KwargsNote string // set when the payload was too large to show whole
+
+	ErrorClass   string
+	ErrorMessage string
+
+	Traceback TracebackView
+	History   []AttemptView
+
+	// Lineage.
+	ReplayOf     int64 // 0 when this letter is not a replay
+	ReplayJobID  int64 // 0 when this letter has not been replayed
+	ReplayedAt   *time.Time
+	ReplayedBy   string
+	LaterLetters []int64
+	DiscardedAt  *time.Time
+	DiscardedBy  string
+	DiscardNote  string
+}
+
+// TracebackView is a traceback split for display: the first lines always
+// show, the rest behind a <details>.
+type TracebackView struct {
+	Head  string // the first lines
+	Rest  string // the remaining lines; "" when short
+	Full  string // the whole text, for the copy button
+	Lines int
+	// Note says the traceback was cut before it was sent, and how much.
+	Note string
+}
+
+// AttemptView is one attempt in the detail page's timeline.
+type AttemptView struct {
+	N           int
+	At          time.Time
+	Host        string
+	Worker      string
+	Version     string
+	ErrorClass  string
+	Message     string
+	Duration    string // "" when unknown
+	RetryAfter  string // "retried after 2.3 s"; "" when not retried
+	Outcome     string // "retry", "dead", "lease_expired", "interrupted"
+	OutcomeText string
+	Traceback   string
+	LogsURL     string // "" when no logs link is configured
+}
+
+// GroupsView is the error-groups page.
+type GroupsView struct {
+	Task     string
+	Sort     string
+	Sorts    []Option
+	Rows     []GroupRow
+	Limit    int
+	AtLimit  bool // the page shows only the top Limit groups
+	Problems map[string]string
+}
+
+// GroupRow is one error group.
+type GroupRow struct {
+	Fingerprint   string
+	Task          string
+	ErrorClass    string
+	SampleMessage string
+	SampleFull    string
+	Total         string
+	Pending       string
+	HasPending    bool
+	FirstSeen     time.Time
+	LastSeen      time.Time
+	ListHref      string // pending letters of the group
+	AllHref       string // every letter of the group
+	Spark         Spark
+}
+
+// problemOrder lists a form's problem fields in a stable order.
+func problemOrder(problems map[string]string) []string {
+	keys := make([]string, 0, len(problems))
+	for k := range problems {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// plural picks the word for a formatted count: "1 letter", "10,000+ letters".
+func plural(count, one, many string) string {
+	if count == "1" {
+		return one
+	}
+	return many
+}
+
+func int64String(n int64) string { return strconv.FormatInt(n, 10) }
+
+func firstNonEmpty(s ...string) string {
+	for _, v := range s {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}
