@@ -138,6 +138,7 @@ type JobListItem struct {
 	MaxAttempts int        `db:"max_attempts"`
 	RunAt       time.Time  `db:"run_at"`
 	CreatedAt   time.Time  `db:"created_at"`
+	AttemptedAt *time.Time `db:"attempted_at"`
 	FinishedAt  *time.Time `db:"finished_at"`
 	LeaseOwner  *string    `db:"lease_owner"`
 	LastError   *string    `db:"last_error"`
@@ -152,7 +153,7 @@ type JobPage struct {
 }
 
 const jobListColumns = `id, queue, task, state, attempt, max_attempts, run_at, created_at,
-	finished_at, lease_owner, left(last_error, 300) AS last_error`
+	attempted_at, finished_at, lease_owner, left(last_error, 300) AS last_error`
 
 // where builds the filter's WHERE clause (without the cursor) and its args:
 // values only ever travel as parameters.

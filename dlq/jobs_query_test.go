@@ -248,6 +248,7 @@ func TestCountJobsStopsAtTheCap(t *testing.T) {
 	store, db := setup(t)
 	insertJobs(t, db, dlq.CountCap+5, "default", "t.ok", dlq.StateSucceeded)
 	insertJobs(t, db, 3, "default", "t.ok", dlq.StateDead)
+	insertJobs(t, db, 150, "default", "t.ok", dlq.StateAvailable)
 
 	got, err := store.CountJobs(ctx, dlq.JobFilter{State: dlq.StateSucceeded})
 	if err != nil {
@@ -263,11 +264,13 @@ func TestCountJobsStopsAtTheCap(t *testing.T) {
 	if got != (dlq.JobTotal{N: 3}) {
 		t.Fatalf("dead: %+v, want 3 uncapped", got)
 	}
+	// Active states are counted exactly even past the cap.
 	counts, err := store.JobCounts(ctx, 100)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := []dlq.JobCount{
+		{Queue: "default", State: dlq.StateAvailable, N: 150},
 		{Queue: "default", State: dlq.StateDead, N: 3},
 		{Queue: "default", State: dlq.StateSucceeded, N: 100, Capped: true},
 	}

@@ -129,7 +129,9 @@ const statePairsCTE = `pairs(state, queue) AS (
 // jobCountsSQL counts each (state, queue) pair: exactly for the active
 // states, and only up to $1 + 1 rows for succeeded and dead.
 const jobCountsSQL = `WITH RECURSIVE ` + statePairsCTE + `
-SELECT p.queue, p.state, least(c.n, $1) AS n, c.n > $1 AS capped
+SELECT p.queue, p.state,
+	CASE WHEN p.state IN ('available', 'retrying', 'running') THEN c.n ELSE least(c.n, $1) END AS n,
+	p.state NOT IN ('available', 'retrying', 'running') AND c.n > $1 AS capped
 FROM pairs p
 CROSS JOIN LATERAL (
 	SELECT count(*) AS n FROM (
@@ -317,7 +319,7 @@ type DeadLetterCount struct {
 }
 
 const deadLetterCountsSQL = `
-SELECT task, queue, status, n FROM dead_letter_counts WHERE n > 0 ORDER BY task, queue, status`
+SELECT task, queue, status, n FROM dead_letter_counts ORDER BY task, queue, status`
 
 // activeJobCountsSQL counts waiting and running jobs by queue and state; the
 // index on (state, queue, id) holds them in a few contiguous ranges.
