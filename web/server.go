@@ -5,6 +5,7 @@ package web
 import (
 	"cmp"
 	"errors"
+	"fmt"
 	"io/fs"
 	"log/slog"
 	"net/http"
@@ -61,6 +62,9 @@ func NewServer(cfg Config) (http.Handler, error) {
 	metrics, err := newHTTPMetrics(cfg.Registry)
 	if err != nil {
 		return nil, err
+	}
+	if err := cfg.Registry.Register(newDomainCollector(cfg.Store, cfg.Logger)); err != nil {
+		return nil, fmt.Errorf("register domain metrics: %w", err)
 	}
 	e.Use(
 		middleware.RequestID(),
