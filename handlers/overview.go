@@ -1,17 +1,207 @@
 package handlers
 
 import (
+	"context"
+	"fmt"
 	"net/http"
+	"net/url"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/redrive/redrive/dlq"
 	"github.com/redrive/redrive/views"
 )
 
+// OverviewReader reads the front page's numbers.
+type OverviewReader interface {
+	Overview(ctx context.Context) (dlq.Overview, error)
+}
+
+// overviewTimeout bounds the overview's queries: the page polls itself, and
+// a slow database should cost one failed refresh, not a pile of them.
+const overviewTimeout = 5 * time.Second
+
+// OverviewRefreshURL is the fragment the overview polls.
+const OverviewRefreshURL = "/overview/fragment"
+
 // Overview renders the console's front page.
-func Overview(_ any, version string) echo.HandlerFunc {
+func Overview(store OverviewReader, version string) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		meta := views.PageMeta{Title: "Overview", Active: "overview", Version: version}
-		return Render(c, http.StatusOK, views.Layout(meta, views.Overview()))
+		page, err := loadOverview(c, store)
+		if err != nil {
+			return err
+		}
+		return Render(c, http.StatusOK, views.Layout(Meta(c, "Overview", "overview", version), views.Overview(page)))
 	}
+}
+
+// OverviewFragment renders the overview's body alone, for htmx to swap in
+// every few seconds without reloading the page.
+func OverviewFragment(store OverviewReader) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		page, err := loadOverview(c, store)
+		if err != nil {
+			return err
+		}
+		// A cached fragment would freeze the numbers.
+		c.Response().Header().Set("Cache-Control", "no-store")
+		return Render(c, http.StatusOK, views.Overview(page))
+	}
+}
+
+func loadOverview(c echo.Context, store OverviewReader) (views.OverviewPage, error) {
+	ctx, cancel := context.WithTimeout(c.Request().Context(), overviewTimeout)
+	defer cancel()
+	o, err := store.Overview(ctx)
+	if err != nil {
+		return views.OverviewPage{}, err
+	}
+	return overviewPage(o), nil
+}
+
+// overviewPage maps the store's numbers to what the page shows, with every
+// link pointing at the list filtered to what was counted.
+func overviewPage(o dlq.Overview) views.OverviewPage {
+	p := views.OverviewPage{
+		Updated:    o.Now,
+		RefreshURL: OverviewRefreshURL,
+		Pending:    views.StatCard{Value: o.DeadLetters.Pending, Href: "/dead-letters?status=pending"},
+		Replayed:   views.StatCard{Value: o.DeadLetters.Replayed, Href: "/dead-letters?status=replayed"},
+		Discarded:  views.StatCard{Value: o.DeadLetters.Discarded, Href: "/dead-letters?status=discarded"},
+		Hourly:     hourlyChart(o.Hourly, o.Now),
+		Daily:      dailyChart(o.Daily, o.Now),
+		Jobs:       jobMatrix(o.Jobs),
+	}
+	for _, w := range o.Workers {
+		if w.Stale() {
+			p.Workers.Stale++
+			p.Workers.StaleIDs = append(p.Workers.StaleIDs, w.ID)
+		} else {
+			p.Workers.Live++
+		}
+	}
+	for _, g := range o.TopGroups {
+		p.Groups = append(p.Groups, views.OverviewGroup{
+			Href:       "/dead-letters?" + url.Values{"fingerprint": {g.Fingerprint}}.Encode(),
+			Task:       g.Task,
+			ErrorClass: g.ErrorClass,
+			Message:    g.SampleMessage,
+			Pending:    g.Pending,
+			Total:      g.Total,
+			LastSeen:   g.LastSeen,
+		})
+	}
+	for _, t := range o.TopTasks {
+		p.Tasks = append(p.Tasks, views.OverviewTask{
+			Task:    t.Task,
+			Pending: t.Pending,
+			Href:    "/dead-letters?" + url.Values{"task": {t.Task}}.Encode(),
+		})
+	}
+	return p
+}
+
+// lettersBetween links to every letter (any status) that failed in [from, to).
+func lettersBetween(from, to time.Time) string {
+	return "/dead-letters?" + url.Values{
+		"status": {dlq.StatusAll},
+		"since":  {from.UTC().Format(time.RFC3339)},
+		"until":  {to.UTC().Format(time.RFC3339)},
+	}.Encode()
+}
+
+func hourlyChart(buckets []dlq.InflowBucket, now time.Time) views.BarChart {
+	c := views.BarChart{
+		ID: "inflow-hourly", Title: "Dead letters per hour over the last 24 hours",
+		YLabel: "letters", XLabel: "hour (UTC)",
+		Empty: "No dead letters in the last 24 hours.",
+	}
+	for i, b := range buckets {
+		end := b.Start.Add(time.Hour)
+		bar := views.Bar{
+			Value:   b.N,
+			Tip:     fmt.Sprintf("%s–%s UTC: %s", b.Start.Format("Jan 2 15:04"), end.Format("15:04"), letters(b.N)),
+			Href:    lettersBetween(b.Start, end),
+			Current: !now.Before(b.Start) && now.Before(end),
+		}
+		// Label every third hour, counting back from the newest so the
+		// current hour is always labelled.
+		if (len(buckets)-1-i)%3 == 0 {
+			bar.Label = b.Start.Format("15h")
+		}
+		c.Bars = append(c.Bars, bar)
+	}
+	return c
+}
+
+func dailyChart(buckets []dlq.InflowBucket, now time.Time) views.BarChart {
+	c := views.BarChart{
+		ID: "inflow-daily", Title: "Dead letters per day over the last 14 days",
+		YLabel: "letters", XLabel: "day (UTC)",
+		Empty: "No dead letters in the last 14 days.",
+	}
+	for i, b := range buckets {
+		end := b.Start.Add(24 * time.Hour)
+		bar := views.Bar{
+			Value:   b.N,
+			Tip:     fmt.Sprintf("%s (UTC): %s", b.Start.Format("Mon Jan 2"), letters(b.N)),
+			Href:    lettersBetween(b.Start, end),
+			Current: !now.Before(b.Start) && now.Before(end),
+		}
+		if (len(buckets)-1-i)%2 == 0 {
+			bar.Label = b.Start.Format("Jan 2")
+		}
+		c.Bars = append(c.Bars, bar)
+	}
+	return c
+}
+
+func letters(n int64) string {
+	if n == 1 {
+		return "1 dead letter"
+	}
+	return views.Number(n) + " dead letters"
+}
+
+// jobMatrix lays the job counts out as queues by states, every state a
+// column so the table reads the same for every queue.
+func jobMatrix(counts []dlq.JobCount) views.JobMatrix {
+	var m views.JobMatrix
+	for _, s := range dlq.States {
+		m.States = append(m.States, string(s))
+	}
+	byQueue := map[string]map[dlq.State]dlq.JobCount{}
+	var queues []string
+	for _, c := range counts {
+		if byQueue[c.Queue] == nil {
+			byQueue[c.Queue] = map[dlq.State]dlq.JobCount{}
+			queues = append(queues, c.Queue)
+		}
+		byQueue[c.Queue][c.State] = c
+	}
+	capped := false
+	for _, q := range queues {
+		row := views.JobMatrixRow{Queue: q}
+		for _, s := range dlq.States {
+			c := byQueue[q][s]
+			text := views.Number(c.N)
+			if c.Capped {
+				text += "+"
+				capped = true
+			}
+			row.Cells = append(row.Cells, views.JobCell{
+				State: string(s),
+				Text:  text,
+				Href:  "/jobs?" + (dlq.JobFilter{Queue: q, State: s}).Values().Encode(),
+				Zero:  c.N == 0,
+			})
+		}
+		m.Rows = append(m.Rows, row)
+	}
+	if capped {
+		m.CapNote = fmt.Sprintf("Finished jobs are counted up to %s per queue here, so the page stays fast however many pile up; the jobs list counts up to %s.",
+			views.Number(dlq.OverviewCountCap), views.Number(dlq.CountCap))
+	}
+	return m
 }

@@ -19,6 +19,13 @@ func routes(e *echo.Echo, cfg Config) error {
 	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(cfg.Registry, promhttp.HandlerOpts{})))
 
 	e.GET("/", handlers.Overview(store, cfg.Version))
+	e.GET(handlers.OverviewRefreshURL, handlers.OverviewFragment(store))
+	e.GET("/jobs", handlers.Jobs(store, time.Now, cfg.Version))
+	e.GET("/jobs/:id", handlers.JobDetail(store, time.Now, cfg.Version))
+	e.GET("/workers", handlers.Workers(store, cfg.Version))
+	e.GET("/api/v1/jobs/:id", handlers.APIJob(store))
+	e.POST("/api/v1/jobs", handlers.APIEnqueueJob(store))
+	e.POST("/api/v1/jobs/batch", handlers.APIEnqueueBatch(store))
 
 	// Dead letters and error groups (read side; replay and discard come with
 	// the replay feature). Static paths win over :id in echo's router.

@@ -1,0 +1,286 @@
+package handlers
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/redrive/redrive/dlq"
+	"github.com/redrive/redrive/views"
+)
+
+// JobLister reads the job list and the filter's choices.
+type JobLister interface {
+	Jobs(ctx context.Context, f dlq.JobFilter) (dlq.JobPage, error)
+	CountJobs(ctx context.Context, f dlq.JobFilter) (dlq.JobTotal, error)
+	JobQueues(ctx context.Context) ([]string, error)
+	TaskNames(ctx context.Context) ([]string, error)
+}
+
+// Jobs renders the job list, filtered by the query string and paged by id.
+// A bad filter value is a 400 that names the parameter.
+func Jobs(store JobLister, now func() time.Time, version string) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		f, err := dlq.ParseJobFilter(c.QueryParams())
+		if err != nil {
+			return err
+		}
+		ctx := c.Request().Context()
+		page, err := store.Jobs(ctx, f)
+		if err != nil {
+			return err
+		}
+		total, err := store.CountJobs(ctx, f)
+		if err != nil {
+			return err
+		}
+		queues, err := store.JobQueues(ctx)
+		if err != nil {
+			return err
+		}
+		tasks, err := store.TaskNames(ctx)
+		if err != nil {
+			return err
+		}
+		p := views.JobsPage{
+			Filter: views.JobsFilter{
+				State: string(f.State), Queue: f.Queue, Task: f.Task,
+				Queues: queues, Tasks: tasks,
+				Active: f.State != "" || f.Queue != "" || f.Task != "",
+			},
+			Count: views.Number(total.N),
+		}
+		if total.Capped {
+			p.Count += "+"
+		}
+		for _, s := range dlq.States {
+			p.Filter.States = append(p.Filter.States, string(s))
+		}
+		t := now()
+		for _, j := range page.Jobs {
+			p.Rows = append(p.Rows, jobRow(j, t))
+		}
+		first := f.FirstPage()
+		if page.Newer != 0 {
+			newer := first
+			newer.After = page.Newer
+			p.NewerHref = jobsHref(newer)
+			p.FirstHref = jobsHref(first)
+		}
+		if page.Older != 0 {
+			older := first
+			older.Before = page.Older
+			p.OlderHref = jobsHref(older)
+		}
+		return Render(c, http.StatusOK, views.Layout(Meta(c, "Jobs", "jobs", version), views.Jobs(p)))
+	}
+}
+
+func jobsHref(f dlq.JobFilter) string {
+	if q := f.Values().Encode(); q != "" {
+		return "/jobs?" + q
+	}
+	return "/jobs"
+}
+
+func jobRow(j dlq.JobListItem, now time.Time) views.JobRow {
+	r := views.JobRow{
+		ID:        j.ID,
+		Href:      "/jobs/" + strconv.FormatInt(j.ID, 10),
+		Queue:     j.Queue,
+		Task:      j.Task,
+		State:     string(j.State),
+		Attempt:   fmt.Sprintf("%d/%d", j.Attempt, j.MaxAttempts),
+		Created:   j.CreatedAt,
+		LastError: deref(j.LastError),
+	}
+	switch j.State {
+	case dlq.StateAvailable, dlq.StateRetrying:
+		runAt := j.RunAt
+		r.When = &runAt
+		r.WhenLabel = "runs"
+		if j.State == dlq.StateRetrying {
+			r.WhenLabel = "next try"
+		}
+		if !runAt.After(now) {
+			r.WhenLabel = "due since"
+		}
+	case dlq.StateRunning:
+		r.When, r.WhenLabel = j.AttemptedAt, "started"
+	default:
+		r.When, r.WhenLabel = j.FinishedAt, "finished"
+	}
+	return r
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// JobReader reads one job and the dead letter it may have become.
+type JobReader interface {
+	Job(ctx context.Context, id int64) (dlq.Job, error)
+	DeadLetterIDForJob(ctx context.Context, jobID int64) (int64, error)
+}
+
+// JobDetail renders one job: every field, its payload and attempt history.
+// An unknown id is a 404 page.
+func JobDetail(store JobReader, now func() time.Time, version string) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		id, err := parseID(c.Param("id"))
+		if err != nil {
+			return err
+		}
+		ctx := c.Request().Context()
+		job, err := store.Job(ctx, id)
+		if errors.Is(err, dlq.ErrNotFound) {
+			return NotFound("No job has id %d.", id)
+		}
+		if err != nil {
+			return err
+		}
+		p := jobDetailPage(job, now())
+		if job.State == dlq.StateDead {
+			letter, err := store.DeadLetterIDForJob(ctx, job.ID)
+			switch {
+			case errors.Is(err, dlq.ErrNotFound):
+				p.DeadLetterMissing = true
+			case err != nil:
+				return err
+			default:
+				p.DeadLetter = letter
+				p.DeadLetterHref = "/dead-letters/" + strconv.FormatInt(letter, 10)
+			}
+		}
+		title := fmt.Sprintf("Job %d", job.ID)
+		return Render(c, http.StatusOK, views.Layout(Meta(c, title, "jobs", version), views.JobDetail(p)))
+	}
+}
+
+// parseID reads a positive int64 id from a path segment.
+func parseID(s string) (int64, error) {
+	id, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || id < 1 {
+		return 0, NotFound("%q is not a job id.", s)
+	}
+	return id, nil
+}
+
+func jobDetailPage(j dlq.Job, now time.Time) views.JobDetailPage {
+	p := views.JobDetailPage{
+		ID:             j.ID,
+		Queue:          j.Queue,
+		Task:           j.Task,
+		State:          string(j.State),
+		Attempt:        j.Attempt,
+		MaxAttempts:    j.MaxAttempts,
+		IdempotencyKey: deref(j.IdempotencyKey),
+		Args:           indentJSON(j.Args),
+		Kwargs:         indentJSON(j.Kwargs),
+		RunAt:          j.RunAt,
+		CreatedAt:      j.CreatedAt,
+		AttemptedAt:    j.AttemptedAt,
+		FinishedAt:     j.FinishedAt,
+		LeaseOwner:     deref(j.LeaseOwner),
+		LeaseExpiresAt: j.LeaseExpiresAt,
+		LastError:      deref(j.LastError),
+		APIHref:        "/api/v1/jobs/" + strconv.FormatInt(j.ID, 10),
+	}
+	setRunAt(&p, j, now)
+	if j.LeaseExpiresAt != nil {
+		if left := j.LeaseExpiresAt.Sub(now); left >= 0 {
+			p.LeaseNote = "expires in " + spanText(left)
+		} else {
+			p.LeaseNote, p.LeaseLate = "expired "+spanText(left)+" ago; the rescuer will hand the job back", true
+		}
+	}
+	if j.ReplayOf != nil {
+		p.ReplayOf = *j.ReplayOf
+		p.ReplayOfHref = "/dead-letters/" + strconv.FormatInt(*j.ReplayOf, 10)
+	}
+	for _, a := range j.Errors {
+		p.Attempts = append(p.Attempts, attemptRow(a))
+	}
+	return p
+}
+
+// setRunAt says what run_at means for a waiting job: when its next try is,
+// or that it is due and waiting for a worker.
+func setRunAt(p *views.JobDetailPage, j dlq.Job, now time.Time) {
+	if j.State != dlq.StateAvailable && j.State != dlq.StateRetrying {
+		return
+	}
+	d := j.RunAt.Sub(now)
+	if d <= 0 {
+		p.RunAtKind = "due"
+		return
+	}
+	p.RunAtKind, p.RunAtIn = "next", "in "+spanText(d)
+	p.RunAtLabel = "next attempt"
+	if j.Attempt == 0 {
+		p.RunAtLabel = "first attempt"
+	}
+}
+
+func attemptRow(a dlq.Attempt) views.AttemptRow {
+	r := views.AttemptRow{
+		N: a.Attempt, At: a.At, Worker: a.Worker, Host: a.Host, Version: a.Version,
+		Class: a.Class, Message: a.Message, Traceback: a.Traceback,
+		Outcome: jobOutcomeText(a.Outcome), Kind: string(a.Outcome),
+	}
+	if a.DurationMS > 0 {
+		r.Duration = millis(a.DurationMS)
+	}
+	if a.RetryInMS > 0 {
+		r.RetryIn = millis(a.RetryInMS)
+	}
+	return r
+}
+
+func jobOutcomeText(o dlq.Outcome) string {
+	switch o {
+	case dlq.OutcomeRetry:
+		return "failed, retried"
+	case dlq.OutcomeDead:
+		return "failed, dead-lettered"
+	case dlq.OutcomeLeaseExpired:
+		return "worker vanished (lease expired)"
+	case dlq.OutcomeInterrupted:
+		return "interrupted at shutdown"
+	case "":
+		return "failed"
+	default:
+		return string(o)
+	}
+}
+
+// millis writes a millisecond count: "850 ms", "4.2 s", then spanText.
+func millis(ms int64) string {
+	switch {
+	case ms < 1000:
+		return fmt.Sprintf("%d ms", ms)
+	case ms < 10_000:
+		return fmt.Sprintf("%.1f s", float64(ms)/1000)
+	default:
+		return spanText(time.Duration(ms) * time.Millisecond)
+	}
+}
+
+// indentJSON indents raw for reading; what is not valid JSON is shown as is.
+func indentJSON(raw json.RawMessage) string {
+	var buf bytes.Buffer
+	if err := json.Indent(&buf, raw, "", "  "); err != nil {
+		return string(raw)
+	}
+	return buf.String()
+}

@@ -1,0 +1,179 @@
+package views
+
+import (
+	"math"
+	"strconv"
+)
+
+// BarChart is a server-rendered SVG bar chart: one bar per time bucket,
+// each with its exact count in a tooltip and, optionally, a link.
+type BarChart struct {
+	// ID makes the chart's element ids unique on the page.
+	ID string
+	// Title names the chart for screen readers ("Dead letters per hour").
+	Title string
+	// YLabel names what the bars count; XLabel names the buckets.
+	YLabel string
+	XLabel string
+	Bars   []Bar
+	// Empty is shown instead of the chart when every bar is zero.
+	Empty string
+}
+
+// Bar is one bucket of a BarChart.
+type Bar struct {
+	// Label is shown under the bar; "" leaves it unlabelled (a chart of 24
+	// hours labels every few bars).
+	Label string
+	// Tip is the exact count and time span, shown on hover and read by
+	// screen readers: "14:00–15:00 UTC: 1,234 dead letters".
+	Tip   string
+	Value int64
+	// Href opens the letters behind the bar; "" makes the bar plain.
+	Href string
+	// Current marks the bucket still filling (this hour, today).
+	Current bool
+}
+
+// Chart geometry in SVG user units. The viewBox scales to the panel; the
+// CSS keeps a minimum width so labels stay legible on a phone.
+const (
+	chartW       = 600.0
+	chartH       = 190.0
+	chartLeft    = 46.0
+	chartRight   = 6.0
+	chartTop     = 10.0
+	chartBottom  = 34.0
+	chartBarFill = 0.76 // share of a bucket's width the bar covers
+)
+
+// chartLayout is a BarChart measured out for drawing.
+type chartLayout struct {
+	BaseY  string
+	TopY   string
+	LeftX  string
+	RightX string
+	Ticks  []chartTick
+	Bars   []barLayout
+}
+
+type chartTick struct {
+	Y     string
+	Label string
+}
+
+type barLayout struct {
+	Bar
+	X, Y, W, H string
+	// SlotX and SlotW span the whole bucket: the hover and click target,
+	// so a zero or tiny bar is still easy to point at.
+	SlotX, SlotW string
+	LabelX       string
+}
+
+// IsEmpty reports whether there is nothing to draw.
+func (c BarChart) IsEmpty() bool {
+	for _, b := range c.Bars {
+		if b.Value > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+func (c BarChart) layout() chartLayout {
+	var peak int64
+	for _, b := range c.Bars {
+		peak = max(peak, b.Value)
+	}
+	top := niceCeil(peak)
+	plotH := chartH - chartTop - chartBottom
+	plotW := chartW - chartLeft - chartRight
+	baseY := chartTop + plotH
+	l := chartLayout{BaseY: f1(baseY), TopY: f1(chartTop), LeftX: f1(chartLeft), RightX: f1(chartW - chartRight)}
+	for _, v := range []int64{0, top / 2, top} {
+		if v == 0 && top == 0 {
+			continue
+		}
+		y := baseY - float64(v)/float64(max(top, 1))*plotH
+		l.Ticks = append(l.Ticks, chartTick{Y: f1(y), Label: shortNumber(v)})
+	}
+	if len(c.Bars) == 0 {
+		return l
+	}
+	slot := plotW / float64(len(c.Bars))
+	w := slot * chartBarFill
+	for i, b := range c.Bars {
+		h := float64(b.Value) / float64(max(top, 1)) * plotH
+		if b.Value > 0 {
+			h = max(h, 2) // one letter among thousands still shows
+		}
+		x := chartLeft + float64(i)*slot
+		l.Bars = append(l.Bars, barLayout{
+			Bar: b,
+			X:   f1(x + (slot-w)/2), Y: f1(baseY - h), W: f1(w), H: f1(h),
+			SlotX: f1(x), SlotW: f1(slot),
+			LabelX: f1(x + slot/2),
+		})
+	}
+	return l
+}
+
+// niceCeil rounds n up to a round number for the top of the y axis: 1, 2,
+// 4 or 5 times a power of ten (and at least 2, so the axis has a middle).
+func niceCeil(n int64) int64 {
+	if n <= 0 {
+		return 0
+	}
+	if n <= 2 {
+		return 2
+	}
+	mag := math.Pow(10, math.Floor(math.Log10(float64(n))))
+	for _, m := range []float64{1, 2, 4, 5, 10} {
+		if v := int64(math.Round(m * mag)); v >= n {
+			return v
+		}
+	}
+	return int64(math.Round(10 * mag))
+}
+
+// shortNumber writes an axis label compactly: 950, 1.5k, 20k, 3M.
+func shortNumber(n int64) string {
+	switch {
+	case n >= 1_000_000:
+		return trimZero(float64(n)/1e6) + "M"
+	case n >= 10_000:
+		return strconv.FormatInt(n/1000, 10) + "k"
+	case n >= 1_000:
+		return trimZero(float64(n)/1e3) + "k"
+	default:
+		return strconv.FormatInt(n, 10)
+	}
+}
+
+func trimZero(v float64) string {
+	s := strconv.FormatFloat(v, 'f', 1, 64)
+	if len(s) > 2 && s[len(s)-2:] == ".0" {
+		return s[:len(s)-2]
+	}
+	return s
+}
+
+func f1(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) }
+
+// chartViewBox is the SVG viewBox of every bar chart.
+func chartViewBox() string { return "0 0 " + f1(chartW) + " " + f1(chartH) }
+
+// chartYLabelTransform places the y-axis label rotated along the axis.
+func chartYLabelTransform() string {
+	return "translate(12 " + f1(chartTop+(chartH-chartTop-chartBottom)/2) + ") rotate(-90)"
+}
+
+// chartXLabelY is where the x-axis caption sits, under the tick labels.
+func chartXLabelY() string { return f1(chartH - 4) }
+
+// chartTickLabelY is the baseline of the bars' labels.
+func chartTickLabelY() string { return f1(chartH - chartBottom + 14) }
+
+// chartXLabelX centres the x-axis caption under the plot.
+func chartXLabelX() string { return f1(chartLeft + (chartW-chartLeft-chartRight)/2) }
