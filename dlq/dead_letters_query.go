@@ -7,6 +7,9 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
+
+	"github.com/lib/pq"
 )
 
 // The console's reads of dead letters. Every list is newest first on
@@ -34,11 +37,18 @@ type DeadLetterPage struct {
 }
 
 // Count is how many letters match a filter. When Exact is false, N is
-// LetterCountCap and the true number is larger.
+// LetterCountCap and the true number is larger; when TooSlow is true the
+// count gave up after its time budget and N means nothing.
 type Count struct {
-	N     int64
-	Exact bool
+	N       int64
+	Exact   bool
+	TooSlow bool
 }
+
+// DefaultCountBudget is how long a capped count may take before the page is shown
+// without it: the list itself takes a few milliseconds, and a page view
+// must stay well under 100 ms.
+const DefaultCountBudget = 50 * time.Millisecond
 
 // where renders f's conditions, cursor included, as a WHERE clause with
 // $n placeholders; values only ever travel as arguments.
@@ -130,14 +140,20 @@ WHERE ($1::text IS NULL OR task = $1) AND ($2::text IS NULL OR queue = $2) AND (
 // and status, or only on fingerprint and pending-or-all; otherwise it reads
 // at most LetterCountCap+1 letters.
 func (s *Store) CountDeadLetters(ctx context.Context, f Filter) (Count, error) {
-	n, err := s.countDeadLetters(ctx, f)
+	return s.CountDeadLettersWithin(ctx, f, DefaultCountBudget)
+}
+
+// CountDeadLettersWithin is CountDeadLetters with another time budget for
+// the capped count (at least a millisecond).
+func (s *Store) CountDeadLettersWithin(ctx context.Context, f Filter, budget time.Duration) (Count, error) {
+	n, err := s.countDeadLetters(ctx, f, max(budget, time.Millisecond))
 	if err != nil {
 		return Count{}, fmt.Errorf("count dead letters: %w", err)
 	}
 	return n, nil
 }
 
-func (s *Store) countDeadLetters(ctx context.Context, f Filter) (Count, error) {
+func (s *Store) countDeadLetters(ctx context.Context, f Filter, budget time.Duration) (Count, error) {
 	rest := f
 	rest.Task, rest.Queue, rest.Status, rest.Limit, rest.After = "", "", "", 0, nil
 	if rest == (Filter{}) {
@@ -158,11 +174,33 @@ func (s *Store) countDeadLetters(ctx context.Context, f Filter) (Count, error) {
 		}
 		return Count{N: n, Exact: true}, translate(err)
 	}
+	return s.countCapped(ctx, f, budget)
+}
+
+// countCapped counts up to LetterCountCap+1 letters within budget. Most
+// filters are served by an index-only scan and finish in a few ms; a
+// filter no index fits (a common search term with a rare status, say)
+// could take a second to find 10,001 matches, and the page must not wait
+// for a number: past the budget the count gives up and says so.
+func (s *Store) countCapped(ctx context.Context, f Filter, budget time.Duration) (Count, error) {
 	where, args := f.where(false)
 	args = append(args, LetterCountCap+1)
 	q := `SELECT count(*) FROM (SELECT 1 FROM dead_letters ` + where + ` LIMIT $` + strconv.Itoa(len(args)) + `) capped`
+	tx, err := s.db.BeginTxx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return Count{}, err
+	}
+	defer tx.Rollback()
+	// SET LOCAL cannot take a parameter; the value is a constant.
+	if _, err := tx.ExecContext(ctx, `SET LOCAL statement_timeout = `+strconv.FormatInt(budget.Milliseconds(), 10)); err != nil {
+		return Count{}, err
+	}
 	var n int64
-	if err := s.db.GetContext(ctx, &n, q, args...); err != nil {
+	if err := tx.GetContext(ctx, &n, q, args...); err != nil {
+		var pqErr *pq.Error
+		if errors.As(err, &pqErr) && pqErr.Code == "57014" && ctx.Err() == nil { // query_canceled by our timeout
+			return Count{TooSlow: true}, nil
+		}
 		return Count{}, translate(err)
 	}
 	if n > LetterCountCap {

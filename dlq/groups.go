@@ -105,20 +105,19 @@ func (s *Store) ListGroups(ctx context.Context, f GroupFilter) ([]ErrorGroup, er
 // SparkDays is how many days a group's sparkline covers.
 const SparkDays = 14
 
-// groupInflowSQL reads the hourly inflow of many groups at once, folded
-// into days counted back from $2 (bucket 0 is the oldest day, SparkDays-1
-// the one ending at $2). The inflow primary key (fingerprint, hour, queue)
-// makes each group one short index range.
+// groupInflowSQL reads the daily inflow of many groups at once: bucket 0
+// is the oldest of the SparkDays UTC days ending with $2's day. The
+// primary key (fingerprint, day) makes each group one short index range.
 const groupInflowSQL = `
-SELECT fingerprint,
-	($3::int - 1 - floor(extract(epoch FROM ($2::timestamptz - hour)) / 86400))::int AS bucket,
-	sum(n)::bigint AS n
-FROM dead_letter_inflow
-WHERE fingerprint = ANY($1) AND hour > $2::timestamptz - $3::int * interval '1 day' AND hour <= $2
-GROUP BY 1, 2`
+SELECT fingerprint, ($3::int - 1 - (($2::timestamptz AT TIME ZONE 'UTC')::date - day)) AS bucket, n
+FROM dead_letter_inflow_daily
+WHERE fingerprint = ANY($1)
+	AND day > ($2::timestamptz AT TIME ZONE 'UTC')::date - $3::int
+	AND day <= ($2::timestamptz AT TIME ZONE 'UTC')::date`
 
 // GroupInflow returns, for each fingerprint, SparkDays daily letter counts,
-// oldest first, ending at now. One query serves every group on a page.
+// oldest first, the last being now's UTC day so far. One query serves
+// every group on a page.
 func (s *Store) GroupInflow(ctx context.Context, fingerprints []string, now time.Time) (map[string][]int64, error) {
 	out := make(map[string][]int64, len(fingerprints))
 	for _, fp := range fingerprints {
