@@ -29,7 +29,7 @@ func DeadLetter(store DeadLetterGetter, logsTemplate, version string) echo.Handl
 		if err != nil {
 			return err
 		}
-		meta := views.PageMeta{Title: fmt.Sprintf("Dead letter %d · %s", d.ID, d.Task), Active: "dead-letters", Version: version}
+		meta := Meta(c, fmt.Sprintf("Dead letter %d · %s", d.ID, d.Task), "dead-letters", version)
 		return Render(c, http.StatusOK, views.Layout(meta, views.DeadLetterDetail(detailView(d, logsTemplate))))
 	}
 }

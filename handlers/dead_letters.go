@@ -38,7 +38,7 @@ func DeadLetters(store DeadLetterLister, now func() time.Time, version string) e
 			Statuses: statusOptions(),
 			Limits:   limitOptions(q.Get("limit")),
 		}
-		meta := views.PageMeta{Title: "Dead letters", Active: "dead-letters", Version: version}
+		meta := Meta(c, "Dead letters", "dead-letters", version)
 		c.Response().Header().Add("Vary", "HX-Request")
 
 		f, err := dlq.ParseFilter(q, now())
@@ -60,9 +60,13 @@ func DeadLetters(store DeadLetterLister, now func() time.Time, version string) e
 		if err != nil {
 			return err
 		}
-		count, err := store.CountDeadLetters(ctx, f)
-		if err != nil {
-			return err
+		count := dlq.Count{N: int64(len(page.Letters)), Exact: true}
+		if f.After != nil || page.Next != nil {
+			// Only when the first page is not the whole list is there
+			// anything to count.
+			if count, err = store.CountDeadLetters(ctx, f); err != nil {
+				return err
+			}
 		}
 		v.Results = letterResults(f, page, count)
 		if wantsFragment(c) {
@@ -146,15 +150,20 @@ func reasonLabel(r dlq.Reason) string {
 func letterResults(f dlq.Filter, page dlq.DeadLetterPage, count dlq.Count) views.DeadLetterResults {
 	r := views.DeadLetterResults{
 		Count:      views.Number(count.N),
-		CountExact: count.Exact,
+		CountExact: count.Exact && !count.TooSlow,
 		StatusWord: string(f.Status),
 		Narrowed:   f.Narrowed(),
 		FirstPage:  f.After == nil,
 		NewestURL:  "/dead-letters" + query(f.FirstPage()),
 		ClearURL:   "/dead-letters",
 	}
-	if !count.Exact {
+	switch {
+	case count.TooSlow:
+		r.Count = views.Number(int64(len(page.Letters))) + "+"
+		r.CountNote = "(too many to count quickly)"
+	case !count.Exact:
 		r.Count += "+"
+		r.CountNote = "(counting stops at " + views.Number(dlq.LetterCountCap) + ")"
 	}
 	all := f.FirstPage()
 	all.Limit = dlq.DefaultLimit

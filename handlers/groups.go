@@ -27,7 +27,7 @@ func Groups(store GroupLister, now func() time.Time, version string) echo.Handle
 	return func(c echo.Context) error {
 		ctx, cancel := context.WithTimeout(c.Request().Context(), readTimeout)
 		defer cancel()
-		meta := views.PageMeta{Title: "Error groups", Active: "groups", Version: version}
+		meta := Meta(c, "Error groups", "groups", version)
 		q := c.QueryParams()
 		v := views.GroupsView{Task: q.Get("task"), Sort: q.Get("sort"), Sorts: sortOptions()}
 		f, err := dlq.ParseGroupFilter(q)

@@ -52,8 +52,9 @@ type DeadLetterResults struct {
 	Rows []DeadLetterRow
 	// Count is "1,234", or "10,000+" when the count stopped at its cap.
 	Count string
-	// CountExact is false when Count is a lower bound.
+	// CountExact is false when Count is a lower bound; CountNote then says why.
 	CountExact bool
+	CountNote  string
 	// StatusWord is "pending", "replayed", "discarded" or "" for all.
 	StatusWord string
 	// Narrowed: an empty list means the filter matched nothing, rather

@@ -622,15 +622,15 @@ func DeadLetterResultsFragment(r DeadLetterResults) templ.Component {
 				return templ_7745c5c3_Err
 			}
 		}
-		if !r.CountExact {
+		if r.CountNote != "" {
 			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 47, "<span class=\"muted\">")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
 			var templ_7745c5c3_Var30 string
-			templ_7745c5c3_Var30, templ_7745c5c3_Err = templ.JoinStringErrs(" (counting stops at 10,000)")
+			templ_7745c5c3_Var30, templ_7745c5c3_Err = templ.JoinStringErrs(" " + r.CountNote)
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/dead_letters.templ`, Line: 124, Col: 55}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/dead_letters.templ`, Line: 124, Col: 43}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var30))
 			if templ_7745c5c3_Err != nil {

@@ -1,0 +1,98 @@
+package handlers_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/redrive/redrive/dlq"
+	"github.com/redrive/redrive/dlq/dlqtest"
+	"github.com/redrive/redrive/web"
+)
+
+// BenchmarkDeadLetterPages times every console page of the read side, end
+// to end through the real server (routing, queries, templ rendering),
+// against one million seeded letters. Seeding takes a few minutes, once,
+// and only when benchmarks run: plain `go test` never gets here.
+//
+//	go test ./handlers -run '^$' -bench DeadLetterPages -benchtime 50x
+//
+// Each case reports its median latency as median-ms besides Go's mean.
+func BenchmarkDeadLetterPages(b *testing.B) {
+	ctx := context.Background()
+	db := dlqtest.NewDB(b)
+	now := time.Now().UTC()
+	start := time.Now()
+	if err := dlqtest.SeedDeadLetters(ctx, db.DB, 1_000_000, now); err != nil {
+		b.Fatal(err)
+	}
+	b.Logf("seeded 1,000,000 letters in %s", time.Since(start).Round(time.Second))
+	h, err := web.NewServer(web.Config{Store: dlq.NewStore(db.DB)})
+	if err != nil {
+		b.Fatal(err)
+	}
+
+	// Real values to filter by: a popular and a rare fingerprint, a letter
+	// id, a cursor half way down, a unique order number.
+	var popular, rare, task string
+	var id int64
+	must := func(err error) {
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	must(db.Get(&popular, `SELECT fingerprint FROM error_groups ORDER BY total DESC LIMIT 1`))
+	must(db.Get(&rare, `SELECT fingerprint FROM error_groups ORDER BY total, fingerprint LIMIT 1`))
+	must(db.Get(&task, `SELECT task FROM dead_letter_counts GROUP BY task ORDER BY sum(n) LIMIT 1`))
+	must(db.Get(&id, `SELECT id FROM dead_letters ORDER BY id DESC LIMIT 1 OFFSET 500000`))
+	var mid dlq.DeadLetter
+	must(db.Get(&mid, `SELECT id, failed_at FROM dead_letters ORDER BY failed_at DESC, id DESC LIMIT 1 OFFSET 400000`))
+	cursor := dlq.CursorAfter(mid).String()
+
+	cases := []struct{ name, path string }{
+		{"List/Default", "/dead-letters"},
+		{"List/AllStatuses", "/dead-letters?status=all"},
+		{"List/ByTaskRare", "/dead-letters?task=" + task},
+		{"List/ByStatusDiscarded", "/dead-letters?status=discarded"},
+		{"List/ByFingerprintPopular", "/dead-letters?fingerprint=" + popular},
+		{"List/ByFingerprintRare", "/dead-letters?fingerprint=" + rare + "&status=all"},
+		{"List/ByReason", "/dead-letters?reason=lease_expired"},
+		{"List/ByErrorClass", "/dead-letters?error_class=KeyError&status=all"},
+		{"List/SearchCommon", "/dead-letters?q=connection+refused&status=all"},
+		{"List/SearchRare", "/dead-letters?q=ord_123457&status=all"},
+		{"List/SearchNoMatch", "/dead-letters?q=zebra+crossing&status=all"},
+		{"List/Since24h", "/dead-letters?since=24h"},
+		{"List/SinceUntilWindow", "/dead-letters?status=all&since=" + url.QueryEscape(now.Add(-72*time.Hour).Format(time.RFC3339)) +
+			"&until=" + url.QueryEscape(now.Add(-48*time.Hour).Format(time.RFC3339))},
+		{"List/TaskAndSearch", "/dead-letters?task=billing.charge&q=declined&status=all"},
+		{"List/DeepCursor", "/dead-letters?status=all&cursor=" + cursor},
+		{"List/Limit500", "/dead-letters?status=all&limit=500"},
+		{"Detail", fmt.Sprintf("/dead-letters/%d", id)},
+		{"Groups/Pending", "/groups"},
+		{"Groups/LastSeen", "/groups?sort=last_seen"},
+		{"API/List", "/api/v1/dead-letters?limit=100"},
+		{"API/Detail", fmt.Sprintf("/api/v1/dead-letters/%d", id)},
+		{"API/Groups", "/api/v1/groups"},
+	}
+	for _, tc := range cases {
+		b.Run(tc.name, func(b *testing.B) {
+			took := make([]time.Duration, 0, b.N)
+			for b.Loop() {
+				t0 := time.Now()
+				rec := httptest.NewRecorder()
+				h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, tc.path, nil))
+				took = append(took, time.Since(t0))
+				if rec.Code != http.StatusOK {
+					b.Fatalf("%s: %d %.300s", tc.path, rec.Code, rec.Body.String())
+				}
+			}
+			slices.Sort(took)
+			b.ReportMetric(float64(took[len(took)/2].Microseconds())/1000, "median-ms")
+		})
+	}
+}
