@@ -1,0 +1,80 @@
+# Redrive: build, run and test. `make help` lists the targets.
+#
+# `make run` and `make test` work on a fresh Debian or Ubuntu machine: run
+# as root, they install what is missing (scripts/deps.sh), and nothing
+# depends on a service started by hand. The test suite starts its own
+# throwaway Postgres unless DATABASE_URL names one.
+
+SHELL := /bin/bash
+.SHELLFLAGS := -euo pipefail -c
+.DEFAULT_GOAL := help
+MAKEFLAGS += --no-print-directory
+
+GO ?= go
+BIN := bin/redrive
+
+# make bench BENCH=Seed PKGS=./dlq/ COUNT=10
+BENCH ?= .
+PKGS ?= ./...
+COUNT ?= 5
+
+.PHONY: help
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-9s %s\n", $$1, $$2}'
+
+.PHONY: run
+run: ## install PostgreSQL if missing, build, and run everything locally (redrive dev)
+	@scripts/deps.sh run
+	@$(MAKE) build
+	./$(BIN) dev
+
+.PHONY: build
+build: ## build bin/redrive
+	$(GO) build -o $(BIN) .
+
+.PHONY: generate
+generate: ## regenerate the templ views
+	$(GO) tool templ generate
+
+.PHONY: test
+test: ## install what tests need, then vet, check formatting and generated code, run every test
+	@start=$$SECONDS; \
+	driver=$$(scripts/deps.sh test | tail -n 1); \
+	$(MAKE) vet fmt-check generate-check; \
+	echo "go test (browser driver: $$driver)"; \
+	PLAYWRIGHT_DRIVER_PATH="$$driver" $(GO) test -count=1 -timeout 20m ./...; \
+	echo "make test: passed in $$((SECONDS - start))s"
+
+.PHONY: vet
+vet:
+	$(GO) vet ./...
+
+# Every Go file git would see: tracked, or new and not ignored (so never the
+# driver's node_modules under .cache).
+.PHONY: fmt-check
+fmt-check:
+	@unformatted=$$(git ls-files -z --cached --others --exclude-standard -- '*.go' | xargs -0 -r gofmt -l); \
+	if [ -n "$$unformatted" ]; then echo "not gofmt-ed (run gofmt -w):"; echo "$$unformatted"; exit 1; fi
+
+# The generated *_templ.go files are committed; regenerating must change
+# nothing. Compared before and after rather than with git diff, so that
+# work in progress in views/ does not count as a failure.
+.PHONY: generate-check
+generate-check:
+	@if ! compgen -G 'views/*.templ' >/dev/null; then echo "no templ files: skipping the generated-code check"; exit 0; fi; \
+	before=$$(cat views/*_templ.go 2>/dev/null | sha256sum); \
+	$(GO) tool templ generate -path views >/dev/null; \
+	after=$$(cat views/*_templ.go | sha256sum); \
+	if [ "$$before" != "$$after" ]; then \
+		echo "views/*_templ.go were stale and have been regenerated: commit them (git diff -- views/)"; exit 1; \
+	fi
+
+.PHONY: bench
+bench: ## run the benchmarks COUNT times each and print medians (benchstat); raw output in bench/
+	@mkdir -p bench
+	$(GO) test -run '^$$' -bench '$(BENCH)' -benchmem -count $(COUNT) -timeout 60m $(PKGS) | tee bench/latest.txt
+	$(GO) tool benchstat bench/latest.txt
+
+.PHONY: clean
+clean: ## remove build output, benchmark results and screenshots (keeps .cache and .redrive)
+	rm -rf bin bench e2e/screenshots

@@ -1,0 +1,204 @@
+package dlq_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redrive/redrive/dlq"
+	"github.com/redrive/redrive/dlq/dlqtest"
+)
+
+func TestSeedDeadLetters(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	now := time.Date(2025, 3, 14, 15, 9, 26, 0, time.UTC)
+
+	t.Run("FiveThousandRealisticLetters", func(t *testing.T) {
+		t.Parallel()
+		db := dlqtest.NewDB(t)
+		store := dlq.NewStore(db.DB)
+		n, err := store.SeedDeadLetters(ctx, 5000, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n != 5000 {
+			t.Fatalf("inserted %d, want 5000", n)
+		}
+		var letters []dlq.DeadLetter
+		if err := db.Select(&letters, `SELECT `+seededColumns+` FROM dead_letters ORDER BY id`); err != nil {
+			t.Fatal(err)
+		}
+		if len(letters) != 5000 {
+			t.Fatalf("table holds %d letters, want 5000", len(letters))
+		}
+
+		tasks, queues, fingerprints := map[string]bool{}, map[string]bool{}, map[string]bool{}
+		statuses := map[dlq.Status]int{}
+		for _, l := range letters {
+			checkSeededLetter(t, l, now)
+			tasks[l.Task], queues[l.Queue], fingerprints[l.Fingerprint] = true, true, true
+			statuses[l.Status]++
+		}
+		if len(tasks) < 10 || len(queues) != 4 || len(fingerprints) < 40 {
+			t.Errorf("not varied enough: %d tasks, %d queues, %d fingerprints", len(tasks), len(queues), len(fingerprints))
+		}
+		if statuses[dlq.StatusPending] < 3000 || statuses[dlq.StatusReplayed] < 300 || statuses[dlq.StatusDiscarded] < 300 {
+			t.Errorf("want mostly pending and some replayed and discarded, have %v", statuses)
+		}
+	})
+
+	t.Run("RecentFailuresOutnumberOldOnes", func(t *testing.T) {
+		t.Parallel()
+		db := dlqtest.NewDB(t)
+		if _, err := dlq.NewStore(db.DB).SeedDeadLetters(ctx, 2000, now); err != nil {
+			t.Fatal(err)
+		}
+		var lastDay, firstDay int
+		err := db.QueryRow(`SELECT count(*) FILTER (WHERE failed_at > $1::timestamptz - interval '1 day'),
+			count(*) FILTER (WHERE failed_at < $1::timestamptz - interval '13 days') FROM dead_letters`, now).
+			Scan(&lastDay, &firstDay)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if lastDay <= 2*firstDay {
+			t.Errorf("failures are not weighted toward recent: %d in the last day, %d on the oldest day", lastDay, firstDay)
+		}
+	})
+
+	t.Run("JobIDsNeverCollideWithLaterJobs", func(t *testing.T) {
+		t.Parallel()
+		db := dlqtest.NewDB(t)
+		store := dlq.NewStore(db.DB)
+		for range 2 { // seeding twice must not reuse job ids either
+			if _, err := store.SeedDeadLetters(ctx, 50, now); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := store.RegisterTasks(ctx, []string{"t.ok"}); err != nil {
+			t.Fatal(err)
+		}
+		res, err := store.Enqueue(ctx, dlq.EnqueueParams{Task: "t.ok"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var count int
+		var maxJob int64
+		if err := db.QueryRow(`SELECT count(*), max(greatest(job_id, coalesce(replay_job_id, 0))) FROM dead_letters`).
+			Scan(&count, &maxJob); err != nil {
+			t.Fatal(err)
+		}
+		if count != 100 || res.Job.ID <= maxJob {
+			t.Fatalf("%d letters; new job %d must come after seeded job ids (max %d)", count, res.Job.ID, maxJob)
+		}
+	})
+
+	t.Run("NothingOrNegative", func(t *testing.T) {
+		t.Parallel()
+		store := dlq.NewStore(dlqtest.NewDB(t).DB)
+		if n, err := store.SeedDeadLetters(ctx, 0, now); n != 0 || err != nil {
+			t.Errorf("seed 0: %d, %v", n, err)
+		}
+		if _, err := store.SeedDeadLetters(ctx, -1, now); !errors.Is(err, dlq.ErrInvalid) {
+			t.Errorf("seed -1: want ErrInvalid, got %v", err)
+		}
+	})
+}
+
+// seededColumns are the columns of dlq.DeadLetter.
+const seededColumns = `id, job_id, queue, task, args, kwargs, idempotency_key, error_class, error_message,
+	traceback, attempts, max_attempts, history, reason, fingerprint, worker_version, enqueued_at, failed_at,
+	replay_of, replayed_at, replayed_by, replay_job_id, discarded_at, discarded_by, discard_reason, status`
+
+// checkSeededLetter asserts what every seeded letter must satisfy to look
+// like one the worker wrote.
+func checkSeededLetter(t *testing.T, l dlq.DeadLetter, now time.Time) {
+	t.Helper()
+	fail := func(format string, args ...any) {
+		t.Helper()
+		t.Errorf("letter %d (%s %s): "+format, append([]any{l.ID, l.Task, l.ErrorClass}, args...)...)
+	}
+	if want := dlq.Fingerprint(l.Task, l.ErrorClass, l.ErrorMessage); l.Fingerprint != want {
+		fail("fingerprint %s, dlq.Fingerprint gives %s for %q", l.Fingerprint, want, l.ErrorMessage)
+	}
+	for _, s := range []string{l.ErrorMessage, l.Traceback, string(l.Args), string(l.Kwargs)} {
+		if strings.Contains(s, "%!") || strings.Contains(s, "$s") || strings.Contains(s, "{order}") {
+			fail("unfilled template in %q", s)
+		}
+	}
+	var args []any
+	var kwargs map[string]any
+	if json.Unmarshal(l.Args, &args) != nil || json.Unmarshal(l.Kwargs, &kwargs) != nil || len(kwargs) == 0 {
+		fail("args %s / kwargs %s are not a JSON array and a non-empty object", l.Args, l.Kwargs)
+	}
+
+	switch l.Reason {
+	case dlq.ReasonPermanent:
+		if l.Attempts != 1 {
+			fail("permanent failure after %d attempts", l.Attempts)
+		}
+	case dlq.ReasonExhausted, dlq.ReasonLeaseExpired:
+		if l.Attempts != l.MaxAttempts {
+			fail("%s with %d of %d attempts", l.Reason, l.Attempts, l.MaxAttempts)
+		}
+	default:
+		fail("unknown reason %q", l.Reason)
+	}
+	if (l.Reason == dlq.ReasonLeaseExpired) != (l.ErrorClass == dlq.LeaseExpiredClass) {
+		fail("reason %s with class %s", l.Reason, l.ErrorClass)
+	}
+	if l.Reason == dlq.ReasonLeaseExpired {
+		if l.Traceback != "" {
+			fail("a rescued job has no traceback")
+		}
+	} else if !strings.HasPrefix(l.Traceback, "Traceback (most recent call last):\n") || strings.Count(l.Traceback, "\n") < 4 {
+		fail("traceback is not a multi-line traceback: %q", l.Traceback)
+	}
+
+	if len(l.History) != l.Attempts {
+		fail("%d history entries for %d attempts", len(l.History), l.Attempts)
+	}
+	prev := l.EnqueuedAt
+	for i, a := range l.History {
+		last := i == len(l.History)-1
+		if a.Attempt != i+1 || a.Class != l.ErrorClass || a.Worker == "" || a.Host == "" || a.Version == "" || a.At.Before(prev) {
+			fail("history entry %d out of shape or order: %+v", i, a)
+		}
+		prev = a.At
+		switch {
+		case last && a.Outcome != dlq.OutcomeDead,
+			!last && l.Reason == dlq.ReasonExhausted && (a.Outcome != dlq.OutcomeRetry || a.RetryInMS <= 0),
+			!last && l.Reason == dlq.ReasonLeaseExpired && a.Outcome != dlq.OutcomeLeaseExpired:
+			fail("history entry %d has outcome %s", i, a.Outcome)
+		}
+		if !strings.HasPrefix(a.Message, l.ErrorMessage) {
+			fail("history entry %d message %q does not match the letter's", i, a.Message)
+		}
+	}
+	if lastAttempt, ok := l.History.Last(); ok {
+		if !lastAttempt.At.Equal(l.FailedAt) || lastAttempt.Version != l.WorkerVersion {
+			fail("last attempt %+v disagrees with the letter", lastAttempt)
+		}
+	}
+	if l.FailedAt.After(now) || l.FailedAt.Before(now.Add(-14*24*time.Hour)) {
+		fail("failed at %s, outside the 14 days before %s", l.FailedAt, now)
+	}
+
+	switch l.Status {
+	case dlq.StatusPending:
+		if l.ReplayedAt != nil || l.DiscardedAt != nil {
+			fail("pending but acted on")
+		}
+	case dlq.StatusReplayed:
+		if l.ReplayedAt == nil || l.ReplayedBy == nil || l.ReplayJobID == nil || l.ReplayedAt.Before(l.FailedAt) || l.ReplayedAt.After(now) {
+			fail("replayed without a consistent replay: %v %v %v", l.ReplayedAt, l.ReplayedBy, l.ReplayJobID)
+		}
+	case dlq.StatusDiscarded:
+		if l.DiscardedAt == nil || l.DiscardedBy == nil || l.DiscardReason == nil || *l.DiscardReason == "" || l.DiscardedAt.Before(l.FailedAt) {
+			fail("discarded without who, when and why")
+		}
+	}
+}

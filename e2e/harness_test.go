@@ -1,0 +1,143 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"testing"
+	"time"
+
+	"github.com/playwright-community/playwright-go"
+
+	"github.com/redrive/redrive/dlq"
+	"github.com/redrive/redrive/dlq/dlqtest"
+	"github.com/redrive/redrive/web"
+)
+
+// Helpers every browser test uses: a server per test, a page per test,
+// screenshots for people to look at.
+
+// defaultTimeout bounds each Playwright action and auto-retrying assertion
+// that does not set its own: long enough for a loaded CI machine, short
+// enough that a broken page fails in seconds rather than minutes.
+const defaultTimeout = 15 * time.Second
+
+// screenshotDir is where screenshot saves, relative to this package (go
+// test runs in it); git ignores it.
+const screenshotDir = "screenshots"
+
+// newPage returns a page in a fresh browser context (its own cookies and
+// storage) with a desktop-sized viewport, closed when the test ends.
+func newPage(t *testing.T) playwright.Page {
+	t.Helper()
+	return newPageWith(t, playwright.BrowserNewContextOptions{
+		Viewport: &playwright.Size{Width: 1280, Height: 800},
+	})
+}
+
+// newPageWith is newPage with the context's options (viewport, color
+// scheme, locale...) chosen by the test.
+func newPageWith(t *testing.T, opts playwright.BrowserNewContextOptions) playwright.Page {
+	t.Helper()
+	bctx, err := browser.NewContext(opts)
+	if err != nil {
+		t.Fatalf("new browser context: %v", err)
+	}
+	// Cleanup, not defer: it also runs when parallel subtests outlive the
+	// function that made the page, and on t.Fatal.
+	t.Cleanup(func() {
+		if err := bctx.Close(); err != nil {
+			t.Logf("close browser context: %v", err)
+		}
+	})
+	bctx.SetDefaultTimeout(float64(defaultTimeout.Milliseconds()))
+	page, err := bctx.NewPage()
+	if err != nil {
+		t.Fatalf("new page: %v", err)
+	}
+	return page
+}
+
+var unsafeFileChars = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
+
+// screenshot saves a full-page PNG as e2e/screenshots/<name>.png.
+func screenshot(t *testing.T, page playwright.Page, name string) {
+	t.Helper()
+	if err := os.MkdirAll(screenshotDir, 0o755); err != nil {
+		t.Errorf("screenshot %s: %v", name, err)
+		return
+	}
+	path := filepath.Join(screenshotDir, unsafeFileChars.ReplaceAllString(name, "_")+".png")
+	if _, err := page.Screenshot(playwright.PageScreenshotOptions{
+		Path:     playwright.String(path),
+		FullPage: playwright.Bool(true),
+	}); err != nil {
+		t.Errorf("screenshot %s: %v", name, err)
+	}
+}
+
+// startServer serves the console on db at a free port of 127.0.0.1, built
+// as `redrive serve` builds it, and returns its base URL. The server stops
+// when the test ends. Warnings and errors the server logs go to the test's
+// output, so a 500 in a browser test comes with its cause.
+func startServer(t *testing.T, db *dlqtest.DB) string {
+	t.Helper()
+	logger := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+	handler, err := web.NewServer(web.Config{Store: dlq.NewStore(db.DB), Logger: logger, Version: "e2e"})
+	if err != nil {
+		t.Fatalf("build server: %v", err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("listen: %v", err)
+	}
+	srv := &http.Server{
+		Handler:           handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       60 * time.Second,
+		WriteTimeout:      60 * time.Second,
+		IdleTimeout:       time.Minute,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := srv.Shutdown(ctx); err != nil {
+			t.Errorf("stop server: %v", err)
+		}
+		if err := <-served; !errors.Is(err, http.ErrServerClosed) {
+			t.Errorf("server: %v", err)
+		}
+	})
+	return "http://" + ln.Addr().String()
+}
+
+// TestHarnessServesHealth checks the harness itself end to end: a server on
+// a test database, a browser page, a screenshot.
+func TestHarnessServesHealth(t *testing.T) {
+	t.Parallel()
+	base := startServer(t, dlqtest.NewDB(t))
+	page := newPage(t)
+	resp, err := page.Goto(base + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Status() != http.StatusOK {
+		t.Fatalf("GET /healthz: status %d, want 200", resp.Status())
+	}
+	body, err := page.Locator("body").TextContent()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body != "ok" {
+		t.Fatalf("GET /healthz: body %q, want \"ok\"", body)
+	}
+	screenshot(t, page, "harness-healthz")
+}

@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# Installs what `make run` and `make test` need on a fresh Debian or Ubuntu
+# machine, skipping whatever is already there, so running it again costs
+# a second. Only root installs system packages; anyone else is told what to
+# install.
+#
+#   scripts/deps.sh run     PostgreSQL server binaries (unless DATABASE_URL is set)
+#   scripts/deps.sh test    the above, Debian's chromium, node and npm, and the
+#                           Playwright driver in .cache/playwright-driver/<version>
+#
+# The driver folder is printed on the last line of `test` for the Makefile.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+say() { echo "deps: $*" >&2; }
+
+# has_postgres mirrors localpg.FindBinDir: initdb in `pg_config --bindir`,
+# else in one of Debian's versioned folders.
+has_postgres() {
+	local dir
+	if dir=$(pg_config --bindir 2>/dev/null) && [ -x "$dir/initdb" ]; then
+		return 0
+	fi
+	for dir in /usr/lib/postgresql/*/bin; do
+		[ -x "$dir/initdb" ] && return 0
+	done
+	return 1
+}
+
+# missing_packages prints the apt packages the given target lacks.
+missing_packages() {
+	local target=$1 pkgs=()
+	if [ -z "${DATABASE_URL:-}" ] && ! has_postgres; then
+		pkgs+=(postgresql)
+	fi
+	if [ "$target" = test ]; then
+		dpkg -s chromium >/dev/null 2>&1 || pkgs+=(chromium)
+		command -v node >/dev/null || pkgs+=(nodejs)
+		command -v npm >/dev/null || pkgs+=(npm)
+	fi
+	echo "${pkgs[@]}"
+}
+
+install_packages() {
+	local pkgs=("$@")
+	[ ${#pkgs[@]} -eq 0 ] && return 0
+	if [ "$(id -u)" != 0 ]; then
+		say "missing: ${pkgs[*]}"
+		say "install them, for example: sudo apt-get install -y ${pkgs[*]}"
+		exit 1
+	fi
+	say "installing ${pkgs[*]} (apt-get)"
+	# One update for the whole install; a fresh machine's package lists are empty.
+	apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${pkgs[@]}" >/dev/null
+	if [[ " ${pkgs[*]} " == *" postgresql "* ]] && ! has_postgres; then
+		say "postgresql installed but no initdb found"
+		exit 1
+	fi
+}
+
+# playwright_version reads the Playwright release the playwright-go module
+# pins (playwrightCliVersion in its run.go): the driver must match exactly.
+playwright_version() {
+	local dir
+	dir=$(go list -m -f '{{.Dir}}' github.com/playwright-community/playwright-go)
+	sed -n 's/^const playwrightCliVersion = "\(.*\)"$/\1/p' "$dir/run.go"
+}
+
+# install_driver lays out the driver folder playwright-go expects: node (the
+# system one) and package/ (the npm package playwright-core, same version).
+# It prints the folder.
+install_driver() {
+	local version dir want
+	version=$(playwright_version)
+	if [ -z "$version" ]; then
+		say "cannot read playwrightCliVersion from the playwright-go module"
+		exit 1
+	fi
+	dir="$PWD/.cache/playwright-driver/$version"
+	want="Version $version"
+	if [ "$("$dir/node" "$dir/package/cli.js" --version 2>/dev/null)" != "$want" ]; then
+		say "installing playwright-core@$version into $dir (npm)"
+		mkdir -p "$dir"
+		npm install --prefix "$dir/npm" --no-save --no-package-lock --no-audit --no-fund --loglevel=error \
+			"playwright-core@$version" >&2
+		ln -sfn npm/node_modules/playwright-core "$dir/package"
+		ln -sfn "$(command -v node)" "$dir/node"
+	fi
+	local got
+	got=$("$dir/node" "$dir/package/cli.js" --version)
+	if [ "$got" != "$want" ]; then
+		say "driver in $dir reports \"$got\", want \"$want\""
+		exit 1
+	fi
+	echo "$dir"
+}
+
+case "${1:-}" in
+run)
+	read -ra pkgs <<<"$(missing_packages run)"
+	install_packages "${pkgs[@]}"
+	;;
+test)
+	read -ra pkgs <<<"$(missing_packages test)"
+	install_packages "${pkgs[@]}"
+	install_driver
+	;;
+*)
+	echo "usage: $0 run|test" >&2
+	exit 2
+	;;
+esac
