@@ -78,11 +78,18 @@ func (s *Store) Retry(ctx context.Context, worker string, jobID int64, delay tim
 
 // handBackSQL returns an interrupted job to the queue at once. The attempt
 // it was claimed with is given back: a shutdown is not the job's failure.
+// It notifies the queues the jobs return to, because the trigger only fires
+// on INSERT and a worker idling on LISTEN would otherwise wait for its next
+// poll to see the handed-back work.
 const handBackSQL = `
-UPDATE jobs SET state = CASE WHEN attempt > 1 THEN 'retrying' ELSE 'available' END,
-	attempt = attempt - 1, run_at = now(),
-	lease_owner = NULL, lease_expires_at = NULL, errors = errors || $3::jsonb
-WHERE id = ANY($1) AND lease_owner = $2 AND state = 'running'`
+WITH handed AS (
+	UPDATE jobs SET state = CASE WHEN attempt > 1 THEN 'retrying' ELSE 'available' END,
+		attempt = attempt - 1, run_at = now(),
+		lease_owner = NULL, lease_expires_at = NULL, errors = errors || $3::jsonb
+	WHERE id = ANY($1) AND lease_owner = $2 AND state = 'running'
+	RETURNING queue
+)
+SELECT count(*) FROM (SELECT pg_notify('redrive_jobs', queue) FROM handed) notified`
 
 // HandBack returns jobs a stopping worker could not finish to the queue
 // immediately, rather than leaving them until their leases expire.
@@ -92,11 +99,11 @@ func (s *Store) HandBack(ctx context.Context, worker string, jobIDs []int64, a A
 	if err != nil {
 		return 0, fmt.Errorf("hand back jobs: %w", err)
 	}
-	res, err := s.db.ExecContext(ctx, handBackSQL, pq.Array(jobIDs), worker, entry)
-	if err != nil {
+	var n int64
+	if err := s.db.GetContext(ctx, &n, handBackSQL, pq.Array(jobIDs), worker, entry); err != nil {
 		return 0, fmt.Errorf("hand back jobs: %w", err)
 	}
-	return res.RowsAffected()
+	return n, nil
 }
 
 // deadLetterSQL moves a job to dead and writes its letter in one statement,
@@ -137,16 +144,18 @@ func (s *Store) DeadLetter(ctx context.Context, worker string, jobID int64, task
 
 const extendLeasesSQL = `
 UPDATE jobs SET lease_expires_at = now() + $3 * interval '1 millisecond'
-WHERE id = ANY($1) AND lease_owner = $2 AND state = 'running'`
+WHERE id = ANY($1) AND lease_owner = $2 AND state = 'running'
+RETURNING id`
 
-// ExtendLeases renews the leases a live worker holds. It returns how many
-// were renewed; fewer than asked means some were rescued by another worker.
-func (s *Store) ExtendLeases(ctx context.Context, worker string, jobIDs []int64, lease time.Duration) (int64, error) {
-	res, err := s.db.ExecContext(ctx, extendLeasesSQL, pq.Array(jobIDs), worker, lease.Milliseconds())
-	if err != nil {
-		return 0, fmt.Errorf("extend leases: %w", err)
+// ExtendLeases renews the leases a live worker holds and returns the ids it
+// renewed. An id missing from the result is a job this worker no longer
+// owns (rescued by another worker after a stall): its handler should stop.
+func (s *Store) ExtendLeases(ctx context.Context, worker string, jobIDs []int64, lease time.Duration) ([]int64, error) {
+	renewed := make([]int64, 0, len(jobIDs))
+	if err := s.db.SelectContext(ctx, &renewed, extendLeasesSQL, pq.Array(jobIDs), worker, lease.Milliseconds()); err != nil {
+		return nil, fmt.Errorf("extend leases: %w", err)
 	}
-	return res.RowsAffected()
+	return renewed, nil
 }
 
 func expectOne(res interface{ RowsAffected() (int64, error) }, format string, args ...any) error {

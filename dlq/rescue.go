@@ -18,13 +18,18 @@ const (
 )
 
 // expiredSQL locks running jobs whose lease ran out. SKIP LOCKED lets every
-// worker run the rescuer without two of them rescuing the same job.
+// worker run the rescuer without two of them rescuing the same job. The
+// vanished worker's row (left behind: it never unregistered) supplies the
+// host and build version for the attempt, so a lease_expired dead letter
+// still says which release kept crashing.
 const expiredSQL = `
-SELECT id, task, attempt, max_attempts, lease_owner, lease_expires_at FROM jobs
-WHERE state = 'running' AND lease_expires_at < now()
-ORDER BY lease_expires_at
+SELECT j.id, j.task, j.attempt, j.max_attempts, j.lease_owner, j.lease_expires_at,
+	COALESCE(w.host, '') AS host, COALESCE(w.version, '') AS version
+FROM jobs j LEFT JOIN workers w ON w.id = j.lease_owner
+WHERE j.state = 'running' AND j.lease_expires_at < now()
+ORDER BY j.lease_expires_at
 LIMIT $1
-FOR UPDATE SKIP LOCKED`
+FOR UPDATE OF j SKIP LOCKED`
 
 // requeueRescuedSQL sends rescued jobs that have attempts left back to the
 // queue; each gets its own history entry from the parallel arrays.
@@ -63,6 +68,8 @@ type expiredJob struct {
 	MaxAttempts    int       `db:"max_attempts"`
 	LeaseOwner     string    `db:"lease_owner"`
 	LeaseExpiresAt time.Time `db:"lease_expires_at"`
+	Host           string    `db:"host"`
+	Version        string    `db:"version"`
 }
 
 // RescueExpired finds up to limit running jobs whose worker stopped renewing
@@ -85,7 +92,7 @@ func (s *Store) RescueExpired(ctx context.Context, limit int, rescuer string, no
 	var requeueEntries, deadEntries, fingerprints []string
 	for _, j := range expired {
 		a := Attempt{
-			Attempt: j.Attempt, At: now, Worker: j.LeaseOwner, Class: LeaseExpiredClass,
+			Attempt: j.Attempt, At: now, Worker: j.LeaseOwner, Host: j.Host, Version: j.Version, Class: LeaseExpiredClass,
 			Message: leaseExpiredMessage + fmt.Sprintf(" (held by %s, expired %s, rescued by %s)",
 				j.LeaseOwner, j.LeaseExpiresAt.UTC().Format(time.RFC3339), rescuer),
 			Outcome: OutcomeLeaseExpired,

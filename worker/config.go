@@ -1,0 +1,195 @@
+package worker
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"regexp"
+	"runtime/debug"
+	"time"
+
+	"github.com/redrive/redrive/dlq"
+)
+
+// Defaults for Config. The lease is long enough that a GC pause or a slow
+// query does not lose it, and short enough that a crashed worker's jobs come
+// back within a minute. The heartbeat (a third of the lease unless set)
+// renews it three times per lease, so one missed heartbeat never loses it.
+const (
+	// DefaultConcurrency is how many jobs one worker runs at once.
+	DefaultConcurrency = 10
+	// DefaultLeaseDuration is how long a claim lasts without a heartbeat.
+	DefaultLeaseDuration = 30 * time.Second
+	// DefaultPollInterval is how often an idle worker looks for due jobs.
+	DefaultPollInterval = time.Second
+	// DefaultRescueInterval is how often a worker looks for expired leases;
+	// with every worker rescuing, the effective interval is shorter still.
+	DefaultRescueInterval = 15 * time.Second
+	// DefaultTimeout bounds one attempt of a task that sets no timeout.
+	DefaultTimeout = time.Minute
+	// DefaultShutdownGrace fits inside the 30 s a container runtime
+	// (Kubernetes, Docker) waits between SIGTERM and SIGKILL, leaving time to
+	// hand unfinished jobs back and unregister.
+	DefaultShutdownGrace = 20 * time.Second
+)
+
+// Config tunes a Worker. Zero values take the defaults above.
+type Config struct {
+	// Registry holds the handlers this worker runs. Required. It is copied
+	// by New: tasks registered afterwards are not seen.
+	Registry *Registry
+	// ID names this worker in leases, attempts and the workers table.
+	// Default: host-pid-random, unique per process.
+	ID string
+	// Queues to claim from. Default: ["default"].
+	Queues []string
+	// Concurrency is how many jobs run at once. Default 10.
+	Concurrency int
+	// LeaseDuration is how long a claimed job stays this worker's without a
+	// heartbeat; a crashed worker's jobs are redelivered after it. Default 30s.
+	LeaseDuration time.Duration
+	// HeartbeatInterval is how often leases are renewed; at most half the
+	// lease. Default: a third of LeaseDuration.
+	HeartbeatInterval time.Duration
+	// PollInterval is how often an idle worker looks for due jobs. With
+	// ListenDSN set it is only the fallback for missed notifications and for
+	// retries coming due. Default 1s.
+	PollInterval time.Duration
+	// RescueInterval is how often this worker looks for expired leases.
+	// Default 15s.
+	RescueInterval time.Duration
+	// DefaultTimeout bounds a job whose task sets no TaskOptions.Timeout.
+	// Default 1m.
+	DefaultTimeout time.Duration
+	// ShutdownGrace is how long in-flight jobs may keep running after Run's
+	// context is cancelled before their contexts are cancelled. Default 20s.
+	ShutdownGrace time.Duration
+	// RetryPolicy spaces the retries of transient failures.
+	RetryPolicy RetryPolicy
+	// Logger receives the worker's logs. Default: discard.
+	Logger *slog.Logger
+	// Version is the build of the code running the handlers, recorded in
+	// every attempt so a dead letter says which release failed. Default: the
+	// module version or VCS revision from the binary's build info.
+	Version string
+	// ListenDSN, when set, opens a LISTEN connection so that idle workers
+	// wake as soon as a job is enqueued. Empty: polling only.
+	ListenDSN string
+	// NowFunc is the clock for attempt timestamps and durations. Default time.Now.
+	NowFunc func() time.Time
+}
+
+var queuePattern = regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,100}$`)
+
+// withDefaults fills every zero field.
+func (c Config) withDefaults() Config {
+	host := hostname()
+	c.ID = cmp.Or(c.ID, fmt.Sprintf("%s-%d-%06x", host, os.Getpid(), rand.Uint32()&0xffffff))
+	if len(c.Queues) == 0 {
+		c.Queues = []string{dlq.DefaultQueue}
+	}
+	c.Concurrency = cmp.Or(c.Concurrency, DefaultConcurrency)
+	c.LeaseDuration = cmp.Or(c.LeaseDuration, DefaultLeaseDuration)
+	c.HeartbeatInterval = cmp.Or(c.HeartbeatInterval, c.LeaseDuration/3)
+	c.PollInterval = cmp.Or(c.PollInterval, DefaultPollInterval)
+	c.RescueInterval = cmp.Or(c.RescueInterval, DefaultRescueInterval)
+	c.DefaultTimeout = cmp.Or(c.DefaultTimeout, DefaultTimeout)
+	c.ShutdownGrace = cmp.Or(c.ShutdownGrace, DefaultShutdownGrace)
+	c.RetryPolicy = c.RetryPolicy.withDefaults()
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	c.Version = cmp.Or(c.Version, buildVersion())
+	if c.NowFunc == nil {
+		c.NowFunc = time.Now
+	}
+	return c
+}
+
+// validate reports every problem at once, so a misconfigured worker fails
+// at start with the whole list rather than one fix at a time.
+func (c Config) validate() error {
+	var errs []error
+	switch {
+	case c.Registry == nil:
+		errs = append(errs, errors.New("Registry is required"))
+	case len(c.Registry.tasks) == 0:
+		// Refused rather than run: such a worker would dead-letter every
+		// job it claims as UnknownTask.
+		errs = append(errs, errors.New("Registry has no tasks: register at least one handler"))
+	}
+	if len(c.ID) > 200 {
+		errs = append(errs, errors.New("ID must be at most 200 bytes"))
+	}
+	for _, q := range c.Queues {
+		if !queuePattern.MatchString(q) {
+			errs = append(errs, fmt.Errorf("queue %q: must be 1-100 letters, digits or . _ : -", q))
+		}
+	}
+	if c.Concurrency < 1 || c.Concurrency > 10_000 {
+		errs = append(errs, fmt.Errorf("Concurrency %d: must be between 1 and 10000", c.Concurrency))
+	}
+	for name, d := range map[string]time.Duration{
+		"LeaseDuration": c.LeaseDuration, "HeartbeatInterval": c.HeartbeatInterval,
+		"PollInterval": c.PollInterval, "RescueInterval": c.RescueInterval,
+		"DefaultTimeout": c.DefaultTimeout, "ShutdownGrace": c.ShutdownGrace,
+	} {
+		if d < 0 {
+			errs = append(errs, fmt.Errorf("%s %s: must not be negative", name, d))
+		}
+	}
+	// A lease must survive one late or failed heartbeat, or a busy worker
+	// would lose jobs it is still running.
+	if c.HeartbeatInterval*2 > c.LeaseDuration {
+		errs = append(errs, fmt.Errorf("HeartbeatInterval %s: must be at most half of LeaseDuration %s",
+			c.HeartbeatInterval, c.LeaseDuration))
+	}
+	if err := c.RetryPolicy.validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("worker config: %w", err)
+	}
+	return nil
+}
+
+func hostname() string {
+	h, err := os.Hostname()
+	if err != nil || h == "" {
+		return "unknown-host"
+	}
+	return h
+}
+
+// buildVersion reads the running binary's version from its build info: the
+// module version when installed from a tag, else the VCS revision.
+func buildVersion() string {
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return ""
+	}
+	if v := info.Main.Version; v != "" && v != "(devel)" {
+		return v
+	}
+	var rev, dirty string
+	for _, s := range info.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			if s.Value == "true" {
+				dirty = "-dirty"
+			}
+		}
+	}
+	if len(rev) > 12 {
+		rev = rev[:12]
+	}
+	if rev == "" {
+		return "devel"
+	}
+	return rev + dirty
+}

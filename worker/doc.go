@@ -1,0 +1,54 @@
+// Package worker runs jobs from Redrive's Postgres queue: it claims them,
+// runs their handlers, and records each outcome as success, a scheduled
+// retry or a dead letter.
+//
+// # Using it
+//
+//	reg := worker.NewRegistry()
+//	reg.Register("email.send", sendEmail, worker.TaskOptions{Timeout: 30 * time.Second})
+//	w, err := worker.New(store, worker.Config{Registry: reg, Queues: []string{"default", "emails"}})
+//	...
+//	err = w.Run(ctx) // returns after ctx is cancelled and shutdown is done
+//
+// A Handler returns nil for success, worker.Permanent(err) for a failure that
+// will repeat however often the job is retried (the job is dead-lettered at
+// once), and any other error for a transient failure (the job is retried
+// with exponential backoff and full jitter, then dead-lettered as exhausted
+// when its max_attempts are spent). A panic is recovered and treated as a
+// transient failure whose traceback is the panic's stack.
+//
+// # Delivery contract: at least once
+//
+// A job is acknowledged only after its handler returns. Claiming takes a
+// lease that a heartbeat renews; a worker that dies (SIGKILL, OOM, lost
+// network) stops renewing, and once the lease expires the lease rescuer,
+// which every worker runs, puts the job back in the queue. Attempts are
+// counted when a job is claimed, not when it fails, so a job that kills
+// every worker that runs it is dead-lettered with reason lease_expired
+// after max_attempts instead of crashing workers forever.
+//
+// The consequence is that a handler may run more than once for one job: after
+// a crash, after a lost lease, or when its success was not recorded. Handlers
+// must be idempotent. For effects in this database, ProcessOnce makes an
+// event's effect happen exactly once by committing it in one transaction
+// with a record of the event's id.
+//
+// Every job ends succeeded or dead-lettered; nothing is dropped. A job whose
+// task has no handler on this worker is dead-lettered at once (reason
+// permanent, class UnknownTask) rather than left waiting, so every worker
+// that serves a queue should register the same tasks.
+//
+// # Shutdown
+//
+// When Run's context is cancelled the worker stops claiming at once, lets
+// in-flight jobs run for up to Config.ShutdownGrace, then cancels their
+// contexts. Each job that did not finish is handed straight back to the
+// queue (its attempt given back: a shutdown is not the job's fault), so
+// another worker can take it immediately instead of after the lease expires.
+// Leases stay renewed throughout, so no other worker takes a job that is
+// still finishing. A handler that ignores its context even after that is
+// abandoned: its job is handed back anyway and its late result, if any, is
+// discarded by the lease guard in the store. Finally the worker removes its
+// row from the workers table and Run returns; every goroutine it started
+// has stopped, except the abandoned handlers.
+package worker

@@ -1,0 +1,187 @@
+package worker
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"time"
+	"unicode/utf8"
+
+	"github.com/redrive/redrive/dlq"
+)
+
+// action is what the worker does with a job after one attempt.
+type action int
+
+const (
+	actComplete   action = iota // record success
+	actRetry                    // record the failure, run again after delay
+	actDeadLetter               // record the failure, move to dead letters
+	actHandBack                 // shutdown: give the attempt back, requeue now
+	actDiscard                  // lease lost: the job is another worker's now
+)
+
+type decision struct {
+	act    action
+	reason dlq.Reason    // for actDeadLetter
+	delay  time.Duration // for actRetry
+}
+
+// decide maps one attempt's result to what happens next. stop is the cause
+// the job's context was cancelled with by the worker (errShutdown,
+// errLeaseLost), or nil. It is pure so the rules can be tested as a table.
+func decide(attempt, maxAttempts int, err, stop error, retryDelay func(attempt int) time.Duration) decision {
+	switch {
+	case err == nil:
+		// Even when interrupted: the work is done, and saying so is safe.
+		return decision{act: actComplete}
+	case errors.Is(stop, errLeaseLost):
+		return decision{act: actDiscard}
+	case errors.Is(stop, errShutdown):
+		// The failure is most likely the cancellation itself, which is not
+		// the job's fault.
+		return decision{act: actHandBack}
+	case isPermanent(err):
+		return decision{act: actDeadLetter, reason: dlq.ReasonPermanent}
+	case attempt >= maxAttempts:
+		return decision{act: actDeadLetter, reason: dlq.ReasonExhausted}
+	default:
+		return decision{act: actRetry, delay: retryDelay(attempt)}
+	}
+}
+
+// execute runs one claimed job and records its outcome.
+func (w *Worker) execute(ctx context.Context, a *activeJob) {
+	job := a.job
+	log := w.log.With("job_id", job.ID, "task", job.Task, "queue", job.Queue, "attempt", job.Attempt)
+	start := w.cfg.NowFunc()
+	var err error
+	if t, ok := w.tasks[job.Task]; ok {
+		err = w.runHandler(ctx, t, job, log)
+	} else {
+		err = Permanent(&unknownTaskError{task: job.Task, worker: w.cfg.ID, known: w.taskNames})
+	}
+	a.finished.Store(true)
+
+	d := decide(job.Attempt, job.MaxAttempts, err, context.Cause(ctx), func(attempt int) time.Duration {
+		return w.cfg.RetryPolicy.nextRetryDelay(attempt, w.cfg.RetryPolicy.RandFunc)
+	})
+	attempt := w.failedAttempt(&job, err, start)
+	w.record(context.WithoutCancel(ctx), &job, d, attempt, log)
+}
+
+// runHandler calls the task's handler under its timeout and turns a panic
+// into an error. When the job's own deadline, rather than one inside the
+// handler, ended the context, the error says so.
+func (w *Worker) runHandler(ctx context.Context, t task, job dlq.Job, log *slog.Logger) error {
+	limit := cmp.Or(t.opts.Timeout, w.cfg.DefaultTimeout)
+	deadline := &timeoutError{task: job.Task, after: limit}
+	hctx, cancel := context.WithTimeoutCause(ctx, limit, deadline)
+	defer cancel()
+	err := callHandler(withLogger(hctx, log), t.handler, &job)
+	if err != nil && context.Cause(hctx) == deadline {
+		return &timeoutError{task: job.Task, after: limit, err: err}
+	}
+	return err
+}
+
+func callHandler(ctx context.Context, h Handler, job *Job) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			// debug.Stack inside the deferred call still holds the frames
+			// that panicked, beneath the runtime's panic frames.
+			err = &panicError{value: v, stack: fmt.Sprintf("panic: %v\n\n%s", v, debug.Stack())}
+		}
+	}()
+	return h(ctx, job)
+}
+
+// failedAttempt describes one attempt for the job's history.
+func (w *Worker) failedAttempt(job *dlq.Job, err error, start time.Time) dlq.Attempt {
+	now := w.cfg.NowFunc()
+	a := dlq.Attempt{
+		Attempt: job.Attempt, At: now, Worker: w.cfg.ID, Host: w.host, Version: w.cfg.Version,
+		DurationMS: now.Sub(start).Milliseconds(),
+	}
+	if err != nil {
+		a.Class = errorClass(err)
+		a.Message = truncate(err.Error(), maxMessageBytes)
+		a.Traceback = truncate(traceback(err), maxTracebackBytes)
+	}
+	return a
+}
+
+// Bounds on what one attempt stores. Every attempt is kept in the job's
+// history and copied into its dead letter, so an error that embeds a whole
+// response body must not bloat every row it touches.
+const (
+	maxMessageBytes   = 8 << 10
+	maxTracebackBytes = 32 << 10
+)
+
+// truncate cuts s to at most n bytes on a UTF-8 boundary, saying so.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "… (truncated)"
+}
+
+// interruptedAttempt is the history entry of a job handed back at shutdown.
+func (w *Worker) interruptedAttempt(job *dlq.Job, now time.Time, why string) dlq.Attempt {
+	return dlq.Attempt{
+		Attempt: job.Attempt, At: now, Worker: w.cfg.ID, Host: w.host, Version: w.cfg.Version,
+		Class: "Interrupted", Message: "worker shut down before the job finished; " + why,
+	}
+}
+
+// record writes the decision to the store. Every write is guarded by this
+// worker's lease, so ErrConflict means another worker owns the job now and
+// this outcome must be dropped, not retried.
+func (w *Worker) record(detached context.Context, job *dlq.Job, d decision, a dlq.Attempt, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(detached, writeTimeout)
+	defer cancel()
+	var err error
+	switch d.act {
+	case actComplete:
+		if err = w.store.Complete(ctx, w.cfg.ID, job.ID); err == nil {
+			log.Debug("job succeeded", "duration_ms", a.DurationMS)
+		}
+	case actRetry:
+		if err = w.store.Retry(ctx, w.cfg.ID, job.ID, d.delay, a); err == nil {
+			log.Info("job failed; retrying", "class", a.Class, "err", a.Message, "retry_in", d.delay)
+		}
+	case actDeadLetter:
+		var letter int64
+		if letter, err = w.store.DeadLetter(ctx, w.cfg.ID, job.ID, job.Task, d.reason, a); err == nil {
+			log.Warn("job dead-lettered", "reason", d.reason, "class", a.Class, "err", a.Message, "dead_letter_id", letter)
+		}
+	case actHandBack:
+		hctx, hcancel := context.WithTimeout(detached, handBackTimeout)
+		defer hcancel()
+		ran := a.DurationMS
+		a = w.interruptedAttempt(job, a.At, fmt.Sprintf("cancelled after the %s shutdown grace", w.cfg.ShutdownGrace))
+		a.DurationMS = ran
+		if _, err = w.store.HandBack(hctx, w.cfg.ID, []int64{job.ID}, a); err == nil {
+			log.Info("job handed back to the queue at shutdown")
+		}
+	case actDiscard:
+		log.Warn("outcome discarded: lease lost to another worker")
+		return
+	}
+	switch {
+	case errors.Is(err, dlq.ErrConflict):
+		log.Warn("outcome discarded: lease lost to another worker", "err", err)
+	case err != nil:
+		// The job keeps its lease until it expires; then the rescuer runs it
+		// again. At-least-once holds, at the cost of an attempt.
+		log.Error("recording job outcome failed; the job will be redelivered when its lease expires", "err", err)
+	}
+}

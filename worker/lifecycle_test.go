@@ -1,0 +1,314 @@
+package worker_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redrive/redrive/dlq"
+	"github.com/redrive/redrive/worker"
+)
+
+func TestShutdown(t *testing.T) {
+	t.Parallel()
+
+	t.Run("InFlightJobFinishesWithinGrace", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		started, release := make(chan struct{}), make(chan struct{})
+		sawCancel := make(chan bool, 1)
+		b.reg.Register("test.task", func(ctx context.Context, job *worker.Job) error {
+			close(started)
+			select {
+			case <-release:
+				sawCancel <- false
+				return nil
+			case <-ctx.Done():
+				sawCancel <- true
+				return ctx.Err()
+			}
+		}, worker.TaskOptions{})
+		r := b.start(t, b.config("w-grace"))
+		id := b.enqueue(t, dlq.EnqueueParams{Task: "test.task"})
+		<-started
+		r.cancel()
+		close(release)
+		if err := r.stop(t); err != nil {
+			t.Fatal(err)
+		}
+		if <-sawCancel {
+			t.Fatal("the handler's context was cancelled inside the grace period")
+		}
+		if j := b.job(t, id); j.State != dlq.StateSucceeded {
+			t.Fatalf("job %s, want succeeded", j.State)
+		}
+		var n int
+		if err := b.db.Get(&n, `SELECT count(*) FROM workers`); err != nil || n != 0 {
+			t.Fatalf("worker row not removed on clean stop: %d (%v)", n, err)
+		}
+	})
+
+	t.Run("JobOutlivingGraceIsHandedBackAtOnce", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.reg.Register("test.task", func(ctx context.Context, job *worker.Job) error {
+			<-ctx.Done()
+			return ctx.Err()
+		}, worker.TaskOptions{})
+		cfg := b.config("w-handback")
+		cfg.LeaseDuration, cfg.ShutdownGrace = 30*time.Second, 300*time.Millisecond
+		r := b.start(t, cfg)
+		id := b.enqueue(t, dlq.EnqueueParams{Task: "test.task"})
+		b.waitJob(t, id, dlq.StateRunning, 5*time.Second)
+
+		// A second worker that only hears of work through LISTEN (its poll
+		// is a minute away) and whose first claim found the job taken.
+		next := *b
+		next.reg = worker.NewRegistry()
+		ran := make(chan int, 1)
+		next.reg.Register("test.task", func(ctx context.Context, job *worker.Job) error {
+			ran <- job.Attempt
+			return nil
+		}, worker.TaskOptions{})
+		ncfg := next.config("w-next")
+		ncfg.PollInterval, ncfg.ListenDSN = time.Minute, b.db.DSN
+		next.start(t, ncfg)
+		waitFor(t, 5*time.Second, "the second worker's LISTEN connection", func() bool {
+			return b.count(t, `SELECT count(*) FROM pg_stat_activity
+				WHERE datname = current_database() AND query = 'LISTEN "redrive_jobs"'`) == 1
+		})
+
+		stopped := time.Now()
+		if err := r.stop(t); err != nil {
+			t.Fatal(err)
+		}
+		if took := time.Since(stopped); took < cfg.ShutdownGrace || took > cfg.ShutdownGrace+3*time.Second {
+			t.Fatalf("Run returned %s after cancel, want just after the %s grace", took, cfg.ShutdownGrace)
+		}
+		var handedBack dlq.Job
+		if err := b.db.Get(&handedBack, `SELECT errors FROM jobs WHERE id = $1`, id); err != nil {
+			t.Fatal(err)
+		}
+		last, _ := handedBack.Errors.Last()
+		if last.Outcome != dlq.OutcomeInterrupted || last.Class != "Interrupted" || last.Worker != "w-handback" {
+			t.Fatalf("hand-back not recorded: %+v", handedBack.Errors)
+		}
+		// The hand-back gave the attempt back and woke the other worker:
+		// it runs the job at once, as its first attempt, long before the
+		// 30s lease would have expired.
+		select {
+		case attempt := <-ran:
+			if attempt != 1 {
+				t.Fatalf("the interrupted attempt was counted: second worker ran attempt %d", attempt)
+			}
+		case <-time.After(3 * time.Second):
+			t.Fatalf("handed-back job not picked up: %+v", b.job(t, id))
+		}
+		j := b.waitJob(t, id, dlq.StateSucceeded, 5*time.Second)
+		if j.Attempt != 1 || j.LeaseOwner != nil {
+			t.Fatalf("job %+v", j)
+		}
+	})
+
+	t.Run("HandlerIgnoringCancellationIsAbandonedAndItsJobHandedBack", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		release := make(chan struct{})
+		returned := make(chan struct{})
+		b.reg.Register("test.task", func(ctx context.Context, job *worker.Job) error {
+			defer close(returned)
+			<-release // ignores ctx, as a badly written handler does
+			return nil
+		}, worker.TaskOptions{})
+		cfg := b.config("w-stubborn")
+		cfg.ShutdownGrace = 100 * time.Millisecond
+		r := b.start(t, cfg)
+		id := b.enqueue(t, dlq.EnqueueParams{Task: "test.task"})
+		b.waitJob(t, id, dlq.StateRunning, 5*time.Second)
+		err := r.stop(t)
+		if err == nil || !strings.Contains(err.Error(), "abandoned") {
+			t.Fatalf("Run should report the abandoned handler, got %v", err)
+		}
+		if j := b.job(t, id); j.State != dlq.StateAvailable || j.LeaseOwner != nil {
+			t.Fatalf("abandoned job not handed back: %+v", j)
+		}
+		// When the handler finally returns, its success must not be recorded:
+		// the job is no longer this worker's.
+		close(release)
+		<-returned
+		waitFor(t, 5*time.Second, "the late outcome to be discarded", func() bool {
+			return strings.Contains(b.logs.String(), "outcome discarded")
+		})
+		if j := b.job(t, id); j.State != dlq.StateAvailable {
+			t.Fatalf("late outcome overwrote the handed-back job: %s", j.State)
+		}
+	})
+
+	t.Run("RunTwiceRefused", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.reg.Register("test.task", func(ctx context.Context, job *worker.Job) error { return nil }, worker.TaskOptions{})
+		r := b.start(t, b.config("w-twice"))
+		waitFor(t, 5*time.Second, "the worker to register", func() bool {
+			var n int
+			return b.db.Get(&n, `SELECT count(*) FROM workers`) == nil && n == 1
+		})
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel() // should the second Run start anyway, it stops at once
+		if err := r.w.Run(ctx); err == nil {
+			t.Fatal("second Run should fail")
+		}
+	})
+}
+
+func TestLeases(t *testing.T) {
+	t.Parallel()
+
+	t.Run("HeartbeatKeepsALongJobLeased", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.reg.Register("test.task", func(ctx context.Context, job *worker.Job) error {
+			select {
+			case <-time.After(2400 * time.Millisecond): // three leases long
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}, worker.TaskOptions{})
+		cfg := b.config("w-long")
+		cfg.LeaseDuration, cfg.HeartbeatInterval = 800*time.Millisecond, 150*time.Millisecond
+		b.start(t, cfg)
+		// A second worker rescues eagerly: it would steal the job if the
+		// heartbeat let the lease lapse.
+		rescuer := b.config("w-rescuer")
+		rescuer.Queues = []string{"elsewhere"}
+		b.start(t, rescuer)
+		id := b.enqueue(t, dlq.EnqueueParams{Task: "test.task"})
+		j := b.waitJob(t, id, dlq.StateSucceeded, 10*time.Second)
+		if j.Attempt != 1 || len(j.Errors) != 0 {
+			t.Fatalf("the lease lapsed mid-job: attempt %d, history %+v", j.Attempt, j.Errors)
+		}
+		// The worker's own row is kept alive by the same heartbeat.
+		if n := b.count(t, `SELECT count(*) FROM workers WHERE id = 'w-long' AND heartbeat_at > started_at`); n != 1 {
+			t.Fatal("the workers row was not heartbeated")
+		}
+	})
+
+	t.Run("LostLeaseCancelsTheHandlerAndRecordsNothing", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		cause := make(chan error, 1)
+		b.reg.Register("test.task", func(ctx context.Context, job *worker.Job) error {
+			<-ctx.Done()
+			cause <- context.Cause(ctx)
+			return ctx.Err()
+		}, worker.TaskOptions{})
+		b.start(t, b.config("w-stalled"))
+		id := b.enqueue(t, dlq.EnqueueParams{Task: "test.task"})
+		b.waitJob(t, id, dlq.StateRunning, 5*time.Second)
+		// What a rescue followed by another worker's claim looks like.
+		if _, err := b.db.Exec(`UPDATE jobs SET lease_owner = 'w-other' WHERE id = $1`, id); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case err := <-cause:
+			if err == nil || !strings.Contains(err.Error(), "lease lost") {
+				t.Fatalf("handler cancelled with %v, want lease lost", err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("handler not cancelled after its lease was lost")
+		}
+		waitFor(t, 5*time.Second, "the outcome to be dropped", func() bool {
+			return strings.Contains(b.logs.String(), "outcome discarded")
+		})
+		if j := b.job(t, id); j.State != dlq.StateRunning || *j.LeaseOwner != "w-other" || len(j.Errors) != 0 {
+			t.Fatalf("the worker wrote over a job it no longer owns: %+v", j)
+		}
+	})
+}
+
+func TestListenNotify(t *testing.T) {
+	t.Parallel()
+
+	t.Run("EnqueueWakesAnIdleWorkerWithoutPolling", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.reg.Register("test.task", func(ctx context.Context, job *worker.Job) error { return nil }, worker.TaskOptions{})
+		cfg := b.config("w-listen")
+		cfg.PollInterval = time.Minute
+		cfg.ListenDSN = b.db.DSN
+		b.start(t, cfg)
+		// The worker's first claim ran and the queue is idle: from here only
+		// a notification (or a poll, a minute away) can start the next job.
+		warm := b.enqueue(t, dlq.EnqueueParams{Task: "test.task"})
+		b.waitJob(t, warm, dlq.StateSucceeded, 5*time.Second)
+		waitFor(t, 5*time.Second, "the LISTEN connection", func() bool {
+			return b.count(t, `SELECT count(*) FROM pg_stat_activity
+				WHERE datname = current_database() AND query = 'LISTEN "redrive_jobs"'`) == 1
+		})
+		enqueued := time.Now()
+		id := b.enqueue(t, dlq.EnqueueParams{Task: "test.task"})
+		b.waitJob(t, id, dlq.StateSucceeded, 2*time.Second)
+		t.Logf("picked up %s after enqueue", time.Since(enqueued))
+	})
+}
+
+func TestNew(t *testing.T) {
+	t.Parallel()
+	store := dlq.NewStore(nil)
+
+	t.Run("DefaultIDIsHostPidRandom", func(t *testing.T) {
+		t.Parallel()
+		reg := worker.NewRegistry()
+		reg.Register("a.task", func(ctx context.Context, job *worker.Job) error { return nil }, worker.TaskOptions{})
+		w, err := worker.New(store, worker.Config{Registry: reg})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if parts := strings.Split(w.ID(), "-"); len(parts) < 3 {
+			t.Fatalf("id %q", w.ID())
+		}
+	})
+
+	t.Run("InvalidConfigListsEveryProblem", func(t *testing.T) {
+		t.Parallel()
+		_, err := worker.New(store, worker.Config{
+			Queues: []string{"has space"}, Concurrency: -1,
+			LeaseDuration: time.Second, HeartbeatInterval: time.Second,
+		})
+		for _, want := range []string{"Registry", "queue", "Concurrency", "HeartbeatInterval"} {
+			if err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("error %v does not mention %s", err, want)
+			}
+		}
+	})
+
+	t.Run("EmptyRegistryRefused", func(t *testing.T) {
+		t.Parallel()
+		_, err := worker.New(store, worker.Config{Registry: worker.NewRegistry()})
+		if err == nil || !strings.Contains(err.Error(), "no tasks") {
+			t.Fatalf("a worker without handlers would dead-letter everything; got %v", err)
+		}
+	})
+
+	t.Run("NilStoreRefused", func(t *testing.T) {
+		t.Parallel()
+		if _, err := worker.New(nil, worker.Config{Registry: worker.NewRegistry()}); err == nil {
+			t.Fatal("want an error")
+		}
+	})
+
+	t.Run("RegistryPanicsOnDuplicates", func(t *testing.T) {
+		t.Parallel()
+		reg := worker.NewRegistry()
+		h := func(ctx context.Context, job *worker.Job) error { return nil }
+		reg.Register("a.task", h, worker.TaskOptions{})
+		defer func() {
+			if recover() == nil {
+				t.Fatal("want a panic")
+			}
+		}()
+		reg.Register("a.task", h, worker.TaskOptions{})
+	})
+}

@@ -1,0 +1,173 @@
+package worker
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	"github.com/redrive/redrive/dlq"
+)
+
+// claimLoop claims jobs while there are free slots and work may be due, and
+// otherwise waits for a reason to look again: a notification, a freed slot,
+// a rescue, or the poll tick. It returns as soon as ctx is cancelled.
+func (w *Worker) claimLoop(ctx, jobsCtx context.Context) {
+	poll := time.NewTicker(w.cfg.PollInterval)
+	defer poll.Stop()
+	// Claim at once on start: work may have piled up while no worker ran.
+	mayHaveWork := true
+	for {
+		if ctx.Err() != nil {
+			return
+		}
+		if free := w.cfg.Concurrency - w.inFlight(); mayHaveWork && free > 0 {
+			n, err := w.claim(jobsCtx, free)
+			// A full batch suggests more is waiting: claim again as soon as
+			// a slot frees. A short one means the queue is drained for now,
+			// and a freed slot alone is no reason to ask again.
+			mayHaveWork = err == nil && n == free
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-w.wake:
+			mayHaveWork = true
+		case <-w.slotFreed:
+		case <-poll.C:
+			mayHaveWork = true
+		}
+	}
+}
+
+// claim takes up to limit jobs and starts them. The claim runs on a context
+// that shutdown does not cancel: a claim cancelled mid-flight can commit
+// without our seeing its rows, stranding those jobs until their leases
+// expire and burning an attempt of each.
+func (w *Worker) claim(jobsCtx context.Context, limit int) (int, error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(jobsCtx), writeTimeout)
+	defer cancel()
+	jobs, err := w.store.Claim(ctx, w.cfg.ID, w.cfg.Queues, limit, w.cfg.LeaseDuration)
+	if err != nil {
+		w.log.Warn("claim failed; retrying at the next poll", "err", err)
+		return 0, err
+	}
+	for _, job := range jobs {
+		w.start(jobsCtx, job)
+	}
+	if len(jobs) > 0 {
+		w.log.Debug("claimed jobs", "count", len(jobs))
+	}
+	return len(jobs), nil
+}
+
+// start runs one claimed job in its own goroutine. The job is in the active
+// set before start returns, so the claim loop's next count of free slots
+// includes it.
+func (w *Worker) start(jobsCtx context.Context, job dlq.Job) {
+	ctx, cancel := context.WithCancelCause(jobsCtx)
+	a := &activeJob{job: job, cancel: cancel}
+	w.mu.Lock()
+	w.active[job.ID] = a
+	w.mu.Unlock()
+	w.jobs.Go(func() {
+		defer func() {
+			cancel(nil)
+			w.mu.Lock()
+			delete(w.active, job.ID)
+			w.mu.Unlock()
+			signal(w.slotFreed)
+		}()
+		w.execute(ctx, a)
+	})
+}
+
+// heartbeatLoop renews the leases of running jobs and the worker's row
+// until ctx is cancelled, which Run does only after every job has finished
+// or been handed back.
+func (w *Worker) heartbeatLoop(ctx context.Context) {
+	tick := time.NewTicker(w.cfg.HeartbeatInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			w.heartbeat(ctx)
+		}
+	}
+}
+
+func (w *Worker) heartbeat(ctx context.Context) {
+	// A heartbeat slower than its interval is as good as missed.
+	ctx, cancel := context.WithTimeout(ctx, w.cfg.HeartbeatInterval)
+	defer cancel()
+	held := w.runningJobIDs()
+	if len(held) > 0 {
+		renewed, err := w.store.ExtendLeases(ctx, w.cfg.ID, held, w.cfg.LeaseDuration)
+		if err != nil {
+			w.log.Warn("renew leases failed", "jobs", len(held), "err", err)
+		} else {
+			w.cancelLost(held, renewed)
+		}
+	}
+	if err := w.store.Heartbeat(ctx, w.cfg.ID, len(held)); err != nil {
+		w.log.Warn("worker heartbeat failed", "err", err)
+	}
+}
+
+// cancelLost stops the handlers of jobs whose leases were not renewed. Such
+// a job was rescued after this worker stalled past its lease and is now
+// another worker's; finishing it here would only duplicate effects, and its
+// outcome could not be recorded anyway.
+func (w *Worker) cancelLost(held, renewed []int64) {
+	if len(renewed) == len(held) {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, id := range held {
+		a := w.active[id]
+		if a == nil || a.finished.Load() || slices.Contains(renewed, id) {
+			continue
+		}
+		w.log.Warn("lease lost; cancelling handler", "job_id", id, "task", a.job.Task)
+		a.cancel(errLeaseLost)
+	}
+}
+
+// rescueLoop returns jobs with expired leases to the queue (or to the dead
+// letters, on their last attempt) until ctx is cancelled. Every worker runs
+// it; SKIP LOCKED in the store keeps two from rescuing the same job.
+func (w *Worker) rescueLoop(ctx context.Context) {
+	tick := time.NewTicker(w.cfg.RescueInterval)
+	defer tick.Stop()
+	for {
+		w.rescue(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+func (w *Worker) rescue(ctx context.Context) {
+	for {
+		res, err := w.store.RescueExpired(ctx, rescueBatch, w.cfg.ID, w.cfg.NowFunc())
+		if err != nil {
+			if ctx.Err() == nil {
+				w.log.Warn("lease rescue failed", "err", err)
+			}
+			return
+		}
+		if res.Requeued > 0 {
+			signal(w.wake)
+		}
+		if res.Requeued+res.DeadLettered > 0 {
+			w.log.Warn("rescued jobs with expired leases", "requeued", res.Requeued, "dead_lettered", res.DeadLettered)
+		}
+		if res.Requeued+res.DeadLettered < rescueBatch {
+			return
+		}
+	}
+}

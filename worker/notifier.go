@@ -1,0 +1,95 @@
+package worker
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	"github.com/lib/pq"
+)
+
+// notifyChannel is where the jobs table's insert trigger announces new work;
+// the payload is the queue's name.
+const notifyChannel = "redrive_jobs"
+
+// Listener tuning. The reconnect bounds keep a restarting database from
+// being hammered while still reconnecting within seconds. lib/pq notices a
+// silently dead connection only when it next uses it, so an idle listener
+// pings it; 90 s is the interval lib/pq's documentation suggests.
+const (
+	listenMinReconnect = 100 * time.Millisecond
+	listenMaxReconnect = 5 * time.Second
+	listenPingAfter    = 90 * time.Second
+	listenStopTimeout  = 5 * time.Second
+)
+
+// listen wakes the claim loop whenever a job is enqueued on one of this
+// worker's queues, until ctx is cancelled. Polling stays on as the
+// fallback: LISTEN loses notifications while its connection is down, and
+// retries coming due send none.
+func (w *Worker) listen(ctx context.Context) {
+	l := pq.NewListener(w.cfg.ListenDSN, listenMinReconnect, listenMaxReconnect, func(ev pq.ListenerEventType, err error) {
+		if err != nil {
+			w.log.Warn("job notifications", "event", ev.String(), "err", err)
+		}
+	})
+	// Listen blocks until the first connection is up, which may be never:
+	// run it aside so shutdown is not held hostage by an unreachable server.
+	listening := make(chan error, 1)
+	go func() { listening <- l.Listen(notifyChannel) }()
+	// A closure, so closeListener sees listening as it is at return: nil
+	// once Listen has answered.
+	defer func() { w.closeListener(l, listening) }()
+
+	idle := time.NewTimer(listenPingAfter)
+	defer idle.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case err := <-listening:
+			if err != nil {
+				w.log.Warn("listen for job notifications failed; polling only", "err", err)
+			}
+			listening = nil
+		case n, ok := <-l.Notify:
+			if !ok {
+				return
+			}
+			// nil means the connection was re-established and notifications
+			// may have been lost meanwhile: look for work anyway.
+			if n == nil || slices.Contains(w.cfg.Queues, n.Extra) {
+				signal(w.wake)
+			}
+			idle.Reset(listenPingAfter)
+		case <-idle.C:
+			if err := l.Ping(); err != nil {
+				w.log.Warn("job notification connection unhealthy", "err", err)
+			}
+			idle.Reset(listenPingAfter)
+		}
+	}
+}
+
+// closeListener closes l and waits for its goroutines: Close makes a pending
+// Listen return, and lib/pq closes Notify once its connection loop exits,
+// which needs Notify drained.
+func (w *Worker) closeListener(l *pq.Listener, listening <-chan error) {
+	_ = l.Close()
+	timeout := time.NewTimer(listenStopTimeout)
+	defer timeout.Stop()
+	notify := l.Notify
+	for notify != nil || listening != nil {
+		select {
+		case _, ok := <-notify:
+			if !ok {
+				notify = nil
+			}
+		case <-listening:
+			listening = nil
+		case <-timeout.C:
+			w.log.Warn("job notification listener did not stop in time")
+			return
+		}
+	}
+}
