@@ -70,6 +70,9 @@ func DeadLetters(store DeadLetterLister, now func() time.Time, version string) e
 		}
 		v.Results = letterResults(f, page, count)
 		if wantsFragment(c) {
+			// The form sends every field, empty ones too; the address bar
+			// gets the short canonical form of the same filter.
+			c.Response().Header().Set("HX-Push-Url", "/dead-letters"+query(f))
 			return Render(c, http.StatusOK, views.DeadLetterResultsFragment(v.Results))
 		}
 		return Render(c, http.StatusOK, views.Layout(meta, views.DeadLetters(v)))

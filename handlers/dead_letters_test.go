@@ -215,6 +215,10 @@ func TestDeadLetterList(t *testing.T) {
 		if len(rowIDs(doc)) != 1 {
 			t.Fatal("fragment lacks the rows")
 		}
+		rec, _ = s.get(t, "/dead-letters?q=&task=&status=pending&limit=50&reason=", "HX-Request", "true")
+		if got := rec.Header().Get("HX-Push-Url"); got != "/dead-letters" {
+			t.Fatalf("the pushed URL should be canonical, got %q", got)
+		}
 		rec, _ = s.get(t, "/dead-letters", "HX-Request", "true", "HX-History-Restore-Request", "true")
 		if !strings.Contains(rec.Body.String(), "<html") {
 			t.Fatal("a history restore needs the whole page")

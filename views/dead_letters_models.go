@@ -190,3 +190,15 @@ func firstNonEmpty(s ...string) string {
 	}
 	return ""
 }
+
+// filterHint is the hover text of a filter input: its problem, if any, or
+// how to write a time.
+func filterHint(name string, problems map[string]string) string {
+	if p := problems[name]; p != "" {
+		return p
+	}
+	if name == "since" || name == "until" {
+		return "An age (90m, 24h, 7d, 2w) or a UTC time (2026-01-02T15:04, or RFC3339 with a zone)"
+	}
+	return ""
+}
