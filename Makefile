@@ -63,7 +63,7 @@ fmt-check:
 generate-check:
 	@if ! compgen -G 'views/*.templ' >/dev/null; then echo "no templ files: skipping the generated-code check"; exit 0; fi; \
 	before=$$(cat views/*_templ.go 2>/dev/null | sha256sum); \
-	$(GO) tool templ generate -path views >/dev/null; \
+	if ! out=$$($(GO) tool templ generate 2>&1); then echo "$$out"; exit 1; fi; \
 	after=$$(cat views/*_templ.go | sha256sum); \
 	if [ "$$before" != "$$after" ]; then \
 		echo "views/*_templ.go were stale and have been regenerated: commit them (git diff -- views/)"; exit 1; \
