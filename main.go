@@ -1,0 +1,562 @@
+// Command redrive is the dead-letter operations console, its worker and the
+// tools around them, in one binary:
+//
+//	redrive dev       local Postgres, demo tasks and traffic, console and worker in one process
+//	redrive serve     the console
+//	redrive worker    run jobs
+//	redrive migrate   apply database migrations
+//	redrive enqueue   enqueue one job
+//	redrive seed      bulk synthetic dead letters, for benchmarks
+//
+// Configuration comes from flags, each of which defaults to an environment
+// variable (DATABASE_URL, REDRIVE_ADDR, ...), the twelve-factor way.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime/debug"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/redrive/redrive/dlq"
+	"github.com/redrive/redrive/dlq/localpg"
+	"github.com/redrive/redrive/web"
+	"github.com/redrive/redrive/worker"
+	"github.com/redrive/redrive/worker/demo"
+)
+
+// version is the build, set with -ldflags "-X main.version=v1.2.3"; when
+// unset it comes from the VCS revision Go stamps into the binary.
+var version = ""
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+	stop()
+	if err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(os.Stderr, "redrive:", err)
+		}
+		os.Exit(exitCode(err))
+	}
+}
+
+func exitCode(err error) int {
+	if errors.Is(err, flag.ErrHelp) || errors.Is(err, errUsage) {
+		return 2
+	}
+	return 1
+}
+
+var errUsage = errors.New("usage")
+
+const usage = `redrive — dead-letter operations console and worker
+
+Usage: redrive <command> [flags]
+
+Commands:
+  dev       everything in one process for a first look: a private Postgres
+            (unless DATABASE_URL is set), migrations, demo tasks, demo traffic,
+            the console and a worker
+  serve     run the console
+  worker    run jobs
+  migrate   apply database migrations
+  enqueue   enqueue one job
+  seed      insert synthetic dead letters in bulk (benchmarks, demos)
+
+Run 'redrive <command> -h' for the flags of each.
+`
+
+// run is the whole program; main only wires the process to it.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Fprint(stdout, usage)
+		if len(args) == 0 {
+			return errUsage
+		}
+		return nil
+	}
+	cmds := map[string]func(context.Context, []string, func(string) string, io.Writer, io.Writer) error{
+		"dev": runDev, "serve": runServe, "worker": runWorker, "migrate": runMigrate,
+		"enqueue": runEnqueue, "seed": runSeed,
+	}
+	cmd, ok := cmds[args[0]]
+	if !ok {
+		fmt.Fprint(stderr, usage)
+		return fmt.Errorf("unknown command %q: %w", args[0], errUsage)
+	}
+	return cmd(ctx, args[1:], getenv, stdout, stderr)
+}
+
+// common holds the flags every command shares.
+type common struct {
+	databaseURL string
+	logLevel    string
+	logFormat   string
+}
+
+func (c *common) register(fs *flag.FlagSet) {
+	fs.StringVar(&c.databaseURL, "database-url", "", "Postgres connection URL (env DATABASE_URL)")
+	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error (env REDRIVE_LOG_LEVEL)")
+	fs.StringVar(&c.logFormat, "log-format", "text", "text or json (env REDRIVE_LOG_FORMAT)")
+}
+
+func (c *common) logger(w io.Writer) (*slog.Logger, error) {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(c.logLevel)); err != nil {
+		return nil, fmt.Errorf("--log-level: %w", err)
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	switch c.logFormat {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	default:
+		return nil, fmt.Errorf("--log-format must be text or json, not %q", c.logFormat)
+	}
+}
+
+// open connects to the database named by --database-url.
+func (c *common) open(ctx context.Context) (*sqlx.DB, error) {
+	if c.databaseURL == "" {
+		return nil, errors.New("no database: set DATABASE_URL or --database-url (or use `redrive dev`, which starts its own)")
+	}
+	return dlq.Open(ctx, c.databaseURL)
+}
+
+func newFlagSet(name, synopsis string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("redrive "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: redrive %s [flags]\n\n%s\n\nFlags:\n", name, synopsis)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// envVars names the environment variable behind each flag. A variable sets
+// its flag before the command line is parsed, so flags win over the
+// environment and a malformed value is reported like a malformed flag.
+var envVars = map[string]string{
+	"database-url": "DATABASE_URL", "log-level": "REDRIVE_LOG_LEVEL", "log-format": "REDRIVE_LOG_FORMAT",
+	"addr": "REDRIVE_ADDR", "migrate": "REDRIVE_MIGRATE",
+	"queues": "REDRIVE_QUEUES", "concurrency": "REDRIVE_CONCURRENCY", "demo-tasks": "REDRIVE_DEMO_TASKS",
+	"shutdown-grace": "REDRIVE_SHUTDOWN_GRACE", "lease": "REDRIVE_LEASE", "job-timeout": "REDRIVE_JOB_TIMEOUT",
+	"retry-base": "REDRIVE_RETRY_BASE", "retry-cap": "REDRIVE_RETRY_CAP", "data-dir": "REDRIVE_DATA_DIR",
+}
+
+// parse applies the environment, then the flags, and refuses stray arguments.
+func parse(fs *flag.FlagSet, args []string, getenv func(string) string) error {
+	var envErr error
+	fs.VisitAll(func(f *flag.Flag) {
+		name := envVars[f.Name]
+		if name == "" || envErr != nil {
+			return
+		}
+		if v := getenv(name); v != "" {
+			if err := fs.Set(f.Name, v); err != nil {
+				envErr = fmt.Errorf("%s=%q: %w", name, v, err)
+			}
+		}
+	})
+	if envErr != nil {
+		return envErr
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		fs.Usage()
+		return fmt.Errorf("unexpected argument %q: %w", fs.Arg(0), errUsage)
+	}
+	return nil
+}
+
+func buildVersion() string {
+	if version != "" {
+		return version
+	}
+	if info, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range info.Settings {
+			if s.Key == "vcs.revision" && len(s.Value) >= 7 {
+				return s.Value[:7]
+			}
+		}
+	}
+	return "dev"
+}
+
+// --- serve ---------------------------------------------------------------
+
+type serveFlags struct {
+	addr    string
+	migrate bool
+}
+
+func (s *serveFlags) register(fs *flag.FlagSet, defaultAddr string) {
+	fs.StringVar(&s.addr, "addr", defaultAddr, "address to listen on (env REDRIVE_ADDR)")
+}
+
+func runServe(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("serve", "Run the console.", stderr)
+	var c common
+	var s serveFlags
+	c.register(fs)
+	s.register(fs, ":8080")
+	fs.BoolVar(&s.migrate, "migrate", false, "apply pending migrations before serving (env REDRIVE_MIGRATE)")
+	if err := parse(fs, args, getenv); err != nil {
+		return err
+	}
+	logger, err := c.logger(stderr)
+	if err != nil {
+		return err
+	}
+	db, err := c.open(ctx)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	if s.migrate {
+		if _, err := dlq.Migrate(ctx, db, logger); err != nil {
+			return err
+		}
+	}
+	return serveHTTP(ctx, s.addr, dlq.NewStore(db), logger, func(url string) {
+		logger.Info("console listening", "url", url)
+	})
+}
+
+// serveHTTP runs the console until ctx ends, then drains requests.
+func serveHTTP(ctx context.Context, addr string, store *dlq.Store, logger *slog.Logger, ready func(url string)) error {
+	handler, err := web.NewServer(web.Config{Store: store, Logger: logger, Version: buildVersion()})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", addr, err)
+	}
+	srv := &http.Server{
+		Handler:           handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       60 * time.Second,
+		// Exports stream large files; the write timeout bounds them, generously.
+		WriteTimeout: 10 * time.Minute,
+		IdleTimeout:  2 * time.Minute,
+		ErrorLog:     slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+	ready(consoleURL(ln.Addr()))
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("http server: %w", err)
+	case <-ctx.Done():
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutdownCtx); err != nil {
+		return fmt.Errorf("http shutdown: %w", err)
+	}
+	return nil
+}
+
+func consoleURL(addr net.Addr) string {
+	host, port, _ := net.SplitHostPort(addr.String())
+	if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() {
+		host = "localhost"
+	}
+	return "http://" + net.JoinHostPort(host, port)
+}
+
+// --- worker --------------------------------------------------------------
+
+type workerFlags struct {
+	queues      string
+	concurrency int
+	demoTasks   bool
+	grace       time.Duration
+	lease       time.Duration
+	timeout     time.Duration
+	retryBase   time.Duration
+	retryCap    time.Duration
+}
+
+func (w *workerFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&w.queues, "queues", "default", "comma-separated queues to work (env REDRIVE_QUEUES)")
+	fs.IntVar(&w.concurrency, "concurrency", 10, "jobs run at once (env REDRIVE_CONCURRENCY)")
+	fs.BoolVar(&w.demoTasks, "demo-tasks", false, "register the demo.* tasks (env REDRIVE_DEMO_TASKS)")
+	fs.DurationVar(&w.grace, "shutdown-grace", 30*time.Second, "on SIGTERM, how long in-flight jobs may finish before they are cancelled and handed back (env REDRIVE_SHUTDOWN_GRACE)")
+	fs.DurationVar(&w.lease, "lease", 30*time.Second, "how long a claimed job is held without a heartbeat before another worker may take it (env REDRIVE_LEASE)")
+	fs.DurationVar(&w.timeout, "job-timeout", 5*time.Minute, "default per-job time limit (env REDRIVE_JOB_TIMEOUT)")
+	fs.DurationVar(&w.retryBase, "retry-base", time.Second, "backoff before the first retry; doubles each attempt (env REDRIVE_RETRY_BASE)")
+	fs.DurationVar(&w.retryCap, "retry-cap", time.Hour, "longest backoff between attempts (env REDRIVE_RETRY_CAP)")
+}
+
+func (w *workerFlags) config(logger *slog.Logger, dsn string) worker.Config {
+	var queues []string
+	for q := range strings.SplitSeq(w.queues, ",") {
+		if q = strings.TrimSpace(q); q != "" {
+			queues = append(queues, q)
+		}
+	}
+	return worker.Config{
+		Queues:         queues,
+		Concurrency:    w.concurrency,
+		LeaseDuration:  w.lease,
+		DefaultTimeout: w.timeout,
+		ShutdownGrace:  w.grace,
+		RetryPolicy:    worker.RetryPolicy{Base: w.retryBase, Cap: w.retryCap},
+		Logger:         logger,
+		Version:        buildVersion(),
+		ListenDSN:      dsn,
+	}
+}
+
+func runWorker(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("worker", "Run jobs from the queue. Only the demo tasks are built in (--demo-tasks);\napplications register their own handlers with the worker package.", stderr)
+	var c common
+	var w workerFlags
+	c.register(fs)
+	w.register(fs)
+	if err := parse(fs, args, getenv); err != nil {
+		return err
+	}
+	logger, err := c.logger(stderr)
+	if err != nil {
+		return err
+	}
+	db, err := c.open(ctx)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	reg := worker.NewRegistry()
+	if w.demoTasks {
+		demo.Register(reg, db)
+	}
+	return startWorker(ctx, dlq.NewStore(db), reg, w.config(logger, c.databaseURL))
+}
+
+func startWorker(ctx context.Context, store *dlq.Store, reg *worker.Registry, cfg worker.Config) error {
+	cfg.Registry = reg
+	wk, err := worker.New(store, cfg)
+	if err != nil {
+		return err
+	}
+	return wk.Run(ctx)
+}
+
+// --- dev -----------------------------------------------------------------
+
+func runDev(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("dev", "Everything in one process for a first look: a private Postgres cluster\n(unless DATABASE_URL is set), migrations, the demo tasks, a demo producer\nthat keeps a realistic mix of jobs flowing, a worker and the console.", stderr)
+	var c common
+	var s serveFlags
+	var w workerFlags
+	var dataDir string
+	var rate float64
+	c.register(fs)
+	s.register(fs, "127.0.0.1:8080")
+	w.register(fs)
+	fs.StringVar(&dataDir, "data-dir", ".redrive", "where the private Postgres cluster keeps its data (env REDRIVE_DATA_DIR)")
+	fs.Float64Var(&rate, "demo-rate", 5, "demo jobs enqueued per second")
+	// Defaults that make a first look lively: all demo queues, quick retries.
+	setDefaults(fs, map[string]string{
+		"queues": "default,payments,emails", "retry-base": "500ms", "retry-cap": "10s", "shutdown-grace": "5s",
+		// Retries of the demo traffic would bury the banner; dead letters still show.
+		"log-level": "warn",
+	})
+	if err := parse(fs, args, getenv); err != nil {
+		return err
+	}
+	logger, err := c.logger(stderr)
+	if err != nil {
+		return err
+	}
+	if c.databaseURL == "" {
+		dir, err := filepath.Abs(filepath.Join(dataDir, "postgres"))
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "Starting a private PostgreSQL in %s ...\n", dir)
+		cluster, err := localpg.Start(ctx, localpg.Config{Dir: dir, Port: 54329, Durable: true})
+		if err != nil {
+			return err
+		}
+		defer func() {
+			if err := cluster.Stop(); err != nil {
+				logger.Error("stop postgres", "err", err)
+			}
+		}()
+		if err := ensureDatabase(ctx, cluster.DSN("postgres"), "redrive"); err != nil {
+			return err
+		}
+		c.databaseURL = cluster.DSN("redrive")
+	}
+	db, err := c.open(ctx)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	if _, err := dlq.Migrate(ctx, db, logger); err != nil {
+		return err
+	}
+	store := dlq.NewStore(db)
+	reg := worker.NewRegistry()
+	demo.Register(reg, db)
+	// Register the demo tasks before the producer starts, so its first
+	// enqueue does not race the worker's start-up.
+	if err := store.RegisterTasks(ctx, reg.Tasks()); err != nil {
+		return err
+	}
+
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		return serveHTTP(gctx, s.addr, store, logger, func(url string) {
+			fmt.Fprintf(stdout, "\nRedrive is running: %s\n", url)
+			fmt.Fprintf(stdout, "Database: %s\n", c.databaseURL)
+			fmt.Fprintf(stdout, "Demo traffic: %.1f jobs/s on queues %s; dead letters appear within a minute.\n", rate, w.queues)
+			fmt.Fprintf(stdout, "No sign-in is needed yet in dev mode. Press Ctrl-C to stop.\n\n")
+		})
+	})
+	g.Go(func() error { return startWorker(gctx, store, reg, w.config(logger, c.databaseURL)) })
+	producer, err := demo.NewProducer(demo.ProducerConfig{Store: store, Rate: rate, Logger: logger})
+	if err != nil {
+		return err
+	}
+	g.Go(func() error { return producer.Run(gctx) })
+	return g.Wait()
+}
+
+// ensureDatabase creates database name on the server if it does not exist.
+func ensureDatabase(ctx context.Context, adminDSN, name string) error {
+	admin, err := dlq.Open(ctx, adminDSN)
+	if err != nil {
+		return err
+	}
+	defer admin.Close()
+	var exists bool
+	if err := admin.GetContext(ctx, &exists, `SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)`, name); err != nil {
+		return fmt.Errorf("check database %s: %w", name, err)
+	}
+	if exists {
+		return nil
+	}
+	if _, err := admin.ExecContext(ctx, `CREATE DATABASE `+name); err != nil {
+		return fmt.Errorf("create database %s: %w", name, err)
+	}
+	return nil
+}
+
+// --- migrate, enqueue, seed ------------------------------------------------
+
+func runMigrate(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("migrate", "Apply pending database migrations. Safe to run from several processes at\nonce: an advisory lock lets one migrate while the others wait.", stderr)
+	var c common
+	c.register(fs)
+	if err := parse(fs, args, getenv); err != nil {
+		return err
+	}
+	logger, err := c.logger(stderr)
+	if err != nil {
+		return err
+	}
+	db, err := c.open(ctx)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	v, err := dlq.Migrate(ctx, db, logger)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "schema at version %d\n", v)
+	return nil
+}
+
+func runEnqueue(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("enqueue", "Enqueue one job and print it as JSON. With --key, enqueueing the same key\nagain returns the first job instead of a new one.", stderr)
+	var c common
+	var p dlq.EnqueueParams
+	var argsJSON, kwargsJSON string
+	c.register(fs)
+	fs.StringVar(&p.Task, "task", "", "task name (required)")
+	fs.StringVar(&p.Queue, "queue", dlq.DefaultQueue, "queue")
+	fs.StringVar(&argsJSON, "args", "[]", "positional arguments, a JSON array")
+	fs.StringVar(&kwargsJSON, "kwargs", "{}", "keyword arguments, a JSON object")
+	fs.StringVar(&p.IdempotencyKey, "key", "", "the producer's idempotency key")
+	fs.IntVar(&p.MaxAttempts, "max-attempts", dlq.DefaultMaxAttempts, "attempts before the job is dead-lettered")
+	if err := parse(fs, args, getenv); err != nil {
+		return err
+	}
+	p.Args, p.Kwargs = json.RawMessage(argsJSON), json.RawMessage(kwargsJSON)
+	db, err := c.open(ctx)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	res, err := dlq.NewStore(db).Enqueue(ctx, p)
+	if err != nil {
+		return err
+	}
+	if res.Existing {
+		fmt.Fprintf(stderr, "key %q was used before: returning existing job %d\n", p.IdempotencyKey, res.Job.ID)
+	}
+	enc := json.NewEncoder(stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(res.Job)
+}
+
+func runSeed(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("seed", "Insert realistic synthetic dead letters in bulk, for benchmarks and demos.", stderr)
+	var c common
+	var n int
+	c.register(fs)
+	fs.IntVar(&n, "dead-letters", 0, "how many dead letters to insert (required)")
+	if err := parse(fs, args, getenv); err != nil {
+		return err
+	}
+	if n <= 0 {
+		fs.Usage()
+		return fmt.Errorf("--dead-letters must be a positive number: %w", errUsage)
+	}
+	db, err := c.open(ctx)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	start := time.Now()
+	inserted, err := dlq.NewStore(db).SeedDeadLetters(ctx, n, time.Now())
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "inserted %d dead letters in %s\n", inserted, time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// setDefaults changes flag defaults for one command (shown in its -h too).
+func setDefaults(fs *flag.FlagSet, defaults map[string]string) {
+	for name, v := range defaults {
+		if err := fs.Set(name, v); err != nil {
+			panic(fmt.Sprintf("bad default for -%s: %v", name, err)) // a programming error
+		}
+		fs.Lookup(name).DefValue = v
+	}
+}
