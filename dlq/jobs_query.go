@@ -155,11 +155,31 @@ type JobPage struct {
 const jobListColumns = `id, queue, task, state, attempt, max_attempts, run_at, created_at,
 	attempted_at, finished_at, lease_owner, left(last_error, 300) AS last_error`
 
-// where builds the filter's WHERE clause (without the cursor) and its args:
-// values only ever travel as parameters.
-func (f JobFilter) where() (string, []any) {
-	var conds []string
-	var args []any
+// Why the queries below split by state: the indexes that narrow jobs by
+// queue or task both lead with something else, (state, queue, id DESC) and
+// (task, state, id DESC). A filter on queue or task without a state is
+// therefore asked once per state, each branch one short index range in id
+// order, and the branches are merged: a page costs at most five ranges of
+// limit+1 rows however rare the queue or task, where a single query would
+// scan the table for a rare one.
+
+// branches returns the filters to ask: f itself, or one per state when f
+// narrows by queue or task but not by state.
+func (f JobFilter) branches() []JobFilter {
+	if f.State != "" || (f.Queue == "" && f.Task == "") {
+		return []JobFilter{f}
+	}
+	out := make([]JobFilter, len(States))
+	for i, s := range States {
+		out[i] = f
+		out[i].State = s
+	}
+	return out
+}
+
+// conds appends the filter's conditions (without the cursor) to a WHERE
+// list, their values to args: values only ever travel as parameters.
+func (f JobFilter) conds(conds []string, args []any) ([]string, []any) {
 	add := func(cond string, v any) {
 		args = append(args, v)
 		conds = append(conds, fmt.Sprintf(cond, len(args)))
@@ -173,43 +193,64 @@ func (f JobFilter) where() (string, []any) {
 	if f.Task != "" {
 		add("task = $%d", f.Task)
 	}
+	return conds, args
+}
+
+func where(conds []string) string {
 	if len(conds) == 0 {
-		return "TRUE", args
+		return "TRUE"
 	}
-	return strings.Join(conds, " AND "), args
+	return strings.Join(conds, " AND ")
 }
 
 // Jobs returns one page of jobs matching f, newest first.
 func (s *Store) Jobs(ctx context.Context, f JobFilter) (JobPage, error) {
 	limit := cmpLimit(f.Limit)
-	where, args := f.where()
+	// Newer jobs are read oldest first from the cursor, then reversed.
 	order := "DESC"
-	switch {
-	case f.Before != 0:
-		args = append(args, f.Before)
-		where += fmt.Sprintf(" AND id < $%d", len(args))
-	case f.After != 0:
-		// Newer jobs are read oldest first from the cursor, then reversed.
-		args = append(args, f.After)
-		where += fmt.Sprintf(" AND id > $%d", len(args))
+	if f.After != 0 {
 		order = "ASC"
 	}
-	args = append(args, limit+1)
-	query := fmt.Sprintf(`SELECT %s FROM jobs WHERE %s ORDER BY id %s LIMIT $%d`, jobListColumns, where, order, len(args))
+	var args []any
+	var parts []string
+	for _, b := range f.branches() {
+		var conds []string
+		conds, args = b.conds(nil, args)
+		switch {
+		case f.Before != 0:
+			args = append(args, f.Before)
+			conds = append(conds, fmt.Sprintf("id < $%d", len(args)))
+		case f.After != 0:
+			args = append(args, f.After)
+			conds = append(conds, fmt.Sprintf("id > $%d", len(args)))
+		}
+		parts = append(parts, fmt.Sprintf(`(SELECT %s FROM jobs WHERE %s ORDER BY id %s LIMIT %d)`,
+			jobListColumns, where(conds), order, limit+1))
+	}
+	query := parts[0]
+	if len(parts) > 1 {
+		query = fmt.Sprintf(`SELECT * FROM (%s) j ORDER BY id %s LIMIT %d`, strings.Join(parts, "\nUNION ALL\n"), order, limit+1)
+	}
 	var rows []JobListItem
 	if err := s.db.SelectContext(ctx, &rows, query, args...); err != nil {
 		return JobPage{}, fmt.Errorf("list jobs: %w", translate(err))
 	}
+	return pageOf(rows, f, limit), nil
+}
+
+// pageOf trims the limit+1 rows read to one page, newest first, and works
+// out the cursors of the neighbouring pages.
+func pageOf(rows []JobListItem, f JobFilter, limit int) JobPage {
 	more := len(rows) > limit
 	if more {
 		rows = rows[:limit]
 	}
-	if order == "ASC" {
+	if f.After != 0 {
 		slices.Reverse(rows)
 	}
 	page := JobPage{Jobs: rows}
 	if len(rows) == 0 {
-		return page, nil
+		return page
 	}
 	// Moving in one direction, "more" tells whether that side goes on; the
 	// side we came from goes on by construction.
@@ -230,7 +271,7 @@ func (s *Store) Jobs(ctx context.Context, f JobFilter) (JobPage, error) {
 			page.Older = oldest
 		}
 	}
-	return page, nil
+	return page
 }
 
 func cmpLimit(n int) int {
@@ -247,25 +288,34 @@ type JobTotal struct {
 	Capped bool
 }
 
-// CountJobs counts the jobs matching f. Filters on an active state are
-// counted exactly: those rows are few and sit in one index range. Anything
-// else stops at CountCap, so the cost of a page view never grows with the
-// number of finished jobs.
+// CountJobs counts the jobs matching f. Active states are counted exactly:
+// those rows are few and sit in one index range each. Succeeded and dead
+// stop at CountCap, so the cost of a page view never grows with the
+// number of finished jobs. Without a state filter the total is the sum of
+// the per-state counts, capped when any of them is.
 func (s *Store) CountJobs(ctx context.Context, f JobFilter) (JobTotal, error) {
-	where, args := f.where()
-	query := `SELECT count(*) FROM jobs WHERE ` + where
-	if !f.State.ActiveState() {
-		args = append(args, CountCap+1)
-		query = fmt.Sprintf(`SELECT count(*) FROM (SELECT 1 FROM jobs WHERE %s LIMIT $%d) x`, where, len(args))
+	var args []any
+	var parts []string
+	for _, b := range f.branches() {
+		var conds []string
+		conds, args = b.conds(nil, args)
+		if b.State.ActiveState() {
+			parts = append(parts, fmt.Sprintf(`SELECT count(*) AS n, false AS capped FROM jobs WHERE %s`, where(conds)))
+			continue
+		}
+		parts = append(parts, fmt.Sprintf(`SELECT least(count(*), %[2]d) AS n, count(*) > %[2]d AS capped
+			FROM (SELECT 1 FROM jobs WHERE %[1]s LIMIT %[3]d) x`, where(conds), CountCap, CountCap+1))
 	}
-	var n int64
-	if err := s.db.GetContext(ctx, &n, query, args...); err != nil {
+	query := fmt.Sprintf(`SELECT COALESCE(sum(n), 0)::bigint AS n, COALESCE(bool_or(capped), false) AS capped FROM (%s) c`,
+		strings.Join(parts, "\nUNION ALL\n"))
+	var t struct {
+		N      int64 `db:"n"`
+		Capped bool  `db:"capped"`
+	}
+	if err := s.db.GetContext(ctx, &t, query, args...); err != nil {
 		return JobTotal{}, fmt.Errorf("count jobs: %w", translate(err))
 	}
-	if !f.State.ActiveState() && n > CountCap {
-		return JobTotal{N: CountCap, Capped: true}, nil
-	}
-	return JobTotal{N: n}, nil
+	return JobTotal{N: t.N, Capped: t.Capped}, nil
 }
 
 // JobCounts counts jobs by queue and state, capping finished states at limit.

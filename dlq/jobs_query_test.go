@@ -206,6 +206,35 @@ func TestJobList(t *testing.T) {
 		}
 	})
 
+	t.Run("TaskAcrossStatesPagesInIDOrder", func(t *testing.T) {
+		t.Parallel()
+		// t.other has retrying (pay) and running jobs; each state is read
+		// from its own index range and the branches merged.
+		var all []int64
+		for f := (dlq.JobFilter{Task: "t.other", Limit: 3}); ; {
+			page, err := store.Jobs(ctx, f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			all = append(all, ids(page.Jobs)...)
+			if page.Older == 0 {
+				break
+			}
+			f.Before = page.Older
+		}
+		if len(all) != 7 || !slices.IsSortedFunc(all, func(a, b int64) int { return int(b - a) }) {
+			t.Fatalf("t.other jobs %v, want 7 newest first", all)
+		}
+		total, err := store.CountJobs(ctx, dlq.JobFilter{Task: "t.other"})
+		if err != nil || total != (dlq.JobTotal{N: 7}) {
+			t.Fatalf("count %+v, %v; want 7", total, err)
+		}
+		total, err = store.CountJobs(ctx, dlq.JobFilter{Queue: "payments"})
+		if err != nil || total != (dlq.JobTotal{N: 8}) {
+			t.Fatalf("payments count %+v, %v; want 8", total, err)
+		}
+	})
+
 	t.Run("ExactCountForActiveStates", func(t *testing.T) {
 		t.Parallel()
 		got, err := store.CountJobs(ctx, dlq.JobFilter{State: dlq.StateAvailable})
