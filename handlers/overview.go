@@ -116,12 +116,13 @@ func hourlyChart(buckets []dlq.InflowBucket, now time.Time) views.BarChart {
 		ID: "inflow-hourly", Title: "Dead letters per hour over the last 24 hours",
 		YLabel: "letters", XLabel: "hour (UTC)",
 		Empty: "No dead letters in the last 24 hours.",
+		Note:  "The pale bar is the current hour, still filling. Click a bar for its letters.",
 	}
 	for i, b := range buckets {
 		end := b.Start.Add(time.Hour)
 		bar := views.Bar{
 			Value:   b.N,
-			Tip:     fmt.Sprintf("%s–%s UTC: %s", b.Start.Format("Jan 2 15:04"), end.Format("15:04"), letters(b.N)),
+			Tip:     fmt.Sprintf("%s–%s UTC: %s%s", b.Start.Format("Jan 2 15:04"), end.Format("15:04"), letters(b.N), soFar(now, b.Start, end)),
 			Href:    lettersBetween(b.Start, end),
 			Current: !now.Before(b.Start) && now.Before(end),
 		}
@@ -140,12 +141,13 @@ func dailyChart(buckets []dlq.InflowBucket, now time.Time) views.BarChart {
 		ID: "inflow-daily", Title: "Dead letters per day over the last 14 days",
 		YLabel: "letters", XLabel: "day (UTC)",
 		Empty: "No dead letters in the last 14 days.",
+		Note:  "The pale bar is today, still filling. Click a bar for its letters.",
 	}
 	for i, b := range buckets {
 		end := b.Start.Add(24 * time.Hour)
 		bar := views.Bar{
 			Value:   b.N,
-			Tip:     fmt.Sprintf("%s (UTC): %s", b.Start.Format("Mon Jan 2"), letters(b.N)),
+			Tip:     fmt.Sprintf("%s (UTC): %s%s", b.Start.Format("Mon Jan 2"), letters(b.N), soFar(now, b.Start, end)),
 			Href:    lettersBetween(b.Start, end),
 			Current: !now.Before(b.Start) && now.Before(end),
 		}
@@ -155,6 +157,14 @@ func dailyChart(buckets []dlq.InflowBucket, now time.Time) views.BarChart {
 		c.Bars = append(c.Bars, bar)
 	}
 	return c
+}
+
+// soFar marks the bucket that is still filling.
+func soFar(now, start, end time.Time) string {
+	if !now.Before(start) && now.Before(end) {
+		return " so far"
+	}
+	return ""
 }
 
 func letters(n int64) string {

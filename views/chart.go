@@ -18,6 +18,8 @@ type BarChart struct {
 	Bars   []Bar
 	// Empty is shown instead of the chart when every bar is zero.
 	Empty string
+	// Note is a line under the chart ("the pale bar is still filling").
+	Note string
 }
 
 // Bar is one bucket of a BarChart.
@@ -35,13 +37,13 @@ type Bar struct {
 	Current bool
 }
 
-// Chart geometry in SVG user units. The viewBox scales to the panel; the
-// CSS keeps a minimum width so labels stay legible on a phone.
+// Chart geometry in SVG user units. The viewBox scales to the panel; on a
+// phone the CSS enlarges the labels so they stay legible as it shrinks.
 const (
 	chartW       = 600.0
 	chartH       = 190.0
 	chartLeft    = 46.0
-	chartRight   = 6.0
+	chartRight   = 18.0 // room for half of the last bar's label
 	chartTop     = 10.0
 	chartBottom  = 34.0
 	chartBarFill = 0.76 // share of a bucket's width the bar covers
