@@ -208,7 +208,7 @@ func TestLeases(t *testing.T) {
 		id := b.enqueue(t, dlq.EnqueueParams{Task: "test.task"})
 		b.waitJob(t, id, dlq.StateRunning, 5*time.Second)
 		// What a rescue followed by another worker's claim looks like.
-		if _, err := b.db.Exec(`UPDATE jobs SET lease_owner = 'w-other' WHERE id = $1`, id); err != nil {
+		if _, err := b.db.Exec(`UPDATE jobs SET lease_owner = 'w-other', lease_expires_at = now() + interval '1 hour' WHERE id = $1`, id); err != nil {
 			t.Fatal(err)
 		}
 		select {
@@ -249,7 +249,8 @@ func TestListenNotify(t *testing.T) {
 		})
 		enqueued := time.Now()
 		id := b.enqueue(t, dlq.EnqueueParams{Task: "test.task"})
-		b.waitJob(t, id, dlq.StateSucceeded, 2*time.Second)
+		// Seconds at most, on a loaded machine; never the minute of a poll.
+		b.waitJob(t, id, dlq.StateSucceeded, 5*time.Second)
 		t.Logf("picked up %s after enqueue", time.Since(enqueued))
 	})
 }

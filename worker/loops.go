@@ -98,8 +98,9 @@ func (w *Worker) heartbeatLoop(ctx context.Context) {
 }
 
 func (w *Worker) heartbeat(ctx context.Context) {
-	// A heartbeat slower than its interval is as good as missed.
-	ctx, cancel := context.WithTimeout(ctx, w.cfg.HeartbeatInterval)
+	// Past half the lease a heartbeat cannot reliably save the leases it
+	// renews; give up and let the next tick try again.
+	ctx, cancel := context.WithTimeout(ctx, w.cfg.LeaseDuration/2)
 	defer cancel()
 	held := w.runningJobIDs()
 	if len(held) > 0 {

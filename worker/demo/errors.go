@@ -18,6 +18,7 @@ type ConnectionRefusedError struct {
 	Err     *net.OpError
 }
 
+// Error describes the failure as the service reported it.
 func (e *ConnectionRefusedError) Error() string {
 	return e.Service + ": " + e.Err.Error()
 }
@@ -46,6 +47,7 @@ type ServiceUnavailableError struct {
 	RequestID string
 }
 
+// Error describes the failure as the service reported it.
 func (e *ServiceUnavailableError) Error() string {
 	return fmt.Sprintf("%s returned 503 Service Unavailable for %s %s (request_id %s): upstream connect error or disconnect/reset before headers",
 		e.Service, e.Method, e.Path, e.RequestID)
@@ -64,6 +66,7 @@ type PaymentDeclined struct {
 	ChargeID    string
 }
 
+// Error describes the failure as the service reported it.
 func (e *PaymentDeclined) Error() string {
 	return fmt.Sprintf("charge %s for order %s declined: %s %s (decline_code=%s)",
 		e.ChargeID, e.OrderID, e.Amount, e.Currency, e.DeclineCode)
@@ -81,6 +84,7 @@ type ValidationError struct {
 	Context string // e.g. "order ord_7Q2M9K"
 }
 
+// Error describes the failure as the service reported it.
 func (e *ValidationError) Error() string {
 	msg := fmt.Sprintf("invalid %s %q", e.Field, e.Value)
 	if e.Context != "" {
