@@ -48,7 +48,7 @@ type Count struct {
 // DefaultCountBudget is how long a capped count may take before the page is shown
 // without it: the list itself takes a few milliseconds, and a page view
 // must stay well under 100 ms.
-const DefaultCountBudget = 50 * time.Millisecond
+const DefaultCountBudget = 30 * time.Millisecond
 
 // where renders f's conditions, cursor included, as a WHERE clause with
 // $n placeholders; values only ever travel as arguments.

@@ -67,7 +67,9 @@ type apiLetterPage struct {
 }
 
 // APIDeadLetters answers GET /api/v1/dead-letters with one page of letters
-// and the cursor of the next (null on the last page).
+// and the cursor of the next (null on the last page). The filters are the
+// list page's (dlq.ParseFilter), defaults included: newest first, 50 per
+// page, pending letters only unless status=all (or replayed, discarded).
 func APIDeadLetters(store DeadLetterLister, now func() time.Time) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		ctx, cancel := context.WithTimeout(c.Request().Context(), readTimeout)

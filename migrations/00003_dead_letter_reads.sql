@@ -16,10 +16,12 @@ CREATE INDEX dead_letters_fingerprint_status_idx ON dead_letters (fingerprint, s
 -- Letters per UTC day and fingerprint: the groups page draws a 14-day
 -- sparkline for each of up to 200 groups in one query, and summing the
 -- hourly inflow for that is 50,000+ rows (40-60 ms); the daily rows are
--- 14 per group. They are derived from dead_letter_inflow, row by row, so
--- they follow every insert, purge and correction of the hourly table
--- without touching the dead-letter triggers; the hourly triggers change
--- rows in key order, so these upserts take their locks in order too.
+-- 14 per group. They are derived from dead_letter_inflow by its own
+-- statement-level triggers (as 00002 derives the summaries from the
+-- letters), so they follow every insert, purge and correction of the
+-- hourly table without touching the dead-letter triggers, and a statement
+-- that changes 100,000 hourly rows changes each daily row once. ORDER BY
+-- keeps the lock order fixed, as in 00002.
 CREATE TABLE dead_letter_inflow_daily (
     fingerprint text   NOT NULL,
     day         date   NOT NULL,
@@ -30,33 +32,62 @@ CREATE TABLE dead_letter_inflow_daily (
 INSERT INTO dead_letter_inflow_daily (fingerprint, day, n)
 SELECT fingerprint, (hour AT TIME ZONE 'UTC')::date, sum(n) FROM dead_letter_inflow GROUP BY 1, 2;
 
-CREATE FUNCTION dead_letter_inflow_roll_daily() RETURNS trigger LANGUAGE plpgsql AS $$
+-- An INSERT ... ON CONFLICT DO UPDATE on the hourly table fires the insert
+-- trigger with the rows it inserted and the update trigger with the rows it
+-- updated, so between them every change is counted once.
+CREATE FUNCTION dead_letter_inflow_daily_insert() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    IF TG_OP IN ('UPDATE', 'DELETE') THEN
-        UPDATE dead_letter_inflow_daily SET n = n - OLD.n
-        WHERE fingerprint = OLD.fingerprint AND day = (OLD.hour AT TIME ZONE 'UTC')::date;
-    END IF;
-    IF TG_OP IN ('INSERT', 'UPDATE') THEN
-        INSERT INTO dead_letter_inflow_daily AS d (fingerprint, day, n)
-        VALUES (NEW.fingerprint, (NEW.hour AT TIME ZONE 'UTC')::date, NEW.n)
-        ON CONFLICT (fingerprint, day) DO UPDATE SET n = d.n + EXCLUDED.n;
-    END IF;
-    IF TG_OP = 'DELETE' THEN
-        DELETE FROM dead_letter_inflow_daily
-        WHERE fingerprint = OLD.fingerprint AND day = (OLD.hour AT TIME ZONE 'UTC')::date AND n <= 0;
-    END IF;
+    INSERT INTO dead_letter_inflow_daily AS d (fingerprint, day, n)
+    SELECT fingerprint, (hour AT TIME ZONE 'UTC')::date, sum(n) FROM new_rows GROUP BY 1, 2 ORDER BY 1, 2
+    ON CONFLICT (fingerprint, day) DO UPDATE SET n = d.n + EXCLUDED.n;
     RETURN NULL;
 END;
 $$;
 
-CREATE TRIGGER dead_letter_inflow_roll_daily AFTER INSERT OR UPDATE OR DELETE ON dead_letter_inflow
-    FOR EACH ROW EXECUTE FUNCTION dead_letter_inflow_roll_daily();
+CREATE FUNCTION dead_letter_inflow_daily_update() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO dead_letter_inflow_daily AS d (fingerprint, day, n)
+    SELECT fingerprint, day, sum(delta) FROM (
+        SELECT fingerprint, (hour AT TIME ZONE 'UTC')::date AS day, -n AS delta FROM old_rows
+        UNION ALL
+        SELECT fingerprint, (hour AT TIME ZONE 'UTC')::date, n FROM new_rows
+    ) x GROUP BY 1, 2 HAVING sum(delta) <> 0 ORDER BY 1, 2
+    ON CONFLICT (fingerprint, day) DO UPDATE SET n = d.n + EXCLUDED.n;
+    RETURN NULL;
+END;
+$$;
+
+CREATE FUNCTION dead_letter_inflow_daily_delete() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    UPDATE dead_letter_inflow_daily d SET n = d.n - x.n
+    FROM (SELECT fingerprint, (hour AT TIME ZONE 'UTC')::date AS day, sum(n) AS n FROM old_rows GROUP BY 1, 2) x
+    WHERE d.fingerprint = x.fingerprint AND d.day = x.day;
+    DELETE FROM dead_letter_inflow_daily d
+    USING (SELECT DISTINCT fingerprint, (hour AT TIME ZONE 'UTC')::date AS day FROM old_rows) x
+    WHERE d.fingerprint = x.fingerprint AND d.day = x.day AND d.n <= 0;
+    RETURN NULL;
+END;
+$$;
+
+CREATE TRIGGER dead_letter_inflow_daily_insert AFTER INSERT ON dead_letter_inflow
+    REFERENCING NEW TABLE AS new_rows
+    FOR EACH STATEMENT EXECUTE FUNCTION dead_letter_inflow_daily_insert();
+CREATE TRIGGER dead_letter_inflow_daily_update AFTER UPDATE ON dead_letter_inflow
+    REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
+    FOR EACH STATEMENT EXECUTE FUNCTION dead_letter_inflow_daily_update();
+CREATE TRIGGER dead_letter_inflow_daily_delete AFTER DELETE ON dead_letter_inflow
+    REFERENCING OLD TABLE AS old_rows
+    FOR EACH STATEMENT EXECUTE FUNCTION dead_letter_inflow_daily_delete();
 -- +goose StatementEnd
 
 -- +goose Down
 -- +goose StatementBegin
-DROP TRIGGER dead_letter_inflow_roll_daily ON dead_letter_inflow;
-DROP FUNCTION dead_letter_inflow_roll_daily();
+DROP TRIGGER dead_letter_inflow_daily_delete ON dead_letter_inflow;
+DROP TRIGGER dead_letter_inflow_daily_update ON dead_letter_inflow;
+DROP TRIGGER dead_letter_inflow_daily_insert ON dead_letter_inflow;
+DROP FUNCTION dead_letter_inflow_daily_delete();
+DROP FUNCTION dead_letter_inflow_daily_update();
+DROP FUNCTION dead_letter_inflow_daily_insert();
 DROP TABLE dead_letter_inflow_daily;
 DROP INDEX dead_letters_fingerprint_status_idx;
 DROP INDEX dead_letters_error_class_status_idx;
