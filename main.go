@@ -31,6 +31,9 @@ import (
 	"time"
 
 	"github.com/jmoiron/sqlx"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/redrive/redrive/dlq"
@@ -57,13 +60,21 @@ func main() {
 }
 
 func exitCode(err error) int {
-	if errors.Is(err, flag.ErrHelp) || errors.Is(err, errUsage) {
+	var ue *usageError
+	if errors.Is(err, flag.ErrHelp) || errors.As(err, &ue) || errors.Is(err, errNoCommand) {
 		return 2
 	}
 	return 1
 }
 
-var errUsage = errors.New("usage")
+// usageError is a mistake on the command line; it exits with status 2.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error { return &usageError{msg: fmt.Sprintf(format, args...)} }
+
+var errNoCommand = errors.New("no command given")
 
 const usage = `redrive — dead-letter operations console and worker
 
@@ -87,7 +98,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		fmt.Fprint(stdout, usage)
 		if len(args) == 0 {
-			return errUsage
+			return errNoCommand
 		}
 		return nil
 	}
@@ -98,7 +109,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	cmd, ok := cmds[args[0]]
 	if !ok {
 		fmt.Fprint(stderr, usage)
-		return fmt.Errorf("unknown command %q: %w", args[0], errUsage)
+		return usagef("unknown command %q", args[0])
 	}
 	return cmd(ctx, args[1:], getenv, stdout, stderr)
 }
@@ -159,6 +170,7 @@ var envVars = map[string]string{
 	"queues": "REDRIVE_QUEUES", "concurrency": "REDRIVE_CONCURRENCY", "demo-tasks": "REDRIVE_DEMO_TASKS",
 	"shutdown-grace": "REDRIVE_SHUTDOWN_GRACE", "lease": "REDRIVE_LEASE", "job-timeout": "REDRIVE_JOB_TIMEOUT",
 	"retry-base": "REDRIVE_RETRY_BASE", "retry-cap": "REDRIVE_RETRY_CAP", "data-dir": "REDRIVE_DATA_DIR",
+	"metrics-addr": "REDRIVE_METRICS_ADDR",
 }
 
 // parse applies the environment, then the flags, and refuses stray arguments.
@@ -183,7 +195,7 @@ func parse(fs *flag.FlagSet, args []string, getenv func(string) string) error {
 	}
 	if fs.NArg() > 0 {
 		fs.Usage()
-		return fmt.Errorf("unexpected argument %q: %w", fs.Arg(0), errUsage)
+		return usagef("unexpected argument %q", fs.Arg(0))
 	}
 	return nil
 }
@@ -237,14 +249,14 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 			return err
 		}
 	}
-	return serveHTTP(ctx, s.addr, dlq.NewStore(db), logger, func(url string) {
+	return serveHTTP(ctx, s.addr, dlq.NewStore(db), logger, newMetricsRegistry(), func(url string) {
 		logger.Info("console listening", "url", url)
 	})
 }
 
 // serveHTTP runs the console until ctx ends, then drains requests.
-func serveHTTP(ctx context.Context, addr string, store *dlq.Store, logger *slog.Logger, ready func(url string)) error {
-	handler, err := web.NewServer(web.Config{Store: store, Logger: logger, Version: buildVersion()})
+func serveHTTP(ctx context.Context, addr string, store *dlq.Store, logger *slog.Logger, metrics *prometheus.Registry, ready func(url string)) error {
+	handler, err := web.NewServer(web.Config{Store: store, Logger: logger, Version: buildVersion(), Registry: metrics})
 	if err != nil {
 		return err
 	}
@@ -296,6 +308,7 @@ type workerFlags struct {
 	timeout     time.Duration
 	retryBase   time.Duration
 	retryCap    time.Duration
+	metricsAddr string
 }
 
 func (w *workerFlags) register(fs *flag.FlagSet) {
@@ -306,10 +319,11 @@ func (w *workerFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&w.lease, "lease", 30*time.Second, "how long a claimed job is held without a heartbeat before another worker may take it (env REDRIVE_LEASE)")
 	fs.DurationVar(&w.timeout, "job-timeout", 5*time.Minute, "default per-job time limit (env REDRIVE_JOB_TIMEOUT)")
 	fs.DurationVar(&w.retryBase, "retry-base", time.Second, "backoff before the first retry; doubles each attempt (env REDRIVE_RETRY_BASE)")
+	fs.StringVar(&w.metricsAddr, "metrics-addr", "", "serve the worker's Prometheus metrics on this address, e.g. :9090 (env REDRIVE_METRICS_ADDR; empty: off)")
 	fs.DurationVar(&w.retryCap, "retry-cap", time.Hour, "longest backoff between attempts (env REDRIVE_RETRY_CAP)")
 }
 
-func (w *workerFlags) config(logger *slog.Logger, dsn string) worker.Config {
+func (w *workerFlags) config(logger *slog.Logger, dsn string, metrics prometheus.Registerer) worker.Config {
 	var queues []string
 	for q := range strings.SplitSeq(w.queues, ",") {
 		if q = strings.TrimSpace(q); q != "" {
@@ -338,6 +352,14 @@ func runWorker(ctx context.Context, args []string, getenv func(string) string, s
 	if err := parse(fs, args, getenv); err != nil {
 		return err
 	}
+	if !w.demoTasks {
+		return usagef("no tasks to run: this binary has only the demo tasks (--demo-tasks); " +
+			"an application runs its own handlers by embedding the worker package (see README)")
+	}
+	if !w.demoTasks {
+		return usagef("no tasks to run: this binary has only the demo tasks (--demo-tasks); " +
+			"an application runs its own handlers by embedding the worker package (see README)")
+	}
 	logger, err := c.logger(stderr)
 	if err != nil {
 		return err
@@ -348,10 +370,42 @@ func runWorker(ctx context.Context, args []string, getenv func(string) string, s
 	}
 	defer db.Close()
 	reg := worker.NewRegistry()
-	if w.demoTasks {
-		demo.Register(reg, db)
+	demo.Register(reg, db)
+	metrics := newMetricsRegistry()
+	g, gctx := errgroup.WithContext(ctx)
+	if w.metricsAddr != "" {
+		g.Go(func() error { return serveMetrics(gctx, w.metricsAddr, metrics, logger) })
 	}
-	return startWorker(ctx, dlq.NewStore(db), reg, w.config(logger, c.databaseURL))
+	g.Go(func() error {
+		return startWorker(gctx, dlq.NewStore(db), reg, w.config(logger, c.databaseURL, metrics))
+	})
+	return g.Wait()
+}
+
+// newMetricsRegistry returns a registry with the Go runtime and process
+// collectors; never the global default registry.
+func newMetricsRegistry() *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return reg
+}
+
+// serveMetrics serves a worker's /metrics until ctx ends.
+func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry, logger *slog.Logger) error {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.ListenAndServe() }()
+	logger.Info("worker metrics listening", "addr", addr)
+	select {
+	case err := <-errc:
+		return fmt.Errorf("metrics server: %w", err)
+	case <-ctx.Done():
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	return srv.Shutdown(shutdownCtx)
 }
 
 func startWorker(ctx context.Context, store *dlq.Store, reg *worker.Registry, cfg worker.Config) error {
@@ -427,16 +481,18 @@ func runDev(ctx context.Context, args []string, getenv func(string) string, stdo
 		return err
 	}
 
+	// One registry: the console's /metrics shows the worker's outcomes too.
+	metrics := newMetricsRegistry()
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
-		return serveHTTP(gctx, s.addr, store, logger, func(url string) {
+		return serveHTTP(gctx, s.addr, store, logger, metrics, func(url string) {
 			fmt.Fprintf(stdout, "\nRedrive is running: %s\n", url)
 			fmt.Fprintf(stdout, "Database: %s\n", c.databaseURL)
 			fmt.Fprintf(stdout, "Demo traffic: %.1f jobs/s on queues %s; dead letters appear within a minute.\n", rate, w.queues)
 			fmt.Fprintf(stdout, "No sign-in is needed yet in dev mode. Press Ctrl-C to stop.\n\n")
 		})
 	})
-	g.Go(func() error { return startWorker(gctx, store, reg, w.config(logger, c.databaseURL)) })
+	g.Go(func() error { return startWorker(gctx, store, reg, w.config(logger, c.databaseURL, metrics)) })
 	producer, err := demo.NewProducer(demo.ProducerConfig{Store: store, Rate: rate, Logger: logger})
 	if err != nil {
 		return err
@@ -506,6 +562,10 @@ func runEnqueue(ctx context.Context, args []string, getenv func(string) string, 
 	if err := parse(fs, args, getenv); err != nil {
 		return err
 	}
+	if p.Task == "" {
+		fs.Usage()
+		return usagef("--task is required")
+	}
 	p.Args, p.Kwargs = json.RawMessage(argsJSON), json.RawMessage(kwargsJSON)
 	db, err := c.open(ctx)
 	if err != nil {
@@ -535,7 +595,7 @@ func runSeed(ctx context.Context, args []string, getenv func(string) string, std
 	}
 	if n <= 0 {
 		fs.Usage()
-		return fmt.Errorf("--dead-letters must be a positive number: %w", errUsage)
+		return usagef("--dead-letters must be a positive number")
 	}
 	db, err := c.open(ctx)
 	if err != nil {

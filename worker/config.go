@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"github.com/prometheus/client_golang/prometheus"
 	"log/slog"
 	"math/rand/v2"
 	"os"
@@ -78,6 +79,9 @@ type Config struct {
 	// ListenDSN, when set, opens a LISTEN connection so that idle workers
 	// wake as soon as a job is enqueued. Empty: polling only.
 	ListenDSN string
+	// Metrics, when set, receives redrive_job_outcomes_total and
+	// redrive_job_duration_seconds. Nil: not exported.
+	Metrics prometheus.Registerer
 	// NowFunc is the clock for attempt timestamps and durations. Default time.Now.
 	NowFunc func() time.Time
 }

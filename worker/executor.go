@@ -152,15 +152,18 @@ func (w *Worker) record(detached context.Context, job *dlq.Job, d decision, a dl
 	switch d.act {
 	case actComplete:
 		if err = w.store.Complete(ctx, w.cfg.ID, job.ID); err == nil {
+			w.metrics.observe(job.Task, job.Queue, outcomeSucceeded, a.DurationMS)
 			log.Debug("job succeeded", "duration_ms", a.DurationMS)
 		}
 	case actRetry:
 		if err = w.store.Retry(ctx, w.cfg.ID, job.ID, d.delay, a); err == nil {
+			w.metrics.observe(job.Task, job.Queue, outcomeRetried, a.DurationMS)
 			log.Info("job failed; retrying", "class", a.Class, "err", a.Message, "retry_in", d.delay)
 		}
 	case actDeadLetter:
 		var letter int64
 		if letter, err = w.store.DeadLetter(ctx, w.cfg.ID, job.ID, job.Task, d.reason, a); err == nil {
+			w.metrics.observe(job.Task, job.Queue, outcomeDead, a.DurationMS)
 			log.Warn("job dead-lettered", "reason", d.reason, "class", a.Class, "err", a.Message, "dead_letter_id", letter)
 		}
 	case actHandBack:
@@ -170,6 +173,7 @@ func (w *Worker) record(detached context.Context, job *dlq.Job, d decision, a dl
 		a = w.interruptedAttempt(job, a.At, fmt.Sprintf("cancelled after the %s shutdown grace", w.cfg.ShutdownGrace))
 		a.DurationMS = ran
 		if _, err = w.store.HandBack(hctx, w.cfg.ID, []int64{job.ID}, a); err == nil {
+			w.metrics.observe(job.Task, job.Queue, outcomeHandedBack, a.DurationMS)
 			log.Info("job handed back to the queue at shutdown")
 		}
 	case actDiscard:

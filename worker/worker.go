@@ -41,9 +41,10 @@ var (
 // Worker claims jobs from Postgres and runs them. Create one with New and
 // start it with Run.
 type Worker struct {
-	store *dlq.Store
-	cfg   Config
-	tasks map[string]task
+	metrics *metrics
+	store   *dlq.Store
+	cfg     Config
+	tasks   map[string]task
 	// taskNames lists tasks, sorted, for the workers row and error messages.
 	taskNames []string
 	host      string
@@ -82,7 +83,12 @@ func New(store *dlq.Store, cfg Config) (*Worker, error) {
 		return nil, err
 	}
 	tasks := cfg.Registry.snapshot()
+	m, err := newMetrics(cfg.Metrics)
+	if err != nil {
+		return nil, err
+	}
 	return &Worker{
+		metrics:   m,
 		store:     store,
 		cfg:       cfg,
 		tasks:     tasks,
