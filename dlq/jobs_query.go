@@ -318,7 +318,7 @@ func (s *Store) CountJobs(ctx context.Context, f JobFilter) (JobTotal, error) {
 	return JobTotal{N: t.N, Capped: t.Capped}, nil
 }
 
-// JobCounts counts jobs by queue and state, capping finished states at limit.
+// JobCounts counts jobs by queue and state, each count stopping at limit.
 func (s *Store) JobCounts(ctx context.Context, limit int) ([]JobCount, error) {
 	return jobCounts(ctx, s.db, limit)
 }

@@ -277,7 +277,7 @@ func TestCountJobsStopsAtTheCap(t *testing.T) {
 	store, db := setup(t)
 	insertJobs(t, db, dlq.CountCap+5, "default", "t.ok", dlq.StateSucceeded)
 	insertJobs(t, db, 3, "default", "t.ok", dlq.StateDead)
-	insertJobs(t, db, 150, "default", "t.ok", dlq.StateAvailable)
+	avail := insertJobs(t, db, dlq.CountCap+2, "default", "t.ok", dlq.StateAvailable)
 
 	got, err := store.CountJobs(ctx, dlq.JobFilter{State: dlq.StateSucceeded})
 	if err != nil {
@@ -286,6 +286,14 @@ func TestCountJobsStopsAtTheCap(t *testing.T) {
 	if got != (dlq.JobTotal{N: dlq.CountCap, Capped: true}) {
 		t.Fatalf("succeeded: %+v, want capped at %d", got, dlq.CountCap)
 	}
+	// The list counts waiting jobs exactly, past the cap.
+	got, err = store.CountJobs(ctx, dlq.JobFilter{State: dlq.StateAvailable})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != (dlq.JobTotal{N: int64(len(avail))}) {
+		t.Fatalf("available: %+v, want %d exact", got, len(avail))
+	}
 	got, err = store.CountJobs(ctx, dlq.JobFilter{State: dlq.StateDead})
 	if err != nil {
 		t.Fatal(err)
@@ -293,13 +301,13 @@ func TestCountJobsStopsAtTheCap(t *testing.T) {
 	if got != (dlq.JobTotal{N: 3}) {
 		t.Fatalf("dead: %+v, want 3 uncapped", got)
 	}
-	// Active states are counted exactly even past the cap.
+	// By queue and state (the overview), every count stops at the cap.
 	counts, err := store.JobCounts(ctx, 100)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := []dlq.JobCount{
-		{Queue: "default", State: dlq.StateAvailable, N: 150},
+		{Queue: "default", State: dlq.StateAvailable, N: 100, Capped: true},
 		{Queue: "default", State: dlq.StateDead, N: 3},
 		{Queue: "default", State: dlq.StateSucceeded, N: 100, Capped: true},
 	}

@@ -3,6 +3,7 @@ package dlq
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -19,8 +20,10 @@ import (
 // than the number is worth. A count equal to CountCap means "at least".
 const CountCap = 10_000
 
-// OverviewCountCap is the overview's cap for the same counts: the front page
-// refreshes every few seconds and shows every queue at once.
+// OverviewCountCap is where the overview's job counts stop, for every
+// state: the front page refreshes every few seconds and shows every queue
+// and state at once. The job list counts one filter, exactly for the
+// active states; /metrics exports them exactly too.
 const OverviewCountCap = 1_000
 
 // WorkerStaleAfter is how old a worker's heartbeat may be before the console
@@ -126,29 +129,16 @@ const statePairsCTE = `pairs(state, queue) AS (
 	) nxt
 )`
 
-// jobCountsSQL counts each (state, queue) pair: exactly for the active
-// states, and only up to $1 + 1 rows for succeeded and dead.
-const jobCountsSQL = `WITH RECURSIVE ` + statePairsCTE + `
-SELECT p.queue, p.state,
-	CASE WHEN p.state IN ('available', 'retrying', 'running') THEN c.n ELSE least(c.n, $1) END AS n,
-	p.state NOT IN ('available', 'retrying', 'running') AND c.n > $1 AS capped
-FROM pairs p
-CROSS JOIN LATERAL (
-	SELECT count(*) AS n FROM (
-		SELECT 1 FROM jobs j WHERE j.state = p.state AND j.queue = p.queue
-		LIMIT CASE WHEN p.state IN ('available', 'retrying', 'running') THEN NULL ELSE $1 + 1 END
-	) x
-) c
-ORDER BY p.queue, p.state`
+// statePairsSQL lists the (state, queue) pairs present in jobs.
+const statePairsSQL = `WITH RECURSIVE ` + statePairsCTE + `
+SELECT state, queue FROM pairs`
 
-// inflowSQL sums the hourly summary over all fingerprints and queues, per
-// hour from $1 up to $2. Days are summed from these hours in Go: one pass
-// over the summary serves both charts.
+// inflowSQL reads letters per UTC hour from $1 up to $2 from the totals
+// that migration 00004 keeps: one row per hour, whatever the number of
+// fingerprints. Days are summed from these hours in Go.
 const inflowSQL = `
-SELECT hour AS bucket, sum(n)::bigint AS n
-FROM dead_letter_inflow
-WHERE hour >= $1 AND hour < $2
-GROUP BY hour`
+SELECT hour AS bucket, n FROM dead_letter_inflow_totals
+WHERE hour >= $1 AND hour < $2`
 
 const topGroupsSQL = `
 SELECT fingerprint, task, error_class, sample_message, total, pending, last_seen
@@ -246,9 +236,34 @@ func statusCounts(ctx context.Context, q sqlx.QueryerContext) (StatusCounts, err
 	return c, nil
 }
 
+// jobCounts counts the jobs of each (state, queue) pair, each up to limit
+// (a count of limit+1 comes back as limit, capped). Each pair is its own
+// branch with its values as parameters, so the planner sizes each from the
+// column statistics: a single query joining the pairs laterally is planned
+// once for "some state, some queue" and picked a sequential scan per pair
+// on 200,000 jobs (800 ms).
 func jobCounts(ctx context.Context, q sqlx.QueryerContext, limit int) ([]JobCount, error) {
+	var pairs []struct {
+		State State  `db:"state"`
+		Queue string `db:"queue"`
+	}
+	if err := sqlx.SelectContext(ctx, q, &pairs, statePairsSQL); err != nil {
+		return nil, fmt.Errorf("job counts: %w", err)
+	}
+	if len(pairs) == 0 {
+		return nil, nil
+	}
+	var parts []string
+	args := []any{limit}
+	for _, p := range pairs {
+		args = append(args, string(p.State), p.Queue)
+		parts = append(parts, fmt.Sprintf(`SELECT $%[1]d::text AS state, $%[2]d::text AS queue, count(*) AS n
+			FROM (SELECT 1 FROM jobs WHERE state = $%[1]d AND queue = $%[2]d LIMIT $1::int + 1) x`, len(args)-1, len(args)))
+	}
+	query := `SELECT queue, state, least(n, $1::int) AS n, n > $1::int AS capped FROM (` +
+		strings.Join(parts, "\nUNION ALL\n") + `) c ORDER BY queue, state`
 	var counts []JobCount
-	if err := sqlx.SelectContext(ctx, q, &counts, jobCountsSQL, limit); err != nil {
+	if err := sqlx.SelectContext(ctx, q, &counts, query, args...); err != nil {
 		return nil, fmt.Errorf("job counts: %w", err)
 	}
 	return counts, nil

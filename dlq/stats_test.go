@@ -103,3 +103,55 @@ func sum(bs []dlq.InflowBucket) int64 {
 	}
 	return n
 }
+
+// The hourly totals behind the overview charts always equal the per-hour
+// sum of the inflow summary (and of the letters), through inserts across
+// many hours, status changes, purges and a correction of the inflow itself.
+func TestInflowTotalsFollowTheLetters(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, db := setup(t)
+	exec := func(q string) {
+		t.Helper()
+		if _, err := db.ExecContext(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	check := func(stage string) {
+		t.Helper()
+		var mismatches int
+		err := db.GetContext(ctx, &mismatches, `SELECT count(*) FROM (
+			(SELECT date_trunc('hour', failed_at, 'UTC') AS hour, count(*) AS n FROM dead_letters GROUP BY 1
+			 EXCEPT SELECT hour, n FROM dead_letter_inflow_totals)
+			UNION ALL
+			(SELECT hour, n FROM dead_letter_inflow_totals
+			 EXCEPT SELECT date_trunc('hour', failed_at, 'UTC'), count(*) FROM dead_letters GROUP BY 1)) x`)
+		if err != nil {
+			t.Fatalf("%s: %v", stage, err)
+		}
+		if mismatches != 0 {
+			t.Errorf("%s: %d hourly totals disagree with the letters", stage, mismatches)
+		}
+	}
+	exec(`INSERT INTO dead_letters (job_id, queue, task, args, kwargs, error_class, error_message, attempts,
+		max_attempts, reason, fingerprint, enqueued_at, failed_at)
+		SELECT g, CASE WHEN g % 3 = 0 THEN 'payments' ELSE 'default' END, 't' || (g % 4), '[]', '{}', 'E', 'boom',
+			1, 1, 'permanent', 'fp' || (g % 5), now(), now() - (g * 7 || ' minutes')::interval
+		FROM generate_series(1, 800) g`)
+	check("after a bulk insert over four days")
+	exec(`INSERT INTO dead_letters (job_id, queue, task, args, kwargs, error_class, error_message, attempts,
+		max_attempts, reason, fingerprint, enqueued_at)
+		VALUES (5000, 'default', 't1', '[]', '{}', 'E', 'boom', 1, 1, 'permanent', 'fp1', now())`)
+	check("after one more letter now")
+	exec(`UPDATE dead_letters SET replayed_at = now(), replayed_by = 'a', replay_job_id = id WHERE id % 7 = 0`)
+	check("after replaying some")
+	exec(`DELETE FROM dead_letters WHERE id % 3 = 0 OR failed_at < now() - interval '2 days'`)
+	check("after a purge")
+	var emptyRows int
+	if err := db.GetContext(ctx, &emptyRows, `SELECT count(*) FROM dead_letter_inflow_totals WHERE n <= 0`); err != nil {
+		t.Fatal(err)
+	}
+	if emptyRows != 0 {
+		t.Errorf("%d hours with no letters left behind", emptyRows)
+	}
+}

@@ -210,8 +210,8 @@ func jobMatrix(counts []dlq.JobCount) views.JobMatrix {
 		m.Rows = append(m.Rows, row)
 	}
 	if capped {
-		m.CapNote = fmt.Sprintf("Finished jobs are counted up to %s per queue here, so the page stays fast however many pile up; the jobs list counts up to %s.",
-			views.Number(dlq.OverviewCountCap), views.Number(dlq.CountCap))
+		m.CapNote = fmt.Sprintf("Counts stop at %s here so the page stays fast however many jobs pile up; "+
+			"the jobs list counts waiting and running jobs exactly.", views.Number(dlq.OverviewCountCap))
 	}
 	return m
 }
