@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 
@@ -25,62 +27,87 @@ type JobLister interface {
 }
 
 // Jobs renders the job list, filtered by the query string and paged by id.
-// A bad filter value is a 400 that names the parameter.
+// A bad filter value is a 400 that shows the form again, naming each bad
+// parameter, so the engineer can fix it where they typed it.
 func Jobs(store JobLister, now func() time.Time, version string) echo.HandlerFunc {
 	return func(c echo.Context) error {
+		meta := Meta(c, "Jobs", "jobs", version)
 		f, err := dlq.ParseJobFilter(c.QueryParams())
+		var invalid *dlq.ValidationError
+		if errors.As(err, &invalid) {
+			p := views.JobsPage{Filter: views.JobsFilter{
+				State: c.QueryParam("state"), Queue: c.QueryParam("queue"), Task: c.QueryParam("task"),
+				States: stateNames(), Active: true,
+			}}
+			for _, field := range slices.Sorted(maps.Keys(invalid.Fields)) {
+				p.Problems = append(p.Problems, views.FieldProblem{Field: field, Message: invalid.Fields[field]})
+			}
+			return Render(c, http.StatusBadRequest, views.Layout(meta, views.Jobs(p)))
+		}
 		if err != nil {
 			return err
 		}
-		ctx := c.Request().Context()
-		page, err := store.Jobs(ctx, f)
+		p, err := loadJobsPage(c.Request().Context(), store, f, now())
 		if err != nil {
 			return err
 		}
-		total, err := store.CountJobs(ctx, f)
-		if err != nil {
-			return err
-		}
-		queues, err := store.JobQueues(ctx)
-		if err != nil {
-			return err
-		}
-		tasks, err := store.TaskNames(ctx)
-		if err != nil {
-			return err
-		}
-		p := views.JobsPage{
-			Filter: views.JobsFilter{
-				State: string(f.State), Queue: f.Queue, Task: f.Task,
-				Queues: queues, Tasks: tasks,
-				Active: f.State != "" || f.Queue != "" || f.Task != "",
-			},
-			Count: views.Number(total.N),
-		}
-		if total.Capped {
-			p.Count += "+"
-		}
-		for _, s := range dlq.States {
-			p.Filter.States = append(p.Filter.States, string(s))
-		}
-		t := now()
-		for _, j := range page.Jobs {
-			p.Rows = append(p.Rows, jobRow(j, t))
-		}
-		first := f.FirstPage()
-		if page.Newer != 0 {
-			newer := first
-			newer.After = page.Newer
-			p.NewerHref = jobsHref(newer)
-			p.FirstHref = jobsHref(first)
-		}
-		if page.Older != 0 {
-			older := first
-			older.Before = page.Older
-			p.OlderHref = jobsHref(older)
-		}
-		return Render(c, http.StatusOK, views.Layout(Meta(c, "Jobs", "jobs", version), views.Jobs(p)))
+		return Render(c, http.StatusOK, views.Layout(meta, views.Jobs(p)))
 	}
+}
+
+// loadJobsPage reads one page of jobs, their count and the filter's choices.
+func loadJobsPage(ctx context.Context, store JobLister, f dlq.JobFilter, now time.Time) (views.JobsPage, error) {
+	page, err := store.Jobs(ctx, f)
+	if err != nil {
+		return views.JobsPage{}, err
+	}
+	total, err := store.CountJobs(ctx, f)
+	if err != nil {
+		return views.JobsPage{}, err
+	}
+	queues, err := store.JobQueues(ctx)
+	if err != nil {
+		return views.JobsPage{}, err
+	}
+	tasks, err := store.TaskNames(ctx)
+	if err != nil {
+		return views.JobsPage{}, err
+	}
+	p := views.JobsPage{
+		Filter: views.JobsFilter{
+			State: string(f.State), Queue: f.Queue, Task: f.Task,
+			States: stateNames(), Queues: queues, Tasks: tasks,
+			Active: f.State != "" || f.Queue != "" || f.Task != "",
+		},
+		Count: views.Number(total.N),
+	}
+	if total.Capped {
+		p.Count += "+"
+	}
+	for _, j := range page.Jobs {
+		p.Rows = append(p.Rows, jobRow(j, now))
+	}
+	first := f.FirstPage()
+	if page.Newer != 0 {
+		newer := first
+		newer.After = page.Newer
+		p.NewerHref = jobsHref(newer)
+		p.FirstHref = jobsHref(first)
+	}
+	if page.Older != 0 {
+		older := first
+		older.Before = page.Older
+		p.OlderHref = jobsHref(older)
+	}
+	return p, nil
+}
+
+func stateNames() []string {
+	names := make([]string, len(dlq.States))
+	for i, s := range dlq.States {
+		names[i] = string(s)
+	}
+	return names
 }
 
 func jobsHref(f dlq.JobFilter) string {

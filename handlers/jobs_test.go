@@ -99,6 +99,14 @@ func TestJobList(t *testing.T) {
 			if msg := squash(byTestID(doc.Selection, "error-message")); !strings.Contains(msg, param) {
 				t.Errorf("%s: message %q does not name %s", q, msg, param)
 			}
+			if byTestID(doc.Selection, "jobs-filter").Length() != 1 {
+				t.Errorf("%s: the filter form is not shown again to fix", q)
+			}
+		}
+		// What was typed stays in the form.
+		_, doc := c.page(t, "/jobs?queue=a%20b&task=ok.task")
+		if got := byTestID(doc.Selection, "filter-queue").AttrOr("value", ""); got != "a b" {
+			t.Errorf("queue input %q, want what was typed", got)
 		}
 	})
 

@@ -60,6 +60,10 @@ func loadOverview(c echo.Context, store OverviewReader) (views.OverviewPage, err
 	return overviewPage(o), nil
 }
 
+// maxStaleNamed is how many stale workers the overview's warning names;
+// the workers page lists them all.
+const maxStaleNamed = 5
+
 // overviewPage maps the store's numbers to what the page shows, with every
 // link pointing at the list filtered to what was counted.
 func overviewPage(o dlq.Overview) views.OverviewPage {
@@ -76,7 +80,9 @@ func overviewPage(o dlq.Overview) views.OverviewPage {
 	for _, w := range o.Workers {
 		if w.Stale() {
 			p.Workers.Stale++
-			p.Workers.StaleIDs = append(p.Workers.StaleIDs, w.ID)
+			if len(p.Workers.StaleIDs) < maxStaleNamed {
+				p.Workers.StaleIDs = append(p.Workers.StaleIDs, w.ID)
+			}
 		} else {
 			p.Workers.Live++
 		}

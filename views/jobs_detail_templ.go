@@ -172,7 +172,7 @@ func JobDetail(p JobDetailPage) templ.Component {
 				return templ_7745c5c3_Err
 			}
 		} else if p.DeadLetterMissing {
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 9, "<div class=\"alert warn\" data-testid=\"dead-letter-missing\">This job is dead, but its dead letter is gone (purged by retention).</div>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 9, "<div class=\"alert warn\" data-testid=\"dead-letter-missing\">This job is dead, but no dead letter refers to it any more: retention may have purged it.</div>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
