@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -253,4 +254,30 @@ func TestDeadLettersOnAPhone(t *testing.T) {
 		t.Error("the page is wider than the phone")
 	}
 	screenshot(t, page, "dead-letters-phone")
+}
+
+// The list works with JavaScript off: the form is a plain GET form and the
+// pager plain links; htmx only makes them faster.
+func TestDeadLettersWorkWithoutJavaScript(t *testing.T) {
+	t.Parallel()
+	db := dlqtest.NewDB(t)
+	for i := range 7 {
+		task := "nojs.one"
+		if i%2 == 0 {
+			task = "nojs.two"
+		}
+		dlqtest.InsertDeadLetter(t, db.DB, dlqtest.Letter{Task: task, FailedAt: time.Now().Add(-time.Duration(i) * time.Minute)})
+	}
+	base := startServer(t, db)
+	page := newPageWith(t, playwright.BrowserNewContextOptions{JavaScriptEnabled: playwright.Bool(false)})
+	_, err := page.Goto(base + "/dead-letters?limit=2")
+	must(t, err)
+	must(t, page.Locator(`[data-testid="filter-task"]`).Fill("nojs.two"))
+	must(t, page.Locator(`[data-testid="apply-filters"]`).Click())
+	must(t, expect.Page(page).ToHaveURL(regexp.MustCompile(`task=nojs.two`)))
+	must(t, expect.Locator(page.Locator(`[data-testid="letter-count"]`)).ToContainText("4 pending letters match"))
+	must(t, expect.Locator(page.Locator(`[data-testid="letter-row"]`)).ToHaveCount(2))
+	must(t, page.Locator(`[data-testid="next-page"]`).Click())
+	must(t, expect.Locator(page.Locator(`[data-testid="end-of-list"]`)).ToBeVisible())
+	must(t, expect.Locator(page.Locator(`[data-testid="letter-row"]`)).ToHaveCount(2))
 }
