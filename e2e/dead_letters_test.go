@@ -213,8 +213,8 @@ func TestDeadLettersBadFilterIsFriendly(t *testing.T) {
 	if resp.Status() != 400 {
 		t.Fatalf("status %d, want 400", resp.Status())
 	}
-	must(t, expect.Locator(page.Locator(`[data-testid="filter-error"]`)).ToContainText("limit: must be a whole number from 1 to 500"))
-	must(t, expect.Locator(page.Locator(`[data-testid="filter-error"]`)).ToContainText("since:"))
+	must(t, expect.Locator(page.Locator(`[data-testid="filter-error"]`)).ToContainText("Per page (limit): must be a whole number from 1 to 500"))
+	must(t, expect.Locator(page.Locator(`[data-testid="filter-error"]`)).ToContainText("Failed since (since):"))
 	must(t, expect.Locator(page.Locator(`[data-testid="filter-since"]`)).ToHaveValue("last tuesday"))
 	screenshot(t, page, "dead-letters-bad-filter")
 
@@ -223,7 +223,7 @@ func TestDeadLettersBadFilterIsFriendly(t *testing.T) {
 	must(t, err)
 	must(t, page.Locator(`[data-testid="filter-until"]`).Fill("yesterday-ish"))
 	must(t, page.Locator(`[data-testid="apply-filters"]`).Click())
-	must(t, expect.Locator(page.Locator(`[data-testid="filter-error"]`)).ToContainText("until:"))
+	must(t, expect.Locator(page.Locator(`[data-testid="filter-error"]`)).ToContainText("Failed before (until):"))
 
 	// A tampered cursor and an unknown letter.
 	_, err = page.Goto(base + "/dead-letters?cursor=AQAGRtSGl2AAAAAAAAAAACp")

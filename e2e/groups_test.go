@@ -44,5 +44,5 @@ func TestGroupsLeadToTheirLetters(t *testing.T) {
 	if resp.Status() != 400 {
 		t.Fatalf("bad sort: %d", resp.Status())
 	}
-	must(t, expect.Locator(page.Locator(`[data-testid="filter-error"]`)).ToContainText("sort:"))
+	must(t, expect.Locator(page.Locator(`[data-testid="filter-error"]`)).ToContainText("Sort by (sort):"))
 }

@@ -254,7 +254,7 @@ func TestDeadLetterListRefusesBadInput(t *testing.T) {
 				t.Fatalf("status %d, want 400", rec.Code)
 			}
 			msg := text(doc, "filter-error")
-			if !strings.Contains(msg, tc.field+":") {
+			if !strings.Contains(msg, "("+tc.field+"):") {
 				t.Fatalf("the error should name %s: %q", tc.field, msg)
 			}
 			if tc.field == "cursor" && !strings.Contains(msg, "invalid cursor") {
@@ -460,7 +460,7 @@ func TestGroupsPage(t *testing.T) {
 		t.Fatal("task filter")
 	}
 	rec, doc = s.get(t, "/groups?sort=name")
-	if rec.Code != http.StatusBadRequest || !strings.Contains(text(doc, "filter-error"), "sort:") {
+	if rec.Code != http.StatusBadRequest || !strings.Contains(text(doc, "filter-error"), "Sort by (sort):") {
 		t.Fatalf("bad sort: %d", rec.Code)
 	}
 }

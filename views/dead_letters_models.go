@@ -202,3 +202,18 @@ func filterHint(name string, problems map[string]string) string {
 	}
 	return ""
 }
+
+// fieldLabels names filter fields as their inputs are labelled.
+var fieldLabels = map[string]string{
+	"q": "Search", "task": "Task", "queue": "Queue", "status": "Status", "reason": "Reason",
+	"error_class": "Error class", "fingerprint": "Error group", "since": "Failed since",
+	"until": "Failed before", "limit": "Per page", "cursor": "Page", "sort": "Sort by",
+}
+
+// fieldLabel is the label of a filter field, or the field's own name.
+func fieldLabel(field string) string {
+	if l, ok := fieldLabels[field]; ok {
+		return l
+	}
+	return field
+}
