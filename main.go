@@ -38,6 +38,8 @@ import (
 
 	"github.com/redrive/redrive/dlq"
 	"github.com/redrive/redrive/dlq/localpg"
+	"github.com/redrive/redrive/handlers"
+	"github.com/redrive/redrive/replay"
 	"github.com/redrive/redrive/web"
 	"github.com/redrive/redrive/worker"
 	"github.com/redrive/redrive/worker/demo"
@@ -170,7 +172,7 @@ var envVars = map[string]string{
 	"queues": "REDRIVE_QUEUES", "concurrency": "REDRIVE_CONCURRENCY", "demo-tasks": "REDRIVE_DEMO_TASKS",
 	"shutdown-grace": "REDRIVE_SHUTDOWN_GRACE", "lease": "REDRIVE_LEASE", "job-timeout": "REDRIVE_JOB_TIMEOUT",
 	"retry-base": "REDRIVE_RETRY_BASE", "retry-cap": "REDRIVE_RETRY_CAP", "data-dir": "REDRIVE_DATA_DIR",
-	"metrics-addr": "REDRIVE_METRICS_ADDR",
+	"metrics-addr": "REDRIVE_METRICS_ADDR", "logs-url-template": "REDRIVE_LOGS_URL_TEMPLATE",
 }
 
 // parse applies the environment, then the flags, and refuses stray arguments.
@@ -217,11 +219,13 @@ func buildVersion() string {
 // --- serve ---------------------------------------------------------------
 
 type serveFlags struct {
-	addr    string
-	migrate bool
+	addr            string
+	migrate         bool
+	logsURLTemplate string
 }
 
 func (s *serveFlags) register(fs *flag.FlagSet, defaultAddr string) {
+	fs.StringVar(&s.logsURLTemplate, "logs-url-template", "", "link each attempt to your logs or traces: {job_id}, {task}, {from}, {to} are filled in (env REDRIVE_LOGS_URL_TEMPLATE)")
 	fs.StringVar(&s.addr, "addr", defaultAddr, "address to listen on (env REDRIVE_ADDR)")
 }
 
@@ -249,17 +253,42 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 			return err
 		}
 	}
-	return serveHTTP(ctx, s.addr, dlq.NewStore(db), logger, newMetricsRegistry(), func(url string) {
+	return runConsole(ctx, console{flags: s, store: dlq.NewStore(db), logger: logger, metrics: newMetricsRegistry()}, func(url string) {
 		logger.Info("console listening", "url", url)
 	})
 }
 
 // serveHTTP runs the console until ctx ends, then drains requests.
-func serveHTTP(ctx context.Context, addr string, store *dlq.Store, logger *slog.Logger, metrics *prometheus.Registry, ready func(url string)) error {
-	handler, err := web.NewServer(web.Config{Store: store, Logger: logger, Version: buildVersion(), Registry: metrics})
+// console is what runConsole needs.
+type console struct {
+	flags   serveFlags
+	store   *dlq.Store
+	logger  *slog.Logger
+	metrics *prometheus.Registry
+	// principal: see web.Config.Principal.
+	principal *handlers.Principal
+}
+
+// runConsole serves the console and runs the bulk-operation runner beside
+// it until ctx ends.
+func runConsole(ctx context.Context, c console, ready func(url string)) error {
+	runner := replay.NewRunner(replay.RunnerConfig{Store: c.store, Logger: c.logger})
+	handler, err := web.NewServer(web.Config{
+		Store: c.store, Logger: c.logger, Version: buildVersion(), Registry: c.metrics,
+		LogsURLTemplate: c.flags.logsURLTemplate, Principal: c.principal,
+		Replay: replay.NewService(replay.Config{Store: c.store, Logger: c.logger, Wake: runner.Wake}),
+	})
 	if err != nil {
 		return err
 	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return runner.Run(gctx) })
+	g.Go(func() error { return serveHTTP(gctx, c.flags.addr, handler, c.logger, ready) })
+	return g.Wait()
+}
+
+// serveHTTP serves handler until ctx ends, then drains requests.
+func serveHTTP(ctx context.Context, addr string, handler http.Handler, logger *slog.Logger, ready func(url string)) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", addr, err)
@@ -485,7 +514,9 @@ func runDev(ctx context.Context, args []string, getenv func(string) string, stdo
 	metrics := newMetricsRegistry()
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
-		return serveHTTP(gctx, s.addr, store, logger, metrics, func(url string) {
+		// No sign-in yet: in dev mode every request acts as an admin.
+		dev := &handlers.Principal{Name: "dev", Role: dlq.RoleAdmin, Via: "dev"}
+		return runConsole(gctx, console{flags: s, store: store, logger: logger, metrics: metrics, principal: dev}, func(url string) {
 			fmt.Fprintf(stdout, "\nRedrive is running: %s\n", url)
 			fmt.Fprintf(stdout, "Database: %s\n", c.databaseURL)
 			fmt.Fprintf(stdout, "Demo traffic: %.1f jobs/s on queues %s; dead letters appear within a minute.\n", rate, w.queues)

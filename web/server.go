@@ -15,6 +15,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/redrive/redrive/dlq"
+	"github.com/redrive/redrive/handlers"
+	"github.com/redrive/redrive/replay"
 	"github.com/redrive/redrive/static"
 )
 
@@ -33,11 +35,21 @@ type Config struct {
 	// or traces: {job_id}, {task}, {from} and {to} (RFC3339, a minute either
 	// side of the attempt) are replaced, URL-escaped. Empty: no links.
 	LogsURLTemplate string
+	// Replay carries out actions on dead letters. Default: a service on
+	// Store that does not wake a runner (operations then start on the
+	// runner's next poll).
+	Replay *replay.Service
+	// Principal, until access control lands, is who every request acts as
+	// (redrive dev and tests). Nil: requests are anonymous and may not act.
+	Principal *handlers.Principal
 }
 
 func (c *Config) validate() error {
 	if c.Store == nil {
 		return errors.New("web: Store is required")
+	}
+	if c.Replay == nil {
+		c.Replay = replay.NewService(replay.Config{Store: c.Store, Logger: c.Logger})
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -76,6 +88,7 @@ func NewServer(cfg Config) (http.Handler, error) {
 		securityHeaders(),
 		middleware.BodyLimit(cfg.BodyLimit),
 		metrics.middleware,
+		fixedPrincipal(cfg.Principal),
 	)
 
 	assets, err := fs.Sub(static.FS, ".")
@@ -88,6 +101,18 @@ func NewServer(cfg Config) (http.Handler, error) {
 		return nil, err
 	}
 	return e, nil
+}
+
+// fixedPrincipal makes every request act as p, when p is set.
+func fixedPrincipal(p *handlers.Principal) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			if p != nil {
+				handlers.SetPrincipal(c, *p)
+			}
+			return next(c)
+		}
+	}
 }
 
 // securityHeaders sets a strict Content-Security-Policy: no inline script or
