@@ -15,11 +15,11 @@ import (
 	"github.com/lib/pq"
 )
 
-// seedBatch is how many letters one INSERT ... SELECT writes. Each batch is
-// its own statement and transaction: a long seed shows progress in the table
-// as it goes, an interrupted one keeps what it wrote, and no transaction
-// holds a million rows' worth of locks and WAL.
-const seedBatch = 100_000
+// seedBatchSize is how many letters one INSERT ... SELECT writes. Each
+// batch is its own statement and transaction: a long seed shows progress in
+// the table as it goes, an interrupted one keeps what it wrote, and no
+// transaction holds a million rows' worth of locks and WAL.
+const seedBatchSize = 100_000
 
 // seedMaxParallel caps how many batches run at once.
 const seedMaxParallel = 4
@@ -52,7 +52,8 @@ var (
 )
 
 // seedVars are the per-letter values. Those used in message templates must
-// normalise away completely (see seed_catalog.go).
+// normalise away completely (see seed_catalog.go). The expressions may use
+// the query's $2, the seed's now.
 var seedVars = []seedVar{
 	{"order", `'ORD-' || ` + between(10000, 999999), "ORD-88123"},
 	{"amount", between(5, 999) + ` || '.' || lpad(floor(random() * 100)::int::text, 2, '0')`, "129.99"},
@@ -89,12 +90,12 @@ var seedVars = []seedVar{
 
 var placeholder = regexp.MustCompile(`\{([a-z][a-z0-9_]*)\}`)
 
-// expand rewrites a {name} template with fill(index, name) for each
-// placeholder, after escaping % so the result is safe for SQL format().
-// An unknown name is an error: a typo must not reach the table.
+// expand replaces each {name} in tmpl with fill(i, seedVars[i]) for the
+// variable of that name. An unknown name is an error: a typo must not
+// reach the table.
 func expand(tmpl string, fill func(i int, v seedVar) string) (string, error) {
 	var unknown []string
-	out := placeholder.ReplaceAllStringFunc(strings.ReplaceAll(tmpl, "%", "%%"), func(m string) string {
+	out := placeholder.ReplaceAllStringFunc(tmpl, func(m string) string {
 		name := m[1 : len(m)-1]
 		for i, v := range seedVars {
 			if v.name == name {
@@ -110,16 +111,16 @@ func expand(tmpl string, fill func(i int, v seedVar) string) (string, error) {
 	return out, nil
 }
 
-// sqlFormat turns a template into a format() string: {name} becomes %N$s,
-// N being the variable's position in the argument list seedSQL passes.
+// sqlFormat turns a template into a format() string: a literal % becomes
+// %%, and {name} becomes %N$s, N being the variable's position in the
+// argument list seedSQL passes to every format() call.
 func sqlFormat(tmpl string) (string, error) {
-	return expand(tmpl, func(i int, _ seedVar) string { return fmt.Sprintf("%%%d$s", i+1) })
+	return expand(strings.ReplaceAll(tmpl, "%", "%%"), func(i int, _ seedVar) string { return fmt.Sprintf("%%%d$s", i+1) })
 }
 
 // sampleText fills a template with each variable's sample value.
 func sampleText(tmpl string) (string, error) {
-	s, err := expand(tmpl, func(_ int, v seedVar) string { return v.sample })
-	return strings.ReplaceAll(s, "%%", "%"), err
+	return expand(tmpl, func(_ int, v seedVar) string { return v.sample })
 }
 
 // seedKindArrays is the catalog as parallel arrays, one element per kind,
@@ -138,6 +139,9 @@ type seedKindArrays struct {
 }
 
 func buildSeedKinds() (seedKindArrays, error) {
+	if len(seedVars) > 63 {
+		return seedKindArrays{}, fmt.Errorf("%d seed variables: the uses mask holds 63", len(seedVars))
+	}
 	tasks := make(map[string]seedTask, len(seedTasks))
 	for _, t := range seedTasks {
 		tasks[t.name] = t
@@ -213,28 +217,43 @@ var seedReleases = []struct {
 	{"v1.14.1", 0}, // everything older
 }
 
-// versionAt is SQL for the version that was running at the time expr.
+// versionAt is SQL for the version that was running at the time expr. The
+// query's $21 holds when each release but the oldest started.
 func versionAt(expr string) string {
 	var b strings.Builder
 	b.WriteString("CASE")
-	for _, r := range seedReleases[:len(seedReleases)-1] {
-		fmt.Fprintf(&b, " WHEN %s >= $2::timestamptz - interval '%d seconds' THEN '%s'", expr, int64(r.since.Seconds()), r.version)
+	for i, r := range seedReleases[:len(seedReleases)-1] {
+		fmt.Fprintf(&b, " WHEN %s >= ($21::timestamptz[])[%d] THEN '%s'", expr, i+1, r.version)
 	}
 	fmt.Fprintf(&b, " ELSE '%s' END", seedReleases[len(seedReleases)-1].version)
 	return b.String()
+}
+
+// releaseStarts is the $21 of versionAt.
+func releaseStarts(now time.Time) []time.Time {
+	var starts []time.Time
+	for _, r := range seedReleases[:len(seedReleases)-1] {
+		starts = append(starts, now.Add(-r.since))
+	}
+	return starts
 }
 
 // seedSQLTemplate writes $1 letters as of $2. Placeholders in {{braces}}
 // are filled by seedSQL from the Go tables above; no value from a caller
 // is ever spliced in.
 //
-// Three steps, each evaluated once per letter:
+// Four steps, each evaluated once per letter:
 //   - picked draws the letter's kind (weighted) and its dice.
 //   - drawn adds the kind's timing, attempts and status, and the random
 //     values ({{vars}}: v_order, v_email, ...) that the kind's templates use.
-//     Both are MATERIALIZED so that random() runs exactly once per value:
-//     the order id in the message is the order id in the args.
-//   - the INSERT fills the templates with format() and assembles the history.
+//   - letters adds the message as it appears (JSON-escaped) in every
+//     history entry.
+//   - the INSERT fills the other templates with format() and assembles the
+//     history from one entry per attempt.
+//
+// The steps are MATERIALIZED so that each random value is drawn exactly
+// once (the order id in the message is the order id in the args) and each
+// string is built once, not once per attempt that mentions it.
 //
 // Shape of a letter, and why:
 //   - failed_at is spread over the 14 days before $2, weighted toward recent
@@ -246,6 +265,9 @@ func versionAt(expr string) string {
 //     at failed_at - base * (2^(attempts-1) - 1).
 //   - The traceback is kept on the letter, not repeated in every history
 //     entry: ten copies of a 1.5 kB traceback would triple the table.
+//   - The history is JSON text cast to jsonb, its keys written in jsonb's
+//     own order (shorter first, then bytewise) so that the cast finds them
+//     already sorted: parsing is most of what a letter costs.
 //   - status: 70% pending; permanent failures are mostly discarded, the
 //     others mostly replayed, between the failure and $2, usually soon after.
 //   - job_id and replay_job_id come from the jobs id sequence, so no job the
@@ -277,6 +299,10 @@ drawn AS MATERIALIZED (
 			WHEN p.status_roll < CASE WHEN k.reason = 'permanent' THEN 0.76 ELSE 0.92 END THEN 'replayed'
 			ELSE 'discarded' END AS status{{vars}}
 	FROM picked p JOIN kinds k USING (kind)
+),
+letters AS MATERIALIZED (
+	SELECT d.*, format(k.message_json_fmt{{args}}) AS message_json
+	FROM drawn d JOIN kinds k USING (kind)
 )
 INSERT INTO dead_letters (job_id, queue, task, args, kwargs, idempotency_key, error_class, error_message,
 	traceback, attempts, max_attempts, history, reason, fingerprint, worker_version, enqueued_at, failed_at,
@@ -297,21 +323,21 @@ SELECT nextval($20::regclass), k.queue, k.task,
 	CASE WHEN d.status = 'discarded' THEN d.failed_at + ($2::timestamptz - d.failed_at) * d.acted_roll ^ 3 END,
 	CASE WHEN d.status = 'discarded' THEN {{operator}} END,
 	CASE WHEN d.status = 'discarded' THEN {{discardReason}} END
-FROM drawn d
+FROM letters d
 JOIN kinds k USING (kind)
 CROSS JOIN LATERAL (
 	SELECT ('[' || string_agg(format(
-		'{"attempt":%s,"at":"%s","worker":"%s-%s","host":"%s","version":"%s","class":%s,"message":"%s%s","outcome":"%s"%s%s}',
-		a.n, to_char(a.at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'), a.host, a.pid, a.host,
-		{{versionAtAttempt}}, k.class_json, a.message_json,
+		'{"at":"%s","host":"%s","class":%s,"worker":"%s-%s","attempt":%s,"message":"%s%s","outcome":"%s","version":"%s"%s}',
+		to_char(a.at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'), a.host, k.class_json, a.host, a.pid, a.n,
+		d.message_json,
 		CASE WHEN k.reason = 'lease_expired' THEN format(' (held by %s-%s, expired %s, rescued by %s)', a.host, a.pid,
 			to_char((a.at - interval '31 seconds') AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'), a.rescuer) ELSE '' END,
 		CASE WHEN a.n = d.attempts THEN 'dead' WHEN k.reason = 'lease_expired' THEN 'lease_expired' ELSE 'retry' END,
-		CASE WHEN a.n < d.attempts THEN ',"retry_in_ms":' || (d.backoff_ms << (a.n - 1)) ELSE '' END,
-		CASE WHEN k.reason <> 'lease_expired' THEN ',"duration_ms":' || (20 + floor(random() * 3000)::int) ELSE '' END
+		{{versionAtAttempt}},
+		CASE WHEN a.n < d.attempts THEN ',"retry_in_ms":' || (d.backoff_ms << (a.n - 1)) ELSE '' END
 	), ',' ORDER BY a.n) || ']')::jsonb AS history
 	FROM (
-		SELECT n, format(k.message_json_fmt{{args}}) AS message_json,
+		SELECT n,
 			d.failed_at - d.backoff_ms * ((1 << (d.attempts - 1)) - (1 << (n - 1))) * interval '1 millisecond' AS at,
 			(ARRAY['worker-7d9f4c-x2kqp', 'worker-7d9f4c-m8zt1', 'worker-7d9f4c-q4hnv', 'worker-7d9f4c-b7wcs',
 				'worker-7d9f4c-t1rjd', 'worker-7d9f4c-9gk2f'])[1 + (d.g + n * 5) % 6] AS host,
@@ -353,7 +379,7 @@ func seedSQL() string {
 // benchmarks and the console demo: ten tasks on four queues failing in
 // about forty-five ways, with args, tracebacks, per-attempt history, a mix
 // of statuses and the fingerprint the worker would have computed. It writes
-// set-based, seedBatch rows per statement and transaction, a few batches at
+// set-based, seedBatchSize rows per statement and transaction, a few batches at
 // a time, and returns how many letters it inserted (all of them unless it
 // fails part way; batches that committed stay).
 func (s *Store) SeedDeadLetters(ctx context.Context, n int, now time.Time) (int, error) {
@@ -375,50 +401,18 @@ func (s *Store) SeedDeadLetters(ctx context.Context, n int, now time.Time) (int,
 			pq.Array(kinds.message), pq.Array(kinds.messageJSON), pq.Array(kinds.traceback), pq.Array(kinds.args),
 			pq.Array(kinds.kwargs), pq.Array(kinds.key), pq.Array(kinds.reason), pq.Array(kinds.fingerprint),
 			pq.Array(kinds.maxAttempts), pq.Array(kinds.burstAgo), pq.Array(kinds.burstSpan), pq.Array(kinds.uses),
-			pq.Array(kinds.slots), seq}
+			pq.Array(kinds.slots), seq, pq.Array(releaseStarts(now))}
 	}
 
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	batches := make(chan int)
-	go func() {
-		defer close(batches)
-		for left := n; left > 0; left -= seedBatch {
-			select {
-			case batches <- min(seedBatch, left):
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
-	var (
-		mu       sync.Mutex
-		inserted int
-		firstErr error
-		wg       sync.WaitGroup
-	)
-	// Generating a letter costs the server more CPU than writing it, so
-	// batches run side by side, one backend each, about one per core.
-	for range min(runtime.NumCPU(), seedMaxParallel) {
-		wg.Go(func() {
-			for size := range batches {
-				rows, err := s.seedBatch(ctx, query, args(size))
-				mu.Lock()
-				inserted += rows
-				if err != nil && firstErr == nil {
-					firstErr = err
-					cancel()
-				}
-				mu.Unlock()
-				if err != nil {
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	if firstErr != nil {
-		return inserted, firstErr
+	// The work is CPU-bound in the server, so batches run side by side, one
+	// backend each, about one per core (for a seed, client and server
+	// usually share the machine).
+	workers := min(runtime.NumCPU(), seedMaxParallel)
+	inserted, err := inBatches(ctx, n, workers, func(ctx context.Context, size int) (int, error) {
+		return s.seedBatch(ctx, query, args(size))
+	})
+	if err != nil {
+		return inserted, err
 	}
 	// Leave the table as a console wants it: GIN pending lists merged (or
 	// the next ordinary insert would pay for merging them, and every search
@@ -443,6 +437,50 @@ FROM pg_index i
 JOIN pg_class c ON c.oid = i.indexrelid
 JOIN pg_am am ON am.oid = c.relam
 WHERE i.indrelid = 'dead_letters'::regclass AND am.amname = 'gin'`
+
+// inBatches calls insert for n rows in batches of at most seedBatchSize, on
+// workers goroutines, and returns how many rows the calls reported. The
+// first error stops the batches not yet started and is returned.
+func inBatches(ctx context.Context, n, workers int, insert func(ctx context.Context, size int) (int, error)) (int, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	batches := make(chan int)
+	go func() {
+		defer close(batches)
+		for left := n; left > 0; left -= seedBatchSize {
+			select {
+			case batches <- min(seedBatchSize, left):
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	var (
+		mu       sync.Mutex
+		inserted int
+		firstErr error
+		wg       sync.WaitGroup
+	)
+	for range workers {
+		wg.Go(func() {
+			for size := range batches {
+				rows, err := insert(ctx, size)
+				mu.Lock()
+				inserted += rows
+				if err != nil && firstErr == nil {
+					firstErr = err
+					cancel()
+				}
+				mu.Unlock()
+				if err != nil {
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return inserted, firstErr
+}
 
 // seedBatch runs one batch in its own transaction.
 func (s *Store) seedBatch(ctx context.Context, query string, args []any) (int, error) {
