@@ -62,8 +62,13 @@ install_packages() {
 # playwright_version reads the Playwright release the playwright-go module
 # pins (playwrightCliVersion in its run.go): the driver must match exactly.
 playwright_version() {
-	local dir
-	dir=$(go list -m -f '{{.Dir}}' github.com/playwright-community/playwright-go)
+	local module=github.com/playwright-community/playwright-go dir
+	go mod download "$module" # a no-op once it is in the module cache
+	dir=$(go list -m -f '{{.Dir}}' "$module")
+	if [ ! -f "$dir/run.go" ]; then
+		say "cannot find $module in the module cache"
+		exit 1
+	fi
 	sed -n 's/^const playwrightCliVersion = "\(.*\)"$/\1/p' "$dir/run.go"
 }
 
