@@ -64,10 +64,13 @@ func BenchmarkConsolePages(b *testing.B) {
 			FROM generate_series(1, 8) g`); err != nil {
 			b.Fatal(err)
 		}
-		if _, err := db.ExecContext(ctx, `VACUUM ANALYZE jobs`); err != nil {
+		// As autovacuum would have by the time anyone looks: statistics for
+		// the planner and a visibility map for index-only scans, on the
+		// letters' summaries as much as on the jobs.
+		if _, err := db.ExecContext(ctx, `VACUUM ANALYZE`); err != nil {
 			b.Fatal(err)
 		}
-		b.Logf("seeded 200,000 jobs in %s", time.Since(start).Round(time.Second))
+		b.Logf("seeded 200,000 jobs and vacuumed in %s", time.Since(start).Round(time.Second))
 	}
 	h, err := web.NewServer(web.Config{Store: dlq.NewStore(db.DB)})
 	if err != nil {

@@ -134,8 +134,8 @@ func hourlyChart(buckets []dlq.InflowBucket, now time.Time) views.BarChart {
 		}
 		// Label every third hour, counting back from the newest so the
 		// current hour is always labelled.
-		if (len(buckets)-1-i)%3 == 0 {
-			bar.Label = b.Start.Format("15h")
+		if back := len(buckets) - 1 - i; back%3 == 0 {
+			bar.Label, bar.MinorLabel = b.Start.Format("15h"), back%6 != 0
 		}
 		c.Bars = append(c.Bars, bar)
 	}
@@ -157,8 +157,8 @@ func dailyChart(buckets []dlq.InflowBucket, now time.Time) views.BarChart {
 			Href:    lettersBetween(b.Start, end),
 			Current: !now.Before(b.Start) && now.Before(end),
 		}
-		if (len(buckets)-1-i)%2 == 0 {
-			bar.Label = b.Start.Format("Jan 2")
+		if back := len(buckets) - 1 - i; back%2 == 0 {
+			bar.Label, bar.MinorLabel = b.Start.Format("Jan 2"), back%4 != 0
 		}
 		c.Bars = append(c.Bars, bar)
 	}

@@ -35,6 +35,8 @@ type Bar struct {
 	Href string
 	// Current marks the bucket still filling (this hour, today).
 	Current bool
+	// MinorLabel marks a label a narrow screen may leave out.
+	MinorLabel bool
 }
 
 // Chart geometry in SVG user units. The viewBox scales to the panel; on a
