@@ -1,0 +1,274 @@
+package dlq
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+)
+
+// MaskPlaceholder replaces a sensitive value wherever arguments are shown.
+// It is a string that no real secret is likely to be, so an edit that still
+// contains it can be recognised and given the real value back.
+const MaskPlaceholder = "•••"
+
+// DefaultMaskKeys are the key patterns masked when none are configured.
+var DefaultMaskKeys = []string{"password", "secret", "token", "authorization", "card", "ssn"}
+
+// Masker hides the values of sensitive keys in job arguments. A key is
+// sensitive when it contains one of the patterns, ignoring case, so
+// "card" covers "card_number" and "CardCVC". Keys are matched at any depth,
+// inside arrays too; a matching key's whole value is hidden, whatever its
+// type, because a nested object under "authorization" is as secret as a
+// string.
+type Masker struct {
+	patterns []string
+}
+
+// NewMasker returns a Masker for the given key patterns; blank patterns are
+// ignored, and none at all masks nothing.
+func NewMasker(patterns []string) Masker {
+	var m Masker
+	for _, p := range patterns {
+		if p = strings.ToLower(strings.TrimSpace(p)); p != "" {
+			m.patterns = append(m.patterns, p)
+		}
+	}
+	return m
+}
+
+// ParseMaskKeys reads a comma-separated list of key patterns.
+func ParseMaskKeys(s string) []string {
+	var out []string
+	for p := range strings.SplitSeq(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// Patterns returns the configured patterns, lower case.
+func (m Masker) Patterns() []string { return append([]string(nil), m.patterns...) }
+
+// Sensitive reports whether values under key are masked.
+func (m Masker) Sensitive(key string) bool {
+	k := strings.ToLower(key)
+	for _, p := range m.patterns {
+		if strings.Contains(k, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// Mask returns raw with every sensitive value replaced by MaskPlaceholder,
+// and whether anything was replaced. Key order, numbers and everything not
+// masked are kept as they were. JSON that cannot be read is hidden whole:
+// failing closed shows less, never more.
+func (m Masker) Mask(raw json.RawMessage) (json.RawMessage, bool) {
+	if len(m.patterns) == 0 || len(bytes.TrimSpace(raw)) == 0 {
+		return raw, false
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var out bytes.Buffer
+	masked, err := m.copyValue(dec, &out, false)
+	if err == nil {
+		if _, end := dec.Token(); end != io.EOF {
+			err = errors.New("trailing data")
+		}
+	}
+	if err != nil {
+		return json.RawMessage(strconv.Quote(MaskPlaceholder)), true
+	}
+	if !masked {
+		return raw, false
+	}
+	return out.Bytes(), true
+}
+
+// copyValue copies one JSON value from dec to out, replacing it with the
+// placeholder when hide is set and masking sensitive keys inside it.
+func (m Masker) copyValue(dec *json.Decoder, out *bytes.Buffer, hide bool) (bool, error) {
+	tok, err := dec.Token()
+	if err != nil {
+		return false, err
+	}
+	if hide {
+		if d, ok := tok.(json.Delim); ok {
+			if err := skipContainer(dec, d); err != nil {
+				return false, err
+			}
+		}
+		out.WriteString(strconv.Quote(MaskPlaceholder))
+		return true, nil
+	}
+	d, ok := tok.(json.Delim)
+	if !ok {
+		return false, writeScalar(out, tok)
+	}
+	masked := false
+	switch d {
+	case '{':
+		out.WriteByte('{')
+		for i := 0; dec.More(); i++ {
+			keyTok, err := dec.Token()
+			if err != nil {
+				return false, err
+			}
+			key, _ := keyTok.(string)
+			if i > 0 {
+				out.WriteByte(',')
+			}
+			kb, _ := json.Marshal(key)
+			out.Write(kb)
+			out.WriteByte(':')
+			mv, err := m.copyValue(dec, out, m.Sensitive(key))
+			if err != nil {
+				return false, err
+			}
+			masked = masked || mv
+		}
+		out.WriteByte('}')
+	case '[':
+		out.WriteByte('[')
+		for i := 0; dec.More(); i++ {
+			if i > 0 {
+				out.WriteByte(',')
+			}
+			mv, err := m.copyValue(dec, out, false)
+			if err != nil {
+				return false, err
+			}
+			masked = masked || mv
+		}
+		out.WriteByte(']')
+	default:
+		return false, fmt.Errorf("unexpected %v", d)
+	}
+	if _, err := dec.Token(); err != nil { // the closing delimiter
+		return false, err
+	}
+	return masked, nil
+}
+
+func skipContainer(dec *json.Decoder, open json.Delim) error {
+	depth := 1
+	for depth > 0 {
+		tok, err := dec.Token()
+		if err != nil {
+			return err
+		}
+		if d, ok := tok.(json.Delim); ok {
+			if d == '{' || d == '[' {
+				depth++
+			} else {
+				depth--
+			}
+		}
+	}
+	return nil
+}
+
+func writeScalar(out *bytes.Buffer, tok json.Token) error {
+	switch v := tok.(type) {
+	case nil:
+		out.WriteString("null")
+	case bool:
+		out.WriteString(strconv.FormatBool(v))
+	case json.Number:
+		out.WriteString(v.String())
+	case string:
+		b, err := json.Marshal(v)
+		if err != nil {
+			return err
+		}
+		out.Write(b)
+	default:
+		return fmt.Errorf("unexpected token %v", tok)
+	}
+	return nil
+}
+
+// RestoreMasked gives an edited argument value its real values back where
+// it still holds MaskPlaceholder: someone who edits one field of a masked
+// payload and sends the rest back as shown must not replay "•••" in place
+// of a card number. A placeholder is replaced by the original's value at
+// the same path (same keys, same array positions); one with no value there
+// is an error, since the real value cannot be known. field names the
+// argument ("args" or "kwargs") in that error.
+func RestoreMasked(edited, original json.RawMessage, field string) (json.RawMessage, error) {
+	if !bytes.Contains(edited, []byte(MaskPlaceholder)) {
+		return edited, nil
+	}
+	var e, o any
+	if err := decodeNumbers(edited, &e); err != nil {
+		return nil, &ValidationError{Fields: map[string]string{field: "invalid JSON: " + err.Error()}}
+	}
+	if err := decodeNumbers(original, &o); err != nil {
+		o = nil
+	}
+	restored, err := restore(e, o, true, field)
+	if err != nil {
+		return nil, &ValidationError{Fields: map[string]string{field: err.Error()}}
+	}
+	b, err := json.Marshal(restored)
+	if err != nil {
+		return nil, fmt.Errorf("restore masked %s: %w", field, err)
+	}
+	return b, nil
+}
+
+func decodeNumbers(raw json.RawMessage, into *any) error {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	return dec.Decode(into)
+}
+
+// restore walks edited and original together; have says whether original
+// exists at this path.
+func restore(edited, original any, have bool, path string) (any, error) {
+	switch e := edited.(type) {
+	case string:
+		if e != MaskPlaceholder {
+			return e, nil
+		}
+		if !have {
+			return nil, fmt.Errorf("%s holds the hidden value %s where the dead letter has no value to put back: "+
+				"type the value, or reveal the letter's values first", path, MaskPlaceholder)
+		}
+		return original, nil
+	case map[string]any:
+		o, _ := original.(map[string]any)
+		for k, v := range e {
+			ov, ok := o[k]
+			r, err := restore(v, ov, ok, path+"."+k)
+			if err != nil {
+				return nil, err
+			}
+			e[k] = r
+		}
+		return e, nil
+	case []any:
+		o, _ := original.([]any)
+		for i, v := range e {
+			var ov any
+			ok := i < len(o)
+			if ok {
+				ov = o[i]
+			}
+			r, err := restore(v, ov, ok, fmt.Sprintf("%s[%d]", path, i))
+			if err != nil {
+				return nil, err
+			}
+			e[i] = r
+		}
+		return e, nil
+	default:
+		return e, nil
+	}
+}
