@@ -7,6 +7,8 @@
 //	redrive migrate   apply database migrations
 //	redrive enqueue   enqueue one job
 //	redrive seed      bulk synthetic dead letters, for benchmarks
+//	redrive user      add, change, disable and list console users
+//	redrive token     create, revoke and list API tokens
 //
 // Configuration comes from flags, each of which defaults to an environment
 // variable (DATABASE_URL, REDRIVE_ADDR, ...), the twelve-factor way.
@@ -38,7 +40,6 @@ import (
 
 	"github.com/redrive/redrive/dlq"
 	"github.com/redrive/redrive/dlq/localpg"
-	"github.com/redrive/redrive/handlers"
 	"github.com/redrive/redrive/replay"
 	"github.com/redrive/redrive/web"
 	"github.com/redrive/redrive/worker"
@@ -91,6 +92,8 @@ Commands:
   migrate   apply database migrations
   enqueue   enqueue one job
   seed      insert synthetic dead letters in bulk (benchmarks, demos)
+  user      manage console users: add, passwd, role, disable, enable, list
+  token     manage API tokens: create, revoke, list
 
 Run 'redrive <command> -h' for the flags of each.
 `
@@ -106,7 +109,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	cmds := map[string]func(context.Context, []string, func(string) string, io.Writer, io.Writer) error{
 		"dev": runDev, "serve": runServe, "worker": runWorker, "migrate": runMigrate,
-		"enqueue": runEnqueue, "seed": runSeed,
+		"enqueue": runEnqueue, "seed": runSeed, "user": runUser, "token": runToken,
 	}
 	cmd, ok := cmds[args[0]]
 	if !ok {
@@ -173,6 +176,11 @@ var envVars = map[string]string{
 	"shutdown-grace": "REDRIVE_SHUTDOWN_GRACE", "lease": "REDRIVE_LEASE", "job-timeout": "REDRIVE_JOB_TIMEOUT",
 	"retry-base": "REDRIVE_RETRY_BASE", "retry-cap": "REDRIVE_RETRY_CAP", "data-dir": "REDRIVE_DATA_DIR",
 	"metrics-addr": "REDRIVE_METRICS_ADDR", "logs-url-template": "REDRIVE_LOGS_URL_TEMPLATE",
+	"session-keys": "REDRIVE_SESSION_KEYS", "session-lifetime": "REDRIVE_SESSION_LIFETIME",
+	"session-idle": "REDRIVE_SESSION_IDLE", "trusted-proxies": "REDRIVE_TRUSTED_PROXIES",
+	"auth-header": "REDRIVE_AUTH_HEADER", "proxy-roles": "REDRIVE_PROXY_ROLES",
+	"proxy-default-role": "REDRIVE_PROXY_DEFAULT_ROLE", "metrics-token": "REDRIVE_METRICS_TOKEN",
+	"mask-keys": "REDRIVE_MASK_KEYS",
 }
 
 // parse applies the environment, then the flags, and refuses stray arguments.
@@ -222,11 +230,13 @@ type serveFlags struct {
 	addr            string
 	migrate         bool
 	logsURLTemplate string
+	auth            authFlags
 }
 
 func (s *serveFlags) register(fs *flag.FlagSet, defaultAddr string) {
 	fs.StringVar(&s.logsURLTemplate, "logs-url-template", "", "link each attempt to your logs or traces: {job_id}, {task}, {from}, {to} are filled in (env REDRIVE_LOGS_URL_TEMPLATE)")
 	fs.StringVar(&s.addr, "addr", defaultAddr, "address to listen on (env REDRIVE_ADDR)")
+	s.auth.register(fs)
 }
 
 func runServe(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
@@ -243,6 +253,10 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	if err != nil {
 		return err
 	}
+	auth, err := s.auth.config(false)
+	if err != nil {
+		return err
+	}
 	db, err := c.open(ctx)
 	if err != nil {
 		return err
@@ -253,7 +267,11 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 			return err
 		}
 	}
-	return runConsole(ctx, console{flags: s, store: dlq.NewStore(db), logger: logger, metrics: newMetricsRegistry()}, func(url string) {
+	store := dlq.NewStore(db)
+	if err := adviseFirstAdmin(ctx, store, logger); err != nil {
+		return err
+	}
+	return runConsole(ctx, console{flags: s, auth: auth, store: store, logger: logger, metrics: newMetricsRegistry()}, func(url string) {
 		logger.Info("console listening", "url", url)
 	})
 }
@@ -265,8 +283,7 @@ type console struct {
 	store   *dlq.Store
 	logger  *slog.Logger
 	metrics *prometheus.Registry
-	// principal: see web.Config.Principal.
-	principal *handlers.Principal
+	auth    web.AuthConfig
 }
 
 // runConsole serves the console and runs the bulk-operation runner beside
@@ -275,7 +292,7 @@ func runConsole(ctx context.Context, c console, ready func(url string)) error {
 	runner := replay.NewRunner(replay.RunnerConfig{Store: c.store, Logger: c.logger})
 	handler, err := web.NewServer(web.Config{
 		Store: c.store, Logger: c.logger, Version: buildVersion(), Registry: c.metrics,
-		LogsURLTemplate: c.flags.logsURLTemplate, Principal: c.principal,
+		LogsURLTemplate: c.flags.logsURLTemplate, Auth: c.auth,
 		Replay: replay.NewService(replay.Config{Store: c.store, Logger: c.logger, Wake: runner.Wake}),
 	})
 	if err != nil {
@@ -473,6 +490,12 @@ func runDev(ctx context.Context, args []string, getenv func(string) string, stdo
 	if err != nil {
 		return err
 	}
+	// Without REDRIVE_SESSION_KEYS, dev signs with a key of this process
+	// only: a restart signs everyone out, which is fine on a laptop.
+	auth, err := s.auth.config(true)
+	if err != nil {
+		return err
+	}
 	if c.databaseURL == "" {
 		dir, err := filepath.Abs(filepath.Join(dataDir, "postgres"))
 		if err != nil {
@@ -509,18 +532,21 @@ func runDev(ctx context.Context, args []string, getenv func(string) string, stdo
 	if err := store.RegisterTasks(ctx, reg.Tasks()); err != nil {
 		return err
 	}
+	adminPassword, err := ensureDevAdmin(ctx, store)
+	if err != nil {
+		return err
+	}
 
 	// One registry: the console's /metrics shows the worker's outcomes too.
 	metrics := newMetricsRegistry()
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
-		// No sign-in yet: in dev mode every request acts as an admin.
-		dev := &handlers.Principal{Name: "dev", Role: dlq.RoleAdmin, Via: "dev"}
-		return runConsole(gctx, console{flags: s, store: store, logger: logger, metrics: metrics, principal: dev}, func(url string) {
+		return runConsole(gctx, console{flags: s, auth: auth, store: store, logger: logger, metrics: metrics}, func(url string) {
 			fmt.Fprintf(stdout, "\nRedrive is running: %s\n", url)
+			fmt.Fprintf(stdout, "Sign in as %s with the password %s (dev only: a new one each start).\n", devAdmin, adminPassword)
 			fmt.Fprintf(stdout, "Database: %s\n", c.databaseURL)
 			fmt.Fprintf(stdout, "Demo traffic: %.1f jobs/s on queues %s; dead letters appear within a minute.\n", rate, w.queues)
-			fmt.Fprintf(stdout, "No sign-in is needed yet in dev mode. Press Ctrl-C to stop.\n\n")
+			fmt.Fprintf(stdout, "Press Ctrl-C to stop.\n\n")
 		})
 	})
 	g.Go(func() error { return startWorker(gctx, store, reg, w.config(logger, c.databaseURL, metrics)) })

@@ -13,6 +13,7 @@ import (
 	"github.com/redrive/redrive/dlq"
 	"github.com/redrive/redrive/dlq/dlqtest"
 	"github.com/redrive/redrive/web"
+	"github.com/redrive/redrive/web/webtest"
 )
 
 // console is the real server on a fresh database, for the overview, jobs,
@@ -35,7 +36,8 @@ func newConsole(t *testing.T, cfgs ...func(*web.Config)) console {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return console{h: h, db: db, store: store}
+	// Signed in as an operator: these tests read everything and enqueue.
+	return console{h: webtest.AsRole(t, h, store, dlq.RoleOperator), db: db, store: store}
 }
 
 // exec runs fixture SQL.

@@ -15,7 +15,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/redrive/redrive/dlq"
-	"github.com/redrive/redrive/handlers"
 	"github.com/redrive/redrive/replay"
 	"github.com/redrive/redrive/static"
 )
@@ -39,9 +38,10 @@ type Config struct {
 	// Store that does not wake a runner (operations then start on the
 	// runner's next poll).
 	Replay *replay.Service
-	// Principal, until access control lands, is who every request acts as
-	// (redrive dev and tests). Nil: requests are anonymous and may not act.
-	Principal *handlers.Principal
+	// Auth configures sign-in, sessions, tokens, the SSO proxy and masking
+	// (auth_config.go). Every route but health, metrics, sign-in and static
+	// files needs someone signed in.
+	Auth AuthConfig
 }
 
 func (c *Config) validate() error {
@@ -59,7 +59,7 @@ func (c *Config) validate() error {
 	}
 	c.Version = cmp.Or(c.Version, "dev")
 	c.BodyLimit = cmp.Or(c.BodyLimit, "8M")
-	return nil
+	return c.Auth.validate()
 }
 
 // NewServer returns the console's HTTP handler with every route mounted.
@@ -70,6 +70,8 @@ func NewServer(cfg Config) (http.Handler, error) {
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = errorHandler(cfg.Logger)
+	sec := newSecurity(cfg.Store, cfg.Auth, cfg.Logger)
+	e.IPExtractor = sec.trust.ipExtractor()
 
 	metrics, err := newHTTPMetrics(cfg.Registry)
 	if err != nil {
@@ -86,9 +88,14 @@ func NewServer(cfg Config) (http.Handler, error) {
 			DisablePrintStack: true,
 		}),
 		securityHeaders(),
+		hsts(sec.trust),
 		middleware.BodyLimit(cfg.BodyLimit),
 		metrics.middleware,
-		fixedPrincipal(cfg.Principal),
+		// Who is asking, then may they, then did the request come from our
+		// own pages: in that order, after routing, so c.Path() is known.
+		sec.auth.middleware,
+		sec.acl.middleware,
+		csrf(sec.trust),
 	)
 
 	assets, err := fs.Sub(static.FS, ".")
@@ -97,32 +104,20 @@ func NewServer(cfg Config) (http.Handler, error) {
 	}
 	e.StaticFS("/static", assets)
 
-	if err := routes(e, cfg); err != nil {
+	if err := routes(e, cfg, sec); err != nil {
 		return nil, err
 	}
 	return e, nil
 }
 
-// fixedPrincipal makes every request act as p, when p is set.
-func fixedPrincipal(p *handlers.Principal) echo.MiddlewareFunc {
-	return func(next echo.HandlerFunc) echo.HandlerFunc {
-		return func(c echo.Context) error {
-			if p != nil {
-				handlers.SetPrincipal(c, *p)
-			}
-			return next(c)
-		}
-	}
-}
-
 // securityHeaders sets a strict Content-Security-Policy: no inline script or
-// style, nothing from other origins, no framing.
+// style, nothing from other origins, no framing. HSTS is hsts's job: echo
+// would believe any client's X-Forwarded-Proto.
 func securityHeaders() echo.MiddlewareFunc {
 	return middleware.SecureWithConfig(middleware.SecureConfig{
 		XSSProtection:         "0",
 		ContentTypeNosniff:    "nosniff",
 		XFrameOptions:         "DENY",
-		HSTSMaxAge:            31536000,
 		ReferrerPolicy:        "same-origin",
 		ContentSecurityPolicy: "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'; object-src 'none'",
 	})

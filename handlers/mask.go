@@ -1,0 +1,75 @@
+package handlers
+
+import (
+	"context"
+
+	"github.com/redrive/redrive/dlq"
+)
+
+// MaskedReads is the store as every page, API answer and export reads it:
+// the arguments of dead letters and jobs come back with sensitive values
+// replaced by dlq.MaskPlaceholder. Masking here, once, rather than in each
+// handler means a page added later cannot forget it. Writes pass straight
+// through to the real store, and replays read the stored values inside
+// their own transactions, so what is replayed is always the real thing.
+//
+// The one way to see real values is RevealArgs, which audits the reveal
+// and marks the request's context for exactly that letter.
+type MaskedReads struct {
+	*dlq.Store
+	Masker dlq.Masker
+}
+
+// ListDeadLetters masks each letter's arguments.
+func (m MaskedReads) ListDeadLetters(ctx context.Context, f dlq.Filter) (dlq.DeadLetterPage, error) {
+	page, err := m.Store.ListDeadLetters(ctx, f)
+	for i := range page.Letters {
+		m.maskLetter(ctx, &page.Letters[i])
+	}
+	return page, err
+}
+
+// GetDeadLetter masks the letter's arguments unless the request revealed
+// this letter.
+func (m MaskedReads) GetDeadLetter(ctx context.Context, id int64) (dlq.DeadLetterDetail, error) {
+	d, err := m.Store.GetDeadLetter(ctx, id)
+	m.maskLetter(ctx, &d.DeadLetter)
+	return d, err
+}
+
+// EachDeadLetter masks each exported letter.
+func (m MaskedReads) EachDeadLetter(ctx context.Context, f dlq.Filter, fn func(dlq.DeadLetter) error) error {
+	return m.Store.EachDeadLetter(ctx, f, func(d dlq.DeadLetter) error {
+		m.maskLetter(ctx, &d)
+		return fn(d)
+	})
+}
+
+// Job masks a job's arguments: a replayed job carries the letter's.
+func (m MaskedReads) Job(ctx context.Context, id int64) (dlq.Job, error) {
+	j, err := m.Store.Job(ctx, id)
+	j.Args, _ = m.Masker.Mask(j.Args)
+	j.Kwargs, _ = m.Masker.Mask(j.Kwargs)
+	return j, err
+}
+
+func (m MaskedReads) maskLetter(ctx context.Context, d *dlq.DeadLetter) {
+	if d.ID != 0 && revealed(ctx, d.ID) {
+		return
+	}
+	d.Args, _ = m.Masker.Mask(d.Args)
+	d.Kwargs, _ = m.Masker.Mask(d.Kwargs)
+}
+
+type revealKey struct{}
+
+// withRevealed marks ctx as allowed to see letter id's real arguments.
+// Only RevealArgs calls it, after writing the audit entry.
+func withRevealed(ctx context.Context, id int64) context.Context {
+	return context.WithValue(ctx, revealKey{}, id)
+}
+
+func revealed(ctx context.Context, id int64) bool {
+	got, ok := ctx.Value(revealKey{}).(int64)
+	return ok && got == id
+}

@@ -1,0 +1,183 @@
+package web
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"errors"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/redrive/redrive/dlq"
+	"github.com/redrive/redrive/handlers"
+)
+
+// How a principal was established (handlers.Principal.Via).
+const (
+	viaSession = "session"
+	viaToken   = "token"
+	viaProxy   = "proxy"
+)
+
+// authStore is what authentication reads on every request.
+type authStore interface {
+	User(ctx context.Context, id int64) (dlq.User, error)
+	UserByName(ctx context.Context, name string) (dlq.User, error)
+	UserByToken(ctx context.Context, hash []byte, now time.Time) (dlq.User, dlq.Token, error)
+}
+
+// authenticator finds out who is making a request: a bearer token, else a
+// trusted proxy's SSO header, else a session cookie, else nobody. It only
+// establishes identity; access (below) decides what the identity may do.
+type authenticator struct {
+	store    authStore
+	sessions *sessionManager
+	trust    proxyTrust
+	cfg      AuthConfig
+	logger   *slog.Logger
+}
+
+func (a *authenticator) middleware(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		r := c.Request()
+		// /metrics has its own token (metricsGuard), which is no API token.
+		if token, ok := bearerToken(r); ok && c.Path() != "/metrics" {
+			p, err := a.fromToken(r.Context(), token)
+			if err != nil {
+				return err
+			}
+			handlers.SetPrincipal(c, p)
+			return next(c)
+		}
+		if p, ok, err := a.fromProxy(c); err != nil {
+			return err
+		} else if ok {
+			handlers.SetPrincipal(c, p)
+			return next(c)
+		}
+		if err := a.fromSession(c); err != nil {
+			return err
+		}
+		return next(c)
+	}
+}
+
+// bearerToken returns the token of an "Authorization: Bearer" header.
+func bearerToken(r *http.Request) (string, bool) {
+	scheme, token, ok := strings.Cut(r.Header.Get(echo.HeaderAuthorization), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	token = strings.TrimSpace(token)
+	return token, token != ""
+}
+
+var errBadToken = &handlers.RequestError{Status: http.StatusUnauthorized, Code: "invalid_token",
+	Message: "The API token is unknown or revoked, or its user is disabled."}
+
+// fromToken: a token that was sent but does not work is an error, never a
+// fall back to anonymous, so a client learns at once its token is bad.
+func (a *authenticator) fromToken(ctx context.Context, token string) (handlers.Principal, error) {
+	u, _, err := a.store.UserByToken(ctx, dlq.HashToken(token), a.cfg.Now())
+	if errors.Is(err, dlq.ErrNotFound) {
+		return handlers.Principal{}, errBadToken
+	}
+	if err != nil {
+		return handlers.Principal{}, err
+	}
+	return handlers.Principal{Name: u.Name, Role: u.Role, Via: viaToken}, nil
+}
+
+// fromProxy believes the SSO header only from a trusted proxy's address.
+// The same header from anywhere else is ignored: it is what an attacker
+// would send. A local user of the same name who is disabled is refused,
+// which gives admins a way to shut someone out without the SSO provider.
+func (a *authenticator) fromProxy(c echo.Context) (handlers.Principal, bool, error) {
+	r := c.Request()
+	if a.cfg.AuthHeader == "" {
+		return handlers.Principal{}, false, nil
+	}
+	name := strings.TrimSpace(r.Header.Get(a.cfg.AuthHeader))
+	if name == "" {
+		return handlers.Principal{}, false, nil
+	}
+	if !a.trust.trusted(r) {
+		a.logger.Debug("ignored the SSO header from an untrusted address", "remote_addr", r.RemoteAddr)
+		return handlers.Principal{}, false, nil
+	}
+	if !dlq.ValidUserName(name) {
+		return handlers.Principal{}, false, &handlers.RequestError{Status: http.StatusForbidden, Code: "forbidden",
+			Message: "The sign-in proxy named a user this console cannot accept."}
+	}
+	u, err := a.store.UserByName(r.Context(), name)
+	switch {
+	case err == nil && !u.Active():
+		return handlers.Principal{}, false, &handlers.RequestError{Status: http.StatusForbidden, Code: "disabled",
+			Message: "This account is disabled in Redrive."}
+	case err != nil && !errors.Is(err, dlq.ErrNotFound):
+		return handlers.Principal{}, false, err
+	}
+	role, ok := a.cfg.ProxyRoles[strings.ToLower(name)]
+	if !ok {
+		role = a.cfg.ProxyDefaultRole
+	}
+	return handlers.Principal{Name: name, Role: role, Via: viaProxy}, true, nil
+}
+
+// fromSession signs the request in from its session cookie, if the cookie
+// is genuine and current and the user still active with the same session
+// epoch. Anything else clears the cookie: the requester is signed out.
+func (a *authenticator) fromSession(c echo.Context) error {
+	d, state := a.sessions.load(c.Request())
+	switch state {
+	case noSession:
+		return nil
+	case invalidSession:
+		a.sessions.clear(c)
+		return nil
+	}
+	u, err := a.store.User(c.Request().Context(), d.UserID)
+	if errors.Is(err, dlq.ErrNotFound) || (err == nil && (!u.Active() || u.SessionEpoch != d.Epoch)) {
+		a.sessions.clear(c)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	handlers.SetPrincipal(c, handlers.Principal{Name: u.Name, Role: u.Role, Via: viaSession})
+	return a.sessions.touch(c, d)
+}
+
+// metricsGuard requires the metrics token on /metrics when one is set. It
+// is compared as SHA-256 digests in constant time, so neither its content
+// nor its length leaks through timing.
+func metricsGuard(token string) echo.MiddlewareFunc {
+	want := sha256.Sum256([]byte(token))
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			if token == "" {
+				return next(c)
+			}
+			got, _ := bearerToken(c.Request())
+			sum := sha256.Sum256([]byte(got))
+			if subtle.ConstantTimeCompare(sum[:], want[:]) != 1 {
+				c.Response().Header().Set(echo.HeaderWWWAuthenticate, `Bearer realm="redrive metrics"`)
+				return echo.NewHTTPError(http.StatusUnauthorized, "metrics need the metrics token")
+			}
+			return next(c)
+		}
+	}
+}
+
+// loginURL is the sign-in page that comes back to target afterwards.
+func loginURL(target string) string {
+	if target == "" || target == "/" {
+		return "/login"
+	}
+	return "/login?" + url.Values{"next": {target}}.Encode()
+}

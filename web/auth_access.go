@@ -1,0 +1,145 @@
+package web
+
+import (
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/redrive/redrive/dlq"
+	"github.com/redrive/redrive/handlers"
+)
+
+// access is the console's authorisation policy, default-deny: a route is
+// open to anonymous requests only if routes.go registered it through
+// public; every other route needs someone signed in, and then a role:
+//
+//	/admin and below       admin
+//	POST, PUT, PATCH, ...  operator (anything that may change something)
+//	GET, HEAD              viewer
+//
+// The rule is decided from the matched route and the method, not from a
+// list of routes to protect, so a route added later, anywhere, is protected
+// without anyone remembering to. Handlers and replay.Service check again
+// where it matters; a hidden button is never the control.
+type access struct {
+	public map[string]bool // "GET /healthz"
+}
+
+func newAccess() *access { return &access{public: map[string]bool{}} }
+
+func routeKey(method, path string) string {
+	if method == http.MethodHead {
+		method = http.MethodGet
+	}
+	return method + " " + path
+}
+
+func isStaticPath(path string) bool { return path == "/static*" }
+
+// publicRoutes registers routes that need no sign-in. It is the only way
+// to make one.
+type publicRoutes struct {
+	e   *echo.Echo
+	acl *access
+}
+
+// GET registers a public GET route.
+func (p publicRoutes) GET(path string, h echo.HandlerFunc, m ...echo.MiddlewareFunc) {
+	p.e.GET(path, h, m...)
+	p.acl.public[routeKey(http.MethodGet, path)] = true
+}
+
+// POST registers a public POST route (sign-in, sign-out). CSRF still
+// applies to it.
+func (p publicRoutes) POST(path string, h echo.HandlerFunc, m ...echo.MiddlewareFunc) {
+	p.e.POST(path, h, m...)
+	p.acl.public[routeKey(http.MethodPost, path)] = true
+}
+
+// required is the least role that may use a route with method.
+func required(method, path string) dlq.Role {
+	switch {
+	case path == "/admin" || strings.HasPrefix(path, "/admin/") || strings.HasPrefix(path, "/api/v1/admin/"):
+		return dlq.RoleAdmin
+	case unsafeMethod(method):
+		return dlq.RoleOperator
+	default:
+		return dlq.RoleViewer
+	}
+}
+
+// allows reports whether role is at least need.
+func allows(role, need dlq.Role) bool {
+	switch need {
+	case dlq.RoleAdmin:
+		return role.CanAdminister()
+	case dlq.RoleOperator:
+		return role.CanAct()
+	default:
+		return role.Valid()
+	}
+}
+
+func (a *access) middleware(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		r := c.Request()
+		if a.public[routeKey(r.Method, c.Path())] || isStaticPath(c.Path()) {
+			return next(c)
+		}
+		p, ok := handlers.PrincipalFrom(c)
+		if !ok {
+			return unauthenticated(c)
+		}
+		if need := required(r.Method, c.Path()); !allows(p.Role, need) {
+			return &handlers.RequestError{Status: http.StatusForbidden, Code: "forbidden",
+				Message: "You are signed in as " + p.Name + " (" + string(p.Role) + "); this needs the " + string(need) + " role."}
+		}
+		return next(c)
+	}
+}
+
+// requireRole is access's rule as route middleware, for a group whose
+// need is higher than its methods say (the admin pages' GETs).
+func requireRole(need dlq.Role) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			p, ok := handlers.PrincipalFrom(c)
+			if !ok {
+				return unauthenticated(c)
+			}
+			if !allows(p.Role, need) {
+				return &handlers.RequestError{Status: http.StatusForbidden, Code: "forbidden",
+					Message: "This needs the " + string(need) + " role."}
+			}
+			return next(c)
+		}
+	}
+}
+
+// unauthenticated answers a request that needs a sign-in: the API gets
+// 401 JSON, a page read goes to the sign-in page and comes back after, an
+// htmx request asks the browser to do the same for the whole page, and
+// anything else is 401.
+func unauthenticated(c echo.Context) error {
+	r := c.Request()
+	if strings.HasPrefix(r.URL.Path, "/api/") {
+		c.Response().Header().Set(echo.HeaderWWWAuthenticate, `Bearer realm="redrive"`)
+		return &handlers.RequestError{Status: http.StatusUnauthorized, Code: "unauthenticated",
+			Message: "Sign in, or send an API token as Authorization: Bearer <token>."}
+	}
+	if handlers.IsHTMX(c) {
+		target := "/"
+		if u, err := url.Parse(r.Header.Get("HX-Current-URL")); err == nil {
+			target = u.RequestURI()
+		}
+		c.Response().Header().Set("HX-Redirect", loginURL(target))
+		return c.NoContent(http.StatusUnauthorized)
+	}
+	if r.Method == http.MethodGet || r.Method == http.MethodHead {
+		return c.Redirect(http.StatusSeeOther, loginURL(r.URL.RequestURI()))
+	}
+	return &handlers.RequestError{Status: http.StatusUnauthorized, Code: "unauthenticated",
+		Message: "Your session has ended. Sign in again, then repeat what you were doing."}
+}
