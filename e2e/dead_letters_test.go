@@ -10,6 +10,7 @@ import (
 
 	"github.com/playwright-community/playwright-go"
 
+	"github.com/redrive/redrive/dlq"
 	"github.com/redrive/redrive/dlq/dlqtest"
 )
 
@@ -50,6 +51,7 @@ func TestDeadLettersFilterAndSearch(t *testing.T) {
 	dlqtest.InsertDeadLetter(t, db.DB, dlqtest.Letter{Task: "mailer.welcome", FailedAt: now.Add(-2 * time.Hour)})
 	base := startServer(t, db)
 	page := newPage(t)
+	signIn(t, page, base, db, dlq.RoleViewer)
 
 	_, err := page.Goto(base + "/dead-letters")
 	must(t, err)
@@ -97,6 +99,7 @@ func TestDeadLettersPagingVisitsEachOnce(t *testing.T) {
 	}
 	base := startServer(t, db)
 	page := newPage(t)
+	signIn(t, page, base, db, dlq.RoleViewer)
 	_, err := page.Goto(base + "/dead-letters?limit=5")
 	must(t, err)
 
@@ -155,6 +158,7 @@ func TestDeadLetterDetailShowsEverything(t *testing.T) {
 		FailedAt: time.Date(2026, 3, 1, 9, 1, 12, 0, time.UTC), ReplayOf: &first})
 	base := startServer(t, db)
 	page := newPage(t)
+	signIn(t, page, base, db, dlq.RoleViewer)
 	_, err := page.Goto(fmt.Sprintf("%s/dead-letters/%d", base, id))
 	must(t, err)
 
@@ -186,6 +190,7 @@ func TestDeadLetterMarkupNeverRuns(t *testing.T) {
 		Args: fmt.Sprintf(`[%q]`, payload), Kwargs: fmt.Sprintf(`{"note": %q}`, payload), Traceback: payload})
 	base := startServer(t, db)
 	page := newPage(t)
+	signIn(t, page, base, db, dlq.RoleViewer)
 	for _, path := range []string{"/dead-letters", fmt.Sprintf("/dead-letters/%d", id), "/groups", "/dead-letters?q=__xss"} {
 		_, err := page.Goto(base + path)
 		must(t, err)
@@ -207,6 +212,7 @@ func TestDeadLettersBadFilterIsFriendly(t *testing.T) {
 	dlqtest.InsertDeadLetter(t, db.DB, dlqtest.Letter{})
 	base := startServer(t, db)
 	page := newPage(t)
+	signIn(t, page, base, db, dlq.RoleViewer)
 
 	resp, err := page.Goto(base + "/dead-letters?since=last+tuesday&limit=100000")
 	must(t, err)
@@ -244,6 +250,7 @@ func TestDeadLettersOnAPhone(t *testing.T) {
 	must(t, dlqtest.SeedDeadLetters(context.Background(), db.DB, 60, time.Now()))
 	base := startServer(t, db)
 	page := newPageWith(t, playwright.BrowserNewContextOptions{Viewport: &playwright.Size{Width: 390, Height: 844}})
+	signIn(t, page, base, db, dlq.RoleViewer)
 	_, err := page.Goto(base + "/dead-letters")
 	must(t, err)
 	must(t, expect.Locator(page.Locator(`[data-testid="letter-row"]`).First()).ToBeVisible())
@@ -270,6 +277,7 @@ func TestDeadLettersWorkWithoutJavaScript(t *testing.T) {
 	}
 	base := startServer(t, db)
 	page := newPageWith(t, playwright.BrowserNewContextOptions{JavaScriptEnabled: playwright.Bool(false)})
+	signIn(t, page, base, db, dlq.RoleViewer)
 	_, err := page.Goto(base + "/dead-letters?limit=2")
 	must(t, err)
 	must(t, page.Locator(`[data-testid="filter-task"]`).Fill("nojs.two"))

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redrive/redrive/dlq"
 	"github.com/redrive/redrive/dlq/dlqtest"
 )
 
@@ -15,6 +16,7 @@ func TestGroupsLeadToTheirLetters(t *testing.T) {
 	must(t, dlqtest.SeedDeadLetters(context.Background(), db.DB, 400, time.Now()))
 	base := startServer(t, db)
 	page := newPage(t)
+	signIn(t, page, base, db, dlq.RoleViewer)
 	_, err := page.Goto(base + "/groups")
 	must(t, err)
 

@@ -7,6 +7,7 @@ import (
 
 	"github.com/playwright-community/playwright-go"
 
+	"github.com/redrive/redrive/dlq"
 	"github.com/redrive/redrive/dlq/dlqtest"
 )
 
@@ -41,6 +42,7 @@ func TestJobsFilterAndDetail(t *testing.T) {
 		RETURNING id`))
 	base := startServer(t, db)
 	page := newPage(t)
+	signIn(t, page, base, db, dlq.RoleViewer)
 
 	_, err = page.Goto(base + "/jobs")
 	must(t, err)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/playwright-community/playwright-go"
 
+	"github.com/redrive/redrive/dlq"
 	"github.com/redrive/redrive/dlq/dlqtest"
 )
 
@@ -44,6 +45,7 @@ func TestOverviewCountsAndAutoRefresh(t *testing.T) {
 	db := overviewFixture(t)
 	base := startServer(t, db)
 	page := newPage(t)
+	signIn(t, page, base, db, dlq.RoleViewer)
 
 	_, err := page.Goto(base + "/")
 	must(t, err)
@@ -91,6 +93,7 @@ func TestOverviewLooks(t *testing.T) {
 			ColorScheme: v.scheme,
 			Viewport:    &playwright.Size{Width: v.width, Height: 900},
 		})
+		signIn(t, page, base, db, dlq.RoleViewer)
 		_, err := page.Goto(base + "/")
 		must(t, err)
 		must(t, expect.Locator(page.GetByTestId("count-pending")).ToHaveText("3"))
@@ -103,6 +106,7 @@ func TestOverviewLooks(t *testing.T) {
 		screenshot(t, page, v.name)
 	}
 	page := newPageWith(t, playwright.BrowserNewContextOptions{Viewport: &playwright.Size{Width: 1280, Height: 900}})
+	signIn(t, page, base, db, dlq.RoleViewer)
 	_, err := page.Goto(base + "/workers")
 	must(t, err)
 	must(t, expect.Locator(page.Locator(`[data-worker="worker-old1"] [data-testid="worker-state"]`)).ToHaveText("stale"))
