@@ -69,18 +69,23 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
+	port := cfg.Port
+	if port == 0 {
+		if port, err = freePort(); err != nil {
+			return nil, err
+		}
+	} else if err := portFree(port); err != nil {
+		// Something else listens there — perhaps another cluster. Starting
+		// would fail, and the readiness check could mistake that server for
+		// ours: refuse instead.
+		return nil, err
+	}
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("localpg: create %s: %w", cfg.Dir, err)
 	}
 	dataDir := filepath.Join(cfg.Dir, "data")
 	if err := initdb(ctx, bindir, dataDir, cred); err != nil {
 		return nil, err
-	}
-	port := cfg.Port
-	if port == 0 {
-		if port, err = freePort(); err != nil {
-			return nil, err
-		}
 	}
 	c := &Cluster{cfg: cfg, port: port, done: make(chan error, 1)}
 	if err := c.start(ctx, bindir, dataDir, cred); err != nil {
@@ -169,7 +174,7 @@ func (c *Cluster) waitReady(ctx context.Context, logPath string) error {
 		err := db.PingContext(pingCtx)
 		cancel()
 		if err == nil {
-			return nil
+			return c.checkOwn(ctx, db)
 		}
 		select {
 		case werr := <-c.done:
@@ -183,6 +188,28 @@ func (c *Cluster) waitReady(ctx context.Context, logPath string) error {
 			return fmt.Errorf("localpg: postgres not ready after 60s: %v; log tail:\n%s", err, tail(logPath))
 		}
 	}
+}
+
+// checkOwn makes sure the server that answered is the one we started, not
+// another that took the port first.
+func (c *Cluster) checkOwn(ctx context.Context, db *sql.DB) error {
+	var dir string
+	if err := db.QueryRowContext(ctx, `SHOW data_directory`).Scan(&dir); err != nil {
+		return fmt.Errorf("localpg: read data_directory: %w", err)
+	}
+	want := filepath.Join(c.cfg.Dir, "data")
+	if filepath.Clean(dir) != filepath.Clean(want) {
+		return fmt.Errorf("localpg: port %d is served by another PostgreSQL (data in %s), not ours (%s)", c.port, dir, want)
+	}
+	return nil
+}
+
+func portFree(port int) error {
+	l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+	if err != nil {
+		return fmt.Errorf("localpg: port %d is already in use (another PostgreSQL?); stop it or choose another port: %w", port, err)
+	}
+	return l.Close()
 }
 
 func initdb(ctx context.Context, bindir, dataDir string, cred *syscall.Credential) error {
