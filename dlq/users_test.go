@@ -1,0 +1,109 @@
+package dlq_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/redrive/redrive/dlq"
+	"github.com/redrive/redrive/dlq/dlqtest"
+)
+
+func TestUsersAndTokens(t *testing.T) {
+	t.Parallel()
+	db := dlqtest.NewDB(t)
+	s := dlq.NewStore(db.DB)
+	ctx, now := context.Background(), time.Now()
+	change := dlq.UserChange{Actor: dlq.Actor{Name: "test"}, Now: now}
+	hash, err := dlq.HashPassword("a long enough password", 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dlq.HashPassword("short", 4); !errors.Is(err, dlq.ErrInvalid) {
+		t.Errorf("a short password: %v", err)
+	}
+
+	t.Run("NamesAreUniqueInAnyCase", func(t *testing.T) {
+		if _, err := s.CreateUser(ctx, dlq.NewUser{Name: "Root", Role: dlq.RoleAdmin, PasswordHash: hash, Now: now}); err != nil {
+			t.Fatal(err)
+		}
+		_, err := s.CreateUser(ctx, dlq.NewUser{Name: "root", Role: dlq.RoleViewer, PasswordHash: hash, Now: now})
+		if !errors.Is(err, dlq.ErrConflict) {
+			t.Fatalf("want ErrConflict, got %v", err)
+		}
+		if _, err := s.CreateUser(ctx, dlq.NewUser{Name: "bad name!", Role: dlq.RoleViewer, PasswordHash: hash, Now: now}); !errors.Is(err, dlq.ErrInvalid) {
+			t.Errorf("bad name: %v", err)
+		}
+	})
+	t.Run("TheLastAdminStays", func(t *testing.T) {
+		if _, err := s.DisableUser(ctx, "root", change); !errors.Is(err, dlq.ErrLastAdmin) {
+			t.Errorf("disable the last admin: %v", err)
+		}
+		if _, err := s.SetRole(ctx, "root", dlq.RoleViewer, change); !errors.Is(err, dlq.ErrLastAdmin) {
+			t.Errorf("demote the last admin: %v", err)
+		}
+	})
+	t.Run("PasswordAndDisableBumpTheEpoch", func(t *testing.T) {
+		u, err := s.CreateUser(ctx, dlq.NewUser{Name: "ann", Role: dlq.RoleOperator, PasswordHash: hash, Now: now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !dlq.CheckPassword(&u, "a long enough password") || dlq.CheckPassword(&u, "wrong") || dlq.CheckPassword(nil, "a long enough password") {
+			t.Error("CheckPassword")
+		}
+		u2, err := s.SetPassword(ctx, "ANN", hash, change)
+		if err != nil || u2.SessionEpoch <= u.SessionEpoch {
+			t.Fatalf("set password: %v, epoch %d → %d", err, u.SessionEpoch, u2.SessionEpoch)
+		}
+		u3, err := s.DisableUser(ctx, "ann", change)
+		if err != nil || u3.SessionEpoch <= u2.SessionEpoch || u3.Active() || dlq.CheckPassword(&u3, "a long enough password") {
+			t.Fatalf("disable: %v %+v", err, u3)
+		}
+		if _, err := s.SetPassword(ctx, "nobody", hash, change); !errors.Is(err, dlq.ErrNotFound) {
+			t.Errorf("unknown user: %v", err)
+		}
+	})
+	t.Run("TokensByHashOnlyWhileActive", func(t *testing.T) {
+		secret, err := dlq.NewTokenSecret()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.CreateToken(ctx, dlq.NewToken{UserName: "root", Label: "ci", Hash: dlq.HashToken(secret), Now: now}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.CreateToken(ctx, dlq.NewToken{UserName: "root", Label: "CI", Hash: dlq.HashToken(secret + "x"), Now: now}); !errors.Is(err, dlq.ErrConflict) {
+			t.Errorf("a second active token labelled ci: %v", err)
+		}
+		if _, err := s.CreateToken(ctx, dlq.NewToken{UserName: "ann", Hash: dlq.HashToken("y"), Now: now}); !errors.Is(err, dlq.ErrInvalid) {
+			t.Errorf("a token for a disabled user: %v", err)
+		}
+		u, tok, err := s.UserByToken(ctx, dlq.HashToken(secret), now)
+		if err != nil || u.Name != "Root" || tok.Label != "ci" {
+			t.Fatalf("by token: %v %s %s", err, u.Name, tok.Label)
+		}
+		var stored []byte
+		if err := db.Get(&stored, `SELECT token_hash FROM api_tokens WHERE label = 'ci'`); err != nil || string(stored) == secret {
+			t.Error("the token itself must not be stored")
+		}
+		if _, err := s.RevokeToken(ctx, "ci", dlq.Actor{Name: "test"}, now); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := s.UserByToken(ctx, dlq.HashToken(secret), now); !errors.Is(err, dlq.ErrNotFound) {
+			t.Errorf("a revoked token: %v", err)
+		}
+	})
+	t.Run("ChangesAreAudited", func(t *testing.T) {
+		var details []json.RawMessage
+		if err := db.Select(&details, `SELECT details FROM audit_events WHERE action IN ('user_change', 'token_change') ORDER BY id`); err != nil {
+			t.Fatal(err)
+		}
+		if len(details) < 6 {
+			t.Errorf("%d user and token changes audited", len(details))
+		}
+		if n, problem, err := s.VerifyAudit(ctx); err != nil || problem != nil || n == 0 {
+			t.Errorf("audit chain: %d %v %v", n, problem, err)
+		}
+	})
+}
