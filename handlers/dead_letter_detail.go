@@ -4,11 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"net/url"
 	"strconv"
-
-	"github.com/labstack/echo/v4"
+	"strings"
 
 	"github.com/redrive/redrive/dlq"
 	"github.com/redrive/redrive/views"
@@ -17,21 +15,6 @@ import (
 // DeadLetterGetter is what the detail page needs from the store.
 type DeadLetterGetter interface {
 	GetDeadLetter(ctx context.Context, id int64) (dlq.DeadLetterDetail, error)
-}
-
-// DeadLetter renders one letter. logsTemplate, when set, links each attempt
-// to the logs and traces around it (see logsURL).
-func DeadLetter(store DeadLetterGetter, logsTemplate, version string) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		ctx, cancel := context.WithTimeout(c.Request().Context(), readTimeout)
-		defer cancel()
-		d, err := getLetter(ctx, store, c.Param("id"))
-		if err != nil {
-			return err
-		}
-		meta := Meta(c, fmt.Sprintf("Dead letter %d · %s", d.ID, d.Task), "dead-letters", version)
-		return Render(c, http.StatusOK, views.Layout(meta, views.DeadLetterDetail(detailView(d, logsTemplate))))
-	}
 }
 
 // getLetter parses the id and loads the letter, turning both kinds of bad
@@ -75,6 +58,7 @@ func detailView(d dlq.DeadLetterDetail, logsTemplate string) views.DeadLetterDet
 	}
 	v.Args, v.ArgsNote = prettyJSON(d.Args)
 	v.Kwargs, v.KwargsNote = prettyJSON(d.Kwargs)
+	v.ArgsMasked = strings.Contains(v.Args, dlq.MaskPlaceholder) || strings.Contains(v.Kwargs, dlq.MaskPlaceholder)
 	if d.ReplayOf != nil {
 		v.ReplayOf = *d.ReplayOf
 	}

@@ -144,8 +144,11 @@ func TestDeadLetterList(t *testing.T) {
 		if doc.Find(`[data-select-all="id"]`).Length() != 1 {
 			t.Error("select-all-on-page checkbox")
 		}
-		if _, disabled := doc.Find(`[data-testid="select-all-matching"]`).Attr("disabled"); !disabled {
-			t.Error("select all matching must be disabled until actions exist")
+		if all := doc.Find(`[data-testid="select-all-matching"]`); all.AttrOr("name", "") != "all_matching" || all.AttrOr("type", "") != "checkbox" {
+			t.Error("select all matching is a checkbox of the bulk form")
+		}
+		if doc.Find(`[data-testid="bulk-form"] [data-testid="letters-table"]`).Length() != 1 {
+			t.Error("the row checkboxes belong to the bulk form")
 		}
 
 		_, doc = s.get(t, "/dead-letters?task=email.send&status=all")
@@ -212,7 +215,7 @@ func TestDeadLetterList(t *testing.T) {
 		s := newLetterServer(t)
 		s.insert(t, dlqtest.Letter{})
 		rec, doc := s.get(t, "/dead-letters", "HX-Request", "true")
-		if rec.Code != http.StatusOK || strings.Contains(rec.Body.String(), "<html") || doc.Find("form").Length() != 0 {
+		if rec.Code != http.StatusOK || strings.Contains(rec.Body.String(), "<html") || doc.Find(`[data-testid="filters"]`).Length() != 0 {
 			t.Fatalf("want a bare fragment, got %d:\n%.300s", rec.Code, rec.Body.String())
 		}
 		if len(rowIDs(doc)) != 1 {

@@ -66,6 +66,12 @@ type DeadLetterResults struct {
 	ClearURL   string
 	ExportCSV  string
 	ExportJSON string
+
+	// The bulk form: whether the requester may act, the CSRF token, and the
+	// filter (no page, no cursor) that "select all matching" acts on.
+	CanAct      bool
+	CSRFToken   string
+	FilterQuery string
 }
 
 // DeadLetterDetailView is the page of one dead letter.
@@ -88,6 +94,9 @@ type DeadLetterDetailView struct {
 
 	Args, Kwargs         string // pretty-printed JSON
 	ArgsNote, KwargsNote string // set when the payload was too large to show whole
+	// ArgsMasked: some values are hidden (handlers.MaskedReads); an
+	// operator may reveal them.
+	ArgsMasked bool
 
 	ErrorClass   string
 	ErrorMessage string
@@ -104,6 +113,13 @@ type DeadLetterDetailView struct {
 	DiscardedAt  *time.Time
 	DiscardedBy  string
 	DiscardNote  string
+
+	// Actions is the action panel; Audit the letter's own audit entries,
+	// newest first (AuditMore: there are older ones, on the audit page).
+	Actions   LetterActionsView
+	Audit     []AuditRow
+	AuditMore bool
+	AuditHref string
 }
 
 // TracebackView is a traceback split for display: the first lines always

@@ -10,12 +10,16 @@ import (
 
 	"github.com/redrive/redrive/dlq"
 	"github.com/redrive/redrive/handlers"
+	"github.com/redrive/redrive/replay"
 	"github.com/redrive/redrive/views"
 )
 
 // apiError is the JSON error body of every /api/ endpoint.
 type apiError struct {
 	Error apiErrorBody `json:"error"`
+	// ReplayJobID names the job a letter was already replayed as, on a 409,
+	// where a successful replay's answer has it too.
+	ReplayJobID *int64 `json:"replay_job_id,omitempty"`
 }
 
 type apiErrorBody struct {
@@ -33,6 +37,11 @@ func errorHandler(logger *slog.Logger) echo.HTTPErrorHandler {
 			return
 		}
 		status, body := classify(err)
+		var stateErr *dlq.StateError
+		var replayJobID *int64
+		if errors.As(err, &stateErr) {
+			replayJobID = stateErr.Letter.ReplayJobID
+		}
 		reqID := c.Response().Header().Get(echo.HeaderXRequestID)
 		if status >= 500 {
 			logger.Error("request failed", "err", err, "request_id", reqID,
@@ -44,7 +53,7 @@ func errorHandler(logger *slog.Logger) echo.HTTPErrorHandler {
 		case c.Request().Method == http.MethodHead:
 			werr = c.NoContent(status)
 		case strings.HasPrefix(c.Request().URL.Path, "/api/"):
-			werr = c.JSON(status, apiError{Error: body})
+			werr = c.JSON(status, apiError{Error: body, ReplayJobID: replayJobID})
 		default:
 			title := http.StatusText(status)
 			werr = handlers.Render(c, status, views.Layout(views.PageMeta{Title: title}, views.ErrorPage(status, title, body.Message)))
@@ -60,9 +69,26 @@ func classify(err error) (int, apiErrorBody) {
 	var reqErr *handlers.RequestError
 	var valErr *dlq.ValidationError
 	var httpErr *echo.HTTPError
+	var editErr *replay.EditError
+	var confirmErr *replay.ConfirmError
+	var stateErr *dlq.StateError
 	switch {
 	case errors.As(err, &reqErr):
 		return reqErr.Status, apiErrorBody{Code: reqErr.Code, Message: reqErr.Message}
+	// Actions on dead letters (replay, discard, bulk): an edit that is not
+	// valid JSON is well-formed but unprocessable (422); an unconfirmed bulk
+	// action is a bad request; a letter in the wrong state is a conflict
+	// whose message says what it is now ("already replayed as job N").
+	case errors.As(err, &editErr):
+		return http.StatusUnprocessableEntity, apiErrorBody{Code: "invalid_edit", Message: editErr.Error(),
+			Fields: map[string]string{editErr.Field: editErr.Message}}
+	case errors.As(err, &confirmErr):
+		return http.StatusBadRequest, apiErrorBody{Code: "confirmation_required", Message: confirmErr.Error(),
+			Fields: map[string]string{"typed": confirmErr.Error()}}
+	case errors.Is(err, replay.ErrForbidden):
+		return http.StatusForbidden, apiErrorBody{Code: "forbidden", Message: "You may not do this: " + strings.TrimPrefix(err.Error(), "forbidden: ")}
+	case errors.As(err, &stateErr):
+		return http.StatusConflict, apiErrorBody{Code: "conflict", Message: stateErr.Error()}
 	case errors.As(err, &valErr):
 		return http.StatusBadRequest, apiErrorBody{Code: "invalid", Message: valErr.Error(), Fields: valErr.Fields}
 	case errors.Is(err, dlq.ErrNotFound):

@@ -45,7 +45,8 @@ func routes(e *echo.Echo, cfg Config, sec *security) error {
 
 	// Dead letters and error groups (read side; replay and discard come with
 	// the replay feature). Static paths win over :id in echo's router.
-	letter := handlers.DeadLetter(store, cfg.LogsURLTemplate, cfg.Version)
+	letter := handlers.DeadLetter(handlers.LetterPage{Letters: store, Audit: store, Actions: cfg.Replay,
+		LogsTemplate: cfg.LogsURLTemplate, Version: cfg.Version})
 	e.GET("/dead-letters", handlers.DeadLetters(store, time.Now, cfg.Version))
 	e.GET("/dead-letters/export.csv", handlers.ExportDeadLetters(store, cfg.Logger, time.Now, handlers.ExportCSV))
 	e.GET("/dead-letters/export.json", handlers.ExportDeadLetters(store, cfg.Logger, time.Now, handlers.ExportJSON))
@@ -56,6 +57,38 @@ func routes(e *echo.Echo, cfg Config, sec *security) error {
 	e.GET("/api/v1/dead-letters/:id", handlers.APIDeadLetter(store))
 	e.POST("/api/v1/dead-letters/:id/reveal", handlers.RevealArgs(cfg.Store, now, handlers.APIRevealedArgs(store)))
 	e.GET("/api/v1/groups", handlers.APIGroups(store, time.Now))
+
+	// --- Actions on dead letters, bulk operations, the audit trail (issue 4).
+	// Every POST changes something or leads to a change: the access rules
+	// above require the operator role and a CSRF token (forms carry _csrf
+	// and a one-time key); replay.Service checks the role again. Pages read
+	// letters and the audit trail through the masking store.
+	letterPage := handlers.LetterPage{Letters: store, Audit: store, Actions: cfg.Replay,
+		LogsTemplate: cfg.LogsURLTemplate, Version: cfg.Version}
+	e.POST("/dead-letters/:id/replay", handlers.ReplayLetter(letterPage))
+	e.POST("/dead-letters/:id/discard", handlers.DiscardLetter(letterPage))
+	e.POST("/dead-letters/:id/restore", handlers.RestoreLetter(letterPage))
+	e.GET("/dead-letters/bulk", handlers.BulkConfirmPage(cfg.Replay, time.Now, cfg.Version))
+	e.POST("/dead-letters/bulk", handlers.BulkConfirmPage(cfg.Replay, time.Now, cfg.Version))
+	e.POST("/dead-letters/bulk/confirm", handlers.BulkConfirm(cfg.Replay, time.Now, cfg.Version))
+	e.GET("/operations/:id", handlers.OperationPage(cfg.Store, cfg.Version))
+	e.GET("/operations/:id/progress", handlers.OperationProgressFragment(cfg.Store))
+	e.POST("/operations/:id/cancel", handlers.CancelOperation(cfg.Store, cfg.Replay, cfg.Version))
+	e.POST("/operations/:id/release", handlers.ReleaseOperation(cfg.Store, cfg.Replay, cfg.Version))
+	e.GET("/audit", handlers.Audit(store, time.Now, cfg.Version))
+	e.GET("/audit/export.csv", handlers.ExportAudit(store, cfg.Logger, time.Now, handlers.ExportCSV))
+	e.GET("/audit/export.json", handlers.ExportAudit(store, cfg.Logger, time.Now, handlers.ExportJSON))
+	e.GET("/audit/:id", handlers.AuditEntryPage(store, cfg.Version))
+	e.POST("/api/v1/dead-letters/:id/replay", handlers.APIReplay(cfg.Replay))
+	e.POST("/api/v1/dead-letters/:id/discard", handlers.APIDiscard(cfg.Replay))
+	e.POST("/api/v1/dead-letters/:id/restore", handlers.APIRestore(cfg.Replay))
+	e.POST("/api/v1/dead-letters/replay", handlers.APIBulk(cfg.Replay, dlq.OpReplay, time.Now))
+	e.POST("/api/v1/dead-letters/discard", handlers.APIBulk(cfg.Replay, dlq.OpDiscard, time.Now))
+	e.GET("/api/v1/operations/:id", handlers.APIOperation(cfg.Store))
+	e.POST("/api/v1/operations/:id/cancel", handlers.APIChangeOperation(cfg.Replay.Cancel))
+	e.POST("/api/v1/operations/:id/release", handlers.APIChangeOperation(cfg.Replay.ReleaseCanary))
+	e.GET("/api/v1/audit", handlers.APIAudit(store, time.Now))
+	// --- end of issue 4 routes.
 
 	// Users and API tokens: admins only.
 	admin := e.Group("/admin", requireRole(dlq.RoleAdmin))

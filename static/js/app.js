@@ -51,8 +51,32 @@
   function updateSelection() {
     var counter = document.querySelector("[data-selected-count]");
     if (!counter) return;
+    var matching = document.querySelector("[data-all-matching]");
+    if (matching && matching.checked) {
+      counter.textContent = counter.getAttribute("data-matching-text");
+      return;
+    }
     var n = document.querySelectorAll("input[name='" + counter.getAttribute("data-selected-count") + "']:checked").length;
     counter.textContent = n ? n + " selected" : "";
+  }
+
+  // "Select all N matching this filter" (bulk actions): ticking it ticks
+  // every row shown, so the page agrees with what will be acted on;
+  // unticking a row means the person wants a smaller selection, so the
+  // "all matching" box goes off.
+  function onSelectionChange(ev) {
+    var t = ev.target;
+    if (t.matches("[data-all-matching]")) {
+      var counter = document.querySelector("[data-selected-count]");
+      var name = counter ? counter.getAttribute("data-selected-count") : "id";
+      document.querySelectorAll("input[name='" + name + "'], [data-select-all]").forEach(function (cb) {
+        cb.checked = t.checked;
+      });
+    } else if (t.matches("input[type=checkbox]") && !t.checked) {
+      var all = document.querySelector("[data-all-matching]");
+      if (all) all.checked = false;
+    }
+    updateSelection();
   }
 
   // j/k move through list rows (rows marked data-row), Enter opens the row.
@@ -79,7 +103,7 @@
 
   document.addEventListener("click", onClick);
   document.addEventListener("change", function (ev) {
-    if (ev.target.matches("input[type=checkbox]")) updateSelection();
+    if (ev.target.matches("input[type=checkbox]")) onSelectionChange(ev);
   });
   document.addEventListener("keydown", onKey);
   document.addEventListener("DOMContentLoaded", function () { refreshTimes(); });

@@ -1,0 +1,89 @@
+package handlers
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/redrive/redrive/dlq"
+)
+
+// Helpers the action forms share: one-time keys, ids, the refusal of
+// people who may not act.
+
+// versionStaleAfter is how recently a worker must have sent a heartbeat to
+// count as live for the version warning: a minute is a dozen heartbeats,
+// so a live worker is never missed and one stopped an hour ago never counts.
+const versionStaleAfter = time.Minute
+
+// newFormKey returns a one-time key for a form, made when the form is
+// rendered. The action's transaction stores it, so a double click, a
+// resubmitted form or a browser retry finds it and gets the first result
+// back instead of acting twice. 128 random bits: no two forms ever share one.
+func newFormKey() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b) // crypto/rand.Read never fails (Go 1.24+)
+	return "f-" + base64.RawURLEncoding.EncodeToString(b)
+}
+
+// parseLetterID reads the :id of a letter route.
+func parseLetterID(c echo.Context) (int64, error) {
+	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
+	if err != nil || id <= 0 {
+		return 0, BadRequest("invalid_id", "A dead letter id is a positive whole number, like /dead-letters/1234.")
+	}
+	return id, nil
+}
+
+// parseOperationID reads the :id of an operation route.
+func parseOperationID(c echo.Context) (int64, error) {
+	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
+	if err != nil || id <= 0 {
+		return 0, BadRequest("invalid_id", "An operation id is a positive whole number, like /operations/12.")
+	}
+	return id, nil
+}
+
+// mayAct refuses a requester whose role may not change letters, for the
+// steps of an action that change nothing themselves (the confirmation
+// page): the service refuses the change itself whatever happens here.
+func mayAct(c echo.Context) error {
+	a := ActorFrom(c)
+	if a.Role.CanAct() {
+		return nil
+	}
+	role := string(a.Role)
+	if role == "" {
+		role = "anonymous"
+	}
+	return &RequestError{Status: http.StatusForbidden, Code: "forbidden",
+		Message: "You may not do this: replaying and discarding need the operator or admin role, and you are " + role + "."}
+}
+
+// stateProblem words a letter that is not in the state an action needs,
+// with the link that helps: the replay job, or nothing for a discard.
+func stateProblem(err error) (msg, linkText, href string, ok bool) {
+	var se *dlq.StateError
+	if !errors.As(err, &se) {
+		return "", "", "", false
+	}
+	l := se.Letter
+	switch {
+	case l.ReplayJobID != nil:
+		return "This letter was already replayed", "as job " + strconv.FormatInt(*l.ReplayJobID, 10),
+			"/jobs/" + strconv.FormatInt(*l.ReplayJobID, 10), true
+	case l.DiscardedAt != nil && se.Action != "restore":
+		return "This letter is discarded: restore it first, then " + se.Action + " it.", "", "", true
+	default:
+		return se.Error(), "", "", true
+	}
+}
+
+// formText is a trimmed form value.
+func formText(c echo.Context, name string) string { return strings.TrimSpace(c.FormValue(name)) }

@@ -1,0 +1,210 @@
+package handlers
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redrive/redrive/dlq"
+	"github.com/redrive/redrive/views"
+)
+
+// Audit entries in words, for the audit page and each letter's page.
+// Pure functions of the entry, table-tested.
+
+// actionTexts names each audit action as a person would say it.
+var actionTexts = map[string]string{
+	dlq.ActionReplay:        "Replayed",
+	dlq.ActionEditReplay:    "Edited and replayed",
+	dlq.ActionDiscard:       "Discarded",
+	dlq.ActionRestore:       "Restored",
+	dlq.ActionBulkStart:     "Started a bulk operation",
+	dlq.ActionBulkFinish:    "Bulk operation finished",
+	dlq.ActionBulkCancel:    "Cancelled a bulk operation",
+	dlq.ActionCanaryRelease: "Released the rest after the canary",
+	dlq.ActionPurge:         "Purged settled letters",
+	dlq.ActionRevealArgs:    "Revealed masked arguments",
+	dlq.ActionSignIn:        "Signed in",
+	dlq.ActionSignInFailed:  "Failed to sign in",
+	dlq.ActionUserChange:    "Changed a user",
+	dlq.ActionTokenChange:   "Changed an API token",
+}
+
+func actionText(action string) string {
+	if t, ok := actionTexts[action]; ok {
+		return t
+	}
+	return action
+}
+
+// countOrder lists outcome counts in the order a person reads them; any
+// other count follows in name order.
+var countOrder = []string{"matched", "replayed", "discarded", "restored", "skipped", "purged"}
+
+var countLabels = map[string]string{
+	"skipped": "skipped (already replayed or discarded)",
+}
+
+// auditCounts turns an entry's counts object into labelled items.
+func auditCounts(raw json.RawMessage) []views.CountItem {
+	var m map[string]int64
+	if json.Unmarshal(raw, &m) != nil || len(m) == 0 {
+		return nil
+	}
+	keys := slices.Sorted(maps.Keys(m))
+	slices.SortStableFunc(keys, func(a, b string) int { return rank(a) - rank(b) })
+	out := make([]views.CountItem, 0, len(keys))
+	for _, k := range keys {
+		label := k
+		if l, ok := countLabels[k]; ok {
+			label = l
+		}
+		out = append(out, views.CountItem{Label: label, N: views.Number(m[k])})
+	}
+	return out
+}
+
+func rank(k string) int {
+	if i := slices.Index(countOrder, k); i >= 0 {
+		return i
+	}
+	return len(countOrder)
+}
+
+// auditDetails is the part of an entry's details the pages use.
+type auditDetails struct {
+	ReplayJobID int64   `json:"replay_job_id"`
+	IDs         []int64 `json:"ids"`
+	Before      *struct {
+		Args   json.RawMessage `json:"args"`
+		Kwargs json.RawMessage `json:"kwargs"`
+	} `json:"before"`
+	After *struct {
+		Args   json.RawMessage `json:"args"`
+		Kwargs json.RawMessage `json:"kwargs"`
+	} `json:"after"`
+	StartedAuditEventID int64  `json:"started_audit_event_id"`
+	Kind                string `json:"kind"` // of a bulk operation
+}
+
+func parseDetails(raw json.RawMessage) auditDetails {
+	var d auditDetails
+	_ = json.Unmarshal(raw, &d) // details a page cannot read are shown raw on the entry's page
+	return d
+}
+
+// detailInt reads one whole number from an entry's details, 0 if absent.
+func detailInt(raw json.RawMessage, key string) int64 {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(raw, &m) != nil {
+		return 0
+	}
+	n, _ := strconv.ParseInt(string(m[key]), 10, 64)
+	return n
+}
+
+// auditRow maps an entry to its view model.
+func auditRow(e dlq.AuditEntry) views.AuditRow {
+	r := views.AuditRow{
+		ID: e.ID, Href: fmt.Sprintf("/audit/%d", e.ID), At: e.At, Actor: e.Actor, Action: e.Action,
+		ActionText: actionText(e.Action), Counts: auditCounts(e.Counts), Reason: e.Reason,
+		RequestID: e.RequestID, RemoteAddr: e.RemoteAddr, UserAgent: e.UserAgent,
+	}
+	d := parseDetails(e.Details)
+	switch {
+	case e.Action == dlq.ActionBulkStart && d.Kind != "":
+		r.ActionText = "Started a bulk " + d.Kind
+	case e.Action == dlq.ActionBulkFinish && d.Kind != "":
+		r.ActionText = "Bulk " + d.Kind + " finished"
+	}
+	if e.DeadLetterID != nil {
+		r.LetterID = *e.DeadLetterID
+		r.LetterHref = fmt.Sprintf("/dead-letters/%d", r.LetterID)
+	}
+	if d.ReplayJobID != 0 {
+		r.JobID, r.JobHref = d.ReplayJobID, fmt.Sprintf("/jobs/%d", d.ReplayJobID)
+	}
+	if e.OperationID != nil {
+		r.OperationID = *e.OperationID
+		r.OperationHref = fmt.Sprintf("/operations/%d", r.OperationID)
+	}
+	if e.Filter != nil {
+		r.Filter, r.FilterHref = filterWords(*e.Filter)
+	} else if len(d.IDs) > 0 {
+		r.IDs = idList(d.IDs, 20)
+	}
+	if e.MaxID != nil && e.Action == dlq.ActionBulkStart {
+		r.MaxID = *e.MaxID
+	}
+	if d.Before != nil && d.After != nil {
+		if fd := jsonDiff("args", d.Before.Args, d.After.Args); fd != nil {
+			r.Diffs = append(r.Diffs, *fd)
+		}
+		if fd := jsonDiff("kwargs", d.Before.Kwargs, d.After.Kwargs); fd != nil {
+			r.Diffs = append(r.Diffs, *fd)
+		}
+	}
+	return r
+}
+
+// filterWords turns a stored filter (a query string as JSON) into words
+// and a link to the dead-letter list with the same filter.
+func filterWords(raw json.RawMessage) (words, href string) {
+	var v url.Values
+	if json.Unmarshal(raw, &v) != nil {
+		return string(raw), "/dead-letters"
+	}
+	return selectionWords(v), "/dead-letters?" + v.Encode()
+}
+
+// selectionWords says what a list filter selects: "task billing.charge,
+// failed since 2026-01-02 15:04 UTC, pending". Times are as stored.
+func selectionWords(v url.Values) string {
+	labels := []struct{ key, label string }{
+		{"task", "task"}, {"queue", "queue"}, {"reason", "reason"}, {"error_class", "error class"},
+		{"fingerprint", "error group"}, {"q", "search"}, {"since", "failed since"}, {"until", "failed before"},
+	}
+	var parts []string
+	for _, l := range labels {
+		s := v.Get(l.key)
+		if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+			s = t.UTC().Format("2006-01-02 15:04:05 UTC")
+		}
+		if s != "" {
+			parts = append(parts, l.label+" "+s)
+		}
+	}
+	switch s := v.Get("status"); s {
+	case "":
+		parts = append(parts, "pending")
+	case dlq.StatusAll:
+		parts = append(parts, "any status")
+	default:
+		parts = append(parts, s)
+	}
+	if len(parts) == 1 {
+		return "every " + parts[0] + " letter"
+	}
+	return strings.Join(parts, ", ")
+}
+
+// idList shows up to n ids and how many more.
+func idList(ids []int64, n int) string {
+	var b strings.Builder
+	for i, id := range ids {
+		if i == n {
+			fmt.Fprintf(&b, " and %d more", len(ids)-n)
+			break
+		}
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(strconv.FormatInt(id, 10))
+	}
+	return b.String()
+}

@@ -1,0 +1,233 @@
+package handlers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/redrive/redrive/dlq"
+	"github.com/redrive/redrive/replay"
+	"github.com/redrive/redrive/views"
+)
+
+// Bulk replay and discard from the list: the rows ticked, or every letter
+// the filter matches, go to a confirmation page that changes nothing; its
+// form starts a durable operation (StartBulk) and redirects to the page
+// that follows it. The selection is bounded at the confirmation by the
+// highest id that matched then (MaxID), so letters that die while the
+// engineer reads the page are not swept in.
+
+// BulkService is what the bulk pages need (replay.Service).
+type BulkService interface {
+	Preview(ctx context.Context, sel dlq.Selection, sampleSize int) (dlq.Preview, error)
+	StartBulk(ctx context.Context, r replay.BulkRequest) (dlq.Operation, error)
+}
+
+// bulkSampleSize is how many letters the confirmation page shows.
+const bulkSampleSize = 10
+
+// bulkForm is what the list's bulk form and the confirmation form carry.
+type bulkForm struct {
+	kind        dlq.OperationKind
+	sel         dlq.Selection
+	allMatching bool
+	filter      dlq.Filter // when allMatching
+	// The confirmation form's choices, as typed.
+	rate, canarySize, typed, reason, key string
+	canaryOn                             bool
+	expected                             int64
+}
+
+// parseBulkForm reads the action and the selection: a filter when "all
+// matching" is ticked (then ticked rows are only a subset of it), else the
+// ticked ids.
+func parseBulkForm(c echo.Context, now time.Time) (bulkForm, error) {
+	form, err := c.FormParams()
+	if err != nil {
+		return bulkForm{}, BadRequest("invalid_form", "The form could not be read: %v", err)
+	}
+	b := bulkForm{kind: dlq.OperationKind(form.Get("action")), key: form.Get("key"),
+		rate: form.Get("rate_per_second"), canarySize: form.Get("canary_size"), typed: form.Get("typed"),
+		reason: form.Get("reason"), canaryOn: form.Get("canary") == "on"}
+	if b.kind != dlq.OpReplay && b.kind != dlq.OpDiscard {
+		return bulkForm{}, BadRequest("invalid_action", "Choose replay or discard.")
+	}
+	if form.Get("all_matching") == "1" {
+		q, err := url.ParseQuery(form.Get("filter"))
+		if err != nil {
+			return bulkForm{}, BadRequest("invalid_filter", "The filter of this form could not be read; go back to the list and try again.")
+		}
+		f, err := dlq.ParseFilter(q, now)
+		if err != nil {
+			return bulkForm{}, err
+		}
+		b.allMatching, b.filter, b.sel.Filter = true, f, &f
+	} else {
+		for _, s := range form["id"] {
+			id, err := strconv.ParseInt(s, 10, 64)
+			if err != nil || id <= 0 {
+				return bulkForm{}, BadRequest("invalid_id", "Letter ids are positive whole numbers; %q is not.", s)
+			}
+			b.sel.IDs = append(b.sel.IDs, id)
+		}
+		slices.Sort(b.sel.IDs)
+		b.sel.IDs = slices.Compact(b.sel.IDs)
+		if len(b.sel.IDs) == 0 {
+			return bulkForm{}, BadRequest("empty_selection",
+				"Nothing was selected: tick some letters, or “Select all … matching this filter”, then choose replay or discard.")
+		}
+	}
+	if s := form.Get("max_id"); s != "" {
+		if b.sel.MaxID, err = strconv.ParseInt(s, 10, 64); err != nil || b.sel.MaxID < 0 {
+			return bulkForm{}, BadRequest("invalid_bound", "The form's bound is damaged; go back to the list and try again.")
+		}
+	}
+	b.expected, _ = strconv.ParseInt(form.Get("expected"), 10, 64)
+	return b, nil
+}
+
+// BulkConfirmPage renders the confirmation of a bulk action (GET or POST
+// /dead-letters/bulk). It changes nothing.
+func BulkConfirmPage(svc BulkService, now func() time.Time, version string) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if err := mayAct(c); err != nil {
+			return err
+		}
+		b, err := parseBulkForm(c, now())
+		if err != nil {
+			return err
+		}
+		b.canarySize = "5"
+		return renderConfirm(c, svc, b, http.StatusOK, nil, version)
+	}
+}
+
+// BulkConfirm starts the operation the confirmation page described (POST
+// /dead-letters/bulk/confirm) and redirects to the page that follows it.
+// A problem (no reason for a discard, the wrong typed number, a bad pace)
+// shows the confirmation again with the problem named; nothing started.
+func BulkConfirm(svc BulkService, now func() time.Time, version string) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		b, err := parseBulkForm(c, now())
+		if err != nil {
+			return err
+		}
+		if b.sel.MaxID == 0 {
+			return BadRequest("invalid_bound", "This confirmation has no bound; go back to the list and select again.")
+		}
+		r := replay.BulkRequest{Kind: b.kind, Selection: b.sel, Actor: ActorFrom(c), Reason: b.reason,
+			RequireTyped: true, Typed: b.typed, Expected: b.expected, Key: b.key}
+		problems := map[string]string{}
+		if b.rate != "" {
+			if r.RatePerSecond, err = strconv.ParseFloat(b.rate, 64); err != nil {
+				problems["rate_per_second"] = "The pace must be a number of letters per second, like 50 or 0.5."
+			}
+		}
+		if b.canaryOn {
+			if r.Canary, err = strconv.Atoi(b.canarySize); err != nil || r.Canary < 1 {
+				problems["canary"] = "The canary must replay a whole number of letters, at least 1."
+			}
+		}
+		if len(problems) == 0 {
+			op, err := svc.StartBulk(c.Request().Context(), r)
+			if err == nil {
+				return c.Redirect(http.StatusSeeOther, fmt.Sprintf("/operations/%d", op.ID))
+			}
+			var ve *dlq.ValidationError
+			var ce *replay.ConfirmError
+			switch {
+			case errors.As(err, &ve):
+				for k, v := range ve.Fields {
+					problems[k] = bulkProblem(k, v)
+				}
+			case errors.As(err, &ce):
+				problems["typed"] = fmt.Sprintf("Type the number %d exactly to confirm; “%s” is not it.", ce.Expected, b.typed)
+			default:
+				return err
+			}
+		}
+		return renderConfirm(c, svc, b, http.StatusBadRequest, problems, version)
+	}
+}
+
+// bulkProblem words a field problem of StartBulk for the confirmation page.
+func bulkProblem(field, msg string) string {
+	switch field {
+	case "reason":
+		return "A reason is required to discard: the next person will ask why these letters were dropped."
+	case "rate_per_second":
+		return "The pace " + msg + "."
+	case "canary":
+		return "The canary size " + msg + "."
+	default:
+		return field + ": " + msg
+	}
+}
+
+// renderConfirm previews the selection (with the bound the form carries,
+// or a new one) and renders the confirmation page.
+func renderConfirm(c echo.Context, svc BulkService, b bulkForm, status int, problems map[string]string, version string) error {
+	ctx, cancel := context.WithTimeout(c.Request().Context(), readTimeout)
+	defer cancel()
+	p, err := svc.Preview(ctx, b.sel, bulkSampleSize)
+	if err != nil {
+		return err
+	}
+	verb := "Replay"
+	if b.kind == dlq.OpDiscard {
+		verb = "Discard"
+	}
+	meta := Meta(c, verb+" dead letters", "dead-letters", version)
+	v := views.BulkConfirmView{
+		Action: string(b.kind), Verb: verb, CSRFToken: meta.CSRFToken, Key: newFormKey(),
+		AllMatching: b.allMatching, IDs: b.sel.IDs, MaxID: p.MaxID,
+		Matched: p.Matched, MatchedText: views.Number(p.Matched), Skipped: p.Other, SkippedText: views.Number(p.Other),
+		NeedTyped: p.Matched > replay.TypedConfirmationOver, Typed: b.typed, Rate: b.rate,
+		CanaryOn: b.canaryOn, CanarySize: b.canarySize, Reason: b.reason, Problems: problems,
+		BackHref: "/dead-letters", ByTaskCut: len(p.ByTask) == 20,
+	}
+	if b.allMatching {
+		q := selectionQuery(b.filter)
+		v.FilterQuery = q
+		v.Selection = selectionWords(b.filter.FirstPage().Values())
+		v.SelectionHref = "/dead-letters?" + q
+		v.BackHref = v.SelectionHref
+	} else {
+		v.Selection = fmt.Sprintf("the %s %s you ticked", views.Number(int64(len(b.sel.IDs))), plural(len(b.sel.IDs), "letter", "letters"))
+		v.NotFound = max(0, int64(len(b.sel.IDs))-p.Matched-p.Other)
+	}
+	for _, t := range p.ByTask {
+		v.ByTask = append(v.ByTask, views.TaskCountRow{Task: t.Task, N: views.Number(t.N)})
+	}
+	v.Sample = letterResults(dlq.Filter{}, dlq.DeadLetterPage{Letters: p.Sample}, dlq.Count{}).Rows
+	return Render(c, status, views.Layout(meta, views.BulkConfirm(v)))
+}
+
+// selectionQuery is a filter as a bulk form carries it: no page size, no
+// cursor, and relative times ("24h") fixed to the instant they meant when
+// the page was made, so confirming a minute later selects the same letters.
+func selectionQuery(f dlq.Filter) string {
+	v := f.FirstPage().Values()
+	v.Del("limit")
+	if !f.Since.IsZero() {
+		v.Set("since", f.Since.At.UTC().Format(time.RFC3339Nano))
+	}
+	if !f.Until.IsZero() {
+		v.Set("until", f.Until.At.UTC().Format(time.RFC3339Nano))
+	}
+	return v.Encode()
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}

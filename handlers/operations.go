@@ -1,0 +1,314 @@
+package handlers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/redrive/redrive/dlq"
+	"github.com/redrive/redrive/replay"
+	"github.com/redrive/redrive/views"
+)
+
+// The page of a bulk operation. The runner does the work; this page only
+// reads the operation's row (and, for a canary, its first jobs) and polls
+// a fragment every second while the operation can still change, so no
+// request is ever held open by a large operation.
+
+// OperationReader is what the operation page reads.
+type OperationReader interface {
+	Operation(ctx context.Context, id int64) (dlq.Operation, error)
+	OperationJobs(ctx context.Context, opID int64, limit int) ([]dlq.JobOutcome, error)
+	OperationSkips(ctx context.Context, op dlq.Operation) (dlq.SkipCounts, error)
+}
+
+// OperationChanger cancels operations and releases canaries (replay.Service).
+type OperationChanger interface {
+	Cancel(ctx context.Context, id int64, a replay.Actor) (dlq.Operation, error)
+	ReleaseCanary(ctx context.Context, id int64, a replay.Actor) (dlq.Operation, error)
+}
+
+// OperationPage renders GET /operations/:id.
+func OperationPage(store OperationReader, version string) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		return renderOperation(c, store, version, http.StatusOK, nil, false)
+	}
+}
+
+// OperationProgressFragment renders GET /operations/:id/progress, the part
+// of the page htmx swaps every second.
+func OperationProgressFragment(store OperationReader) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		return renderOperation(c, store, "", http.StatusOK, nil, true)
+	}
+}
+
+// CancelOperation handles POST /operations/:id/cancel. Cancelling twice
+// (a double click) is harmless: the second finds the operation cancelled
+// and shows it; cancelling one that already ended says so (409).
+func CancelOperation(store OperationReader, svc OperationChanger, version string) echo.HandlerFunc {
+	return changeOperation(store, version, dlq.OpCancelled, "cancel", svc.Cancel)
+}
+
+// ReleaseOperation handles POST /operations/:id/release: the canary went
+// well, replay the rest.
+func ReleaseOperation(store OperationReader, svc OperationChanger, version string) echo.HandlerFunc {
+	return changeOperation(store, version, dlq.OpRunning, "release", svc.ReleaseCanary)
+}
+
+func changeOperation(store OperationReader, version string, goal dlq.OperationState, verb string,
+	change func(context.Context, int64, replay.Actor) (dlq.Operation, error)) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		id, err := parseOperationID(c)
+		if err != nil {
+			return err
+		}
+		_, err = change(c.Request().Context(), id, ActorFrom(c))
+		switch {
+		case err == nil:
+			return c.Redirect(http.StatusSeeOther, fmt.Sprintf("/operations/%d", id))
+		case errors.Is(err, dlq.ErrNotFound):
+			return NotFound("There is no operation %d.", id)
+		case !errors.Is(err, dlq.ErrConflict):
+			return err
+		}
+		op, rerr := store.Operation(c.Request().Context(), id)
+		if rerr != nil {
+			return rerr
+		}
+		released := goal == dlq.OpRunning && op.Canary > 0 && (op.State == dlq.OpRunning || op.State == dlq.OpDone)
+		if op.State == goal || released {
+			// Someone (or an earlier click) already did it.
+			return c.Redirect(http.StatusSeeOther, fmt.Sprintf("/operations/%d", id))
+		}
+		problem := &views.Notice{Kind: "error", Message: fmt.Sprintf("Nothing to %s: this operation is %s.", verb, opStateText(op, nil))}
+		return renderOperation(c, store, version, http.StatusConflict, problem, false)
+	}
+}
+
+// renderOperation loads the operation and renders its page or fragment.
+func renderOperation(c echo.Context, store OperationReader, version string, status int, problem *views.Notice, fragment bool) error {
+	id, err := parseOperationID(c)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(c.Request().Context(), readTimeout)
+	defer cancel()
+	op, err := store.Operation(ctx, id)
+	if errors.Is(err, dlq.ErrNotFound) {
+		return NotFound("There is no operation %d.", id)
+	}
+	if err != nil {
+		return err
+	}
+	var jobs []dlq.JobOutcome
+	if op.Canary > 0 && op.Kind == dlq.OpReplay {
+		if jobs, err = store.OperationJobs(ctx, op.ID, op.Canary); err != nil {
+			return err
+		}
+	}
+	skips, err := store.OperationSkips(ctx, op)
+	if err != nil {
+		return err
+	}
+	meta := Meta(c, fmt.Sprintf("%s operation %d", verbOf(op.Kind), op.ID), "dead-letters", version)
+	v := operationView(op, jobs, skips)
+	v.CanAct, v.CSRFToken, v.Problem = meta.CanAct, meta.CSRFToken, problem
+	c.Response().Header().Add("Vary", "HX-Request")
+	if fragment {
+		return Render(c, status, views.OperationProgress(v))
+	}
+	return Render(c, status, views.Layout(meta, views.OperationPage(v)))
+}
+
+func verbOf(k dlq.OperationKind) string {
+	if k == dlq.OpDiscard {
+		return "Discard"
+	}
+	return "Replay"
+}
+
+// operationView maps an operation, its canary jobs and its skips to the
+// page's view model.
+func operationView(op dlq.Operation, jobs []dlq.JobOutcome, skips dlq.SkipCounts) views.OperationView {
+	handled := op.Done + op.Skipped
+	if op.State == dlq.OpDone {
+		handled = op.Matched // the closing count folds in letters that left the selection
+	}
+	v := views.OperationView{
+		ID: op.ID, Kind: string(op.Kind), Verb: verbOf(op.Kind), State: string(op.State),
+		Live: !op.State.Finished(), PollURL: fmt.Sprintf("/operations/%d/progress", op.ID),
+		Actor: op.Actor, Reason: op.Reason, CreatedAt: op.CreatedAt, FinishedAt: op.FinishedAt,
+		Matched: op.Matched, Handled: handled, MatchedText: views.Number(op.Matched), HandledText: views.Number(handled),
+		Percent: percent(handled, op.Matched), MaxID: op.MaxID,
+		Outcomes:    operationOutcomes(op, skips),
+		CanCancel:   !op.State.Finished(),
+		LettersHref: "/audit",
+	}
+	if op.AuditEventID != nil {
+		v.LettersHref = fmt.Sprintf("/audit/%d", *op.AuditEventID)
+	}
+	if op.Filter != nil {
+		v.Selection, v.SelectionHref = filterWords(*op.Filter)
+	} else {
+		v.Selection = fmt.Sprintf("%d selected %s: %s", len(op.IDs), plural(len(op.IDs), "letter", "letters"), idList(op.IDs, 30))
+	}
+	if op.RatePerSecond != nil && op.PaceOrigin != nil {
+		last := op.PaceOrigin.Add(time.Duration(float64(op.Matched) / *op.RatePerSecond * float64(time.Second)))
+		v.Pace = fmt.Sprintf("%s per second: the replayed jobs' start times are spread, the last about %s.",
+			trimFloat(*op.RatePerSecond), views.AbsTime(last))
+	}
+	if op.Error != nil {
+		v.Error = *op.Error
+	}
+	v.Canary = canaryView(op, jobs)
+	v.CanRelease = v.Canary != nil && v.Canary.Verdict == "succeeded"
+	v.StateText = opStateText(op, v.Canary)
+	v.StateKind = opStateKind(op, v.Canary)
+	return v
+}
+
+// operationOutcomes lists an operation's counts per outcome. For explicit
+// ids the skips are told apart (already replayed, discarded, not found);
+// a filter selected pending letters only, so its skips are letters someone
+// else replayed or discarded after the confirmation.
+func operationOutcomes(op dlq.Operation, s dlq.SkipCounts) []views.OutcomeItem {
+	num := views.Number
+	out := []views.OutcomeItem{{Key: string(op.Kind) + "ed", Label: pastTenseOf(op.Kind), N: num(op.Done), Kind: "ok"}}
+	if op.Kind == dlq.OpDiscard {
+		out[0].Key = "discarded"
+	}
+	if op.Filter != nil {
+		out = append(out, views.OutcomeItem{Key: "skipped", N: num(op.Skipped), Kind: "muted",
+			Label: "skipped: replayed or discarded by someone else after the confirmation"})
+	} else if op.Kind == dlq.OpReplay {
+		out = append(out,
+			views.OutcomeItem{Key: "already_replayed", Label: "already replayed", N: num(s.Replayed), Kind: "muted"},
+			views.OutcomeItem{Key: "refused", Label: "refused: discarded (restore them first)", N: num(s.Discarded), Kind: "warn"})
+	} else {
+		out = append(out,
+			views.OutcomeItem{Key: "already_discarded", Label: "already discarded", N: num(s.Discarded), Kind: "muted"},
+			views.OutcomeItem{Key: "refused", Label: "refused: already replayed", N: num(s.Replayed), Kind: "warn"})
+	}
+	if op.Filter == nil {
+		out = append(out, views.OutcomeItem{Key: "not_found", Label: "not found", N: num(s.NotFound), Kind: "muted"})
+	}
+	if left := op.Matched - op.Done - op.Skipped; left > 0 && op.State != dlq.OpDone {
+		label := "still to do"
+		if op.State.Finished() {
+			label = "left alone (" + string(op.State) + ")"
+		}
+		out = append(out, views.OutcomeItem{Key: "left", Label: label, N: num(left), Kind: "muted"})
+	}
+	return out
+}
+
+func pastTenseOf(k dlq.OperationKind) string {
+	if k == dlq.OpDiscard {
+		return "discarded"
+	}
+	return "replayed"
+}
+
+// canaryView judges a canary from its jobs: it succeeded when every job
+// succeeded, died when any job is dead (it failed for good again), and is
+// waiting otherwise. Nil when the operation has no canary.
+func canaryView(op dlq.Operation, jobs []dlq.JobOutcome) *views.CanaryView {
+	if op.Canary == 0 || op.Kind != dlq.OpReplay {
+		return nil
+	}
+	c := &views.CanaryView{Size: op.Canary}
+	succeeded, dead := 0, 0
+	for _, j := range jobs {
+		row := views.CanaryJobRow{LetterID: j.DeadLetterID, LetterHref: fmt.Sprintf("/dead-letters/%d", j.DeadLetterID),
+			JobID: j.JobID, JobHref: fmt.Sprintf("/jobs/%d", j.JobID), State: string(j.State), Attempt: j.Attempt}
+		if j.LastError != nil {
+			row.LastError = firstLine(*j.LastError, 200)
+		}
+		c.Jobs = append(c.Jobs, row)
+		switch j.State {
+		case dlq.StateSucceeded:
+			succeeded++
+		case dlq.StateDead:
+			dead++
+		}
+	}
+	n := len(jobs)
+	switch {
+	case dead > 0:
+		c.Verdict = "died"
+		c.Message = fmt.Sprintf("Stopped: the canary died again — %d of %d canary %s failed for good. Nothing else was replayed. Cancel this operation, look at the new dead letters, and fix the cause first.",
+			dead, n, plural(n, "job", "jobs"))
+		if op.State != dlq.OpCanary {
+			c.Message = fmt.Sprintf("%d of %d canary %s died again.", dead, n, plural(n, "job", "jobs"))
+		}
+	case op.State == dlq.OpCanary && n > 0 && succeeded == n:
+		c.Verdict = "succeeded"
+		c.Message = fmt.Sprintf("The canary succeeded: all %d %s ran. Release the rest when you are ready.", n, plural(n, "job", "jobs"))
+	case op.State == dlq.OpCanary:
+		c.Verdict = "waiting"
+		c.Message = fmt.Sprintf("Waiting for the canary: %d of %d %s succeeded so far. The rest is replayed only when you release it.",
+			succeeded, n, plural(n, "job", "jobs"))
+	case n == 0 && op.State == dlq.OpRunning:
+		c.Verdict = "starting"
+		c.Message = "Replaying the canary letters…"
+	default:
+		c.Verdict = "released"
+		c.Message = fmt.Sprintf("The canary ran (%d of %d succeeded) and the rest was released.", succeeded, n)
+		if op.State == dlq.OpCancelled && op.Done <= int64(op.Canary) {
+			c.Message = fmt.Sprintf("The operation was cancelled after its canary (%d of %d succeeded).", succeeded, n)
+		}
+	}
+	return c
+}
+
+// opStateText says where an operation is, in words.
+func opStateText(op dlq.Operation, c *views.CanaryView) string {
+	switch op.State {
+	case dlq.OpRunning:
+		return "Running"
+	case dlq.OpCanary:
+		if c != nil && c.Verdict == "died" {
+			return "Stopped: the canary died again"
+		}
+		if c != nil && c.Verdict == "succeeded" {
+			return "Canary succeeded: waiting for release"
+		}
+		return "Canary running: waiting for its jobs"
+	case dlq.OpDone:
+		return "Done"
+	case dlq.OpCancelled:
+		return "Cancelled"
+	case dlq.OpFailed:
+		return "Failed"
+	default:
+		return string(op.State)
+	}
+}
+
+func opStateKind(op dlq.Operation, c *views.CanaryView) string {
+	switch {
+	case op.State == dlq.OpDone:
+		return "ok"
+	case op.State == dlq.OpFailed || (c != nil && c.Verdict == "died"):
+		return "error"
+	case op.State == dlq.OpCancelled || op.State == dlq.OpCanary:
+		return "warn"
+	default:
+		return "running"
+	}
+}
+
+func percent(part, whole int64) string {
+	if whole <= 0 {
+		return "100%"
+	}
+	return fmt.Sprintf("%d%%", part*100/whole)
+}
+
+func trimFloat(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }
