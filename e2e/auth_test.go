@@ -115,7 +115,7 @@ func TestViewerSeesNoActionButtonsOperatorReplays(t *testing.T) {
 	_, err = op.Goto(letter)
 	must(t, err)
 	must(t, op.Locator(`[data-testid="replay"]`).Click())
-	must(t, expect.Locator(op.Locator(`[data-testid="already-replayed"]`)).ToBeVisible())
+	must(t, expect.Locator(op.Locator(`[data-testid="action-result"]`)).ToBeVisible())
 	screenshot(t, op, "operator-replayed")
 
 	var kwargs string
