@@ -52,12 +52,14 @@ const DefaultCountBudget = 30 * time.Millisecond
 
 // where renders f's conditions, cursor included, as a WHERE clause with
 // $n placeholders; values only ever travel as arguments.
-func (f Filter) where(withCursor bool) (string, []any) {
+func (f Filter) where(withCursor bool, argOffset int) (string, []any) {
 	var clauses []string
 	var args []any
+	// Placeholders start after argOffset, so a caller can put its own
+	// arguments ($1..$argOffset) before the filter's.
 	arg := func(v any) string {
 		args = append(args, v)
-		return "$" + strconv.Itoa(len(args))
+		return "$" + strconv.Itoa(argOffset+len(args))
 	}
 	eq := func(col, v string) {
 		if v != "" {
@@ -112,7 +114,7 @@ func (s *Store) ListDeadLetters(ctx context.Context, f Filter) (DeadLetterPage, 
 // listPage reads limit+1 rows: the extra row only tells whether there is a
 // next page, without a second query.
 func (s *Store) listPage(ctx context.Context, f Filter, limit int) (DeadLetterPage, error) {
-	where, args := f.where(true)
+	where, args := f.where(true, 0)
 	args = append(args, limit+1)
 	q := `SELECT ` + listColumns + ` FROM dead_letters ` + where +
 		` ORDER BY failed_at DESC, id DESC LIMIT $` + strconv.Itoa(len(args))
@@ -183,7 +185,7 @@ func (s *Store) countDeadLetters(ctx context.Context, f Filter, budget time.Dura
 // could take a second to find 10,001 matches, and the page must not wait
 // for a number: past the budget the count gives up and says so.
 func (s *Store) countCapped(ctx context.Context, f Filter, budget time.Duration) (Count, error) {
-	where, args := f.where(false)
+	where, args := f.where(false, 0)
 	args = append(args, LetterCountCap+1)
 	q := `SELECT count(*) FROM (SELECT 1 FROM dead_letters ` + where + ` LIMIT $` + strconv.Itoa(len(args)) + `) capped`
 	tx, err := s.db.BeginTxx(ctx, &sql.TxOptions{ReadOnly: true})

@@ -97,16 +97,12 @@ func (s Selection) where(offset int) (string, []any) {
 	if s.Filter == nil {
 		return fmt.Sprintf("id = ANY($%d)", offset+1), []any{pq.Array(s.IDs)}
 	}
-	clause, args := s.Filter.FirstPage().where(false)
+	clause, args := s.Filter.FirstPage().where(false, offset)
 	clause = strings.TrimPrefix(clause, "WHERE ")
 	if clause == "" {
 		return "TRUE", nil
 	}
-	// Renumber $1..$n to $offset+1..$offset+n, highest first so $1 does not eat $10.
-	for i := len(args); i >= 1; i-- {
-		clause = strings.ReplaceAll(clause, "$"+strconv.Itoa(i), "$#"+strconv.Itoa(i+offset))
-	}
-	return strings.ReplaceAll(clause, "$#", "$"), args
+	return clause, args
 }
 
 // storedFilter is the filter as the operation keeps it: a query string with
