@@ -73,16 +73,7 @@ func ParseAuditFilter(v url.Values, now time.Time) (AuditFilter, error) {
 	}
 	f.DeadLetterID = positive("dead_letter_id")
 	f.Before = positive("cursor")
-	var err error
-	if f.Since, err = parseTimeBound(get("since"), now); err != nil {
-		problems["since"] = err.Error()
-	}
-	if f.Until, err = parseTimeBound(get("until"), now); err != nil {
-		problems["until"] = err.Error()
-	}
-	if !f.Since.IsZero() && !f.Until.IsZero() && f.Since.At.After(f.Until.At) {
-		problems["until"] = "must not be before since"
-	}
+	f.Since, f.Until = parseTimeRange(get("since"), get("until"), now, problems)
 	if s := get("limit"); s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 || n > MaxAuditLimit {

@@ -125,16 +125,7 @@ func ParseFilter(v url.Values, now time.Time) (Filter, error) {
 			problems["q"] = fmt.Sprintf("must be at most %d printable characters", maxSearchLen)
 		}
 	}
-	var err error
-	if f.Since, err = parseTimeBound(get("since"), now); err != nil {
-		problems["since"] = err.Error()
-	}
-	if f.Until, err = parseTimeBound(get("until"), now); err != nil {
-		problems["until"] = err.Error()
-	}
-	if !f.Since.IsZero() && !f.Until.IsZero() && f.Since.At.After(f.Until.At) {
-		problems["until"] = "must not be before since"
-	}
+	f.Since, f.Until = parseTimeRange(get("since"), get("until"), now, problems)
 	if s := get("limit"); s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 || n > MaxLimit {
@@ -159,6 +150,23 @@ func ParseFilter(v url.Values, now time.Time) (Filter, error) {
 
 // parseTimeBound reads "" (unset), a relative age ("90m", "24h", "7d",
 // "2w": that long before now), RFC3339, or a zone-less date and time in UTC.
+// parseTimeRange reads a since/until pair, recording problems by key; an
+// until before since is a problem of until.
+func parseTimeRange(since, until string, now time.Time, problems map[string]string) (TimeBound, TimeBound) {
+	s, err := parseTimeBound(since, now)
+	if err != nil {
+		problems["since"] = err.Error()
+	}
+	u, err := parseTimeBound(until, now)
+	if err != nil {
+		problems["until"] = err.Error()
+	}
+	if !s.IsZero() && !u.IsZero() && s.At.After(u.At) {
+		problems["until"] = "must not be before since"
+	}
+	return s, u
+}
+
 func parseTimeBound(s string, now time.Time) (TimeBound, error) {
 	if s == "" {
 		return TimeBound{}, nil
