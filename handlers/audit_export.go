@@ -2,12 +2,7 @@ package handlers
 
 import (
 	"context"
-	"encoding/csv"
-	"encoding/json"
-	"fmt"
-	"io"
 	"log/slog"
-	"net/http"
 	"strconv"
 	"time"
 
@@ -27,76 +22,21 @@ var auditColumns = []string{"id", "at", "actor", "action", "dead_letter_id", "op
 	"counts", "reason", "request_id", "remote_addr", "user_agent", "details", "prev_hash", "hash"}
 
 // ExportAudit streams every entry a filter selects (its page and cursor
-// aside) as CSV or a JSON array, newest first, batch by batch, as the
-// dead-letter export does: constant memory, and an error mid-stream ends
-// the body early (logged) rather than passing for a complete file.
+// aside) as CSV or a JSON array, newest first, as the dead-letter export
+// does (streamExport).
 func ExportAudit(store AuditExporter, logger *slog.Logger, now func() time.Time, format string) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		f, err := dlq.ParseAuditFilter(c.QueryParams(), now())
 		if err != nil {
 			return err
 		}
-		name := "audit-" + now().UTC().Format("20060102T150405Z") + "." + format
-		h := c.Response().Header()
-		h.Set(echo.HeaderContentDisposition, fmt.Sprintf("attachment; filename=%q", name))
-		h.Set("Cache-Control", "no-store")
-		// write adds one entry; flush pushes what is buffered to the client;
-		// end closes the document.
-		var write func(dlq.AuditEntry) error
-		var flush, end func() error
-		if format == ExportCSV {
-			h.Set(echo.HeaderContentType, "text/csv; charset=utf-8")
-			c.Response().WriteHeader(http.StatusOK)
-			w := csv.NewWriter(c.Response())
-			err = w.Write(auditColumns)
-			write = func(e dlq.AuditEntry) error { return w.Write(auditRecord(e)) }
-			flush = func() error { w.Flush(); return w.Error() }
-			end = flush
-		} else {
-			h.Set(echo.HeaderContentType, echo.MIMEApplicationJSONCharsetUTF8)
-			c.Response().WriteHeader(http.StatusOK)
-			n := 0
-			_, err = io.WriteString(c.Response(), "[")
-			write = func(e dlq.AuditEntry) error {
-				b, err := json.Marshal(apiAuditEntry(e))
-				if err != nil {
-					return err
-				}
-				sep := ",\n"
-				if n++; n == 1 {
-					sep = "\n"
-				}
-				_, err = io.WriteString(c.Response(), sep+string(b))
-				return err
-			}
-			flush = func() error { return nil }
-			end = func() error { _, err := io.WriteString(c.Response(), "\n]\n"); return err }
-		}
-		rows := 0
-		if err == nil {
-			err = store.EachAuditEntry(c.Request().Context(), f, func(e dlq.AuditEntry) error {
-				if err := write(e); err != nil {
-					return err
-				}
-				if rows++; rows%flushEvery == 0 {
-					if err := flush(); err != nil {
-						return err
-					}
-					c.Response().Flush()
-				}
-				return nil
-			})
-		}
-		if err == nil {
-			err = end()
-		}
-		if err != nil {
-			logger.Error("export audit", "err", err, "format", format, "rows_written", rows,
-				"request_id", c.Response().Header().Get(echo.HeaderXRequestID))
-			return nil // the body is already on its way
-		}
-		c.Response().Flush()
-		return nil
+		return streamExport(c, logger, export[dlq.AuditEntry]{
+			name: "audit", format: format, now: now(), columns: auditColumns, record: auditRecord,
+			item: func(e dlq.AuditEntry) any { return apiAuditEntry(e) },
+			each: func(ctx context.Context, fn func(dlq.AuditEntry) error) error {
+				return store.EachAuditEntry(ctx, f, fn)
+			},
+		})
 	}
 }
 

@@ -34,94 +34,117 @@ const (
 const flushEvery = 500
 
 // ExportDeadLetters streams every letter a filter selects (its page and
-// cursor aside) as CSV or as a JSON array. Rows are written as the store
-// reads them, batch by batch, so 100,000 letters never sit in memory.
-// Once the first byte is out the status cannot change, so an error
-// mid-stream is logged here and ends the body early: a JSON export then
-// fails to parse, rather than passing for complete.
+// cursor aside) as CSV or as a JSON array; see streamExport.
 func ExportDeadLetters(store DeadLetterExporter, logger *slog.Logger, now func() time.Time, format string) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		f, err := dlq.ParseFilter(c.QueryParams(), now())
 		if err != nil {
 			return err
 		}
-		name := "dead-letters-" + now().UTC().Format("20060102T150405Z") + "." + format
-		h := c.Response().Header()
-		h.Set(echo.HeaderContentDisposition, fmt.Sprintf("attachment; filename=%q", name))
-		h.Set("Cache-Control", "no-store")
-		var w rowWriter
-		if format == ExportCSV {
-			h.Set(echo.HeaderContentType, "text/csv; charset=utf-8")
-			w = newCSVRows(c.Response())
-		} else {
-			h.Set(echo.HeaderContentType, echo.MIMEApplicationJSONCharsetUTF8)
-			w = &jsonRows{w: c.Response()}
-		}
-		c.Response().WriteHeader(http.StatusOK)
-		n := 0
-		err = w.begin()
-		if err == nil {
-			err = store.EachDeadLetter(c.Request().Context(), f, func(d dlq.DeadLetter) error {
-				if err := w.row(d); err != nil {
-					return err
-				}
-				if n++; n%flushEvery == 0 {
-					if err := w.flush(); err != nil {
-						return err
-					}
-					c.Response().Flush()
-				}
-				return nil
-			})
-		}
-		if err == nil {
-			err = w.end()
-		}
-		if err != nil {
-			logger.Error("export dead letters", "err", err, "format", format, "rows_written", n,
-				"request_id", c.Response().Header().Get(echo.HeaderXRequestID))
-			return nil // the body is already on its way; nothing else can be said
-		}
-		c.Response().Flush()
-		return nil
+		return streamExport(c, logger, export[dlq.DeadLetter]{
+			name: "dead-letters", format: format, now: now(), columns: exportColumns, record: csvLetter,
+			item: func(d dlq.DeadLetter) any { return apiLetter(d) },
+			each: func(ctx context.Context, fn func(dlq.DeadLetter) error) error {
+				return store.EachDeadLetter(ctx, f, fn)
+			},
+		})
 	}
 }
 
-type rowWriter interface {
+// export describes one streamed export of items of type T.
+type export[T any] struct {
+	name    string // file name prefix and log label
+	format  string // ExportCSV or ExportJSON
+	now     time.Time
+	columns []string         // CSV header
+	record  func(T) []string // one CSV row, in columns' order
+	item    func(T) any      // one JSON array element
+	each    func(ctx context.Context, fn func(T) error) error
+}
+
+// streamExport writes the items as the store reads them, batch by batch, so
+// 100,000 rows never sit in memory. Once the first byte is out the status
+// cannot change, so an error mid-stream is logged here and ends the body
+// early: a JSON export then fails to parse, rather than passing for complete.
+func streamExport[T any](c echo.Context, logger *slog.Logger, e export[T]) error {
+	h := c.Response().Header()
+	h.Set(echo.HeaderContentDisposition, fmt.Sprintf("attachment; filename=%q",
+		e.name+"-"+e.now.UTC().Format("20060102T150405Z")+"."+e.format))
+	h.Set("Cache-Control", "no-store")
+	var w rowWriter[T]
+	if e.format == ExportCSV {
+		h.Set(echo.HeaderContentType, "text/csv; charset=utf-8")
+		w = &csvRows[T]{w: csv.NewWriter(c.Response()), columns: e.columns, record: e.record}
+	} else {
+		h.Set(echo.HeaderContentType, echo.MIMEApplicationJSONCharsetUTF8)
+		w = &jsonRows[T]{w: c.Response(), item: e.item}
+	}
+	c.Response().WriteHeader(http.StatusOK)
+	n := 0
+	err := w.begin()
+	if err == nil {
+		err = e.each(c.Request().Context(), func(v T) error {
+			if err := w.row(v); err != nil {
+				return err
+			}
+			if n++; n%flushEvery == 0 {
+				if err := w.flush(); err != nil {
+					return err
+				}
+				c.Response().Flush()
+			}
+			return nil
+		})
+	}
+	if err == nil {
+		err = w.end()
+	}
+	if err != nil {
+		logger.Error("export "+e.name, "err", err, "format", e.format, "rows_written", n,
+			"request_id", c.Response().Header().Get(echo.HeaderXRequestID))
+		return nil // the body is already on its way; nothing else can be said
+	}
+	c.Response().Flush()
+	return nil
+}
+
+type rowWriter[T any] interface {
 	begin() error
-	row(dlq.DeadLetter) error
+	row(T) error
 	flush() error
 	end() error
 }
 
-// exportColumns are the CSV header; csvRecord writes them in this order.
+// exportColumns are the CSV header; csvLetter writes them in this order.
 var exportColumns = []string{"id", "job_id", "task", "queue", "status", "reason", "error_class", "error",
 	"attempts", "max_attempts", "fingerprint", "enqueued_at", "failed_at", "replay_of", "replayed_at",
 	"replay_job_id", "discarded_at", "args", "kwargs"}
 
-type csvRows struct {
-	w *csv.Writer
-}
-
-func newCSVRows(w io.Writer) *csvRows { return &csvRows{w: csv.NewWriter(w)} }
-
-func (r *csvRows) begin() error { return r.w.Write(exportColumns) }
-
-func (r *csvRows) row(d dlq.DeadLetter) error {
-	return r.w.Write([]string{
+func csvLetter(d dlq.DeadLetter) []string {
+	return []string{
 		strconv.FormatInt(d.ID, 10), strconv.FormatInt(d.JobID, 10), d.Task, d.Queue, string(d.Status), string(d.Reason),
 		cell(d.ErrorClass), cell(d.ErrorMessage), strconv.Itoa(d.Attempts), strconv.Itoa(d.MaxAttempts), d.Fingerprint,
 		csvTime(&d.EnqueuedAt), csvTime(&d.FailedAt), csvInt(d.ReplayOf), csvTime(d.ReplayedAt), csvInt(d.ReplayJobID),
 		csvTime(d.DiscardedAt), cell(string(d.Args)), cell(string(d.Kwargs)),
-	})
+	}
 }
 
-func (r *csvRows) flush() error {
+type csvRows[T any] struct {
+	w       *csv.Writer
+	columns []string
+	record  func(T) []string
+}
+
+func (r *csvRows[T]) begin() error { return r.w.Write(r.columns) }
+
+func (r *csvRows[T]) row(v T) error { return r.w.Write(r.record(v)) }
+
+func (r *csvRows[T]) flush() error {
 	r.w.Flush()
 	return r.w.Error()
 }
 
-func (r *csvRows) end() error { return r.flush() }
+func (r *csvRows[T]) end() error { return r.flush() }
 
 // cell defuses spreadsheet formulas: a cell starting with = + - @ or a tab
 // would be evaluated by Excel or Sheets when the file is opened, and error
@@ -148,18 +171,19 @@ func csvInt(n *int64) string {
 }
 
 // jsonRows writes a JSON array one element at a time.
-type jsonRows struct {
+type jsonRows[T any] struct {
 	w     io.Writer
+	item  func(T) any
 	count int
 }
 
-func (r *jsonRows) begin() error {
+func (r *jsonRows[T]) begin() error {
 	_, err := io.WriteString(r.w, "[")
 	return err
 }
 
-func (r *jsonRows) row(d dlq.DeadLetter) error {
-	b, err := json.Marshal(apiLetter(d))
+func (r *jsonRows[T]) row(v T) error {
+	b, err := json.Marshal(r.item(v))
 	if err != nil {
 		return err
 	}
@@ -175,9 +199,9 @@ func (r *jsonRows) row(d dlq.DeadLetter) error {
 	return err
 }
 
-func (r *jsonRows) flush() error { return nil }
+func (r *jsonRows[T]) flush() error { return nil }
 
-func (r *jsonRows) end() error {
+func (r *jsonRows[T]) end() error {
 	_, err := io.WriteString(r.w, "\n]\n")
 	return err
 }
