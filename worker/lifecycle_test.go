@@ -239,14 +239,17 @@ func TestListenNotify(t *testing.T) {
 		cfg.PollInterval = time.Minute
 		cfg.ListenDSN = b.db.DSN
 		b.start(t, cfg)
-		// The worker's first claim ran and the queue is idle: from here only
-		// a notification (or a poll, a minute away) can start the next job.
-		warm := b.enqueue(t, dlq.EnqueueParams{Task: "test.task"})
-		b.waitJob(t, warm, dlq.StateSucceeded, 5*time.Second)
+		// Enqueue only once LISTEN has run: a job enqueued before it would
+		// wait for the next poll, a minute away, and the test would race.
 		waitFor(t, 5*time.Second, "the LISTEN connection", func() bool {
 			return b.count(t, `SELECT count(*) FROM pg_stat_activity
 				WHERE datname = current_database() AND query = 'LISTEN "redrive_jobs"'`) == 1
 		})
+		// After the warm job the queue is idle and the worker's startup
+		// claim is long done: from here only a notification (or a poll, a
+		// minute away) can start the next job.
+		warm := b.enqueue(t, dlq.EnqueueParams{Task: "test.task"})
+		b.waitJob(t, warm, dlq.StateSucceeded, 5*time.Second)
 		enqueued := time.Now()
 		id := b.enqueue(t, dlq.EnqueueParams{Task: "test.task"})
 		// Seconds at most, on a loaded machine; never the minute of a poll.
