@@ -153,10 +153,12 @@ func TestProcess(t *testing.T) {
 		waitFor(t, 10*time.Second, "the child to run all 4 jobs", func() bool {
 			return b.count(t, `SELECT count(*) FROM jobs WHERE state = 'running'`) == 4
 		})
+		// Read the clock before signalling: the child starts its grace on
+		// receipt, which may come before Signal returns here.
+		termed := time.Now()
 		if err := c.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 			t.Fatal(err)
 		}
-		termed := time.Now()
 		if err := c.wait(t, 10*time.Second); err != nil {
 			t.Fatalf("child exited with %v", err)
 		}
