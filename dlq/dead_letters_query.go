@@ -73,9 +73,11 @@ func (f Filter) where(withCursor bool, argOffset int) (string, []any) {
 	eq("error_class", f.ErrorClass)
 	eq("fingerprint", f.Fingerprint)
 	if f.Q != "" {
-		// search_text is the indexed (trigram) column: error message, args
-		// and kwargs. % and _ in the term are meant literally.
-		clauses = append(clauses, `search_text ILIKE `+arg("%"+escapeLike(f.Q)+"%")+` ESCAPE '\'`)
+		// The error message, args and kwargs, trigram-indexed in a side
+		// table a replay never updates (see migration 00007). % and _ in
+		// the term are meant literally.
+		clauses = append(clauses, `id IN (SELECT dead_letter_id FROM dead_letter_search WHERE search_text ILIKE `+
+			arg("%"+escapeLike(f.Q)+"%")+` ESCAPE '\')`)
 	}
 	if !f.Since.IsZero() {
 		clauses = append(clauses, "failed_at >= "+arg(f.Since.At))

@@ -202,7 +202,8 @@ func TestCountDeadLetters(t *testing.T) {
 		{"ExactBelowCap", "q=ord_77", dlq.Count{}},
 	}
 	var exactSearch int64
-	if err := db.Get(&exactSearch, `SELECT count(*) FROM dead_letters WHERE status = 'pending' AND search_text ILIKE '%ord\_77%'`); err != nil {
+	if err := db.Get(&exactSearch, `SELECT count(*) FROM dead_letters d JOIN dead_letter_search s ON s.dead_letter_id = d.id
+		WHERE d.status = 'pending' AND s.search_text ILIKE '%ord\_77%'`); err != nil {
 		t.Fatal(err)
 	}
 	cases[len(cases)-1].want = dlq.Count{N: exactSearch, Exact: true}

@@ -1,0 +1,125 @@
+package dlq_test
+
+import (
+	"context"
+	"net/url"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/pressly/goose/v3"
+
+	"github.com/redrive/redrive/dlq"
+	"github.com/redrive/redrive/dlq/dlqtest"
+	"github.com/redrive/redrive/migrations"
+)
+
+// searchIDs lists the ids of the letters (any status) whose text holds q.
+func searchIDs(t *testing.T, store *dlq.Store, q string) []int64 {
+	t.Helper()
+	f, err := dlq.ParseFilter(url.Values{"q": {q}, "status": {"all"}}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, err := store.ListDeadLetters(context.Background(), f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []int64
+	for _, l := range page.Letters {
+		ids = append(ids, l.ID)
+	}
+	return ids
+}
+
+// The search text lives in a side table kept by triggers (migration
+// 00007): it must follow every way a letter comes and goes.
+func TestSearchFollowsLetters(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := dlqtest.NewDB(t)
+	store := dlq.NewStore(db.DB)
+	now := time.Now()
+
+	inMessage := dlqtest.InsertDeadLetter(t, db.DB, dlqtest.Letter{Message: "card ch_needle declined"})
+	inArgs := dlqtest.InsertDeadLetter(t, db.DB, dlqtest.Letter{Args: `["ch_needle"]`, Status: "replayed",
+		FailedAt: now.Add(-48 * time.Hour)})
+	inKwargs := dlqtest.InsertDeadLetter(t, db.DB, dlqtest.Letter{Kwargs: `{"charge": "ch_needle"}`})
+	dlqtest.InsertDeadLetter(t, db.DB, dlqtest.Letter{Message: "unrelated"})
+
+	if got := searchIDs(t, store, "CH_NEEDLE"); !sameIDs(got, inKwargs, inMessage, inArgs) {
+		t.Fatalf("search found %v, want %v", got, []int64{inKwargs, inMessage, inArgs})
+	}
+
+	// A replay does not touch the search row, and search still finds it.
+	if err := store.RegisterTasks(ctx, []string{"billing.charge"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.ReplayDeadLetter(ctx, dlq.ReplayParams{ID: inMessage, Actor: dlq.Actor{Name: "alice"}, Now: now}); err != nil {
+		t.Fatal(err)
+	}
+	if got := searchIDs(t, store, "ch_needle"); !sameIDs(got, inKwargs, inMessage, inArgs) {
+		t.Fatalf("after replay, search found %v", got)
+	}
+
+	// A purge deletes the settled letter's search row with it.
+	purged, err := store.PurgeSettled(ctx, dlq.PurgeParams{OlderThan: 24 * time.Hour, Actor: dlq.Actor{Name: "ops"}, Now: now})
+	if err != nil || purged != 1 {
+		t.Fatalf("purged %d, err %v", purged, err)
+	}
+	if got := searchIDs(t, store, "ch_needle"); !sameIDs(got, inKwargs, inMessage) {
+		t.Fatalf("after purge, search found %v", got)
+	}
+	var orphans int
+	if err := db.Get(&orphans, `SELECT count(*) FROM dead_letter_search s
+		WHERE NOT EXISTS (SELECT 1 FROM dead_letters d WHERE d.id = s.dead_letter_id)`); err != nil {
+		t.Fatal(err)
+	}
+	var missing int
+	if err := db.Get(&missing, `SELECT count(*) FROM dead_letters d
+		WHERE NOT EXISTS (SELECT 1 FROM dead_letter_search s WHERE s.dead_letter_id = d.id)`); err != nil {
+		t.Fatal(err)
+	}
+	if orphans != 0 || missing != 0 {
+		t.Fatalf("%d search rows without a letter, %d letters without a search row", orphans, missing)
+	}
+}
+
+// Every migration's Down undoes its Up: all the way down and up again,
+// with letters in the table, and search still answers afterwards.
+func TestMigrationsRoundTrip(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := dlqtest.NewDB(t)
+	store := dlq.NewStore(db.DB)
+	id := dlqtest.InsertDeadLetter(t, db.DB, dlqtest.Letter{Message: "timeout talking to ledger-7"})
+
+	p, err := goose.NewProvider(goose.DialectPostgres, db.DB.DB, migrations.FS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Down to 00006: the search text is a column of dead_letters again,
+	// filled from the letters that are there.
+	if _, err := p.DownTo(ctx, 6); err != nil {
+		t.Fatalf("down to 6: %v", err)
+	}
+	var text string
+	if err := db.Get(&text, `SELECT search_text FROM dead_letters WHERE id = $1`, id); err != nil {
+		t.Fatal(err)
+	}
+	if want := "timeout talking to ledger-7 [1] {}"; text != want {
+		t.Fatalf("search_text %q, want %q", text, want)
+	}
+	if _, err := p.DownTo(ctx, 0); err != nil {
+		t.Fatalf("down to 0: %v", err)
+	}
+	if _, err := p.Up(ctx); err != nil {
+		t.Fatalf("up again: %v", err)
+	}
+	id = dlqtest.InsertDeadLetter(t, db.DB, dlqtest.Letter{Message: "timeout talking to ledger-7"})
+	if got := searchIDs(t, store, "ledger-7"); !sameIDs(got, id) {
+		t.Fatalf("search after a round trip found %v, want [%d]", got, id)
+	}
+}
+
+func sameIDs(got []int64, want ...int64) bool { return slices.Equal(got, want) }
