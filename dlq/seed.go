@@ -421,7 +421,7 @@ func (s *Store) SeedDeadLetters(ctx context.Context, n int, now time.Time) (int,
 	if _, err := s.db.ExecContext(ctx, cleanGINPendingSQL); err != nil {
 		return inserted, fmt.Errorf("seed: merge GIN pending lists: %w", err)
 	}
-	if _, err := s.db.ExecContext(ctx, `ANALYZE dead_letters`); err != nil {
+	if _, err := s.db.ExecContext(ctx, `ANALYZE dead_letters, dead_letter_search`); err != nil {
 		return inserted, fmt.Errorf("seed: analyze: %w", err)
 	}
 	return inserted, nil
@@ -429,14 +429,14 @@ func (s *Store) SeedDeadLetters(ctx context.Context, n int, now time.Time) (int,
 
 const seedSettingsSQL = `SET LOCAL work_mem = '256MB'; SET LOCAL gin_pending_list_limit = '64MB'`
 
-// cleanGINPendingSQL merges the pending list of every GIN index on
-// dead_letters, whichever migrations created them.
+// cleanGINPendingSQL merges the pending list of every GIN index on the
+// letters and their search text, whichever migrations created them.
 const cleanGINPendingSQL = `
 SELECT gin_clean_pending_list(i.indexrelid)
 FROM pg_index i
 JOIN pg_class c ON c.oid = i.indexrelid
 JOIN pg_am am ON am.oid = c.relam
-WHERE i.indrelid = 'dead_letters'::regclass AND am.amname = 'gin'`
+WHERE i.indrelid IN ('dead_letters'::regclass, 'dead_letter_search'::regclass) AND am.amname = 'gin'`
 
 // inBatches calls insert for n rows in batches of at most seedBatchSize, on
 // workers goroutines, and returns how many rows the calls reported. The
