@@ -25,7 +25,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -284,7 +283,6 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	})
 }
 
-// serveHTTP runs the console until ctx ends, then drains requests.
 // console is what runConsole needs.
 type console struct {
 	flags   serveFlags
@@ -308,47 +306,14 @@ func runConsole(ctx context.Context, c console, ready func(url string)) error {
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return runner.Run(gctx) })
-	g.Go(func() error { return serveHTTP(gctx, c.flags.addr, handler, c.logger, ready) })
+	g.Go(func() error {
+		return web.Serve(gctx, web.ServeConfig{
+			Addr: c.flags.addr, Handler: handler, Logger: c.logger, Ready: ready,
+			// Exports stream large files; the write timeout bounds them, generously.
+			WriteTimeout: 10 * time.Minute,
+		})
+	})
 	return g.Wait()
-}
-
-// serveHTTP serves handler until ctx ends, then drains requests.
-func serveHTTP(ctx context.Context, addr string, handler http.Handler, logger *slog.Logger, ready func(url string)) error {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return fmt.Errorf("listen on %s: %w", addr, err)
-	}
-	srv := &http.Server{
-		Handler:           handler,
-		ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout:       60 * time.Second,
-		// Exports stream large files; the write timeout bounds them, generously.
-		WriteTimeout: 10 * time.Minute,
-		IdleTimeout:  2 * time.Minute,
-		ErrorLog:     slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
-	}
-	ready(consoleURL(ln.Addr()))
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-	select {
-	case err := <-errc:
-		return fmt.Errorf("http server: %w", err)
-	case <-ctx.Done():
-	}
-	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
-	defer cancel()
-	if err := srv.Shutdown(shutdownCtx); err != nil {
-		return fmt.Errorf("http shutdown: %w", err)
-	}
-	return nil
-}
-
-func consoleURL(addr net.Addr) string {
-	host, port, _ := net.SplitHostPort(addr.String())
-	if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() {
-		host = "localhost"
-	}
-	return "http://" + net.JoinHostPort(host, port)
 }
 
 // --- worker --------------------------------------------------------------
@@ -448,18 +413,8 @@ func newMetricsRegistry() *prometheus.Registry {
 func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry, logger *slog.Logger) error {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	errc := make(chan error, 1)
-	go func() { errc <- srv.ListenAndServe() }()
-	logger.Info("worker metrics listening", "addr", addr)
-	select {
-	case err := <-errc:
-		return fmt.Errorf("metrics server: %w", err)
-	case <-ctx.Done():
-	}
-	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel()
-	return srv.Shutdown(shutdownCtx)
+	return web.Serve(ctx, web.ServeConfig{Addr: addr, Handler: mux, Logger: logger, DrainTimeout: 5 * time.Second,
+		Ready: func(url string) { logger.Info("worker metrics listening", "url", url+"/metrics") }})
 }
 
 func startWorker(ctx context.Context, store *dlq.Store, reg *worker.Registry, cfg worker.Config) error {
