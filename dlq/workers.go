@@ -86,6 +86,32 @@ func (s *Store) UnregisterWorker(ctx context.Context, workerID string) error {
 	return nil
 }
 
+// WorkerForgetAfter is how long a worker that stopped heartbeating (a
+// crash, an OOM kill: it never unregistered) stays listed as stale before
+// its row is deleted. An hour keeps it in view through an incident; leases
+// are far shorter, so its jobs were rescued long before.
+const WorkerForgetAfter = time.Hour
+
+// ForgetVanishedWorkers deletes the rows of workers whose last heartbeat is
+// older than WorkerForgetAfter, except those still named as the lease
+// owner of a running job: the rescuer reads their host and version into
+// the attempt it records. It returns how many it deleted.
+func (s *Store) ForgetVanishedWorkers(ctx context.Context) (int64, error) {
+	res, err := s.db.ExecContext(ctx, `
+		DELETE FROM workers w
+		WHERE w.heartbeat_at < now() - $1 * interval '1 second'
+		  AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.state = 'running' AND j.lease_owner = w.id)`,
+		WorkerForgetAfter.Seconds())
+	if err != nil {
+		return 0, fmt.Errorf("forget vanished workers: %w", err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, fmt.Errorf("forget vanished workers: %w", err)
+	}
+	return n, nil
+}
+
 // Workers lists registered workers, most recently started first.
 func (s *Store) Workers(ctx context.Context) ([]WorkerInfo, error) {
 	var ws []WorkerInfo

@@ -111,4 +111,21 @@ func TestOverviewLooks(t *testing.T) {
 	must(t, err)
 	must(t, expect.Locator(page.Locator(`[data-worker="worker-old1"] [data-testid="worker-state"]`)).ToHaveText("stale"))
 	screenshot(t, page, "workers")
+
+	// An open task list stays open across refreshes; a worker that starts
+	// shows up, and one that stops goes, without a reload.
+	must(t, page.Locator(`[data-worker="worker-7f3a"] details summary`).Click())
+	_, err = page.Evaluate(`() => { window.__noReload = true }`)
+	must(t, err)
+	_, err = db.Exec(`INSERT INTO workers (id, host, pid, version, queues, tasks, concurrency, in_flight, heartbeat_at)
+		VALUES ('worker-new9', 'ip-10-0-1-19', 5120, 'v1.4.3', '{default}', '{billing.charge}', 4, 1, now());
+		DELETE FROM workers WHERE id = 'worker-old1'`)
+	must(t, err)
+	refresh := playwright.LocatorAssertionsToHaveCountOptions{Timeout: playwright.Float(12_000)}
+	must(t, expect.Locator(page.Locator(`[data-worker="worker-new9"]`)).ToHaveCount(1, refresh))
+	must(t, expect.Locator(page.Locator(`[data-worker="worker-old1"]`)).ToHaveCount(0, refresh))
+	must(t, expect.Locator(page.Locator(`[data-worker="worker-7f3a"] details[open]`)).ToHaveCount(1))
+	if still, err := page.Evaluate(`() => window.__noReload === true`); err != nil || still != true {
+		t.Fatalf("the workers page reloaded (%v)", err)
+	}
 }

@@ -24,7 +24,7 @@ func Workers(store WorkerLister, version string) echo.HandlerFunc {
 		if err != nil {
 			return err
 		}
-		page := views.WorkersPage{StaleAfter: spanText(dlq.WorkerStaleAfter)}
+		page := views.WorkersPage{StaleAfter: spanText(dlq.WorkerStaleAfter), ForgetAfter: spanText(dlq.WorkerForgetAfter)}
 		for _, w := range ws {
 			page.Workers = append(page.Workers, views.WorkerRow{
 				ID:           w.ID,

@@ -153,6 +153,14 @@ func (w *Worker) rescueLoop(ctx context.Context) {
 }
 
 func (w *Worker) rescue(ctx context.Context) {
+	// Crashed workers never unregister; their rows go once long stale.
+	if n, err := w.store.ForgetVanishedWorkers(ctx); err != nil {
+		if ctx.Err() == nil {
+			w.log.Warn("forget vanished workers failed", "err", err)
+		}
+	} else if n > 0 {
+		w.log.Info("forgot workers that stopped heartbeating", "workers", n, "after", dlq.WorkerForgetAfter)
+	}
 	for {
 		res, err := w.store.RescueExpired(ctx, rescueBatch, w.cfg.ID, w.cfg.NowFunc())
 		if err != nil {
