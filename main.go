@@ -1025,30 +1025,62 @@ func runAudit(ctx context.Context, args []string, getenv func(string) string, st
 }
 
 func runPurge(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("purge", "Delete dead letters replayed or discarded longer ago than --older-than, for\nretention. Pending letters are never deleted. Each batch is audited.", stderr)
+	fs := newFlagSet("purge", "Retention. --older-than deletes dead letters replayed or discarded longer ago\n"+
+		"than that (pending letters are never deleted; each batch is audited).\n"+
+		"--processed-events-older-than forgets the event ids worker.ProcessOnce\n"+
+		"recorded: past that age a redelivered event would apply again, so keep it\n"+
+		"far longer than any redelivery takes (weeks). At least one is required.", stderr)
 	var c common
-	var olderThan, actor string
+	var olderThan, eventsOlderThan, actor string
 	c.register(fs)
-	fs.StringVar(&olderThan, "older-than", "", "retention age, e.g. 30d, 12w or 720h (required)")
+	fs.StringVar(&olderThan, "older-than", "", "letters' retention age, e.g. 30d, 12w or 720h")
+	fs.StringVar(&eventsOlderThan, "processed-events-older-than", "", "processed event ids' retention age, e.g. 90d")
 	fs.StringVar(&actor, "actor", "cli", "who is purging, for the audit trail")
 	if err := parse(fs, args, getenv); err != nil {
 		return err
 	}
-	age, err := parseAge(olderThan)
-	if err != nil {
+	if olderThan == "" && eventsOlderThan == "" {
 		fs.Usage()
-		return usagef("--older-than: %v", err)
+		return usagef("give --older-than, --processed-events-older-than or both")
+	}
+	var letterAge, eventAge time.Duration
+	for _, a := range []struct {
+		flag, value string
+		age         *time.Duration
+	}{{"older-than", olderThan, &letterAge}, {"processed-events-older-than", eventsOlderThan, &eventAge}} {
+		if a.value == "" {
+			continue
+		}
+		age, err := parseAge(a.value)
+		if err != nil {
+			fs.Usage()
+			return usagef("--%s: %v", a.flag, err)
+		}
+		*a.age = age
 	}
 	db, err := c.open(ctx)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	n, err := dlq.NewStore(db).PurgeSettled(ctx, dlq.PurgeParams{
-		OlderThan: age, Now: time.Now(), Actor: dlq.Actor{Name: actor, UserAgent: "redrive purge"},
-	})
-	fmt.Fprintf(stdout, "purged %d settled dead letters older than %s\n", n, olderThan)
-	return err
+	store := dlq.NewStore(db)
+	if letterAge > 0 {
+		n, err := store.PurgeSettled(ctx, dlq.PurgeParams{
+			OlderThan: letterAge, Now: time.Now(), Actor: dlq.Actor{Name: actor, UserAgent: "redrive purge"},
+		})
+		fmt.Fprintf(stdout, "purged %d settled dead letters older than %s\n", n, olderThan)
+		if err != nil {
+			return err
+		}
+	}
+	if eventAge > 0 {
+		n, err := store.PurgeProcessedEvents(ctx, eventAge, time.Now())
+		fmt.Fprintf(stdout, "purged %d processed event ids older than %s\n", n, eventsOlderThan)
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // parseAge reads a retention age: Go durations plus days (d) and weeks (w).

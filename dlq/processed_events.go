@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jmoiron/sqlx"
 )
@@ -35,4 +36,39 @@ func MarkProcessed(ctx context.Context, tx *sqlx.Tx, eventID string) (bool, erro
 		return false, fmt.Errorf("mark event %q processed: %w", eventID, err)
 	}
 	return n == 1, nil
+}
+
+// processedEventsPurgeBatch bounds each delete's transaction.
+const processedEventsPurgeBatch = 10_000
+
+// PurgeProcessedEvents deletes event ids recorded before now - olderThan,
+// in batches, and returns how many it deleted. Past that age a redelivered
+// event would apply again, so the age must be far longer than any
+// redelivery can take (leases and retries are minutes to hours; weeks are
+// safe). The table is append-only and read by key, so the oldest rows are
+// at the head of the heap and each batch finds them at once without an
+// index on received_at that every ProcessOnce would have to maintain.
+func (s *Store) PurgeProcessedEvents(ctx context.Context, olderThan time.Duration, now time.Time) (int64, error) {
+	if olderThan <= 0 {
+		return 0, &ValidationError{Fields: map[string]string{"older_than": "must be a positive duration"}}
+	}
+	cutoff := now.Add(-olderThan)
+	var total int64
+	for {
+		res, err := s.db.ExecContext(ctx, `
+			DELETE FROM processed_events WHERE ctid = ANY (ARRAY(
+				SELECT ctid FROM processed_events WHERE received_at < $1 LIMIT $2))`,
+			cutoff, processedEventsPurgeBatch)
+		if err != nil {
+			return total, fmt.Errorf("purge processed events: %w", err)
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return total, fmt.Errorf("purge processed events: %w", err)
+		}
+		total += n
+		if n < processedEventsPurgeBatch {
+			return total, nil
+		}
+	}
 }

@@ -1,13 +1,17 @@
 package e2e
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/redrive/redrive/dlq"
 	"github.com/redrive/redrive/dlq/dlqtest"
 )
 
@@ -42,8 +46,15 @@ func redriveBinary(t *testing.T) string {
 // cli runs the binary against db and returns its combined output and exit code.
 func cli(t *testing.T, db *dlqtest.DB, args ...string) (string, int) {
 	t.Helper()
+	return cliWithInput(t, db, "", args...)
+}
+
+// cliWithInput is cli with stdin, for the commands that read a password.
+func cliWithInput(t *testing.T, db *dlqtest.DB, stdin string, args ...string) (string, int) {
+	t.Helper()
 	cmd := exec.Command(redriveBinary(t), args...)
 	cmd.Env = append(os.Environ(), "DATABASE_URL="+db.DSN)
+	cmd.Stdin = strings.NewReader(stdin)
 	out, err := cmd.CombinedOutput()
 	code := 0
 	if ee, ok := err.(*exec.ExitError); ok {
@@ -72,6 +83,7 @@ func TestCLI(t *testing.T) {
 		"negative max attempts": {"enqueue", "--task", "demo.noop", "--max-attempts", "-1"},
 		"no task":               {"enqueue"},
 		"bad retention age":     {"purge", "--older-than", "soon"},
+		"purge without an age":  {"purge"},
 	}
 	for name, args := range bad {
 		out, code := cli(t, db, args...)
@@ -105,5 +117,83 @@ func TestCLI(t *testing.T) {
 	out, code = cli(t, db, "audit", "verify")
 	if code != 0 {
 		t.Fatalf("audit verify: %d %s", code, out)
+	}
+}
+
+// The account commands: a password only ever from stdin, a token shown once
+// and working against the API, disabling a user stopping the token, and
+// every change audited.
+func TestCLIUsersAndTokens(t *testing.T) {
+	t.Parallel()
+	db := dlqtest.NewDB(t)
+
+	for name, c := range map[string]struct {
+		stdin string
+		args  []string
+	}{
+		"no password":  {"", []string{"user", "add", "alice", "--role", "operator"}},
+		"bad role":     {"pw-long-enough-1\n", []string{"user", "add", "alice", "--role", "root"}},
+		"no name":      {"", []string{"user", "add", "--role", "admin"}},
+		"short pw":     {"short\n", []string{"user", "add", "alice"}},
+		"token nobody": {"", []string{"token", "create", "--user", "nobody"}},
+	} {
+		out, code := cliWithInput(t, db, c.stdin, c.args...)
+		if code == 0 || strings.Contains(out, "goroutine ") {
+			t.Errorf("%s: want a clear error, got exit %d:\n%s", name, code, out)
+		}
+	}
+	var users int
+	if err := db.Get(&users, `SELECT count(*) FROM users`); err != nil || users != 0 {
+		t.Fatalf("refused commands left %d users (%v)", users, err)
+	}
+
+	out, code := cliWithInput(t, db, "correct horse battery staple\n", "user", "add", "alice", "--role", "operator")
+	if code != 0 || !strings.Contains(out, "added alice (operator)") {
+		t.Fatalf("user add: %d %s", code, out)
+	}
+	out, code = cli(t, db, "user", "list")
+	if code != 0 || !regexp.MustCompile(`alice\s+operator\s+active`).MatchString(out) {
+		t.Fatalf("user list: %d %s", code, out)
+	}
+	cmd := exec.Command(redriveBinary(t), "token", "create", "--user", "alice", "--name", "ci")
+	cmd.Env = append(os.Environ(), "DATABASE_URL="+db.DSN)
+	secret, err := cmd.Output() // stdout holds the secret alone
+	if err != nil {
+		t.Fatalf("token create: %v", err)
+	}
+	token := strings.TrimSpace(string(secret))
+	store := dlq.NewStore(db.DB)
+	if u, _, err := store.UserByToken(context.Background(), dlq.HashToken(token), time.Now()); err != nil || u.Name != "alice" {
+		t.Fatalf("the printed token does not authenticate alice: %v %+v", err, u)
+	}
+	out, code = cli(t, db, "user", "disable", "alice")
+	if code != 0 || !strings.Contains(out, "disabled alice") {
+		t.Fatalf("user disable: %d %s", code, out)
+	}
+	if _, _, err := store.UserByToken(context.Background(), dlq.HashToken(token), time.Now()); err == nil {
+		t.Fatal("a disabled user's token still authenticates")
+	}
+	var audited int
+	if err := db.Get(&audited, `SELECT count(*) FROM audit_events WHERE actor LIKE 'cli%'`); err != nil || audited < 3 {
+		t.Fatalf("%d CLI changes audited (%v), want user add, token create and user disable", audited, err)
+	}
+}
+
+// Retention of processed event ids: old ones go, recent ones stay.
+func TestCLIPurgeProcessedEvents(t *testing.T) {
+	t.Parallel()
+	db := dlqtest.NewDB(t)
+	if _, err := db.Exec(`INSERT INTO processed_events (external_id, received_at) VALUES
+		('evt-old-1', now() - interval '100 days'), ('evt-old-2', now() - interval '91 days'),
+		('evt-recent', now() - interval '2 days')`); err != nil {
+		t.Fatal(err)
+	}
+	out, code := cli(t, db, "purge", "--processed-events-older-than", "90d")
+	if code != 0 || !strings.Contains(out, "purged 2 processed event ids") {
+		t.Fatalf("purge: %d %s", code, out)
+	}
+	var left []string
+	if err := db.Select(&left, `SELECT external_id FROM processed_events`); err != nil || len(left) != 1 || left[0] != "evt-recent" {
+		t.Fatalf("left %v (%v), want only evt-recent", left, err)
 	}
 }
