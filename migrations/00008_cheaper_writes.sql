@@ -30,13 +30,18 @@
 --    failed half way leaves an invalid index, so each is dropped first.
 
 -- +goose Up
+-- NOT VALID, then VALIDATE: the swap itself is instant (new rows are
+-- checked from the moment it commits), and validating the existing rows
+-- takes a lock that lets the queue go on enqueueing and claiming.
 BEGIN;
 ALTER TABLE jobs
     DROP CONSTRAINT jobs_task_valid,
     DROP CONSTRAINT jobs_queue_valid,
-    ADD CONSTRAINT jobs_task_valid CHECK (length(task) BETWEEN 1 AND 200 AND task ~ '^[A-Za-z0-9_.:-]+$'),
-    ADD CONSTRAINT jobs_queue_valid CHECK (length(queue) BETWEEN 1 AND 100 AND queue ~ '^[A-Za-z0-9_.:-]+$');
+    ADD CONSTRAINT jobs_task_valid CHECK (length(task) BETWEEN 1 AND 200 AND task ~ '^[A-Za-z0-9_.:-]+$') NOT VALID,
+    ADD CONSTRAINT jobs_queue_valid CHECK (length(queue) BETWEEN 1 AND 100 AND queue ~ '^[A-Za-z0-9_.:-]+$') NOT VALID;
 COMMIT;
+ALTER TABLE jobs VALIDATE CONSTRAINT jobs_task_valid;
+ALTER TABLE jobs VALIDATE CONSTRAINT jobs_queue_valid;
 
 DROP INDEX CONCURRENTLY IF EXISTS dead_letters_pending_idx;
 CREATE INDEX CONCURRENTLY dead_letters_pending_idx
@@ -79,6 +84,8 @@ BEGIN;
 ALTER TABLE jobs
     DROP CONSTRAINT jobs_task_valid,
     DROP CONSTRAINT jobs_queue_valid,
-    ADD CONSTRAINT jobs_task_valid CHECK (task ~ '^[A-Za-z0-9_.:-]{1,200}$'),
-    ADD CONSTRAINT jobs_queue_valid CHECK (queue ~ '^[A-Za-z0-9_.:-]{1,100}$');
+    ADD CONSTRAINT jobs_task_valid CHECK (task ~ '^[A-Za-z0-9_.:-]{1,200}$') NOT VALID,
+    ADD CONSTRAINT jobs_queue_valid CHECK (queue ~ '^[A-Za-z0-9_.:-]{1,100}$') NOT VALID;
 COMMIT;
+ALTER TABLE jobs VALIDATE CONSTRAINT jobs_task_valid;
+ALTER TABLE jobs VALIDATE CONSTRAINT jobs_queue_valid;
