@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 )
 
 func TestServe(t *testing.T) {
@@ -17,8 +16,9 @@ func TestServe(t *testing.T) {
 		t.Parallel()
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
-		release := make(chan struct{})
+		arrived, release := make(chan struct{}), make(chan struct{})
 		handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			close(arrived)
 			<-release // a request still running when the server is told to stop
 			io.WriteString(w, "finished")
 		})
@@ -42,7 +42,7 @@ func TestServe(t *testing.T) {
 			b, _ := io.ReadAll(res.Body)
 			body <- string(b)
 		}()
-		time.Sleep(100 * time.Millisecond) // let the request arrive
+		<-arrived
 		cancel()
 		close(release)
 		if got := <-body; got != "finished" {
