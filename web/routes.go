@@ -1,8 +1,6 @@
 package web
 
 import (
-	"time"
-
 	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
@@ -36,8 +34,8 @@ func routes(e *echo.Echo, cfg Config, sec *security) error {
 
 	e.GET("/", handlers.Overview(store, cfg.Version))
 	e.GET(handlers.OverviewRefreshURL, handlers.OverviewFragment(store))
-	e.GET("/jobs", handlers.Jobs(store, time.Now, cfg.Version))
-	e.GET("/jobs/:id", handlers.JobDetail(store, time.Now, cfg.Version))
+	e.GET("/jobs", handlers.Jobs(store, cfg.Now, cfg.Version))
+	e.GET("/jobs/:id", handlers.JobDetail(store, cfg.Now, cfg.Version))
 	e.GET("/workers", handlers.Workers(store, cfg.Version))
 	e.GET("/api/v1/jobs/:id", handlers.APIJob(store))
 	e.POST("/api/v1/jobs", handlers.APIEnqueueJob(store))
@@ -47,16 +45,16 @@ func routes(e *echo.Echo, cfg Config, sec *security) error {
 	// the replay feature). Static paths win over :id in echo's router.
 	letter := handlers.DeadLetter(handlers.LetterPage{Letters: store, Audit: store, Actions: cfg.Replay,
 		LogsTemplate: cfg.LogsURLTemplate, Version: cfg.Version})
-	e.GET("/dead-letters", handlers.DeadLetters(store, time.Now, cfg.Version))
-	e.GET("/dead-letters/export.csv", handlers.ExportDeadLetters(store, cfg.Logger, time.Now, handlers.ExportCSV))
-	e.GET("/dead-letters/export.json", handlers.ExportDeadLetters(store, cfg.Logger, time.Now, handlers.ExportJSON))
+	e.GET("/dead-letters", handlers.DeadLetters(store, cfg.Now, cfg.Version))
+	e.GET("/dead-letters/export.csv", handlers.ExportDeadLetters(store, cfg.Logger, cfg.Now, handlers.ExportCSV))
+	e.GET("/dead-letters/export.json", handlers.ExportDeadLetters(store, cfg.Logger, cfg.Now, handlers.ExportJSON))
 	e.GET("/dead-letters/:id", letter)
 	e.POST("/dead-letters/:id/reveal", handlers.RevealArgs(cfg.Store, now, letter))
-	e.GET("/groups", handlers.Groups(store, time.Now, cfg.Version))
-	e.GET("/api/v1/dead-letters", handlers.APIDeadLetters(store, time.Now))
+	e.GET("/groups", handlers.Groups(store, cfg.Now, cfg.Version))
+	e.GET("/api/v1/dead-letters", handlers.APIDeadLetters(store, cfg.Now))
 	e.GET("/api/v1/dead-letters/:id", handlers.APIDeadLetter(store))
 	e.POST("/api/v1/dead-letters/:id/reveal", handlers.RevealArgs(cfg.Store, now, handlers.APIRevealedArgs(store)))
-	e.GET("/api/v1/groups", handlers.APIGroups(store, time.Now))
+	e.GET("/api/v1/groups", handlers.APIGroups(store, cfg.Now))
 
 	// --- Actions on dead letters, bulk operations, the audit trail (issue 4).
 	// Every POST changes something or leads to a change: the access rules
@@ -68,26 +66,26 @@ func routes(e *echo.Echo, cfg Config, sec *security) error {
 	e.POST("/dead-letters/:id/replay", handlers.ReplayLetter(letterPage))
 	e.POST("/dead-letters/:id/discard", handlers.DiscardLetter(letterPage))
 	e.POST("/dead-letters/:id/restore", handlers.RestoreLetter(letterPage))
-	e.GET("/dead-letters/bulk", handlers.BulkConfirmPage(cfg.Replay, time.Now, cfg.Version))
-	e.POST("/dead-letters/bulk", handlers.BulkConfirmPage(cfg.Replay, time.Now, cfg.Version))
-	e.POST("/dead-letters/bulk/confirm", handlers.BulkConfirm(cfg.Replay, time.Now, cfg.Version))
+	e.GET("/dead-letters/bulk", handlers.BulkConfirmPage(cfg.Replay, cfg.Now, cfg.Version))
+	e.POST("/dead-letters/bulk", handlers.BulkConfirmPage(cfg.Replay, cfg.Now, cfg.Version))
+	e.POST("/dead-letters/bulk/confirm", handlers.BulkConfirm(cfg.Replay, cfg.Now, cfg.Version))
 	e.GET("/operations/:id", handlers.OperationPage(cfg.Store, cfg.Version))
 	e.GET("/operations/:id/progress", handlers.OperationProgressFragment(cfg.Store))
 	e.POST("/operations/:id/cancel", handlers.CancelOperation(cfg.Store, cfg.Replay, cfg.Version))
 	e.POST("/operations/:id/release", handlers.ReleaseOperation(cfg.Store, cfg.Replay, cfg.Version))
-	e.GET("/audit", handlers.Audit(store, time.Now, cfg.Version))
-	e.GET("/audit/export.csv", handlers.ExportAudit(store, cfg.Logger, time.Now, handlers.ExportCSV))
-	e.GET("/audit/export.json", handlers.ExportAudit(store, cfg.Logger, time.Now, handlers.ExportJSON))
+	e.GET("/audit", handlers.Audit(store, cfg.Now, cfg.Version))
+	e.GET("/audit/export.csv", handlers.ExportAudit(store, cfg.Logger, cfg.Now, handlers.ExportCSV))
+	e.GET("/audit/export.json", handlers.ExportAudit(store, cfg.Logger, cfg.Now, handlers.ExportJSON))
 	e.GET("/audit/:id", handlers.AuditEntryPage(store, cfg.Version))
 	e.POST("/api/v1/dead-letters/:id/replay", handlers.APIReplay(cfg.Replay))
 	e.POST("/api/v1/dead-letters/:id/discard", handlers.APIDiscard(cfg.Replay))
 	e.POST("/api/v1/dead-letters/:id/restore", handlers.APIRestore(cfg.Replay))
-	e.POST("/api/v1/dead-letters/replay", handlers.APIBulk(cfg.Replay, dlq.OpReplay, time.Now))
-	e.POST("/api/v1/dead-letters/discard", handlers.APIBulk(cfg.Replay, dlq.OpDiscard, time.Now))
+	e.POST("/api/v1/dead-letters/replay", handlers.APIBulk(cfg.Replay, dlq.OpReplay, cfg.Now))
+	e.POST("/api/v1/dead-letters/discard", handlers.APIBulk(cfg.Replay, dlq.OpDiscard, cfg.Now))
 	e.GET("/api/v1/operations/:id", handlers.APIOperation(cfg.Store))
 	e.POST("/api/v1/operations/:id/cancel", handlers.APIChangeOperation(cfg.Replay.Cancel))
 	e.POST("/api/v1/operations/:id/release", handlers.APIChangeOperation(cfg.Replay.ReleaseCanary))
-	e.GET("/api/v1/audit", handlers.APIAudit(store, time.Now))
+	e.GET("/api/v1/audit", handlers.APIAudit(store, cfg.Now))
 	// --- end of issue 4 routes.
 
 	// Users and API tokens: admins only.

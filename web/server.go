@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
@@ -42,6 +43,9 @@ type Config struct {
 	// (auth_config.go). Every route but health, metrics, sign-in and static
 	// files needs someone signed in.
 	Auth AuthConfig
+	// Now is the clock the pages and actions read ("last 24 hours", audit
+	// times); default time.Now. Auth.Now defaults to it.
+	Now func() time.Time
 }
 
 func (c *Config) validate() error {
@@ -59,6 +63,12 @@ func (c *Config) validate() error {
 	}
 	c.Version = cmp.Or(c.Version, "dev")
 	c.BodyLimit = cmp.Or(c.BodyLimit, "8M")
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Auth.Now == nil {
+		c.Auth.Now = c.Now
+	}
 	return c.Auth.validate()
 }
 
