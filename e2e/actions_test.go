@@ -357,9 +357,15 @@ func TestCanaryThenRelease(t *testing.T) {
 	must(t, expect.Locator(byTestID(page, "release")).ToHaveCount(0))
 	screenshot(t, page, "operation-canary-waiting")
 
-	// The worker runs the first canary job and it dies again: the page,
-	// polling, says the operation stopped.
+	// The first canary job fails an attempt: before it dies, the page
+	// already says the fix may not have worked.
 	ctx := context.Background()
+	_, err = db.ExecContext(ctx, `UPDATE jobs SET state = 'retrying', attempt = 1, last_error = 'SMTPRecipientsRefused: mailbox unavailable' WHERE replay_of = $1`, ids[0])
+	must(t, err)
+	must(t, expect.Locator(byTestID(page, "canary-verdict")).ToContainText("1 failed again and is retrying"))
+	must(t, expect.Locator(byTestID(page, "release")).ToHaveCount(0))
+
+	// Then it dies again: the page, polling, says the operation stopped.
 	_, err = db.ExecContext(ctx, `UPDATE jobs SET state = 'dead', attempt = 5, last_error = 'SMTPRecipientsRefused: mailbox unavailable' WHERE replay_of = $1`, ids[0])
 	must(t, err)
 	must(t, expect.Locator(byTestID(page, "op-state")).ToHaveText("Stopped: the canary died again"))

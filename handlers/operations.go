@@ -223,7 +223,7 @@ func canaryView(op dlq.Operation, jobs []dlq.JobOutcome) *views.CanaryView {
 		return nil
 	}
 	c := &views.CanaryView{Size: op.Canary}
-	succeeded, dead := 0, 0
+	succeeded, dead, retrying := 0, 0, 0
 	for _, j := range jobs {
 		row := views.CanaryJobRow{LetterID: j.DeadLetterID, LetterHref: fmt.Sprintf("/dead-letters/%d", j.DeadLetterID),
 			JobID: j.JobID, JobHref: fmt.Sprintf("/jobs/%d", j.JobID), State: string(j.State), Attempt: j.Attempt}
@@ -236,6 +236,8 @@ func canaryView(op dlq.Operation, jobs []dlq.JobOutcome) *views.CanaryView {
 			succeeded++
 		case dlq.StateDead:
 			dead++
+		case dlq.StateRetrying:
+			retrying++
 		}
 	}
 	n := len(jobs)
@@ -254,6 +256,12 @@ func canaryView(op dlq.Operation, jobs []dlq.JobOutcome) *views.CanaryView {
 		c.Verdict = "waiting"
 		c.Message = fmt.Sprintf("Waiting for the canary: %d of %d %s succeeded so far. The rest is replayed only when you release it.",
 			succeeded, n, plural(n, "job", "jobs"))
+		if retrying > 0 {
+			// Not dead yet, but the first sign that the fix did not work:
+			// say so before the retries run out.
+			c.Message = fmt.Sprintf("Waiting for the canary: %d of %d %s succeeded so far, and %d failed again and %s retrying (see the last error below). The rest is replayed only when you release it.",
+				succeeded, n, plural(n, "job", "jobs"), retrying, plural(retrying, "is", "are"))
+		}
 	case n == 0 && op.State == dlq.OpRunning:
 		c.Verdict = "starting"
 		c.Message = "Replaying the canary letters…"
