@@ -69,13 +69,19 @@ func registerTasks(ctx context.Context, ex sqlx.ExecerContext, tasks []string) e
 	return nil
 }
 
-// Heartbeat refreshes a worker's liveness and in-flight count.
-func (s *Store) Heartbeat(ctx context.Context, workerID string, inFlight int) error {
-	_, err := s.db.ExecContext(ctx, `UPDATE workers SET heartbeat_at = now(), in_flight = $2 WHERE id = $1`, workerID, inFlight)
+// Heartbeat refreshes a worker's liveness and in-flight count. It reports
+// false when the worker has no row (it was forgotten after a long silence:
+// see ForgetVanishedWorkers), so the worker can register again.
+func (s *Store) Heartbeat(ctx context.Context, workerID string, inFlight int) (bool, error) {
+	res, err := s.db.ExecContext(ctx, `UPDATE workers SET heartbeat_at = now(), in_flight = $2 WHERE id = $1`, workerID, inFlight)
 	if err != nil {
-		return fmt.Errorf("worker heartbeat: %w", err)
+		return false, fmt.Errorf("worker heartbeat: %w", err)
 	}
-	return nil
+	n, err := res.RowsAffected()
+	if err != nil {
+		return false, fmt.Errorf("worker heartbeat: %w", err)
+	}
+	return n == 1, nil
 }
 
 // UnregisterWorker removes a worker that stopped cleanly.

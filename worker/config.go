@@ -37,6 +37,16 @@ const (
 	DefaultShutdownGrace = 20 * time.Second
 )
 
+// The heartbeat also tells the console the worker is alive, and the console
+// calls a worker stale after dlq.WorkerStaleAfter (60 s) without one. So the
+// default interval is a third of the lease but no more than 10 s, and no
+// interval may exceed 20 s: a long lease (for long jobs) must not make a
+// healthy worker look dead between beats.
+const (
+	maxDefaultHeartbeat = 10 * time.Second
+	maxHeartbeat        = dlq.WorkerStaleAfter / 3
+)
+
 // Config tunes a Worker. Zero values take the defaults above.
 type Config struct {
 	// Registry holds the handlers this worker runs. Required. It is copied
@@ -52,8 +62,9 @@ type Config struct {
 	// LeaseDuration is how long a claimed job stays this worker's without a
 	// heartbeat; a crashed worker's jobs are redelivered after it. Default 30s.
 	LeaseDuration time.Duration
-	// HeartbeatInterval is how often leases are renewed; at most half the
-	// lease. Default: a third of LeaseDuration.
+	// HeartbeatInterval is how often leases are renewed and the worker's
+	// row refreshed; at most half the lease and at most 20 s. Default: a
+	// third of LeaseDuration, at most 10 s.
 	HeartbeatInterval time.Duration
 	// PollInterval is how often an idle worker looks for due jobs. With
 	// ListenDSN set it is only the fallback for missed notifications and for
@@ -97,7 +108,7 @@ func (c Config) withDefaults() Config {
 	}
 	c.Concurrency = cmp.Or(c.Concurrency, DefaultConcurrency)
 	c.LeaseDuration = cmp.Or(c.LeaseDuration, DefaultLeaseDuration)
-	c.HeartbeatInterval = cmp.Or(c.HeartbeatInterval, c.LeaseDuration/3)
+	c.HeartbeatInterval = cmp.Or(c.HeartbeatInterval, min(c.LeaseDuration/3, maxDefaultHeartbeat))
 	c.PollInterval = cmp.Or(c.PollInterval, DefaultPollInterval)
 	c.RescueInterval = cmp.Or(c.RescueInterval, DefaultRescueInterval)
 	c.DefaultTimeout = cmp.Or(c.DefaultTimeout, DefaultTimeout)
@@ -147,6 +158,10 @@ func (c Config) validate() error {
 	}
 	// A lease must survive one late or failed heartbeat, or a busy worker
 	// would lose jobs it is still running.
+	if c.HeartbeatInterval > maxHeartbeat {
+		errs = append(errs, fmt.Errorf("HeartbeatInterval %s: must be at most %s, or the console shows the worker stale between beats",
+			c.HeartbeatInterval, maxHeartbeat))
+	}
 	if c.HeartbeatInterval*2 > c.LeaseDuration {
 		errs = append(errs, fmt.Errorf("HeartbeatInterval %s: must be at most half of LeaseDuration %s",
 			c.HeartbeatInterval, c.LeaseDuration))

@@ -195,6 +195,26 @@ func TestLeases(t *testing.T) {
 		}
 	})
 
+	t.Run("AForgottenWorkerRegistersAgainAtItsNextHeartbeat", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.reg.Register("test.task", func(ctx context.Context, job *worker.Job) error { return nil }, worker.TaskOptions{})
+		cfg := b.config("w-forgotten")
+		cfg.LeaseDuration, cfg.HeartbeatInterval = time.Second, 100*time.Millisecond
+		b.start(t, cfg)
+		waitFor(t, 5*time.Second, "the worker's row", func() bool {
+			return b.count(t, `SELECT count(*) FROM workers WHERE id = 'w-forgotten'`) == 1
+		})
+		// As ForgetVanishedWorkers does to a worker silent for an hour (a
+		// network partition, say) that is in fact still alive.
+		if _, err := b.db.Exec(`DELETE FROM workers WHERE id = 'w-forgotten'`); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, 5*time.Second, "the worker to register again", func() bool {
+			return b.count(t, `SELECT count(*) FROM workers WHERE id = 'w-forgotten' AND cardinality(tasks) = 1`) == 1
+		})
+	})
+
 	t.Run("LostLeaseCancelsTheHandlerAndRecordsNothing", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
@@ -285,6 +305,20 @@ func TestNew(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), want) {
 				t.Errorf("error %v does not mention %s", err, want)
 			}
+		}
+	})
+
+	t.Run("HeartbeatSlowerThanTheConsoleWaitsIsRefused", func(t *testing.T) {
+		t.Parallel()
+		reg := worker.NewRegistry()
+		reg.Register("a.task", func(ctx context.Context, job *worker.Job) error { return nil }, worker.TaskOptions{})
+		_, err := worker.New(store, worker.Config{Registry: reg, LeaseDuration: time.Hour, HeartbeatInterval: 10 * time.Minute})
+		if err == nil || !strings.Contains(err.Error(), "stale between beats") {
+			t.Fatalf("err %v, want the heartbeat refused", err)
+		}
+		// A long lease alone is fine: the default heartbeat stays short.
+		if _, err := worker.New(store, worker.Config{Registry: reg, LeaseDuration: time.Hour}); err != nil {
+			t.Fatalf("a one-hour lease with the default heartbeat: %v", err)
 		}
 	})
 

@@ -111,8 +111,18 @@ func (w *Worker) heartbeat(ctx context.Context) {
 			w.cancelLost(held, renewed)
 		}
 	}
-	if err := w.store.Heartbeat(ctx, w.cfg.ID, len(held)); err != nil {
+	found, err := w.store.Heartbeat(ctx, w.cfg.ID, len(held))
+	switch {
+	case err != nil:
 		w.log.Warn("worker heartbeat failed", "err", err)
+	case !found:
+		// Cut off from the database long enough to be forgotten: come
+		// back, so the console lists this worker and its version again.
+		if err := w.register(ctx); err != nil {
+			w.log.Warn("register again after being forgotten failed", "err", err)
+		} else {
+			w.log.Warn("worker row was gone (forgotten after a long silence); registered again")
+		}
 	}
 }
 
