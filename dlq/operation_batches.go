@@ -23,8 +23,12 @@ type BatchResult struct {
 // whole batch, the cursor and the audit links commit together, which is
 // what lets a crashed operation resume without acting on a letter twice.
 //
-// Paced replays spread run_at: the k-th replayed letter of the operation
-// runs at pace_origin + k / rate seconds.
+// Paced replays spread run_at: the k-th letter of a batch runs k / rate
+// seconds after the batch's start slot, which is where the operation's
+// previous letter left off (pace_origin + done / rate) or now, whichever is
+// later. After a pause (a canary waiting for release, a console restart)
+// pacing so resumes from now instead of releasing every overdue letter at
+// once; RunOperationBatch moves pace_origin to match.
 const replayBatchSQL = `
 WITH batch AS (
 	SELECT id, status FROM dead_letters
@@ -40,7 +44,8 @@ WITH batch AS (
 	INSERT INTO jobs (queue, task, args, kwargs, max_attempts, run_at, replay_of)
 	SELECT queue, task, args, kwargs, max_attempts,
 		CASE WHEN $4::float8 IS NULL THEN now()
-		     ELSE greatest(now(), $5::timestamptz + (($6::bigint + k) / $4::float8) * interval '1 second') END,
+		     ELSE greatest(now(), $5::timestamptz + ($6::bigint / $4::float8) * interval '1 second')
+		          + (k / $4::float8) * interval '1 second' END,
 		id
 	FROM pend ORDER BY id
 	RETURNING id AS job_id, replay_of
@@ -117,12 +122,21 @@ func (s *Store) RunOperationBatch(ctx context.Context, opID int64, batchSize int
 			return finishOperation(ctx, tx, op, now)
 		}
 		next := OpRunning
-		if canaryStop && len(acted) > 0 {
+		if canaryStop && op.Done+int64(len(acted)) >= int64(op.Canary) {
+			// The canary is Canary letters replayed, not seen: letters
+			// skipped (already handled) do not count towards it, and once
+			// it is complete a released operation never stops again.
 			next = OpCanary
 		}
 		res.State = next
+		// pace_origin moves with a pause, as the batch's start slot did
+		// (SET expressions read the row as it was: the old done_count).
 		_, err = tx.ExecContext(ctx, `UPDATE operations SET cursor_id = $2, done_count = done_count + $3,
-			skipped = skipped + $4, state = $5, updated_at = now() WHERE id = $1`,
+			skipped = skipped + $4, state = $5, updated_at = now(),
+			pace_origin = CASE WHEN rate_per_second IS NULL THEN pace_origin
+				ELSE greatest(now(), pace_origin + (done_count / rate_per_second) * interval '1 second')
+				     - (done_count / rate_per_second) * interval '1 second' END
+			WHERE id = $1`,
 			op.ID, lastID, len(acted), seen-len(acted), next)
 		if err != nil {
 			return fmt.Errorf("advance operation: %w", err)
@@ -176,6 +190,38 @@ func finishOperation(ctx context.Context, tx *sqlx.Tx, op Operation, now time.Ti
 		Details: mustJSON(map[string]any{"kind": op.Kind, "started_audit_event_id": op.AuditEventID}),
 	})
 	return err
+}
+
+// FailOperation stops a running operation whose batches keep failing (a
+// selection the database refuses, say), keeping why in its error. Letters
+// already handled stay handled; the stop is audited with the final counts.
+// An operation that is no longer running is left as it is.
+func (s *Store) FailOperation(ctx context.Context, id int64, cause string, now time.Time) error {
+	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+		var op Operation
+		err := tx.GetContext(ctx, &op, `UPDATE operations SET state = 'failed', error = $2, finished_at = now(),
+			updated_at = now() WHERE id = $1 AND state = 'running' RETURNING `+operationColumns, id, cause)
+		if translate(err) == ErrNotFound {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		counts := map[string]int64{"matched": op.Matched, "skipped": op.Skipped}
+		counts[pastTense(string(op.Kind))] = op.Done
+		opID := op.ID
+		_, err = appendAudit(ctx, tx, AuditEntry{
+			At: now, Actor: op.Actor, Action: ActionBulkFinish, OperationID: &opID,
+			Counts: mustJSON(counts), Reason: op.Reason,
+			Details: mustJSON(map[string]any{"kind": op.Kind, "state": OpFailed, "error": cause,
+				"started_audit_event_id": op.AuditEventID}),
+		})
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("fail operation %d: %w", id, err)
+	}
+	return nil
 }
 
 // ChangeOperationParams cancels an operation or releases a canary.

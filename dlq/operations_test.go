@@ -195,6 +195,106 @@ func TestBulkOperations(t *testing.T) {
 		assertEachReplayedOnce(t, db, 50)
 	})
 
+	t.Run("PacingResumesFromNowAfterACanaryWait", func(t *testing.T) {
+		t.Parallel()
+		store, db := setup(t)
+		insertLetters(t, db, 25)
+		op, err := store.CreateOperation(ctx, dlq.OperationParams{Kind: dlq.OpReplay, Actor: alice, Now: time.Now(),
+			RatePerSecond: 1, Canary: 5, Selection: dlq.Selection{Filter: filterOf(t, "task=t.ok")}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res := runToEnd(t, store, op.ID, 100); res.State != dlq.OpCanary {
+			t.Fatalf("state %s, want canary", res.State)
+		}
+		// The engineer watches the canary for half an hour (as if: the
+		// operation's pace origin moves back by that much).
+		if _, err := db.Exec(`UPDATE operations SET pace_origin = pace_origin - interval '30 minutes' WHERE id = $1`, op.ID); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := store.ReleaseCanary(ctx, dlq.ChangeOperationParams{ID: op.ID, Actor: alice, Now: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+		runToEnd(t, store, op.ID, 7) // several batches, each continuing the last one's pace
+		var first, spread, minGap float64
+		if err := db.QueryRow(`SELECT extract(epoch FROM min(run_at) - now()), extract(epoch FROM max(run_at) - min(run_at)),
+				extract(epoch FROM min(gap))
+			FROM (SELECT j.run_at, j.run_at - lag(j.run_at) OVER (ORDER BY j.run_at) AS gap
+				FROM jobs j JOIN dead_letters d ON d.replay_job_id = j.id
+				WHERE d.id > (SELECT min(id) + 4 FROM dead_letters)) x`).Scan(&first, &spread, &minGap); err != nil {
+			t.Fatal(err)
+		}
+		// The 20 letters after the canary go at 1/s from the release, one
+		// second apart: not a burst of those whose slots passed while the
+		// canary waited.
+		if spread < 18.5 || spread > 20.5 || first < -5 || first > 5 || minGap < 0.9 {
+			t.Fatalf("after release the 20 jobs start %.1f s from now, spread over %.1f s, at least %.2f s apart; want ~0, ~19, ~1",
+				first, spread, minGap)
+		}
+	})
+
+	t.Run("CanaryCountsLettersReplayedNotSeen", func(t *testing.T) {
+		t.Parallel()
+		store, db := setup(t)
+		ids := insertLetters(t, db, 20)
+		// Two of the first five were replayed by someone else already.
+		if _, err := db.Exec(`UPDATE dead_letters SET replayed_at = now(), replayed_by = 'bob', replay_job_id = 999999
+			WHERE id = ANY($1)`, []int64{ids[0], ids[2]}); err != nil {
+			t.Fatal(err)
+		}
+		op, err := store.CreateOperation(ctx, dlq.OperationParams{Kind: dlq.OpReplay, Actor: alice, Now: time.Now(),
+			Canary: 5, Selection: dlq.Selection{IDs: ids}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res := runToEnd(t, store, op.ID, 100); res.State != dlq.OpCanary {
+			t.Fatalf("state %s, want canary", res.State)
+		}
+		var replayed int
+		if err := db.Get(&replayed, `SELECT count(*) FROM dead_letters WHERE replayed_by = 'alice'`); err != nil || replayed != 5 {
+			t.Fatalf("the canary replayed %d letters (%v), want 5", replayed, err)
+		}
+		if _, err := store.ReleaseCanary(ctx, dlq.ChangeOperationParams{ID: op.ID, Actor: alice, Now: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+		// Released once, it runs to the end: it never stops for a canary again.
+		if res := runToEnd(t, store, op.ID, 4); !res.Finished || res.State != dlq.OpDone {
+			t.Fatalf("after release: %+v, want done", res)
+		}
+		if err := db.Get(&replayed, `SELECT count(*) FROM dead_letters WHERE replayed_by = 'alice'`); err != nil || replayed != 18 {
+			t.Fatalf("replayed %d (%v), want 18", replayed, err)
+		}
+	})
+
+	t.Run("FailOperationStopsAndAudits", func(t *testing.T) {
+		t.Parallel()
+		store, db := setup(t)
+		insertLetters(t, db, 10)
+		op, err := store.CreateOperation(ctx, dlq.OperationParams{Kind: dlq.OpReplay, Actor: alice, Now: time.Now(),
+			Selection: dlq.Selection{Filter: filterOf(t, "task=t.ok")}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := store.FailOperation(ctx, op.ID, "pq: interval out of range", time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		got, err := store.Operation(ctx, op.ID)
+		if err != nil || got.State != dlq.OpFailed || got.Error == nil || *got.Error != "pq: interval out of range" || got.FinishedAt == nil {
+			t.Fatalf("after FailOperation: %+v %v", got, err)
+		}
+		var audited int
+		if err := db.Get(&audited, `SELECT count(*) FROM audit_events WHERE operation_id = $1 AND details->>'state' = 'failed'`, op.ID); err != nil || audited != 1 {
+			t.Fatalf("%d failure entries (%v), want 1", audited, err)
+		}
+		// Failing a finished operation changes nothing.
+		if err := store.FailOperation(ctx, op.ID, "again", time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		if err := db.Get(&audited, `SELECT count(*) FROM audit_events WHERE operation_id = $1`, op.ID); err != nil || audited != 2 {
+			t.Fatalf("%d entries after a second FailOperation (%v), want start + failure", audited, err)
+		}
+	})
+
 	t.Run("CancelStopsTheRest", func(t *testing.T) {
 		t.Parallel()
 		store, db := setup(t)

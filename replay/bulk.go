@@ -31,8 +31,11 @@ type BulkRequest struct {
 	Key          string
 }
 
-// Limits on pacing and canaries.
+// Limits on pacing and canaries. The slowest pace is one letter every 100
+// seconds: slower than that is a schedule, not a pace, and a rate near
+// zero would put run_at beyond what an interval can hold.
 const (
+	MinRatePerSecond = 0.01
 	MaxRatePerSecond = 100_000
 	MaxCanary        = 1000
 )
@@ -51,8 +54,9 @@ func (s *Service) StartBulk(ctx context.Context, r BulkRequest) (dlq.Operation, 
 		return dlq.Operation{}, err
 	}
 	problems := map[string]string{}
-	if r.RatePerSecond < 0 || r.RatePerSecond > MaxRatePerSecond {
-		problems["rate_per_second"] = fmt.Sprintf("must be between 0 and %d", MaxRatePerSecond)
+	// Written as "not within" so that NaN (which a form can spell) is refused too.
+	if r.RatePerSecond != 0 && !(r.RatePerSecond >= MinRatePerSecond && r.RatePerSecond <= MaxRatePerSecond) {
+		problems["rate_per_second"] = fmt.Sprintf("must be between %g and %d letters a second (or 0: no pacing)", MinRatePerSecond, MaxRatePerSecond)
 	}
 	if r.Canary < 0 || r.Canary > MaxCanary {
 		problems["canary"] = fmt.Sprintf("must be between 0 and %d", MaxCanary)

@@ -13,7 +13,14 @@ import (
 type OperationStore interface {
 	RunnableOperations(ctx context.Context) ([]int64, error)
 	RunOperationBatch(ctx context.Context, opID int64, batchSize int, now time.Time) (dlq.BatchResult, error)
+	FailOperation(ctx context.Context, opID int64, cause string, now time.Time) error
 }
+
+// maxBatchFailures is how many times in a row an operation's batch may
+// fail before the operation is stopped as failed. A passing hiccup (a
+// deadlock victim, a restart) fails once or twice; at a poll a second,
+// five failures in a row means the batch itself cannot succeed.
+const maxBatchFailures = 5
 
 // RunnerConfig configures a Runner.
 type RunnerConfig struct {
@@ -37,6 +44,9 @@ type RunnerConfig struct {
 type Runner struct {
 	cfg  RunnerConfig
 	wake chan struct{}
+	// failures counts each operation's batch failures in a row. Only the
+	// Run goroutine touches it.
+	failures map[int64]int
 }
 
 // NewRunner returns a Runner.
@@ -49,7 +59,7 @@ func NewRunner(cfg RunnerConfig) *Runner {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Runner{cfg: cfg, wake: make(chan struct{}, 1)}
+	return &Runner{cfg: cfg, wake: make(chan struct{}, 1), failures: map[int64]int{}}
 }
 
 // Wake tells the runner there is new work; it never blocks.
@@ -97,11 +107,26 @@ func (r *Runner) runOne(ctx context.Context, id int64) {
 	for ctx.Err() == nil {
 		res, err := r.cfg.Store.RunOperationBatch(ctx, id, r.cfg.BatchSize, r.cfg.Now())
 		if err != nil {
-			if ctx.Err() == nil {
-				r.cfg.Logger.Error("operation batch failed; will retry", "operation_id", id, "err", err)
+			if ctx.Err() != nil {
+				return
 			}
+			r.failures[id]++
+			if r.failures[id] < maxBatchFailures {
+				r.cfg.Logger.Error("operation batch failed; will retry", "operation_id", id, "failures", r.failures[id], "err", err)
+				return
+			}
+			// The same batch failing again and again, with the database
+			// there to say so, is not going to pass: stop the operation
+			// and say why on its page, rather than show "running" forever.
+			r.cfg.Logger.Error("operation batch keeps failing; stopping the operation", "operation_id", id, "err", err)
+			if ferr := r.cfg.Store.FailOperation(ctx, id, err.Error(), r.cfg.Now()); ferr != nil {
+				r.cfg.Logger.Error("stop failing operation", "operation_id", id, "err", ferr)
+				return
+			}
+			delete(r.failures, id)
 			return
 		}
+		delete(r.failures, id)
 		if res.Finished || res.State != dlq.OpRunning || (res.Acted == 0 && res.Skipped == 0) {
 			if res.Finished {
 				r.cfg.Logger.Info("operation finished", "operation_id", id)

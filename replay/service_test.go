@@ -3,6 +3,7 @@ package replay_test
 import (
 	"context"
 	"errors"
+	"math"
 	"net/url"
 	"os"
 	"strings"
@@ -186,6 +187,52 @@ func TestRunnerCarriesOutOperations(t *testing.T) {
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// An operation whose batch cannot succeed is stopped as failed, with the
+// reason on it, instead of showing "running" forever.
+func TestRunnerFailsAnOperationThatKeepsFailing(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	b := setup(t)
+	b.letters(t, 10)
+	runner := replay.NewRunner(replay.RunnerConfig{Store: b.store, PollInterval: 20 * time.Millisecond})
+	svc := replay.NewService(replay.Config{Store: b.store, Wake: runner.Wake})
+	f, _ := dlq.ParseFilter(url.Values{"task": {"t.ok"}}, time.Now())
+	op, err := svc.StartBulk(ctx, replay.BulkRequest{Kind: dlq.OpReplay, Actor: operator, Selection: dlq.Selection{Filter: &f},
+		RatePerSecond: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A pace no request may set any more, but an older row might hold:
+	// every batch's run_at overflows.
+	if _, err := b.db.Exec(`UPDATE operations SET rate_per_second = 1e-13 WHERE id = $1`, op.ID); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- runner.Run(ctx) }()
+	op, err = svc.Wait(ctx, op.ID, 30*time.Second)
+	if err != nil || op.State != dlq.OpFailed || op.Error == nil || !strings.Contains(*op.Error, "out of range") {
+		t.Fatalf("operation: %+v %v; want failed with the database's reason", op, err)
+	}
+	if n := b.count(t, `SELECT count(*) FROM jobs`); n != 0 {
+		t.Fatalf("%d jobs from batches that failed", n)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+
+	// And the pace that led there is refused up front.
+	for _, rate := range []float64{1e-13, -1, math.NaN(), 1e9} {
+		_, err := svc.StartBulk(ctx, replay.BulkRequest{Kind: dlq.OpReplay, Actor: operator, Selection: dlq.Selection{Filter: &f},
+			RatePerSecond: rate})
+		var verr *dlq.ValidationError
+		if !errors.As(err, &verr) || verr.Fields["rate_per_second"] == "" {
+			t.Errorf("rate %g: %v, want a validation error", rate, err)
+		}
 	}
 }
 
