@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -64,9 +65,13 @@ func (w *Worker) execute(ctx context.Context, a *activeJob) {
 	} else {
 		err = Permanent(&unknownTaskError{task: job.Task, worker: w.cfg.ID, known: w.taskNames})
 	}
+	// Why the worker cancelled the job, read the moment the handler
+	// returned: a shutdown that cancels it only later must not turn a
+	// finished failure into a hand-back.
+	stop := context.Cause(ctx)
 	a.finished.Store(true)
 
-	d := decide(job.Attempt, job.MaxAttempts, err, context.Cause(ctx), func(attempt int) time.Duration {
+	d := decide(job.Attempt, job.MaxAttempts, err, stop, func(attempt int) time.Duration {
 		return w.cfg.RetryPolicy.nextRetryDelay(attempt, w.cfg.RetryPolicy.RandFunc)
 	})
 	attempt := w.failedAttempt(&job, err, start)
@@ -107,11 +112,22 @@ func (w *Worker) failedAttempt(job *dlq.Job, err error, start time.Time) dlq.Att
 		DurationMS: now.Sub(start).Milliseconds(),
 	}
 	if err != nil {
-		a.Class = errorClass(err)
-		a.Message = truncate(err.Error(), maxMessageBytes)
-		a.Traceback = truncate(traceback(err), maxTracebackBytes)
+		a.Class = storable(errorClass(err))
+		a.Message = truncate(storable(err.Error()), maxMessageBytes)
+		a.Traceback = truncate(storable(traceback(err)), maxTracebackBytes)
 	}
 	return a
+}
+
+// storable makes s fit Postgres text and jsonb, which refuse NUL bytes and
+// invalid UTF-8. An error that embeds a binary response body would
+// otherwise make every write of its outcome fail: the job would sit in
+// running until its lease expired, and its real error would be lost.
+func storable(s string) string {
+	if strings.IndexByte(s, 0) < 0 && utf8.ValidString(s) {
+		return s
+	}
+	return strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\uFFFD")
 }
 
 // Bounds on what one attempt stores. Every attempt is kept in the job's

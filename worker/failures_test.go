@@ -152,6 +152,26 @@ func TestFailures(t *testing.T) {
 		}
 	})
 
+	t.Run("BinaryGarbageInAnErrorIsStoredNotLost", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.reg.Register("test.task", func(ctx context.Context, job *worker.Job) error {
+			// A response body quoted into an error: a NUL and a stray byte
+			// that Postgres text and jsonb refuse.
+			return worker.Permanent(errors.New("upstream said \x00\xff\xfe: bad body"))
+		}, worker.TaskOptions{})
+		b.start(t, b.config("w-garbage"))
+		id := b.enqueue(t, dlq.EnqueueParams{Task: "test.task", MaxAttempts: 3})
+		b.waitJob(t, id, dlq.StateDead, 10*time.Second)
+		dls := b.deadLetters(t, id)
+		if len(dls) != 1 || dls[0].Reason != dlq.ReasonPermanent || dls[0].Attempts != 1 {
+			t.Fatalf("want one permanent letter after one attempt, got %+v", dls)
+		}
+		if want := "upstream said \uFFFD\uFFFD: bad body"; dls[0].ErrorMessage != want {
+			t.Fatalf("message %q, want %q", dls[0].ErrorMessage, want)
+		}
+	})
+
 	t.Run("PanicIsRecoveredRetriedAndKeepsItsTraceback", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
