@@ -10,9 +10,10 @@ import (
 )
 
 // The queries the worker runs against a claimed job. Each write is guarded
-// by the lease (lease_owner and state in the WHERE clause): a worker whose
-// lease expired and whose job was rescued by another worker cannot clobber
-// the newer outcome; its write simply matches no row and reports ErrConflict.
+// by the lease (lease_owner, the claim's attempt and state in the WHERE
+// clause): a worker whose lease expired and whose job was rescued, by
+// another worker or by itself, cannot clobber the newer run's outcome; its
+// write simply matches no row and reports ErrConflict.
 
 // claimSQL takes up to $2 due jobs. SKIP LOCKED lets many workers claim at
 // once without queueing behind each other's row locks, and the attempt is
@@ -42,38 +43,52 @@ func (s *Store) Claim(ctx context.Context, worker string, queues []string, limit
 	return jobs, nil
 }
 
+// Lease names one claim of a job: the worker that claimed it and the
+// attempt the claim started. Every write of an outcome, and every renewal,
+// is guarded by the whole lease, not only the worker: a worker whose lease
+// expired mid-run can claim the same job again after a rescue, and the
+// stale run must then not write over the new one.
+type Lease struct {
+	Worker  string
+	JobID   int64
+	Attempt int
+}
+
+// LeaseOf is the lease a worker holds on a job it claimed.
+func LeaseOf(worker string, j Job) Lease { return Lease{Worker: worker, JobID: j.ID, Attempt: j.Attempt} }
+
 const completeSQL = `
 UPDATE jobs SET state = 'succeeded', finished_at = now(), lease_owner = NULL, lease_expires_at = NULL
-WHERE id = $1 AND lease_owner = $2 AND state = 'running'`
+WHERE id = $1 AND lease_owner = $2 AND attempt = $3 AND state = 'running'`
 
 // Complete acknowledges a job that ran to success. ErrConflict means the
 // worker had lost its lease; the job's fate belongs to whoever holds it now.
-func (s *Store) Complete(ctx context.Context, worker string, jobID int64) error {
-	res, err := s.db.ExecContext(ctx, completeSQL, jobID, worker)
+func (s *Store) Complete(ctx context.Context, l Lease) error {
+	res, err := s.db.ExecContext(ctx, completeSQL, l.JobID, l.Worker, l.Attempt)
 	if err != nil {
-		return fmt.Errorf("complete job %d: %w", jobID, err)
+		return fmt.Errorf("complete job %d: %w", l.JobID, err)
 	}
-	return expectOne(res, "complete job %d", jobID)
+	return expectOne(res, "complete job %d", l.JobID)
 }
 
 const retrySQL = `
 UPDATE jobs SET state = 'retrying', run_at = now() + $3 * interval '1 millisecond',
 	lease_owner = NULL, lease_expires_at = NULL, last_error = $4, errors = errors || $5::jsonb
-WHERE id = $1 AND lease_owner = $2 AND state = 'running'`
+WHERE id = $1 AND lease_owner = $2 AND attempt = $6 AND state = 'running'`
 
 // Retry records a failed attempt and schedules the next one after delay.
-func (s *Store) Retry(ctx context.Context, worker string, jobID int64, delay time.Duration, a Attempt) error {
+func (s *Store) Retry(ctx context.Context, l Lease, delay time.Duration, a Attempt) error {
 	a.Outcome = OutcomeRetry
 	a.RetryInMS = delay.Milliseconds()
 	entry, err := json.Marshal([]Attempt{a})
 	if err != nil {
-		return fmt.Errorf("retry job %d: %w", jobID, err)
+		return fmt.Errorf("retry job %d: %w", l.JobID, err)
 	}
-	res, err := s.db.ExecContext(ctx, retrySQL, jobID, worker, delay.Milliseconds(), summary(a), entry)
+	res, err := s.db.ExecContext(ctx, retrySQL, l.JobID, l.Worker, delay.Milliseconds(), summary(a), entry, l.Attempt)
 	if err != nil {
-		return fmt.Errorf("retry job %d: %w", jobID, err)
+		return fmt.Errorf("retry job %d: %w", l.JobID, err)
 	}
-	return expectOne(res, "retry job %d", jobID)
+	return expectOne(res, "retry job %d", l.JobID)
 }
 
 // handBackSQL returns an interrupted job to the queue at once. The attempt
@@ -86,24 +101,25 @@ WITH handed AS (
 	UPDATE jobs SET state = CASE WHEN attempt > 1 THEN 'retrying' ELSE 'available' END,
 		attempt = attempt - 1, run_at = now(),
 		lease_owner = NULL, lease_expires_at = NULL, errors = errors || $3::jsonb
-	WHERE id = ANY($1) AND lease_owner = $2 AND state = 'running'
+	WHERE id = $1 AND lease_owner = $2 AND attempt = $4 AND state = 'running'
 	RETURNING queue
 )
 SELECT count(*) FROM (SELECT pg_notify('redrive_jobs', queue) FROM handed) notified`
 
-// HandBack returns jobs a stopping worker could not finish to the queue
-// immediately, rather than leaving them until their leases expire.
-func (s *Store) HandBack(ctx context.Context, worker string, jobIDs []int64, a Attempt) (int64, error) {
+// HandBack returns a job a stopping worker could not finish to the queue
+// immediately, rather than leaving it until its lease expires. It reports
+// false when the lease was no longer this worker's.
+func (s *Store) HandBack(ctx context.Context, l Lease, a Attempt) (bool, error) {
 	a.Outcome = OutcomeInterrupted
 	entry, err := json.Marshal([]Attempt{a})
 	if err != nil {
-		return 0, fmt.Errorf("hand back jobs: %w", err)
+		return false, fmt.Errorf("hand back job %d: %w", l.JobID, err)
 	}
 	var n int64
-	if err := s.db.GetContext(ctx, &n, handBackSQL, pq.Array(jobIDs), worker, entry); err != nil {
-		return 0, fmt.Errorf("hand back jobs: %w", err)
+	if err := s.db.GetContext(ctx, &n, handBackSQL, l.JobID, l.Worker, entry, l.Attempt); err != nil {
+		return false, fmt.Errorf("hand back job %d: %w", l.JobID, err)
 	}
-	return n, nil
+	return n == 1, nil
 }
 
 // deadLetterSQL moves a job to dead and writes its letter in one statement,
@@ -112,7 +128,7 @@ const deadLetterSQL = `
 WITH dead AS (
 	UPDATE jobs SET state = 'dead', finished_at = now(), lease_owner = NULL, lease_expires_at = NULL,
 		last_error = $3, errors = errors || $4::jsonb
-	WHERE id = $1 AND lease_owner = $2 AND state = 'running'
+	WHERE id = $1 AND lease_owner = $2 AND attempt = $11 AND state = 'running'
 	RETURNING id, queue, task, args, kwargs, idempotency_key, attempt, max_attempts, errors, created_at, replay_of
 )
 INSERT INTO dead_letters (job_id, queue, task, args, kwargs, idempotency_key, error_class, error_message,
@@ -124,36 +140,50 @@ RETURNING id`
 
 // DeadLetter records the final failed attempt, marks the job dead and writes
 // its dead letter, all in one statement. It returns the letter's id.
-func (s *Store) DeadLetter(ctx context.Context, worker string, jobID int64, task string, reason Reason, a Attempt) (int64, error) {
+func (s *Store) DeadLetter(ctx context.Context, l Lease, task string, reason Reason, a Attempt) (int64, error) {
 	a.Outcome = OutcomeDead
 	entry, err := json.Marshal([]Attempt{a})
 	if err != nil {
-		return 0, fmt.Errorf("dead-letter job %d: %w", jobID, err)
+		return 0, fmt.Errorf("dead-letter job %d: %w", l.JobID, err)
 	}
 	var id int64
-	err = s.db.GetContext(ctx, &id, deadLetterSQL, jobID, worker, summary(a), entry,
-		a.Class, a.Message, a.Traceback, string(reason), Fingerprint(task, a.Class, a.Message), a.Version)
+	err = s.db.GetContext(ctx, &id, deadLetterSQL, l.JobID, l.Worker, summary(a), entry,
+		a.Class, a.Message, a.Traceback, string(reason), Fingerprint(task, a.Class, a.Message), a.Version, l.Attempt)
 	if err != nil {
 		if translate(err) == ErrNotFound {
-			return 0, fmt.Errorf("dead-letter job %d: lease lost: %w", jobID, ErrConflict)
+			return 0, fmt.Errorf("dead-letter job %d: lease lost: %w", l.JobID, ErrConflict)
 		}
-		return 0, fmt.Errorf("dead-letter job %d: %w", jobID, translate(err))
+		return 0, fmt.Errorf("dead-letter job %d: %w", l.JobID, translate(err))
 	}
 	return id, nil
 }
 
 const extendLeasesSQL = `
-UPDATE jobs SET lease_expires_at = now() + $3 * interval '1 millisecond'
-WHERE id = ANY($1) AND lease_owner = $2 AND state = 'running'
-RETURNING id`
+UPDATE jobs j SET lease_expires_at = now() + $4 * interval '1 millisecond'
+FROM unnest($1::bigint[], $2::int[]) AS held(id, attempt)
+WHERE j.id = held.id AND j.attempt = held.attempt AND j.lease_owner = $3 AND j.state = 'running'
+RETURNING j.id, j.attempt`
 
-// ExtendLeases renews the leases a live worker holds and returns the ids it
-// renewed. An id missing from the result is a job this worker no longer
-// owns (rescued by another worker after a stall): its handler should stop.
-func (s *Store) ExtendLeases(ctx context.Context, worker string, jobIDs []int64, lease time.Duration) ([]int64, error) {
-	renewed := make([]int64, 0, len(jobIDs))
-	if err := s.db.SelectContext(ctx, &renewed, extendLeasesSQL, pq.Array(jobIDs), worker, lease.Milliseconds()); err != nil {
+// ExtendLeases renews the leases a live worker holds (all of worker's) and
+// returns those it renewed. A lease missing from the result is a claim this
+// worker no longer owns (rescued after a stall, perhaps claimed again since
+// as a new lease): the handler running under it should stop.
+func (s *Store) ExtendLeases(ctx context.Context, worker string, held []Lease, lease time.Duration) ([]Lease, error) {
+	ids := make([]int64, len(held))
+	attempts := make([]int64, len(held))
+	for i, l := range held {
+		ids[i], attempts[i] = l.JobID, int64(l.Attempt)
+	}
+	var rows []struct {
+		ID      int64 `db:"id"`
+		Attempt int   `db:"attempt"`
+	}
+	if err := s.db.SelectContext(ctx, &rows, extendLeasesSQL, pq.Array(ids), pq.Array(attempts), worker, lease.Milliseconds()); err != nil {
 		return nil, fmt.Errorf("extend leases: %w", err)
+	}
+	renewed := make([]Lease, len(rows))
+	for i, r := range rows {
+		renewed[i] = Lease{Worker: worker, JobID: r.ID, Attempt: r.Attempt}
 	}
 	return renewed, nil
 }

@@ -164,21 +164,22 @@ func (w *Worker) interruptedAttempt(job *dlq.Job, now time.Time, why string) dlq
 func (w *Worker) record(detached context.Context, job *dlq.Job, d decision, a dlq.Attempt, log *slog.Logger) {
 	ctx, cancel := context.WithTimeout(detached, writeTimeout)
 	defer cancel()
+	lease := dlq.LeaseOf(w.cfg.ID, *job)
 	var err error
 	switch d.act {
 	case actComplete:
-		if err = w.store.Complete(ctx, w.cfg.ID, job.ID); err == nil {
+		if err = w.store.Complete(ctx, lease); err == nil {
 			w.metrics.observe(job.Task, job.Queue, outcomeSucceeded, a.DurationMS)
 			log.Debug("job succeeded", "duration_ms", a.DurationMS)
 		}
 	case actRetry:
-		if err = w.store.Retry(ctx, w.cfg.ID, job.ID, d.delay, a); err == nil {
+		if err = w.store.Retry(ctx, lease, d.delay, a); err == nil {
 			w.metrics.observe(job.Task, job.Queue, outcomeRetried, a.DurationMS)
 			log.Info("job failed; retrying", "class", a.Class, "err", a.Message, "retry_in", d.delay)
 		}
 	case actDeadLetter:
 		var letter int64
-		if letter, err = w.store.DeadLetter(ctx, w.cfg.ID, job.ID, job.Task, d.reason, a); err == nil {
+		if letter, err = w.store.DeadLetter(ctx, lease, job.Task, d.reason, a); err == nil {
 			w.metrics.observe(job.Task, job.Queue, outcomeDead, a.DurationMS)
 			log.Warn("job dead-lettered", "reason", d.reason, "class", a.Class, "err", a.Message, "dead_letter_id", letter)
 		}
@@ -188,9 +189,12 @@ func (w *Worker) record(detached context.Context, job *dlq.Job, d decision, a dl
 		ran := a.DurationMS
 		a = w.interruptedAttempt(job, a.At, fmt.Sprintf("cancelled after the %s shutdown grace", w.cfg.ShutdownGrace))
 		a.DurationMS = ran
-		if _, err = w.store.HandBack(hctx, w.cfg.ID, []int64{job.ID}, a); err == nil {
+		var handed bool
+		if handed, err = w.store.HandBack(hctx, lease, a); err == nil && handed {
 			w.metrics.observe(job.Task, job.Queue, outcomeHandedBack, a.DurationMS)
 			log.Info("job handed back to the queue at shutdown")
+		} else if err == nil {
+			err = fmt.Errorf("hand back job %d: lease lost: %w", job.ID, dlq.ErrConflict)
 		}
 	case actDiscard:
 		log.Warn("outcome discarded: lease lost to another worker")

@@ -2,7 +2,9 @@ package worker_test
 
 import (
 	"context"
+	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -192,6 +194,59 @@ func TestLeases(t *testing.T) {
 		// The worker's own row is kept alive by the same heartbeat.
 		if n := b.count(t, `SELECT count(*) FROM workers WHERE id = 'w-long' AND heartbeat_at > started_at`); n != 1 {
 			t.Fatal("the workers row was not heartbeated")
+		}
+	})
+
+	t.Run("ReclaimingItsOwnRescuedJobStopsTheStaleRun", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		var runs atomic.Int32
+		firstStarted, firstStopped, releaseFirst := make(chan struct{}), make(chan error, 1), make(chan struct{})
+		b.reg.Register("test.task", func(ctx context.Context, job *worker.Job) error {
+			if runs.Add(1) == 1 {
+				close(firstStarted)
+				select {
+				case <-ctx.Done():
+					firstStopped <- context.Cause(ctx)
+				case <-releaseFirst:
+					firstStopped <- nil
+				}
+				return errors.New("stale run failed")
+			}
+			return nil
+		}, worker.TaskOptions{})
+		id := b.enqueue(t, dlq.EnqueueParams{Task: "test.task", MaxAttempts: 5})
+		b.start(t, b.config("w-stall"))
+		<-firstStarted
+		// What a rescue does once this worker has stalled past its lease:
+		// the job goes back to the queue, and this same worker claims it
+		// again while its first run is still going.
+		if _, err := b.db.Exec(`UPDATE jobs SET state = 'retrying', run_at = now(), lease_owner = NULL,
+			lease_expires_at = NULL WHERE id = $1`, id); err != nil {
+			t.Fatal(err)
+		}
+		j := b.waitJob(t, id, dlq.StateSucceeded, 10*time.Second)
+		select {
+		case cause := <-firstStopped:
+			if cause == nil {
+				t.Fatal("the stale run was not cancelled")
+			}
+		case <-time.After(5 * time.Second):
+			close(releaseFirst)
+			t.Fatal("the stale run was not cancelled when the job was claimed again")
+		}
+		time.Sleep(300 * time.Millisecond) // let the stale run try to record its failure
+		j = b.job(t, id)
+		if j.State != dlq.StateSucceeded || j.Attempt != 2 {
+			t.Fatalf("job %s at attempt %d, want succeeded on attempt 2", j.State, j.Attempt)
+		}
+		for _, a := range j.Errors {
+			if strings.Contains(a.Message, "stale run") {
+				t.Fatalf("the stale run's outcome was recorded over the new one: %+v", j.Errors)
+			}
+		}
+		if n := runs.Load(); n != 2 {
+			t.Fatalf("handler ran %d times, want 2", n)
 		}
 	})
 

@@ -66,14 +66,24 @@ func (w *Worker) claim(jobsCtx context.Context, limit int) (int, error) {
 func (w *Worker) start(jobsCtx context.Context, job dlq.Job) {
 	ctx, cancel := context.WithCancelCause(jobsCtx)
 	a := &activeJob{job: job, cancel: cancel}
+	lease := dlq.LeaseOf(w.cfg.ID, job)
 	w.mu.Lock()
-	w.active[job.ID] = a
+	for l, old := range w.active {
+		if l.JobID == job.ID && !old.finished.Load() {
+			// This worker stalled past the old lease, the job was rescued,
+			// and now it is ours again under a new one: the stale run
+			// must stop (its writes would be refused anyway).
+			w.log.Warn("lease lost; cancelling handler", "job_id", job.ID, "task", job.Task, "attempt", l.Attempt)
+			old.cancel(errLeaseLost)
+		}
+	}
+	w.active[lease] = a
 	w.mu.Unlock()
 	w.jobs.Go(func() {
 		defer func() {
 			cancel(nil)
 			w.mu.Lock()
-			delete(w.active, job.ID)
+			delete(w.active, lease)
 			w.mu.Unlock()
 			signal(w.slotFreed)
 		}()
@@ -102,7 +112,7 @@ func (w *Worker) heartbeat(ctx context.Context) {
 	// renews; give up and let the next tick try again.
 	ctx, cancel := context.WithTimeout(ctx, w.cfg.LeaseDuration/2)
 	defer cancel()
-	held := w.runningJobIDs()
+	held := w.runningLeases()
 	if len(held) > 0 {
 		renewed, err := w.store.ExtendLeases(ctx, w.cfg.ID, held, w.cfg.LeaseDuration)
 		if err != nil {
@@ -126,22 +136,22 @@ func (w *Worker) heartbeat(ctx context.Context) {
 	}
 }
 
-// cancelLost stops the handlers of jobs whose leases were not renewed. Such
-// a job was rescued after this worker stalled past its lease and is now
-// another worker's; finishing it here would only duplicate effects, and its
-// outcome could not be recorded anyway.
-func (w *Worker) cancelLost(held, renewed []int64) {
+// cancelLost stops the handlers of claims whose leases were not renewed.
+// Such a job was rescued after this worker stalled past its lease and is
+// now another claim's; finishing it here would only duplicate effects, and
+// its outcome could not be recorded anyway.
+func (w *Worker) cancelLost(held, renewed []dlq.Lease) {
 	if len(renewed) == len(held) {
 		return
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for _, id := range held {
-		a := w.active[id]
-		if a == nil || a.finished.Load() || slices.Contains(renewed, id) {
+	for _, l := range held {
+		a := w.active[l]
+		if a == nil || a.finished.Load() || slices.Contains(renewed, l) {
 			continue
 		}
-		w.log.Warn("lease lost; cancelling handler", "job_id", id, "task", a.job.Task)
+		w.log.Warn("lease lost; cancelling handler", "job_id", l.JobID, "task", a.job.Task, "attempt", l.Attempt)
 		a.cancel(errLeaseLost)
 	}
 }

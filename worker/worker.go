@@ -57,8 +57,11 @@ type Worker struct {
 	wake      chan struct{}
 	slotFreed chan struct{}
 
-	mu     sync.Mutex
-	active map[int64]*activeJob
+	mu sync.Mutex
+	// active holds one entry per claim, keyed by its lease: after a stall
+	// this worker may claim a job again while the stale run of the same
+	// job is still winding down, and the two must not share an entry.
+	active map[dlq.Lease]*activeJob
 	jobs   sync.WaitGroup
 }
 
@@ -97,7 +100,7 @@ func New(store *dlq.Store, cfg Config) (*Worker, error) {
 		log:       cfg.Logger.With("worker", cfg.ID),
 		wake:      make(chan struct{}, 1),
 		slotFreed: make(chan struct{}, 1),
-		active:    map[int64]*activeJob{},
+		active:    map[dlq.Lease]*activeJob{},
 	}, nil
 }
 
@@ -215,7 +218,7 @@ func (w *Worker) handBackAbandoned(detached context.Context) error {
 	for _, job := range stuck {
 		ids = append(ids, job.ID)
 		a := w.interruptedAttempt(&job, w.cfg.NowFunc(), "its handler ignored cancellation and was abandoned")
-		if _, err := w.store.HandBack(ctx, w.cfg.ID, []int64{job.ID}, a); err != nil {
+		if _, err := w.store.HandBack(ctx, dlq.LeaseOf(w.cfg.ID, job), a); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -231,18 +234,18 @@ func (w *Worker) inFlight() int {
 	return len(w.active)
 }
 
-// runningJobIDs lists the jobs whose handlers have not returned: the leases
-// this worker must keep renewing.
-func (w *Worker) runningJobIDs() []int64 {
+// runningLeases lists the claims whose handlers have not returned: the
+// leases this worker must keep renewing.
+func (w *Worker) runningLeases() []dlq.Lease {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	ids := make([]int64, 0, len(w.active))
-	for id, a := range w.active {
+	held := make([]dlq.Lease, 0, len(w.active))
+	for l, a := range w.active {
 		if !a.finished.Load() {
-			ids = append(ids, id)
+			held = append(held, l)
 		}
 	}
-	return ids
+	return held
 }
 
 // signal leaves a pending wake-up on ch without blocking.
