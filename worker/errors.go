@@ -229,3 +229,17 @@ func traceback(err error) string {
 	}
 	return ""
 }
+
+// abandonedError is the failure of an attempt whose handler did not return
+// within abandonAfter of its context being cancelled.
+type abandonedError struct {
+	task  string
+	after time.Duration
+	cause error // why the context was cancelled
+}
+
+func (e *abandonedError) Error() string {
+	return fmt.Sprintf("task %s ignored cancellation (%v) and was abandoned after %s more", e.task, e.cause, e.after)
+}
+func (e *abandonedError) Unwrap() error      { return e.cause }
+func (e *abandonedError) ErrorClass() string { return "Abandoned" }

@@ -81,12 +81,35 @@ func (w *Worker) execute(ctx context.Context, a *activeJob) {
 // runHandler calls the task's handler under its timeout and turns a panic
 // into an error. When the job's own deadline, rather than one inside the
 // handler, ended the context, the error says so.
+//
+// A handler that ignores its cancelled context (a read without a deadline,
+// a deadlock) would otherwise hold its job in running for ever, the
+// heartbeat renewing the lease. After abandonAfter it is abandoned: the
+// attempt fails (or, at shutdown, is handed back) and the slot is freed.
+// Go cannot stop a goroutine, so the handler's own goroutine is left to
+// finish whenever it does; its outcome is discarded, and should it ever
+// return, nothing it says is recorded.
 func (w *Worker) runHandler(ctx context.Context, t task, job dlq.Job, log *slog.Logger) error {
 	limit := cmp.Or(t.opts.Timeout, w.cfg.DefaultTimeout)
 	deadline := &timeoutError{task: job.Task, after: limit}
 	hctx, cancel := context.WithTimeoutCause(ctx, limit, deadline)
 	defer cancel()
-	err := callHandler(withLogger(hctx, log), t.handler, &job)
+	result := make(chan error, 1) // buffered: an abandoned handler must not block on it
+	go func() { result <- callHandler(withLogger(hctx, log), t.handler, &job) }()
+	var err error
+	select {
+	case err = <-result:
+	case <-hctx.Done():
+		abandon := time.NewTimer(abandonAfter)
+		defer abandon.Stop()
+		select {
+		case err = <-result:
+		case <-abandon.C:
+			log.Error("handler ignored cancellation and was abandoned; its goroutine may still be running",
+				"cause", context.Cause(hctx), "waited", abandonAfter)
+			err = &abandonedError{task: job.Task, after: abandonAfter, cause: context.Cause(hctx)}
+		}
+	}
 	if err != nil && context.Cause(hctx) == deadline {
 		return &timeoutError{task: job.Task, after: limit, err: err}
 	}

@@ -128,22 +128,51 @@ func TestShutdown(t *testing.T) {
 		r := b.start(t, cfg)
 		id := b.enqueue(t, dlq.EnqueueParams{Task: "test.task"})
 		b.waitJob(t, id, dlq.StateRunning, 5*time.Second)
-		err := r.stop(t)
-		if err == nil || !strings.Contains(err.Error(), "abandoned") {
-			t.Fatalf("Run should report the abandoned handler, got %v", err)
+		stopped := time.Now()
+		if err := r.stop(t); err != nil {
+			t.Fatalf("Run: %v", err)
 		}
-		if j := b.job(t, id); j.State != dlq.StateAvailable || j.LeaseOwner != nil {
-			t.Fatalf("abandoned job not handed back: %+v", j)
+		// Grace, then abandonAfter (2 s) for the handler to honour the
+		// cancellation: shutdown is bounded even by a handler that never
+		// returns.
+		if took := time.Since(stopped); took > 5*time.Second {
+			t.Fatalf("shutdown took %s", took)
 		}
-		// When the handler finally returns, its success must not be recorded:
+		j := b.job(t, id)
+		if j.State != dlq.StateAvailable || j.LeaseOwner != nil || j.Attempt != 0 {
+			t.Fatalf("abandoned job not handed back with its attempt refunded: %+v", j)
+		}
+		if !strings.Contains(b.logs.String(), "handler ignored cancellation and was abandoned") {
+			t.Fatal("the abandoned handler was not logged")
+		}
+		// When the handler finally returns, nothing it says is recorded:
 		// the job is no longer this worker's.
 		close(release)
 		<-returned
-		waitFor(t, 5*time.Second, "the late outcome to be discarded", func() bool {
-			return strings.Contains(b.logs.String(), "outcome discarded")
-		})
+		time.Sleep(200 * time.Millisecond)
 		if j := b.job(t, id); j.State != dlq.StateAvailable {
 			t.Fatalf("late outcome overwrote the handed-back job: %s", j.State)
+		}
+	})
+
+	t.Run("HandlerIgnoringItsTimeoutIsAbandonedAndTheJobMovesOn", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		release := make(chan struct{})
+		t.Cleanup(func() { close(release) })
+		b.reg.Register("test.task", func(ctx context.Context, job *worker.Job) error {
+			<-release // a read without a deadline: the timeout cannot stop it
+			return nil
+		}, worker.TaskOptions{Timeout: 100 * time.Millisecond})
+		b.start(t, b.config("w-hung"))
+		id := b.enqueue(t, dlq.EnqueueParams{Task: "test.task", MaxAttempts: 1})
+		// Not held in running for ever by its heartbeat: dead-lettered,
+		// exhausted, a couple of seconds after its timeout.
+		b.waitJob(t, id, dlq.StateDead, 10*time.Second)
+		dls := b.deadLetters(t, id)
+		if len(dls) != 1 || dls[0].Reason != dlq.ReasonExhausted || dls[0].ErrorClass != "Timeout" ||
+			!strings.Contains(dls[0].ErrorMessage, "ignored cancellation") {
+			t.Fatalf("letter: %+v", dls)
 		}
 	})
 

@@ -21,11 +21,12 @@ import (
 const (
 	writeTimeout    = 10 * time.Second
 	handBackTimeout = 5 * time.Second
-	// abandonAfter is how long shutdown waits, after cancelling the jobs'
-	// contexts, for handlers to return before handing their jobs back
-	// without them. A handler honouring its context returns in
-	// milliseconds; one that does not would otherwise block shutdown past
-	// the orchestrator's SIGKILL.
+	// abandonAfter is how long a handler whose context was cancelled (its
+	// timeout, a lost lease, shutdown) may take to return before the
+	// worker gives up on it and records the attempt without it. A handler
+	// honouring its context returns in milliseconds; one that does not
+	// would otherwise hold its job for ever, or block shutdown past the
+	// orchestrator's SIGKILL.
 	abandonAfter = 2 * time.Second
 	// rescueBatch bounds one rescue transaction; the rescuer loops while
 	// batches come back full.
@@ -186,7 +187,10 @@ func (w *Worker) drain(detached context.Context, stopJobs context.CancelCauseFun
 	}
 	w.log.Warn("shutdown grace elapsed: cancelling unfinished jobs", "jobs", w.inFlight())
 	stopJobs(errShutdown)
-	abandon := time.NewTimer(abandonAfter)
+	// Each job abandons a handler that ignores the cancellation after
+	// abandonAfter and hands its job back itself; this is the backstop
+	// for a job whose recording then hangs.
+	abandon := time.NewTimer(abandonAfter + handBackTimeout)
 	defer abandon.Stop()
 	select {
 	case <-done:
