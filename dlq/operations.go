@@ -205,6 +205,12 @@ type OperationParams struct {
 	Canary int
 	Now    time.Time
 	Key    string // one-time key, as in ReplayParams
+	// Confirm, when set, is called inside the transaction with the number
+	// of pending letters the selection holds, counted by the server, before
+	// anything is written; an error from it aborts the operation. It is how
+	// a typed confirmation is checked against the real count, never against
+	// a number the client sends.
+	Confirm func(pending int64) error
 }
 
 // CreateOperation records a bulk operation (bounded by the selection's
@@ -256,10 +262,15 @@ func createOperationInTx(ctx context.Context, tx *sqlx.Tx, p OperationParams) (O
 		args = append(args, sel.MaxID)
 		where += fmt.Sprintf(" AND id <= $%d", len(args))
 	}
-	var matched, maxID int64
-	if err := tx.QueryRowxContext(ctx, `SELECT count(*), coalesce(max(id), 0) FROM dead_letters WHERE `+where,
-		args...).Scan(&matched, &maxID); err != nil {
+	var matched, pending, maxID int64
+	if err := tx.QueryRowxContext(ctx, `SELECT count(*), count(*) FILTER (WHERE status = 'pending'), coalesce(max(id), 0)
+		FROM dead_letters WHERE `+where, args...).Scan(&matched, &pending, &maxID); err != nil {
 		return Operation{}, fmt.Errorf("count selection: %w", translate(err))
+	}
+	if p.Confirm != nil {
+		if err := p.Confirm(pending); err != nil {
+			return Operation{}, err
+		}
 	}
 	if sel.MaxID > 0 {
 		maxID = sel.MaxID

@@ -42,7 +42,6 @@ type bulkForm struct {
 	// The confirmation form's choices, as typed.
 	rate, canarySize, typed, reason, key string
 	canaryOn                             bool
-	expected                             int64
 }
 
 // parseBulkForm reads the action and the selection: a filter when "all
@@ -89,7 +88,6 @@ func parseBulkForm(c echo.Context, now time.Time) (bulkForm, error) {
 			return bulkForm{}, BadRequest("invalid_bound", "The form's bound is damaged; go back to the list and try again.")
 		}
 	}
-	b.expected, _ = strconv.ParseInt(form.Get("expected"), 10, 64)
 	return b, nil
 }
 
@@ -123,7 +121,7 @@ func BulkConfirm(svc BulkService, now func() time.Time, version string) echo.Han
 			return BadRequest("invalid_bound", "This confirmation has no bound; go back to the list and select again.")
 		}
 		r := replay.BulkRequest{Kind: b.kind, Selection: b.sel, Actor: ActorFrom(c), Reason: b.reason,
-			RequireTyped: true, Typed: b.typed, Expected: b.expected, Key: b.key}
+			RequireTyped: true, Typed: b.typed, Key: b.key}
 		problems := map[string]string{}
 		if b.rate != "" {
 			if r.RatePerSecond, err = strconv.ParseFloat(b.rate, 64); err != nil {

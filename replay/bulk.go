@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -23,11 +24,11 @@ type BulkRequest struct {
 	// DryRun answers the counts and changes nothing.
 	DryRun bool
 	// Typed is what the engineer typed to confirm; the console requires it
-	// to equal Expected (the count the confirmation page showed) when that
-	// is over TypedConfirmationOver. The API leaves RequireTyped false.
+	// to equal the number of pending letters the selection holds, counted
+	// here when the operation is created, when that is over
+	// TypedConfirmationOver. The API leaves RequireTyped false.
 	RequireTyped bool
 	Typed        string
-	Expected     int64
 	Key          string
 }
 
@@ -77,12 +78,19 @@ func (s *Service) StartBulk(ctx context.Context, r BulkRequest) (dlq.Operation, 
 		}
 		return dlq.Operation{Kind: r.Kind, State: dlq.OpDone, Matched: p.Matched, Skipped: p.Other, MaxID: p.MaxID}, nil
 	}
-	if r.RequireTyped && r.Expected > TypedConfirmationOver && strings.ReplaceAll(strings.TrimSpace(r.Typed), ",", "") != fmt.Sprint(r.Expected) {
-		return dlq.Operation{}, &ConfirmError{Expected: r.Expected}
+	var confirm func(pending int64) error
+	if r.RequireTyped {
+		typed := strings.NewReplacer(",", "", " ", "", "_", "").Replace(strings.TrimSpace(r.Typed))
+		confirm = func(pending int64) error {
+			if pending > TypedConfirmationOver && typed != strconv.FormatInt(pending, 10) {
+				return &ConfirmError{Expected: pending}
+			}
+			return nil
+		}
 	}
 	op, err := s.store.CreateOperation(ctx, dlq.OperationParams{
 		Kind: r.Kind, Selection: r.Selection, Actor: r.Actor.Actor, Reason: strings.TrimSpace(r.Reason),
-		RatePerSecond: r.RatePerSecond, Canary: r.Canary, Now: s.now(), Key: r.Key,
+		RatePerSecond: r.RatePerSecond, Canary: r.Canary, Now: s.now(), Key: r.Key, Confirm: confirm,
 	})
 	if err != nil {
 		return dlq.Operation{}, err

@@ -116,11 +116,19 @@ func TestPolicy(t *testing.T) {
 		b.letters(t, 1001)
 		f, _ := dlq.ParseFilter(url.Values{"task": {"t.ok"}}, time.Now())
 		req := replay.BulkRequest{Kind: dlq.OpReplay, Actor: operator, Selection: dlq.Selection{Filter: &f},
-			RequireTyped: true, Expected: 1001, Typed: "1000"}
-		_, err := b.svc.StartBulk(ctx, req)
-		var ce *replay.ConfirmError
-		if !errors.As(err, &ce) {
-			t.Fatalf("want a ConfirmError, got %v", err)
+			RequireTyped: true}
+		// Nothing typed, or the wrong number: refused, whatever the client
+		// claims the count was; the server counts.
+		for _, typed := range []string{"", "0", "1000", "abc"} {
+			req.Typed = typed
+			_, err := b.svc.StartBulk(ctx, req)
+			var ce *replay.ConfirmError
+			if !errors.As(err, &ce) || ce.Expected != 1001 {
+				t.Fatalf("typed %q: want a ConfirmError expecting 1001, got %v", typed, err)
+			}
+		}
+		if n := b.count(t, `SELECT count(*) FROM operations`) + b.count(t, `SELECT count(*) FROM audit_events`); n != 0 {
+			t.Fatal("a refused confirmation wrote something")
 		}
 		req.Typed = "1,001"
 		if _, err := b.svc.StartBulk(ctx, req); err != nil {
