@@ -58,6 +58,19 @@ func translate(err error) error {
 	return err
 }
 
+// IsUnstorableText reports whether err is Postgres refusing text: a NUL
+// byte (in text, or \u0000 in jsonb) or a byte sequence that is not UTF-8.
+// The statement, and with it its transaction, did nothing.
+func IsUnstorableText(err error) bool {
+	var pqErr *pq.Error
+	if !errors.As(err, &pqErr) {
+		return false
+	}
+	// character_not_in_repertoire (NUL, invalid UTF-8 in text),
+	// untranslatable_character (\u0000 in jsonb)
+	return pqErr.Code == "22021" || pqErr.Code == "22P05"
+}
+
 func sortedKeys(m map[string]string) []string {
 	return slices.Sorted(maps.Keys(m))
 }

@@ -55,7 +55,9 @@ type Lease struct {
 }
 
 // LeaseOf is the lease a worker holds on a job it claimed.
-func LeaseOf(worker string, j Job) Lease { return Lease{Worker: worker, JobID: j.ID, Attempt: j.Attempt} }
+func LeaseOf(worker string, j Job) Lease {
+	return Lease{Worker: worker, JobID: j.ID, Attempt: j.Attempt}
+}
 
 const completeSQL = `
 UPDATE jobs SET state = 'succeeded', finished_at = now(), lease_owner = NULL, lease_expires_at = NULL

@@ -91,6 +91,11 @@ func classify(err error) (int, apiErrorBody) {
 		return http.StatusConflict, apiErrorBody{Code: "conflict", Message: stateErr.Error()}
 	case errors.As(err, &valErr):
 		return http.StatusBadRequest, apiErrorBody{Code: "invalid", Message: valErr.Error(), Fields: valErr.Fields}
+	case dlq.IsUnstorableText(err):
+		// A NUL escaped in a JSON body (\u0000) that only the database
+		// refused; its transaction rolled back.
+		return http.StatusBadRequest, apiErrorBody{Code: "invalid_text",
+			Message: "The request holds a NUL byte or text that is not valid UTF-8, which cannot be stored; nothing was changed."}
 	case errors.Is(err, dlq.ErrNotFound):
 		return http.StatusNotFound, apiErrorBody{Code: "not_found", Message: "Not found."}
 	case errors.Is(err, dlq.ErrConflict):

@@ -101,6 +101,7 @@ func NewServer(cfg Config) (http.Handler, error) {
 		hsts(sec.trust),
 		middleware.BodyLimit(cfg.BodyLimit),
 		metrics.middleware,
+		refuseUnstorableInput(),
 		// Who is asking, then may they, then did the request come from our
 		// own pages: in that order, after routing, so c.Path() is known.
 		sec.auth.middleware,

@@ -1,0 +1,71 @@
+package web
+
+import (
+	"mime"
+	"net/http"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/redrive/redrive/handlers"
+)
+
+// refuseUnstorableInput answers 400 to a request whose path, form fields or
+// Idempotency-Key hold a NUL byte or text that is not valid UTF-8. Postgres
+// text refuses both, so such input could only fail later, inside a write —
+// and a flow of several writes (a sign-in records the attempt, then its
+// outcome) would be left half done. JSON bodies are decoded by each handler;
+// should a NUL escaped in JSON (\u0000) reach the database, the error
+// handler turns its refusal into the same 400 (see classify).
+func refuseUnstorableInput() echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			r := c.Request()
+			if !storableText(r.URL.Path) {
+				return unstorable("the address")
+			}
+			if !storableText(r.Header.Get("Idempotency-Key")) {
+				return unstorable("the Idempotency-Key header")
+			}
+			if r.Method == http.MethodPost && isURLEncodedForm(r) {
+				form, err := c.FormParams()
+				if err != nil {
+					return handlers.BadRequest("invalid_form", "The form could not be read: %v.", err)
+				}
+				for k, vs := range form {
+					if !storableText(k) {
+						return unstorable("a field name")
+					}
+					for _, v := range vs {
+						if !storableText(v) {
+							return unstorable("the field " + k)
+						}
+					}
+				}
+			}
+			return next(c)
+		}
+	}
+}
+
+func storableText(s string) bool {
+	return utf8.ValidString(s) && strings.IndexByte(s, 0) < 0
+}
+
+func unstorable(where string) error {
+	return handlers.BadRequest("invalid_text",
+		"%s holds a NUL byte or text that is not valid UTF-8, which cannot be stored; nothing was changed.", upperFirst(where))
+}
+
+func upperFirst(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
+}
+
+func isURLEncodedForm(r *http.Request) bool {
+	mt, _, err := mime.ParseMediaType(r.Header.Get(echo.HeaderContentType))
+	return err == nil && mt == echo.MIMEApplicationForm
+}

@@ -1,0 +1,67 @@
+package web_test
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/redrive/redrive/dlq"
+	"github.com/redrive/redrive/dlq/dlqtest"
+)
+
+// Text Postgres cannot store (a NUL byte, bytes that are not UTF-8) is a
+// clear 400 that changes nothing, wherever it comes in: never a 500, never
+// half a change.
+func TestUnstorableTextIsRefused(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	id := dlqtest.InsertDeadLetter(t, e.db.DB, dlqtest.Letter{})
+	s := e.as(t, "op", dlq.RoleOperator)
+	admin := e.as(t, "root", dlq.RoleAdmin)
+	attempts := e.count(t, `SELECT count(*) FROM login_attempts`)
+
+	for _, tc := range []struct {
+		name string
+		do   func() int
+	}{
+		{"SignInName", func() int {
+			return e.do("POST", "/login", form("username", "a\x00b", "password", "whatever-long")).Code
+		}},
+		{"SignInNameNotUTF8", func() int {
+			return e.do("POST", "/login", form("username", "\xff", "password", "whatever-long")).Code
+		}},
+		{"DiscardReasonInAForm", func() int {
+			return s.Do(e.h, request("POST", fmt.Sprintf("/dead-letters/%d/discard", id), form("reason", "pro\x00be"))).Code
+		}},
+		{"IdempotencyKeyHeader", func() int {
+			req := request("POST", fmt.Sprintf("/api/v1/dead-letters/%d/replay", id), `{}`)
+			req.Header.Set("Idempotency-Key", "k\xff")
+			return s.Do(e.h, req).Code
+		}},
+		{"NULEscapedInJSON", func() int {
+			return s.Do(e.h, request("POST", fmt.Sprintf("/api/v1/dead-letters/%d/discard", id), `{"reason":"a\u0000b"}`)).Code
+		}},
+		{"NULInEditedArgs", func() int {
+			return s.Do(e.h, request("POST", fmt.Sprintf("/api/v1/dead-letters/%d/replay", id), `{"args":["a\u0000b"]}`)).Code
+		}},
+		{"AdminPath", func() int {
+			return admin.Do(e.h, request("POST", "/admin/users/%00/disable", form("x", "1"))).Code
+		}},
+	} {
+		before := e.state(t)
+		if code := tc.do(); code != http.StatusBadRequest {
+			t.Errorf("%s: %d, want 400", tc.name, code)
+		}
+		if after := e.state(t); after != before {
+			t.Errorf("%s: the database changed: %s -> %s", tc.name, before, after)
+		}
+	}
+	if n := e.count(t, `SELECT count(*) FROM login_attempts`); n != attempts {
+		t.Errorf("refused sign-ins left %d attempt rows", n-attempts)
+	}
+	rec := e.do("POST", "/login", form("username", "a\x00b", "password", "whatever-long"))
+	if !strings.Contains(rec.Body.String(), "NUL byte") {
+		t.Errorf("the refusal does not say why: %s", rec.Body.String())
+	}
+}
