@@ -213,6 +213,11 @@ func DiscardLetter(p LetterPage) echo.HandlerFunc {
 		switch {
 		case errors.As(err, &ve):
 			st.problems = ve.Fields
+			if len(ve.Fields) > 1 || ve.Fields["reason"] == "" {
+				// The form shows a problem with the reason beside it; any
+				// other (a damaged one-time key) goes above the actions.
+				st.problem = &views.Notice{Kind: "error", Message: ve.Error()}
+			}
 			return rerenderLetter(c, p, id, http.StatusBadRequest, st)
 		case errors.Is(err, dlq.ErrConflict):
 			return refusedByState(c, p, id, err, st)

@@ -96,6 +96,24 @@ func TestLetterActions(t *testing.T) {
 		}
 	})
 
+	t.Run("DiscardWithADamagedKeySaysSo", func(t *testing.T) {
+		t.Parallel()
+		a := newActions(t)
+		id := a.letters(t, 1, "billing.charge")[0]
+		_, doc := a.page(t, a.olga, fmt.Sprintf("/dead-letters/%d", id))
+		rec := a.submit(t, a.olga, doc, `[data-testid="discard-form"]`,
+			url.Values{"reason": {"noise"}, "key": {strings.Repeat("k", 201)}})
+		if rec.Code != http.StatusBadRequest {
+			t.Fatalf("status %d, want 400", rec.Code)
+		}
+		if got := text(parseHTML(t, rec), "action-problem"); !strings.Contains(got, "key") {
+			t.Fatalf("the page does not say what was wrong: %q", got)
+		}
+		if n := a.count(t, `SELECT count(*) FROM dead_letters WHERE id = $1 AND status = 'pending'`, id) + a.actionEntries(t); n != 1 {
+			t.Fatal("a refused discard changed something")
+		}
+	})
+
 	t.Run("DiscardRestoreAndReplayOfADiscardedLetter", func(t *testing.T) {
 		t.Parallel()
 		a := newActions(t)

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -159,7 +160,10 @@ func BulkConfirm(svc BulkService, now func() time.Time, version string) echo.Han
 func bulkProblem(field, msg string) string {
 	switch field {
 	case "reason":
-		return "A reason is required to discard: the next person will ask why these letters were dropped."
+		if strings.Contains(msg, "required") {
+			return "A reason is required to discard: the next person will ask why these letters were dropped."
+		}
+		return "The reason " + msg + "."
 	case "rate_per_second":
 		return "The pace " + msg + "."
 	case "canary":

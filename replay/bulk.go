@@ -68,6 +68,10 @@ func (s *Service) StartBulk(ctx context.Context, r BulkRequest) (dlq.Operation, 
 	if r.Kind == dlq.OpDiscard && strings.TrimSpace(r.Reason) == "" {
 		problems["reason"] = "a reason is required to discard"
 	}
+	var reasonErr *dlq.ValidationError
+	if errors.As(checkReason(r.Reason), &reasonErr) {
+		problems["reason"] = reasonErr.Fields["reason"]
+	}
 	if len(problems) > 0 {
 		return dlq.Operation{}, &dlq.ValidationError{Fields: problems}
 	}

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/redrive/redrive/dlq"
 )
@@ -116,6 +117,9 @@ func (s *Service) Replay(ctx context.Context, r ReplayRequest) (dlq.ReplayResult
 	if err := mayAct(r.Actor); err != nil {
 		return dlq.ReplayResult{}, err
 	}
+	if err := checkReason(r.Reason); err != nil {
+		return dlq.ReplayResult{}, err
+	}
 	p := dlq.ReplayParams{ID: r.ID, Actor: r.Actor.Actor, Reason: strings.TrimSpace(r.Reason), Now: s.now(), Key: r.Key}
 	var err error
 	if p.Args, err = parseEdit("args", r.Args, '['); err != nil {
@@ -184,6 +188,9 @@ func (s *Service) Discard(ctx context.Context, id int64, a Actor, reason, key st
 	if err := mayAct(a); err != nil {
 		return 0, err
 	}
+	if err := checkReason(reason); err != nil {
+		return 0, err
+	}
 	return s.store.DiscardDeadLetter(ctx, dlq.DiscardParams{ID: id, Actor: a.Actor, Reason: strings.TrimSpace(reason), Now: s.now(), Key: key})
 }
 
@@ -192,7 +199,23 @@ func (s *Service) Restore(ctx context.Context, id int64, a Actor, reason, key st
 	if err := mayAct(a); err != nil {
 		return 0, err
 	}
+	if err := checkReason(reason); err != nil {
+		return 0, err
+	}
 	return s.store.RestoreDeadLetter(ctx, dlq.RestoreParams{ID: id, Actor: a.Actor, Reason: strings.TrimSpace(reason), Now: s.now(), Key: key})
+}
+
+// MaxReasonLength bounds the reason given for an action, in characters:
+// the form's own limit. A reason is shown on the letter's page and in every
+// audit listing, so one the size of a log file would make both unusable.
+const MaxReasonLength = 1000
+
+func checkReason(reason string) error {
+	if n := utf8.RuneCountInString(strings.TrimSpace(reason)); n > MaxReasonLength {
+		return &dlq.ValidationError{Fields: map[string]string{
+			"reason": fmt.Sprintf("is %d characters long; at most %d", n, MaxReasonLength)}}
+	}
+	return nil
 }
 
 // VersionWarning returns a warning when the letter failed on a worker build

@@ -198,6 +198,34 @@ func TestRunnerCarriesOutOperations(t *testing.T) {
 	}
 }
 
+// A reason is shown on the letter's page and in every audit listing: one
+// the size of a log file is refused, for every action, and nothing changes.
+func TestReasonsAreBounded(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t)
+	id := b.letters(t, 1)[0]
+	long := strings.Repeat("é", replay.MaxReasonLength+1) // characters, not bytes
+	var verr *dlq.ValidationError
+	if _, err := b.svc.Discard(ctx, id, operator, long, ""); !errors.As(err, &verr) || verr.Fields["reason"] == "" {
+		t.Errorf("discard: %v", err)
+	}
+	if _, err := b.svc.Replay(ctx, replay.ReplayRequest{ID: id, Actor: operator, Reason: long}); !errors.As(err, &verr) {
+		t.Errorf("replay: %v", err)
+	}
+	f, _ := dlq.ParseFilter(url.Values{"task": {"t.ok"}}, time.Now())
+	if _, err := b.svc.StartBulk(ctx, replay.BulkRequest{Kind: dlq.OpDiscard, Actor: operator, Reason: long,
+		Selection: dlq.Selection{Filter: &f}}); !errors.As(err, &verr) || verr.Fields["reason"] == "" {
+		t.Errorf("bulk discard: %v", err)
+	}
+	if n := b.count(t, `SELECT count(*) FROM audit_events`) + b.count(t, `SELECT count(*) FROM jobs`); n != 0 {
+		t.Fatal("a refused reason changed something")
+	}
+	if _, err := b.svc.Discard(ctx, id, operator, strings.Repeat("é", replay.MaxReasonLength), ""); err != nil {
+		t.Fatalf("a reason of exactly the limit: %v", err)
+	}
+}
+
 // An operation whose batch cannot succeed is stopped as failed, with the
 // reason on it, instead of showing "running" forever.
 func TestRunnerFailsAnOperationThatKeepsFailing(t *testing.T) {
