@@ -237,7 +237,12 @@ func TestOperationSkips(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	store, db := setup(t)
-	ids := insertLetters(t, db, 4)
+	all := insertLetters(t, db, 5)
+	// An id that names nothing, below the bound: a letter purged since.
+	gone, ids := all[0], all[1:]
+	if _, err := db.Exec(`DELETE FROM dead_letters WHERE id = $1`, gone); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := store.ReplayDeadLetter(ctx, dlq.ReplayParams{ID: ids[0], Actor: alice, Now: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
@@ -245,7 +250,7 @@ func TestOperationSkips(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Two of four skipped, one id that names nothing (below the bound), one duplicate.
-	sel := dlq.Selection{IDs: append([]int64{ids[0] - 1000, ids[2]}, ids...)}
+	sel := dlq.Selection{IDs: append([]int64{gone, ids[2]}, ids...)}
 	op, err := store.CreateOperation(ctx, dlq.OperationParams{Kind: dlq.OpReplay, Actor: alice, Now: time.Now(), Selection: sel})
 	if err != nil {
 		t.Fatal(err)

@@ -85,13 +85,13 @@ func (p EnqueueParams) normalise() (EnqueueParams, error) {
 // jsonShape returns "" when raw is valid JSON starting with open ('[' or '{'),
 // otherwise a message saying what is wrong.
 func jsonShape(raw json.RawMessage, open byte) string {
-	want := "an array"
+	want := "array"
 	if open == '{' {
-		want = "an object"
+		want = "object"
 	}
-	var v any
-	if err := json.Unmarshal(raw, &v); err != nil {
-		return fmt.Sprintf("is not valid JSON: %v", err)
+	if !json.Valid(raw) { // syntax only: jsonb keeps numbers float64 cannot (1e999)
+		var v json.RawMessage
+		return fmt.Sprintf("is not valid JSON: %v", json.Unmarshal(raw, &v))
 	}
 	if t := bytes.TrimSpace(raw); len(t) == 0 || t[0] != open {
 		return "must be a JSON " + want

@@ -88,6 +88,11 @@ func (s Selection) valid() error {
 	case len(s.IDs) > MaxBatch:
 		return &ValidationError{Fields: map[string]string{"ids": fmt.Sprintf("at most %d ids; use a filter for more", MaxBatch)}}
 	}
+	for _, id := range s.IDs {
+		if id <= 0 {
+			return &ValidationError{Fields: map[string]string{"ids": fmt.Sprintf("letter ids are positive whole numbers; %d is not", id)}}
+		}
+	}
 	return nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -167,10 +168,23 @@ func formProblems(err error) (map[string]string, bool) {
 	switch {
 	case errors.As(err, &verr):
 		return verr.Fields, true
+	case errors.Is(err, dlq.ErrLastAdmin):
+		return map[string]string{"role": "cannot change: that would leave no active admin to manage users"}, true
 	case errors.Is(err, dlq.ErrConflict):
-		return map[string]string{"name": err.Error()}, true
+		return map[string]string{"name": ConflictMessage(err)}, true
 	}
 	return nil, false
+}
+
+// ConflictMessage is what a conflict says without the layers that wrapped
+// it ("create user: conflict: there is already a user called bob" reads
+// "there is already a user called bob").
+func ConflictMessage(err error) string {
+	msg := err.Error()
+	if i := strings.LastIndex(msg, dlq.ErrConflict.Error()+": "); i >= 0 {
+		return msg[i+len(dlq.ErrConflict.Error())+2:]
+	}
+	return msg
 }
 
 func joinProblems(p map[string]string) string {

@@ -324,7 +324,7 @@ func APIChangeOperation(change func(context.Context, int64, replay.Actor) (dlq.O
 		if err != nil {
 			return err
 		}
-		if err := decodeOptionalJSON(c, &struct{}{}, "no fields"); err != nil {
+		if err := decodeOptionalJSON(c, &struct{}{}, "none (send an empty body or {})"); err != nil {
 			return err
 		}
 		op, err := change(c.Request().Context(), id, ActorFrom(c))

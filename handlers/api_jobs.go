@@ -177,6 +177,7 @@ func decodeJSON(c echo.Context, dst any, known string) error {
 func jsonError(body []byte, err error, known string) error {
 	var syn *json.SyntaxError
 	var typ *json.UnmarshalTypeError
+	var tpe *time.ParseError
 	switch {
 	case errors.As(err, &syn):
 		// Offset counts the bytes read up to and including the bad one.
@@ -186,11 +187,13 @@ func jsonError(body []byte, err error, known string) error {
 		line, col := position(body, typ.Offset)
 		field := typ.Field
 		if field == "" {
-			return BadRequest("malformed_json", "the body must be a JSON object, not a %s", typ.Value)
+			return BadRequest("malformed_json", "the body must be a JSON object, not %s", jsonValueName(typ.Value))
 		}
 		return &dlq.ValidationError{Fields: map[string]string{
-			field: fmt.Sprintf("must be %s, not a JSON %s (line %d, column %d)", jsonTypeName(typ.Type.String()), typ.Value, line, col),
+			field: fmt.Sprintf("must be %s, not %s (line %d, column %d)", jsonTypeName(typ.Type.String()), jsonValueName(typ.Value), line, col),
 		}}
+	case errors.As(err, &tpe):
+		return BadRequest("invalid_time", "times are RFC 3339 strings like 2026-11-29T14:05:00Z; %q is not one", tpe.Value)
 	case errors.Is(err, io.ErrUnexpectedEOF):
 		return BadRequest("malformed_json", "malformed JSON: the body ends before the JSON does (%d bytes read)", len(body))
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
@@ -214,8 +217,29 @@ func jsonTypeName(goType string) string {
 		return "a string"
 	case strings.Contains(goType, "Time"):
 		return "an RFC 3339 time string"
+	case strings.HasPrefix(goType, "float"):
+		return "a number"
+	case goType == "bool":
+		return "true or false"
+	case strings.HasPrefix(goType, "map["), strings.HasPrefix(goType, "struct"):
+		return "a JSON object"
 	default:
-		return "a " + goType
+		return "another kind of JSON value"
+	}
+}
+
+// jsonValueName names what a client sent, as encoding/json reports it
+// ("string", "number 1e999", "array", ...), with its article.
+func jsonValueName(v string) string {
+	switch {
+	case strings.HasPrefix(v, "number "):
+		return "the number " + strings.TrimPrefix(v, "number ")
+	case v == "array", v == "object":
+		return "an " + v
+	case v == "":
+		return "that value"
+	default:
+		return "a " + v
 	}
 }
 

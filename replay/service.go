@@ -147,7 +147,9 @@ func parseEdit(field string, text *string, open byte) (json.RawMessage, error) {
 	if len(raw) == 0 {
 		return nil, &EditError{Field: field, Message: "is empty; write [] or {} for none"}
 	}
-	var v any
+	// Into a RawMessage: only the syntax is checked, so a number Go's
+	// float64 cannot hold (1e999) is kept as written, as jsonb keeps it.
+	var v json.RawMessage
 	if err := json.Unmarshal(raw, &v); err != nil {
 		var syn *json.SyntaxError
 		if errors.As(err, &syn) {

@@ -99,7 +99,7 @@ func classify(err error) (int, apiErrorBody) {
 	case errors.Is(err, dlq.ErrNotFound):
 		return http.StatusNotFound, apiErrorBody{Code: "not_found", Message: "Not found."}
 	case errors.Is(err, dlq.ErrConflict):
-		return http.StatusConflict, apiErrorBody{Code: "conflict", Message: err.Error()}
+		return http.StatusConflict, apiErrorBody{Code: "conflict", Message: handlers.ConflictMessage(err)}
 	case errors.Is(err, dlq.ErrInvalid):
 		return http.StatusBadRequest, apiErrorBody{Code: "invalid", Message: err.Error()}
 	case errors.As(err, &httpErr):
