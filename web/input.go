@@ -3,6 +3,7 @@ package web
 import (
 	"mime"
 	"net/http"
+	"net/url"
 	"strings"
 	"unicode/utf8"
 
@@ -11,8 +12,9 @@ import (
 	"github.com/redrive/redrive/handlers"
 )
 
-// refuseUnstorableInput answers 400 to a request whose path, form fields or
-// Idempotency-Key hold a NUL byte or text that is not valid UTF-8. Postgres
+// refuseUnstorableInput answers 400 to a request whose query string is
+// malformed, or whose path, form fields or Idempotency-Key hold a NUL byte
+// or text that is not valid UTF-8. Postgres
 // text refuses both, so such input could only fail later, inside a write —
 // and a flow of several writes (a sign-in records the attempt, then its
 // outcome) would be left half done. JSON bodies are decoded by each handler;
@@ -24,6 +26,13 @@ func refuseUnstorableInput() echo.MiddlewareFunc {
 			r := c.Request()
 			if !storableText(r.URL.Path) {
 				return unstorable("the address")
+			}
+			// echo drops a query string it cannot parse (q=% listed
+			// everything unfiltered): refuse it instead. What a query
+			// holds is the pages' to check: a filter page refuses a bad
+			// value beside its field, with the form still there.
+			if _, err := url.ParseQuery(r.URL.RawQuery); err != nil {
+				return handlers.BadRequest("invalid_query", "The address's query string is malformed (%v); a literal %% is written %%25.", err)
 			}
 			if !storableText(r.Header.Get("Idempotency-Key")) {
 				return unstorable("the Idempotency-Key header")

@@ -60,6 +60,16 @@ func TestUnstorableTextIsRefused(t *testing.T) {
 	if n := e.count(t, `SELECT count(*) FROM login_attempts`); n != attempts {
 		t.Errorf("refused sign-ins left %d attempt rows", n-attempts)
 	}
+	// Reads too: a query string that does not parse is refused rather than
+	// silently dropped (which listed everything unfiltered).
+	for _, path := range []string{"/api/v1/dead-letters?q=%", "/dead-letters?q=50%", "/audit?actor=%zz"} {
+		if rec := s.Do(e.h, request("GET", path, "")); rec.Code != http.StatusBadRequest {
+			t.Errorf("GET %s: %d, want 400", path, rec.Code)
+		}
+	}
+	if rec := s.Do(e.h, request("GET", "/dead-letters?q=50%25", "")); rec.Code != http.StatusOK {
+		t.Errorf("an escaped %% is fine: %d", rec.Code)
+	}
 	rec := e.do("POST", "/login", form("username", "a\x00b", "password", "whatever-long"))
 	if !strings.Contains(rec.Body.String(), "NUL byte") {
 		t.Errorf("the refusal does not say why: %s", rec.Body.String())
