@@ -34,18 +34,26 @@ func newFormKey() string {
 
 // parseLetterID reads the :id of a letter route.
 func parseLetterID(c echo.Context) (int64, error) {
-	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
-	if err != nil || id <= 0 {
-		return 0, BadRequest("invalid_id", "A dead letter id is a positive whole number, like /dead-letters/1234.")
-	}
-	return id, nil
+	return pathID(c, "A dead letter", "/dead-letters/1234")
 }
 
 // parseOperationID reads the :id of an operation route.
 func parseOperationID(c echo.Context) (int64, error) {
-	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
-	if err != nil || id <= 0 {
-		return 0, BadRequest("invalid_id", "An operation id is a positive whole number, like /operations/12.")
+	return pathID(c, "An operation", "/operations/12")
+}
+
+// parseJobID reads the :id of a job route.
+func parseJobID(c echo.Context) (int64, error) {
+	return pathID(c, "A job", "/jobs/1234")
+}
+
+// pathID reads a route's :id: digits only (strconv would also take "+1"),
+// a positive number. Anything else is a 400 that shows what an id is.
+func pathID(c echo.Context, what, example string) (int64, error) {
+	s := c.Param("id")
+	id, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || id <= 0 || strings.HasPrefix(s, "+") {
+		return 0, BadRequest("invalid_id", "%s id is a positive whole number, like %s; %q is not one.", what, example, s)
 	}
 	return id, nil
 }

@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -141,8 +140,8 @@ func AdminRevokeToken(store UserAdmin, now func() time.Time) echo.HandlerFunc {
 		if err := mayAdminister(c); err != nil {
 			return err
 		}
-		if _, err := strconv.ParseInt(c.Param("id"), 10, 64); err != nil {
-			return BadRequest("invalid_id", "A token id is a whole number.")
+		if _, err := pathID(c, "A token", "/admin/tokens/3/revoke"); err != nil {
+			return err
 		}
 		t, err := store.RevokeToken(c.Request().Context(), c.Param("id"), ActorFrom(c).Actor, now())
 		if err != nil {

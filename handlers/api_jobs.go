@@ -59,9 +59,9 @@ type JobGetter interface {
 // APIJob answers GET /api/v1/jobs/{id} with the job as JSON.
 func APIJob(store JobGetter) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		id, err := strconv.ParseInt(c.Param("id"), 10, 64)
-		if err != nil || id < 1 {
-			return BadRequest("invalid_id", "the job id must be a positive whole number, not %q", c.Param("id"))
+		id, err := parseJobID(c)
+		if err != nil {
+			return err
 		}
 		job, err := store.Job(c.Request().Context(), id)
 		if errors.Is(err, dlq.ErrNotFound) {

@@ -96,9 +96,9 @@ func AuditEntryPage(store AuditReader, version string) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		ctx, cancel := context.WithTimeout(c.Request().Context(), readTimeout)
 		defer cancel()
-		id, err := strconv.ParseInt(c.Param("id"), 10, 64)
-		if err != nil || id <= 0 {
-			return BadRequest("invalid_id", "An audit entry id is a positive whole number, like /audit/12.")
+		id, err := pathID(c, "An audit entry", "/audit/12")
+		if err != nil {
+			return err
 		}
 		after, _ := strconv.ParseInt(c.QueryParam("after"), 10, 64)
 		e, err := store.GetAuditEntry(ctx, id)

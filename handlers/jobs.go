@@ -164,7 +164,7 @@ type JobReader interface {
 // An unknown id is a 404 page.
 func JobDetail(store JobReader, now func() time.Time, version string) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		id, err := parseID(c.Param("id"))
+		id, err := parseJobID(c)
 		if err != nil {
 			return err
 		}
@@ -195,14 +195,6 @@ func JobDetail(store JobReader, now func() time.Time, version string) echo.Handl
 }
 
 // parseID reads a positive int64 id from a path segment.
-func parseID(s string) (int64, error) {
-	id, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || id < 1 {
-		return 0, NotFound("%q is not a job id.", s)
-	}
-	return id, nil
-}
-
 func jobDetailPage(j dlq.Job, now time.Time) views.JobDetailPage {
 	p := views.JobDetailPage{
 		ID:             j.ID,

@@ -203,13 +203,14 @@ func TestJobDetail(t *testing.T) {
 		}
 	})
 
-	t.Run("UnknownIDIs404Page", func(t *testing.T) {
+	t.Run("UnknownOrMalformedIDIsAnErrorPage", func(t *testing.T) {
 		t.Parallel()
 		c := newConsole(t)
-		for _, path := range []string{"/jobs/987654", "/jobs/abc", "/jobs/0"} {
+		for path, want := range map[string]int{"/jobs/987654": http.StatusNotFound,
+			"/jobs/abc": http.StatusBadRequest, "/jobs/0": http.StatusBadRequest, "/jobs/+1": http.StatusBadRequest} {
 			rec, doc := c.page(t, path)
-			if rec.Code != http.StatusNotFound {
-				t.Errorf("%s: status %d, want 404", path, rec.Code)
+			if rec.Code != want {
+				t.Errorf("%s: status %d, want %d", path, rec.Code, want)
 			}
 			if byTestID(doc.Selection, "error-message").Length() != 1 || doc.Find("nav").Length() == 0 {
 				t.Errorf("%s: not a 404 page in the layout", path)

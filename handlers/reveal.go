@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -29,9 +28,9 @@ func RevealArgs(store ArgsRevealer, now func() time.Time, show echo.HandlerFunc)
 			return &RequestError{Status: http.StatusForbidden, Code: "forbidden",
 				Message: "Only operators and admins may reveal hidden argument values."}
 		}
-		id, err := strconv.ParseInt(c.Param("id"), 10, 64)
-		if err != nil || id <= 0 {
-			return BadRequest("invalid_id", "A dead letter id is a positive whole number, like /dead-letters/1234.")
+		id, err := parseLetterID(c)
+		if err != nil {
+			return err
 		}
 		if err := store.RevealArgs(c.Request().Context(), id, a.Actor, now()); err != nil {
 			return err
