@@ -75,7 +75,10 @@ func (s *Store) CreateToken(ctx context.Context, p NewToken) (Token, error) {
 		err := tx.GetContext(ctx, &u, `SELECT `+userColumns+` FROM users WHERE lower(name) = lower($1)`, p.UserName)
 		if err != nil {
 			if errors.Is(translate(err), ErrNotFound) {
-				return fmt.Errorf("%w: there is no user called %s", ErrNotFound, p.UserName)
+				if strings.TrimSpace(p.UserName) == "" {
+					return &ValidationError{Fields: map[string]string{"user": "choose the user the token acts as"}}
+				}
+				return &ValidationError{Fields: map[string]string{"user": "there is no user called " + p.UserName}}
 			}
 			return translate(err)
 		}
