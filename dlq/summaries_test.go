@@ -17,26 +17,37 @@ func TestSummariesFollowDeadLetters(t *testing.T) {
 			t.Fatalf("%s: %v", q, err)
 		}
 	}
-	exec(`INSERT INTO dead_letters (job_id, queue, task, args, kwargs, error_class, error_message, attempts,
+	// Letters written by a session in a half-hour time zone (a worker's
+	// connection may run in any), changed and purged by UTC sessions.
+	exec(`SET TIME ZONE 'Asia/Kolkata';
+		INSERT INTO dead_letters (job_id, queue, task, args, kwargs, error_class, error_message, attempts,
 		max_attempts, reason, fingerprint, enqueued_at, failed_at)
-		SELECT g, CASE WHEN g % 3 = 0 THEN 'payments' ELSE 'default' END, 't' || (g % 4), '[]', '{}', 'E', 'boom',
+		SELECT g, CASE WHEN g % 3 = 0 THEN 'payments' ELSE 'default' END, 't' || (g % 4), '[]', '{}', 'E', 'boom ' || g,
 			1, 1, 'permanent', 'fp' || (g % 5), now(), now() - (g || ' minutes')::interval
-		FROM generate_series(1, 500) g`)
+		FROM generate_series(1, 500) g;
+		SET TIME ZONE 'UTC'`)
 	exec(`UPDATE dead_letters SET replayed_at = now(), replayed_by = 'a', replay_job_id = id WHERE id % 7 = 0`)
 	exec(`UPDATE dead_letters SET discarded_at = now(), discarded_by = 'a', discard_reason = 'r' WHERE id % 11 = 0`)
 	exec(`DELETE FROM dead_letters WHERE id % 13 = 0`)
+	// Retention takes the oldest and the newest letters of some groups:
+	// their first and last seen, and sample message, must follow.
+	exec(`DELETE FROM dead_letters WHERE id > 490 OR id < 12`)
 
 	checks := map[string]string{
 		"counts": `SELECT count(*) FROM (
 			SELECT task, queue, status, count(*) AS n FROM dead_letters GROUP BY 1, 2, 3
 			EXCEPT SELECT task, queue, status, n FROM dead_letter_counts WHERE n > 0) x`,
 		"groups": `SELECT count(*) FROM (
-			SELECT fingerprint, count(*), count(*) FILTER (WHERE status = 'pending'), min(failed_at), max(failed_at)
+			SELECT fingerprint, count(*), count(*) FILTER (WHERE status = 'pending'), min(failed_at), max(failed_at),
+				(array_agg(error_message ORDER BY failed_at DESC, id DESC))[1]
 			FROM dead_letters GROUP BY 1
-			EXCEPT SELECT fingerprint, total, pending, first_seen, last_seen FROM error_groups) x`,
+			EXCEPT SELECT fingerprint, total, pending, first_seen, last_seen, sample_message FROM error_groups) x`,
 		"inflow": `SELECT count(*) FROM (
-			SELECT fingerprint, date_trunc('hour', failed_at), queue, count(*) FROM dead_letters GROUP BY 1, 2, 3
+			SELECT fingerprint, date_trunc('hour', failed_at, 'UTC'), queue, count(*) FROM dead_letters GROUP BY 1, 2, 3
 			EXCEPT SELECT fingerprint, hour, queue, n FROM dead_letter_inflow) x`,
+		"hourly totals": `SELECT count(*) FROM (
+			SELECT date_trunc('hour', failed_at, 'UTC'), count(*) FROM dead_letters GROUP BY 1
+			EXCEPT SELECT hour, n FROM dead_letter_inflow_totals) x`,
 	}
 	// Each check is one direction of a set difference; add the other.
 	for name, q := range map[string]string{
@@ -44,7 +55,9 @@ func TestSummariesFollowDeadLetters(t *testing.T) {
 			EXCEPT SELECT task, queue, status, count(*) FROM dead_letters GROUP BY 1, 2, 3) x`,
 		"groups (extra)": `SELECT count(*) FROM error_groups WHERE fingerprint NOT IN (SELECT fingerprint FROM dead_letters)`,
 		"inflow (extra)": `SELECT count(*) FROM (SELECT fingerprint, hour, queue, n FROM dead_letter_inflow
-			EXCEPT SELECT fingerprint, date_trunc('hour', failed_at), queue, count(*) FROM dead_letters GROUP BY 1, 2, 3) x`,
+			EXCEPT SELECT fingerprint, date_trunc('hour', failed_at, 'UTC'), queue, count(*) FROM dead_letters GROUP BY 1, 2, 3) x`,
+		"hourly totals (extra)": `SELECT count(*) FROM (SELECT hour, n FROM dead_letter_inflow_totals
+			EXCEPT SELECT date_trunc('hour', failed_at, 'UTC'), count(*) FROM dead_letters GROUP BY 1) x`,
 	} {
 		checks[name] = q
 	}
