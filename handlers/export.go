@@ -64,8 +64,10 @@ type export[T any] struct {
 
 // streamExport writes the items as the store reads them, batch by batch, so
 // 100,000 rows never sit in memory. Once the first byte is out the status
-// cannot change, so an error mid-stream is logged here and ends the body
-// early: a JSON export then fails to parse, rather than passing for complete.
+// cannot change, so an error mid-stream is logged here and the connection
+// is aborted (http.ErrAbortHandler) before the body's final chunk: the
+// client sees a failed download. Ending the body normally would hand over a
+// CSV cut at a row boundary that passes for a complete export.
 func streamExport[T any](c echo.Context, logger *slog.Logger, e export[T]) error {
 	h := c.Response().Header()
 	h.Set(echo.HeaderContentDisposition, fmt.Sprintf("attachment; filename=%q",
@@ -100,9 +102,9 @@ func streamExport[T any](c echo.Context, logger *slog.Logger, e export[T]) error
 		err = w.end()
 	}
 	if err != nil {
-		logger.Error("export "+e.name, "err", err, "format", e.format, "rows_written", n,
-			"request_id", c.Response().Header().Get(echo.HeaderXRequestID))
-		return nil // the body is already on its way; nothing else can be said
+		logger.Error("export "+e.name+" failed part way; aborting the response", "err", err, "format", e.format,
+			"rows_written", n, "request_id", c.Response().Header().Get(echo.HeaderXRequestID))
+		panic(http.ErrAbortHandler) // net/http closes the connection without ending the body
 	}
 	c.Response().Flush()
 	return nil
