@@ -2,7 +2,9 @@ package web_test
 
 import (
 	"fmt"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -73,5 +75,30 @@ func TestUnstorableTextIsRefused(t *testing.T) {
 	rec := e.do("POST", "/login", form("username", "a\x00b", "password", "whatever-long"))
 	if !strings.Contains(rec.Body.String(), "NUL byte") {
 		t.Errorf("the refusal does not say why: %s", rec.Body.String())
+	}
+}
+
+// HEAD is answered like GET, without a body: uptime checks use it.
+func TestHeadIsAnsweredLikeGet(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	srv := httptest.NewServer(e.h)
+	defer srv.Close()
+	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	for _, path := range []string{"/healthz", "/readyz", "/dead-letters", "/static/nope.css"} {
+		get, err := client.Get(srv.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		get.Body.Close()
+		head, err := client.Head(srv.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(head.Body)
+		head.Body.Close()
+		if head.StatusCode != get.StatusCode || head.StatusCode == http.StatusMethodNotAllowed || len(body) != 0 {
+			t.Errorf("HEAD %s: %d with %d bytes, GET: %d", path, head.StatusCode, len(body), get.StatusCode)
+		}
 	}
 }

@@ -82,6 +82,7 @@ func NewServer(cfg Config) (http.Handler, error) {
 	e.HTTPErrorHandler = errorHandler(cfg.Logger)
 	sec := newSecurity(cfg.Store, cfg.Auth, cfg.Logger)
 	e.IPExtractor = sec.trust.ipExtractor()
+	e.Pre(headAsGet)
 
 	metrics, err := newHTTPMetrics(cfg.Registry)
 	if err != nil {
@@ -149,4 +150,17 @@ func requestLogger(logger *slog.Logger) echo.MiddlewareFunc {
 			return nil
 		},
 	})
+}
+
+// headAsGet answers HEAD like GET (load balancers and uptime checks probe
+// /healthz with HEAD). echo routes HEAD only where asked to; net/http
+// already drops the body of a response to HEAD, so routing it as GET is
+// all it takes. Everything a GET may not do, a HEAD may not either.
+func headAsGet(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if r := c.Request(); r.Method == http.MethodHead {
+			r.Method = http.MethodGet
+		}
+		return next(c)
+	}
 }
