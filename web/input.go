@@ -4,11 +4,10 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
-	"strings"
-	"unicode/utf8"
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/redrive/redrive/dlq"
 	"github.com/redrive/redrive/handlers"
 )
 
@@ -24,8 +23,8 @@ func refuseUnstorableInput() echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			r := c.Request()
-			if !storableText(r.URL.Path) {
-				return unstorable("the address")
+			if !dlq.StorableText(r.URL.Path) {
+				return unstorable("The address")
 			}
 			// echo drops a query string it cannot parse (q=% listed
 			// everything unfiltered): refuse it instead. What a query
@@ -34,8 +33,8 @@ func refuseUnstorableInput() echo.MiddlewareFunc {
 			if _, err := url.ParseQuery(r.URL.RawQuery); err != nil {
 				return handlers.BadRequest("invalid_query", "The address's query string is malformed (%v); a literal %% is written %%25.", err)
 			}
-			if !storableText(r.Header.Get("Idempotency-Key")) {
-				return unstorable("the Idempotency-Key header")
+			if !dlq.StorableText(r.Header.Get("Idempotency-Key")) {
+				return unstorable("The Idempotency-Key header")
 			}
 			if r.Method == http.MethodPost && isURLEncodedForm(r) {
 				form, err := c.FormParams()
@@ -43,12 +42,12 @@ func refuseUnstorableInput() echo.MiddlewareFunc {
 					return handlers.BadRequest("invalid_form", "The form could not be read: %v.", err)
 				}
 				for k, vs := range form {
-					if !storableText(k) {
-						return unstorable("a field name")
+					if !dlq.StorableText(k) {
+						return unstorable("A field name")
 					}
 					for _, v := range vs {
-						if !storableText(v) {
-							return unstorable("the field " + k)
+						if !dlq.StorableText(v) {
+							return unstorable("The field " + k)
 						}
 					}
 				}
@@ -58,20 +57,9 @@ func refuseUnstorableInput() echo.MiddlewareFunc {
 	}
 }
 
-func storableText(s string) bool {
-	return utf8.ValidString(s) && strings.IndexByte(s, 0) < 0
-}
-
 func unstorable(where string) error {
 	return handlers.BadRequest("invalid_text",
-		"%s holds a NUL byte or text that is not valid UTF-8, which cannot be stored; nothing was changed.", upperFirst(where))
-}
-
-func upperFirst(s string) string {
-	if s == "" {
-		return s
-	}
-	return strings.ToUpper(s[:1]) + s[1:]
+		"%s holds a NUL byte or text that is not valid UTF-8, which cannot be stored; nothing was changed.", where)
 }
 
 func isURLEncodedForm(r *http.Request) bool {

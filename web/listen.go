@@ -1,6 +1,7 @@
 package web
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -41,7 +42,7 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 		Handler:           cfg.Handler,
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       60 * time.Second,
-		WriteTimeout:      orDefault(cfg.WriteTimeout, 30*time.Second),
+		WriteTimeout:      cmp.Or(cfg.WriteTimeout, 30*time.Second),
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
@@ -55,7 +56,7 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 		return fmt.Errorf("http server on %s: %w", cfg.Addr, err)
 	case <-ctx.Done():
 	}
-	drainCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), orDefault(cfg.DrainTimeout, 15*time.Second))
+	drainCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cmp.Or(cfg.DrainTimeout, 15*time.Second))
 	defer cancel()
 	if err := srv.Shutdown(drainCtx); err != nil {
 		return fmt.Errorf("http shutdown on %s: %w", cfg.Addr, err)
@@ -71,11 +72,4 @@ func listenURL(addr net.Addr) string {
 		host = "localhost"
 	}
 	return "http://" + net.JoinHostPort(host, port)
-}
-
-func orDefault(d, def time.Duration) time.Duration {
-	if d <= 0 {
-		return def
-	}
-	return d
 }

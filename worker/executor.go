@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
-	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -135,22 +134,14 @@ func (w *Worker) failedAttempt(job *dlq.Job, err error, start time.Time) dlq.Att
 		DurationMS: now.Sub(start).Milliseconds(),
 	}
 	if err != nil {
-		a.Class = storable(errorClass(err))
-		a.Message = truncate(storable(err.Error()), maxMessageBytes)
-		a.Traceback = truncate(storable(traceback(err)), maxTracebackBytes)
+		// Postgres refuses NUL and invalid UTF-8: an error quoting a binary
+		// body would make every write of this outcome fail, leaving the job
+		// in running until its lease expired and its real error lost.
+		a.Class = dlq.MakeStorable(errorClass(err))
+		a.Message = truncate(dlq.MakeStorable(err.Error()), maxMessageBytes)
+		a.Traceback = truncate(dlq.MakeStorable(traceback(err)), maxTracebackBytes)
 	}
 	return a
-}
-
-// storable makes s fit Postgres text and jsonb, which refuse NUL bytes and
-// invalid UTF-8. An error that embeds a binary response body would
-// otherwise make every write of its outcome fail: the job would sit in
-// running until its lease expired, and its real error would be lost.
-func storable(s string) string {
-	if strings.IndexByte(s, 0) < 0 && utf8.ValidString(s) {
-		return s
-	}
-	return strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\uFFFD")
 }
 
 // Bounds on what one attempt stores. Every attempt is kept in the job's
