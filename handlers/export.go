@@ -137,9 +137,21 @@ type csvRows[T any] struct {
 	record  func(T) []string
 }
 
-func (r *csvRows[T]) begin() error { return r.w.Write(r.columns) }
+func (r *csvRows[T]) begin() error { return r.w.Write(guardCells(r.columns)) }
 
-func (r *csvRows[T]) row(v T) error { return r.w.Write(r.record(v)) }
+func (r *csvRows[T]) row(v T) error { return r.w.Write(guardCells(r.record(v))) }
+
+// guardCells passes every cell of a CSV row through cell, whatever its
+// column: names of tasks and queues may start with a dash, and a record
+// function that forgets a column must not reopen the hole. It writes a new
+// slice: the header is shared by every request.
+func guardCells(rec []string) []string {
+	out := make([]string, len(rec))
+	for i, s := range rec {
+		out[i] = cell(s)
+	}
+	return out
+}
 
 func (r *csvRows[T]) flush() error {
 	r.w.Flush()
