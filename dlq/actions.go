@@ -89,7 +89,8 @@ func (s *Store) ReplayDeadLetter(ctx context.Context, p ReplayParams) (ReplayRes
 		if p.Args != nil || p.Kwargs != nil {
 			action = ActionEditReplay
 		}
-		repeated, err := onceWithKey(ctx, tx, p.Key, p.Actor, action, &res, func() error {
+		hash := requestHash(action, p.ID, canonJSON(p.Args), canonJSON(p.Kwargs), p.Reason, p.RunAt)
+		repeated, err := onceWithKey(ctx, tx, p.Key, p.Actor, action, hash, &res, func() error {
 			var err error
 			res, err = replayInTx(ctx, tx, p)
 			return err
@@ -177,7 +178,8 @@ func (s *Store) DiscardDeadLetter(ctx context.Context, p DiscardParams) (int64, 
 	if p.Reason == "" {
 		return 0, &ValidationError{Fields: map[string]string{"reason": "a reason is required to discard"}}
 	}
-	return s.changeLetter(ctx, p.ID, p.Key, "discard", func(tx *sqlx.Tx, l DeadLetter) (AuditEntry, error) {
+	hash := requestHash(ActionDiscard, p.ID, p.Reason)
+	return s.changeLetter(ctx, p.ID, p.Key, "discard", hash, func(tx *sqlx.Tx, l DeadLetter) (AuditEntry, error) {
 		if l.Status != StatusPending {
 			return AuditEntry{}, &StateError{Letter: l, Action: "discard"}
 		}
@@ -204,7 +206,8 @@ WHERE id = $1 AND discarded_at IS NOT NULL`
 
 // RestoreDeadLetter undoes a discard and audits it in one transaction.
 func (s *Store) RestoreDeadLetter(ctx context.Context, p RestoreParams) (int64, error) {
-	return s.changeLetter(ctx, p.ID, p.Key, "restore", func(tx *sqlx.Tx, l DeadLetter) (AuditEntry, error) {
+	hash := requestHash(ActionRestore, p.ID, p.Reason)
+	return s.changeLetter(ctx, p.ID, p.Key, "restore", hash, func(tx *sqlx.Tx, l DeadLetter) (AuditEntry, error) {
 		if l.Status != StatusDiscarded {
 			return AuditEntry{}, &StateError{Letter: l, Action: "restore"}
 		}
@@ -218,14 +221,15 @@ func (s *Store) RestoreDeadLetter(ctx context.Context, p RestoreParams) (int64, 
 }
 
 // changeLetter locks one letter, lets change apply its guarded update and
-// describe it, then appends the audit entry — one transaction.
-func (s *Store) changeLetter(ctx context.Context, id int64, key, action string,
+// describe it, then appends the audit entry — one transaction. hash is the
+// request's digest, which key is bound to.
+func (s *Store) changeLetter(ctx context.Context, id int64, key, action, hash string,
 	change func(*sqlx.Tx, DeadLetter) (AuditEntry, error), actor Actor) (int64, error) {
 	var out struct {
 		AuditID int64 `json:"audit_event_id"`
 	}
 	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
-		_, err := onceWithKey(ctx, tx, key, actor, action, &out, func() error {
+		_, err := onceWithKey(ctx, tx, key, actor, action, hash, &out, func() error {
 			var err error
 			out.AuditID, err = changeLetterInTx(ctx, tx, id, change, actor)
 			return err

@@ -240,7 +240,7 @@ func (s *Store) CreateOperation(ctx context.Context, p OperationParams) (Operati
 		var ref struct {
 			ID int64 `json:"operation_id"`
 		}
-		repeated, err := onceWithKey(ctx, tx, p.Key, p.Actor, "bulk_"+string(p.Kind), &ref, func() error {
+		repeated, err := onceWithKey(ctx, tx, p.Key, p.Actor, "bulk_"+string(p.Kind), p.requestHash(), &ref, func() error {
 			var err error
 			op, err = createOperationInTx(ctx, tx, p)
 			ref.ID = op.ID
@@ -258,6 +258,21 @@ func (s *Store) CreateOperation(ctx context.Context, p OperationParams) (Operati
 		return Operation{}, fmt.Errorf("create %s operation: %w", p.Kind, err)
 	}
 	return op, nil
+}
+
+// requestHash is the digest a bulk action's key is bound to: its kind, its
+// selection as asked for, reason, pace and canary. A filter counts as
+// written, relative times included ("since 24h"), so a client's retry of
+// the same body an hour later is still the same request; the typed
+// confirmation is not part of what was asked.
+func (p OperationParams) requestHash() string {
+	var filter url.Values
+	if p.Selection.Filter != nil {
+		filter = p.Selection.Filter.FirstPage().Values()
+		filter.Del("limit")
+	}
+	return requestHash("bulk_"+string(p.Kind), uniqueIDs(p.Selection.IDs), filter, p.Selection.MaxID,
+		p.Reason, p.RatePerSecond, p.Canary)
 }
 
 func createOperationInTx(ctx context.Context, tx *sqlx.Tx, p OperationParams) (Operation, error) {

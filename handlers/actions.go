@@ -260,7 +260,7 @@ func redirectDone(c echo.Context, id, auditID int64, repeated bool) error {
 func refusedByState(c echo.Context, p LetterPage, id int64, err error, st letterFormState) error {
 	msg, link, href, ok := stateProblem(err)
 	if !ok {
-		return err // another conflict (a key reused for another action): the error handler words it
+		return err // another conflict: the error handler words it
 	}
 	st.problem = &views.Notice{Kind: "error", Message: msg, LinkText: link, Href: href}
 	if link != "" {

@@ -20,8 +20,9 @@ import (
 // to the one error handler: an invalid edit is 422 with the parse error, a
 // letter already replayed 409 with its replay_job_id, a discarded one 409,
 // a missing reason 400, a viewer 403. The optional Idempotency-Key header
-// is the action's one-time key: the same key again returns the first
-// answer and does nothing twice.
+// is the action's one-time key: the same key again with the same request
+// returns the first answer and does nothing twice; the same key with
+// another request (another letter, action or body) is 422.
 
 // idempotencyKey is the header a client sets to make a retry safe.
 const idempotencyKey = "Idempotency-Key"

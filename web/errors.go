@@ -72,6 +72,7 @@ func classify(err error) (int, apiErrorBody) {
 	var editErr *replay.EditError
 	var confirmErr *replay.ConfirmError
 	var stateErr *dlq.StateError
+	var keyErr *dlq.KeyReuseError
 	switch {
 	case errors.As(err, &reqErr):
 		return reqErr.Status, apiErrorBody{Code: reqErr.Code, Message: reqErr.Message}
@@ -89,6 +90,10 @@ func classify(err error) (int, apiErrorBody) {
 		return http.StatusForbidden, apiErrorBody{Code: "forbidden", Message: "You may not do this: " + strings.TrimPrefix(err.Error(), "forbidden: ")}
 	case errors.As(err, &stateErr):
 		return http.StatusConflict, apiErrorBody{Code: "conflict", Message: stateErr.Error()}
+	// A one-time key sent again with another request (another letter,
+	// action or body): well-formed but unprocessable, as Stripe answers it.
+	case errors.As(err, &keyErr):
+		return http.StatusUnprocessableEntity, apiErrorBody{Code: "idempotency_key_reused", Message: "Refused: " + keyErr.Error() + "."}
 	case errors.As(err, &valErr):
 		return http.StatusBadRequest, apiErrorBody{Code: "invalid", Message: valErr.Error(), Fields: valErr.Fields}
 	case dlq.IsUnstorableText(err):
