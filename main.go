@@ -292,8 +292,8 @@ type console struct {
 	auth    web.AuthConfig
 }
 
-// runConsole serves the console and runs the bulk-operation runner beside
-// it until ctx ends.
+// runConsole serves the console and runs the bulk-operation runner and the
+// audit head's log line beside it until ctx ends.
 func runConsole(ctx context.Context, c console, ready func(url string)) error {
 	runner := replay.NewRunner(replay.RunnerConfig{Store: c.store, Logger: c.logger})
 	handler, err := web.NewServer(web.Config{
@@ -306,6 +306,9 @@ func runConsole(ctx context.Context, c console, ready func(url string)) error {
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return runner.Run(gctx) })
+	// The audit head in the log: a copy of where the chain ends, out of
+	// reach of whoever could cut it short in the database.
+	g.Go(func() error { return web.LogAuditHead(gctx, web.AuditHeadLogConfig{Source: c.store, Logger: c.logger}) })
 	g.Go(func() error {
 		return web.Serve(gctx, web.ServeConfig{
 			Addr: c.flags.addr, Handler: handler, Logger: c.logger, Ready: ready,
@@ -1002,25 +1005,49 @@ func runAudit(ctx context.Context, args []string, getenv func(string) string, st
 		fmt.Fprintln(stderr, "Usage: redrive audit verify [flags]")
 		return usagef("the audit command has one subcommand: verify")
 	}
-	fs := newFlagSet("audit verify", "Walk the audit trail in order, recomputing each entry's hash, and report\nthe first entry that was altered or whose predecessor is missing.", stderr)
+	fs := newFlagSet("audit verify", "Walk the audit trail in order, recomputing each entry's hash, and report\n"+
+		"the first entry that was altered or whose predecessor is missing; print the\n"+
+		"head it verified as head ID:HASH. A chain cannot prove where it ends: keep\n"+
+		"copies of the head outside the database (the console logs it every few\n"+
+		"minutes, /metrics has redrive_audit_head_id) and check the trail against\n"+
+		"one with --expect-head, which fails when that entry is gone or differs.", stderr)
 	var c common
+	var expectHead string
 	c.register(fs)
+	fs.StringVar(&expectHead, "expect-head", "", "a head recorded earlier, ID:HASH (or a bare ID): the trail must still hold it")
 	if err := parse(fs, args[1:], getenv); err != nil {
 		return err
+	}
+	var expect *dlq.AuditHead
+	if expectHead != "" {
+		h, err := dlq.ParseAuditHead(expectHead)
+		if err != nil {
+			fs.Usage()
+			return usagef("--expect-head: %v", err)
+		}
+		expect = &h
 	}
 	db, err := c.open(ctx)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	n, problem, err := dlq.NewStore(db).VerifyAudit(ctx)
+	v, err := dlq.NewStore(db).VerifyAuditChain(ctx, expect)
 	if err != nil {
 		return err
 	}
-	if problem != nil {
-		return fmt.Errorf("audit trail broken after %d good entries: %s", n-1, problem.Problem)
+	if v.Problem != nil {
+		return fmt.Errorf("audit trail broken after %d good entries: %s", v.Entries, v.Problem.Problem)
 	}
-	fmt.Fprintf(stdout, "audit trail intact: %d entries, every hash and link checks out\n", n)
+	fmt.Fprintf(stdout, "audit trail intact: %d entries, every hash and link checks out\n", v.Entries)
+	if expect != nil {
+		fmt.Fprintf(stdout, "it holds the expected head %s\n", expect)
+	}
+	if v.Head.ID == 0 {
+		fmt.Fprintln(stdout, "head none: the trail is empty")
+	} else {
+		fmt.Fprintf(stdout, "head %s\n", v.Head)
+	}
 	return nil
 }
 

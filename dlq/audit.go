@@ -161,36 +161,14 @@ type AuditProblem struct {
 }
 
 // VerifyAudit walks the whole chain in order, recomputing each hash. It
-// returns the number of entries checked and the first problem, if any: an
-// entry whose content no longer matches its hash (altered), or whose
-// prev_hash is not the previous entry's hash (one removed or inserted).
+// returns the number of entries checked (the broken one included) and the
+// first problem, if any; VerifyAuditChain also returns the head and checks
+// it against a copy.
 func (s *Store) VerifyAudit(ctx context.Context) (int64, *AuditProblem, error) {
-	rows, err := s.db.QueryxContext(ctx, `SELECT `+auditColumns+` FROM audit_events ORDER BY id`)
-	if err != nil {
-		return 0, nil, fmt.Errorf("verify audit: %w", err)
-	}
-	defer rows.Close()
-	prev := genesisHash
-	var n int64
-	for rows.Next() {
-		var e AuditEntry
-		if err := rows.StructScan(&e); err != nil {
-			return n, nil, fmt.Errorf("verify audit: %w", err)
-		}
+	v, err := s.VerifyAuditChain(ctx, nil)
+	n := v.Entries
+	if v.Problem != nil {
 		n++
-		if e.PrevHash != prev {
-			return n, &AuditProblem{EntryID: e.ID, Problem: fmt.Sprintf(
-				"entry %d follows a missing or altered entry: its prev_hash %.12s… is not the previous entry's hash %.12s…",
-				e.ID, e.PrevHash, prev)}, nil
-		}
-		if got := e.computeHash(); got != e.Hash {
-			return n, &AuditProblem{EntryID: e.ID, Problem: fmt.Sprintf(
-				"entry %d was altered: its content hashes to %.12s…, not the stored %.12s…", e.ID, got, e.Hash)}, nil
-		}
-		prev = e.Hash
 	}
-	if err := rows.Err(); err != nil {
-		return n, nil, fmt.Errorf("verify audit: %w", err)
-	}
-	return n, nil, nil
+	return n, v.Problem, err
 }

@@ -91,6 +91,9 @@ func NewServer(cfg Config) (http.Handler, error) {
 	if err := cfg.Registry.Register(newDomainCollector(cfg.Store, cfg.Logger)); err != nil {
 		return nil, fmt.Errorf("register domain metrics: %w", err)
 	}
+	if err := cfg.Registry.Register(newAuditHeadCollector(cfg.Store, cfg.Logger)); err != nil {
+		return nil, fmt.Errorf("register audit head metric: %w", err)
+	}
 	e.Use(
 		middleware.RequestID(),
 		requestLogger(cfg.Logger),
