@@ -348,8 +348,9 @@ func TestBulkOperations(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// The same request again (a key is bound to its selection).
 		again, err := store.CreateOperation(ctx, dlq.OperationParams{Kind: dlq.OpReplay, Actor: alice, Now: time.Now(),
-			Selection: dlq.Selection{IDs: ids}, Key: "k1"})
+			Selection: dlq.Selection{IDs: []int64{99999, ids[2], ids[1], ids[0]}}, Key: "k1"})
 		if err != nil || again.ID != op.ID {
 			t.Fatalf("same key must return the same operation: %d vs %d (%v)", again.ID, op.ID, err)
 		}
