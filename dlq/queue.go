@@ -26,7 +26,9 @@ import (
 // queue = ANY($1) made it read and sort every waiting job of every queue,
 // a cost that grew with the backlog. The outer ORDER BY then keeps the
 // oldest due jobs across queues; rows locked but not chosen are released
-// when the statement's transaction ends.
+// when the statement's transaction ends. The chosen ids are updated
+// through the primary key (= ANY of an array): joined to the CTE instead,
+// a small table was hashed whole with a sequential scan.
 const claimSQL = `
 WITH next AS (
 	SELECT due.id AS next_id
@@ -44,7 +46,7 @@ WITH next AS (
 UPDATE jobs j
 SET state = 'running', attempt = j.attempt + 1, lease_owner = $3,
 	lease_expires_at = now() + $4 * interval '1 millisecond', attempted_at = now()
-FROM next WHERE j.id = next.next_id
+WHERE j.id = ANY(ARRAY(SELECT next_id FROM next))
 RETURNING ` + jobColumns
 
 // Claim leases up to limit due jobs from queues to worker for lease.

@@ -152,6 +152,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	var loops sync.WaitGroup
 	loops.Go(func() { w.heartbeatLoop(heartbeatCtx) })
 	loops.Go(func() { w.rescueLoop(ctx) })
+	loops.Go(func() { w.cleanerLoop(ctx) })
 	if w.cfg.ListenDSN != "" {
 		loops.Go(func() { w.listen(ctx) })
 	}
