@@ -187,7 +187,7 @@ var envVars = map[string]string{
 	"session-idle": "REDRIVE_SESSION_IDLE", "trusted-proxies": "REDRIVE_TRUSTED_PROXIES",
 	"auth-header": "REDRIVE_AUTH_HEADER", "proxy-roles": "REDRIVE_PROXY_ROLES",
 	"proxy-default-role": "REDRIVE_PROXY_DEFAULT_ROLE", "metrics-token": "REDRIVE_METRICS_TOKEN",
-	"mask-keys": "REDRIVE_MASK_KEYS",
+	"mask-keys": "REDRIVE_MASK_KEYS", "retain-succeeded": "REDRIVE_RETAIN_SUCCEEDED",
 }
 
 // parse applies the environment, then the flags, and refuses stray arguments.
@@ -331,11 +331,12 @@ type workerFlags struct {
 	retryBase   time.Duration
 	retryCap    time.Duration
 	metricsAddr string
+	retain      time.Duration
 }
 
 func (w *workerFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&w.queues, "queues", "default", "comma-separated queues to work (env REDRIVE_QUEUES)")
-	fs.IntVar(&w.concurrency, "concurrency", 10, "jobs run at once (env REDRIVE_CONCURRENCY)")
+	fs.IntVar(&w.concurrency, "concurrency", worker.DefaultConcurrency, "jobs run at once (env REDRIVE_CONCURRENCY)")
 	fs.BoolVar(&w.demoTasks, "demo-tasks", false, "register the demo.* tasks (env REDRIVE_DEMO_TASKS)")
 	fs.DurationVar(&w.grace, "shutdown-grace", 30*time.Second, "on SIGTERM, how long in-flight jobs may finish before they are cancelled and handed back (env REDRIVE_SHUTDOWN_GRACE)")
 	fs.DurationVar(&w.lease, "lease", 30*time.Second, "how long a claimed job is held without a heartbeat before another worker may take it (env REDRIVE_LEASE)")
@@ -343,6 +344,7 @@ func (w *workerFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&w.retryBase, "retry-base", time.Second, "backoff before the first retry; doubles each attempt (env REDRIVE_RETRY_BASE)")
 	fs.StringVar(&w.metricsAddr, "metrics-addr", "", "serve the worker's Prometheus metrics on this address, e.g. :9090 (env REDRIVE_METRICS_ADDR; empty: off)")
 	fs.DurationVar(&w.retryCap, "retry-cap", time.Hour, "longest backoff between attempts (env REDRIVE_RETRY_CAP)")
+	fs.DurationVar(&w.retain, "retain-succeeded", worker.DefaultRetainSucceeded, "how long succeeded jobs are kept before the cleaner deletes them; negative: for ever (env REDRIVE_RETAIN_SUCCEEDED)")
 }
 
 func (w *workerFlags) config(logger *slog.Logger, dsn string, metrics prometheus.Registerer) worker.Config {
@@ -353,15 +355,16 @@ func (w *workerFlags) config(logger *slog.Logger, dsn string, metrics prometheus
 		}
 	}
 	return worker.Config{
-		Queues:         queues,
-		Concurrency:    w.concurrency,
-		LeaseDuration:  w.lease,
-		DefaultTimeout: w.timeout,
-		ShutdownGrace:  w.grace,
-		RetryPolicy:    worker.RetryPolicy{Base: w.retryBase, Cap: w.retryCap},
-		Logger:         logger,
-		Version:        buildVersion(),
-		ListenDSN:      dsn,
+		Queues:          queues,
+		Concurrency:     w.concurrency,
+		LeaseDuration:   w.lease,
+		DefaultTimeout:  w.timeout,
+		ShutdownGrace:   w.grace,
+		RetryPolicy:     worker.RetryPolicy{Base: w.retryBase, Cap: w.retryCap},
+		RetainSucceeded: w.retain,
+		Logger:          logger,
+		Version:         buildVersion(),
+		ListenDSN:       dsn,
 	}
 }
 

@@ -110,7 +110,7 @@ type EnqueueResult struct {
 const insertJobSQL = `
 INSERT INTO jobs (queue, task, args, kwargs, idempotency_key, max_attempts, run_at, replay_of)
 VALUES ($1, $2, $3, $4, NULLIF($5, ''), $6, COALESCE($7, now()), $8)
-ON CONFLICT (idempotency_key) DO NOTHING
+ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
 RETURNING ` + jobColumns
 
 const jobByKeySQL = `SELECT ` + jobColumns + ` FROM jobs WHERE idempotency_key = $1`
@@ -175,7 +175,7 @@ SELECT queue, task, args, kwargs, NULLIF(key, ''), max_attempts, COALESCE(run_at
 FROM unnest($1::text[], $2::text[], $3::jsonb[], $4::jsonb[], $5::text[], $6::int[], $7::timestamptz[])
 	WITH ORDINALITY AS t(queue, task, args, kwargs, key, max_attempts, run_at, ord)
 ORDER BY ord
-ON CONFLICT (idempotency_key) DO NOTHING
+ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
 RETURNING id, COALESCE(idempotency_key, '')`
 
 const jobIDsByKeysSQL = `SELECT id, idempotency_key FROM jobs WHERE idempotency_key = ANY($1)`

@@ -58,6 +58,19 @@ func translate(err error) error {
 	return err
 }
 
+// IsInputError reports whether err is Postgres refusing a statement for
+// the data it was given (SQLSTATE class 22, data exception, or 23,
+// integrity constraint violation): running the same statement again fails
+// the same way, unlike a lost connection or a timeout.
+func IsInputError(err error) bool {
+	var pqErr *pq.Error
+	if !errors.As(err, &pqErr) {
+		return false
+	}
+	class := pqErr.Code.Class()
+	return class == "22" || class == "23"
+}
+
 // IsUnstorableText reports whether err is Postgres refusing text: a NUL
 // byte (in text, or \u0000 in jsonb) or a byte sequence that is not UTF-8.
 // The statement, and with it its transaction, did nothing.

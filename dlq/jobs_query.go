@@ -157,7 +157,8 @@ const jobListColumns = `id, queue, task, state, attempt, max_attempts, run_at, c
 
 // Why the queries below split by state: the indexes that narrow jobs by
 // queue or task both lead with something else, (state, queue, id DESC) and
-// (task, state, id DESC). A filter on queue or task without a state is
+// (task, state, id DESC), and both leave running jobs out (00013; a
+// branch for running reads the few running rows through their own index). A filter on queue or task without a state is
 // therefore asked once per state, each branch one short index range in id
 // order, and the branches are merged: a page costs at most five ranges of
 // limit+1 rows however rare the queue or task, where a single query would

@@ -19,18 +19,34 @@ import (
 // once without queueing behind each other's row locks, and the attempt is
 // counted here, at claim time, so a job that kills its worker before any
 // outcome is written still uses up its attempts.
+//
+// The due jobs are looked up one queue at a time (the LATERAL join over
+// the queue names): with a scalar queue, Postgres walks jobs_claimable_idx
+// (queue, run_at, id) in order and stops after $2 rows, whereas
+// queue = ANY($1) made it read and sort every waiting job of every queue,
+// a cost that grew with the backlog. The outer ORDER BY then keeps the
+// oldest due jobs across queues; rows locked but not chosen are released
+// when the statement's transaction ends. The chosen ids are updated
+// through the primary key (= ANY of an array): joined to the CTE instead,
+// a small table was hashed whole with a sequential scan.
 const claimSQL = `
 WITH next AS (
-	SELECT id AS next_id FROM jobs
-	WHERE state IN ('available', 'retrying') AND queue = ANY($1) AND run_at <= now()
-	ORDER BY run_at, id
+	SELECT due.id AS next_id
+	FROM unnest($1::text[]) AS q(name)
+	CROSS JOIN LATERAL (
+		SELECT id, run_at FROM jobs
+		WHERE queue = q.name AND state IN ('available', 'retrying') AND run_at <= now()
+		ORDER BY run_at, id
+		LIMIT $2
+		FOR UPDATE SKIP LOCKED
+	) due
+	ORDER BY due.run_at, due.id
 	LIMIT $2
-	FOR UPDATE SKIP LOCKED
 )
 UPDATE jobs j
 SET state = 'running', attempt = j.attempt + 1, lease_owner = $3,
 	lease_expires_at = now() + $4 * interval '1 millisecond', attempted_at = now()
-FROM next WHERE j.id = next.next_id
+WHERE j.id = ANY(ARRAY(SELECT next_id FROM next))
 RETURNING ` + jobColumns
 
 // Claim leases up to limit due jobs from queues to worker for lease.
@@ -59,38 +75,68 @@ func LeaseOf(worker string, j Job) Lease {
 	return Lease{Worker: worker, JobID: j.ID, Attempt: j.Attempt}
 }
 
-const completeSQL = `
-UPDATE jobs SET state = 'succeeded', finished_at = now(), lease_owner = NULL, lease_expires_at = NULL
-WHERE id = $1 AND lease_owner = $2 AND attempt = $3 AND state = 'running'`
+// completeManySQL acknowledges a batch of successes in one statement. Each
+// row is guarded by its own lease, so a job whose lease was lost (and that
+// another claim may now be running) is simply not matched.
+const completeManySQL = `
+UPDATE jobs j SET state = 'succeeded', finished_at = now(), lease_owner = NULL, lease_expires_at = NULL
+FROM unnest($1::bigint[], $2::int[]) AS done(id, attempt)
+WHERE j.id = done.id AND j.attempt = done.attempt AND j.lease_owner = $3 AND j.state = 'running'
+RETURNING j.id`
 
-// Complete acknowledges a job that ran to success. ErrConflict means the
-// worker had lost its lease; the job's fate belongs to whoever holds it now.
-func (s *Store) Complete(ctx context.Context, l Lease) error {
-	res, err := s.db.ExecContext(ctx, completeSQL, l.JobID, l.Worker, l.Attempt)
-	if err != nil {
-		return fmt.Errorf("complete job %d: %w", l.JobID, err)
+// CompleteMany acknowledges jobs that ran to success, all claimed by
+// worker, in one statement. It returns the ids it acknowledged; a lease
+// missing from them had been lost, and that job's fate belongs to whoever
+// holds it now.
+func (s *Store) CompleteMany(ctx context.Context, worker string, leases []Lease) ([]int64, error) {
+	ids, attempts := leaseArrays(leases)
+	var done []int64
+	if err := s.db.SelectContext(ctx, &done, completeManySQL, pq.Array(ids), pq.Array(attempts), worker); err != nil {
+		return nil, fmt.Errorf("complete %d jobs: %w", len(leases), err)
 	}
-	return expectOne(res, "complete job %d", l.JobID)
+	return done, nil
 }
 
-const retrySQL = `
-UPDATE jobs SET state = 'retrying', run_at = now() + $3 * interval '1 millisecond',
-	lease_owner = NULL, lease_expires_at = NULL, last_error = $4, errors = errors || $5::jsonb
-WHERE id = $1 AND lease_owner = $2 AND attempt = $6 AND state = 'running'`
+// RetryOutcome is one failed attempt to record and reschedule.
+type RetryOutcome struct {
+	Lease   Lease
+	Delay   time.Duration
+	Attempt Attempt
+}
 
-// Retry records a failed attempt and schedules the next one after delay.
-func (s *Store) Retry(ctx context.Context, l Lease, delay time.Duration, a Attempt) error {
-	a.Outcome = OutcomeRetry
-	a.RetryInMS = delay.Milliseconds()
-	entry, err := json.Marshal([]Attempt{a})
-	if err != nil {
-		return fmt.Errorf("retry job %d: %w", l.JobID, err)
+const retryManySQL = `
+UPDATE jobs j SET state = 'retrying', run_at = now() + r.delay_ms * interval '1 millisecond',
+	lease_owner = NULL, lease_expires_at = NULL, last_error = r.last_error,
+	errors = j.errors || jsonb_build_array(r.entry)
+FROM unnest($1::bigint[], $2::int[], $3::bigint[], $4::text[], $5::jsonb[]) AS r(id, attempt, delay_ms, last_error, entry)
+WHERE j.id = r.id AND j.attempt = r.attempt AND j.lease_owner = $6 AND j.state = 'running'
+RETURNING j.id`
+
+// RetryMany records failed attempts of jobs claimed by worker and schedules
+// each one's next attempt after its delay, in one statement. It returns the
+// ids it rescheduled; the others had lost their leases.
+func (s *Store) RetryMany(ctx context.Context, worker string, outcomes []RetryOutcome) ([]int64, error) {
+	n := len(outcomes)
+	ids, attempts, delays := make([]int64, n), make([]int64, n), make([]int64, n)
+	lastErrors, entries := make([]string, n), make([]string, n)
+	for i, o := range outcomes {
+		a := o.Attempt
+		a.Outcome = OutcomeRetry
+		a.RetryInMS = o.Delay.Milliseconds()
+		entry, err := json.Marshal(a)
+		if err != nil {
+			return nil, fmt.Errorf("retry job %d: %w", o.Lease.JobID, err)
+		}
+		ids[i], attempts[i], delays[i] = o.Lease.JobID, int64(o.Lease.Attempt), a.RetryInMS
+		lastErrors[i], entries[i] = summary(a), string(entry)
 	}
-	res, err := s.db.ExecContext(ctx, retrySQL, l.JobID, l.Worker, delay.Milliseconds(), summary(a), entry, l.Attempt)
+	var done []int64
+	err := s.db.SelectContext(ctx, &done, retryManySQL, pq.Array(ids), pq.Array(attempts), pq.Array(delays),
+		pq.Array(lastErrors), pq.Array(entries), worker)
 	if err != nil {
-		return fmt.Errorf("retry job %d: %w", l.JobID, err)
+		return nil, fmt.Errorf("retry %d jobs: %w", n, err)
 	}
-	return expectOne(res, "retry job %d", l.JobID)
+	return done, nil
 }
 
 // handBackSQL returns an interrupted job to the queue at once. The attempt
@@ -124,40 +170,84 @@ func (s *Store) HandBack(ctx context.Context, l Lease, a Attempt) (bool, error) 
 	return n == 1, nil
 }
 
-// deadLetterSQL moves a job to dead and writes its letter in one statement,
-// so the two can never disagree: either both happen or neither does.
-const deadLetterSQL = `
-WITH dead AS (
-	UPDATE jobs SET state = 'dead', finished_at = now(), lease_owner = NULL, lease_expires_at = NULL,
-		last_error = $3, errors = errors || $4::jsonb
-	WHERE id = $1 AND lease_owner = $2 AND attempt = $11 AND state = 'running'
-	RETURNING id, queue, task, args, kwargs, idempotency_key, attempt, max_attempts, errors, created_at, replay_of
+// DeadOutcome is one final failed attempt: the job is dead-lettered.
+type DeadOutcome struct {
+	Lease   Lease
+	Task    string
+	Reason  Reason
+	Attempt Attempt
+}
+
+// DeadLetterResult pairs a dead-lettered job with its letter.
+type DeadLetterResult struct {
+	JobID    int64 `db:"job_id"`
+	LetterID int64 `db:"id"`
+}
+
+// deadLetterManySQL moves a batch of jobs to dead and writes their letters
+// in one statement, so a job and its letter can never disagree: either
+// both happen or neither does. One statement for many letters also means
+// the summary triggers fold the whole batch into each summary row once,
+// instead of every letter queueing for the same rows' locks.
+const deadLetterManySQL = `
+WITH outcome AS (
+	SELECT * FROM unnest($1::bigint[], $2::int[], $3::text[], $4::jsonb[], $5::text[], $6::text[], $7::text[],
+		$8::text[], $9::text[], $10::text[])
+		AS o(id, attempt, last_error, entry, error_class, error_message, traceback, reason, fingerprint, version)
+), dead AS (
+	UPDATE jobs j SET state = 'dead', finished_at = now(), lease_owner = NULL, lease_expires_at = NULL,
+		last_error = o.last_error, errors = j.errors || jsonb_build_array(o.entry)
+	FROM outcome o
+	WHERE j.id = o.id AND j.attempt = o.attempt AND j.lease_owner = $11 AND j.state = 'running'
+	RETURNING j.id, j.queue, j.task, j.args, j.kwargs, j.idempotency_key, j.attempt, j.max_attempts, j.errors,
+		j.created_at, j.replay_of
 )
 INSERT INTO dead_letters (job_id, queue, task, args, kwargs, idempotency_key, error_class, error_message,
 	traceback, attempts, max_attempts, history, reason, fingerprint, worker_version, enqueued_at, replay_of)
-SELECT id, queue, task, args, kwargs, idempotency_key, $5, $6, $7, attempt, max_attempts, errors, $8, $9, $10,
-	created_at, replay_of
-FROM dead
-RETURNING id`
+SELECT d.id, d.queue, d.task, d.args, d.kwargs, d.idempotency_key, o.error_class, o.error_message, o.traceback,
+	d.attempt, d.max_attempts, d.errors, o.reason, o.fingerprint, o.version, d.created_at, d.replay_of
+FROM dead d JOIN outcome o ON o.id = d.id
+ORDER BY d.id
+RETURNING job_id, id`
 
-// DeadLetter records the final failed attempt, marks the job dead and writes
-// its dead letter, all in one statement. It returns the letter's id.
-func (s *Store) DeadLetter(ctx context.Context, l Lease, task string, reason Reason, a Attempt) (int64, error) {
-	a.Outcome = OutcomeDead
-	entry, err := json.Marshal([]Attempt{a})
-	if err != nil {
-		return 0, fmt.Errorf("dead-letter job %d: %w", l.JobID, err)
-	}
-	var id int64
-	err = s.db.GetContext(ctx, &id, deadLetterSQL, l.JobID, l.Worker, summary(a), entry,
-		a.Class, a.Message, a.Traceback, string(reason), Fingerprint(task, a.Class, a.Message), a.Version, l.Attempt)
-	if err != nil {
-		if translate(err) == ErrNotFound {
-			return 0, fmt.Errorf("dead-letter job %d: lease lost: %w", l.JobID, ErrConflict)
+// DeadLetterMany records the final failed attempts of jobs claimed by
+// worker, marks them dead and writes their dead letters, all in one
+// statement. It returns the jobs it dead-lettered with their letters' ids;
+// the others had lost their leases.
+func (s *Store) DeadLetterMany(ctx context.Context, worker string, outcomes []DeadOutcome) ([]DeadLetterResult, error) {
+	n := len(outcomes)
+	ids, attempts := make([]int64, n), make([]int64, n)
+	lastErrors, entries, classes, messages := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	tracebacks, reasons, fingerprints, versions := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	for i, o := range outcomes {
+		a := o.Attempt
+		a.Outcome = OutcomeDead
+		entry, err := json.Marshal(a)
+		if err != nil {
+			return nil, fmt.Errorf("dead-letter job %d: %w", o.Lease.JobID, err)
 		}
-		return 0, fmt.Errorf("dead-letter job %d: %w", l.JobID, translate(err))
+		ids[i], attempts[i] = o.Lease.JobID, int64(o.Lease.Attempt)
+		lastErrors[i], entries[i], classes[i], messages[i] = summary(a), string(entry), a.Class, a.Message
+		tracebacks[i], reasons[i], versions[i] = a.Traceback, string(o.Reason), a.Version
+		fingerprints[i] = Fingerprint(o.Task, a.Class, a.Message)
 	}
-	return id, nil
+	var done []DeadLetterResult
+	err := s.db.SelectContext(ctx, &done, deadLetterManySQL, pq.Array(ids), pq.Array(attempts), pq.Array(lastErrors),
+		pq.Array(entries), pq.Array(classes), pq.Array(messages), pq.Array(tracebacks), pq.Array(reasons),
+		pq.Array(fingerprints), pq.Array(versions), worker)
+	if err != nil {
+		return nil, fmt.Errorf("dead-letter %d jobs: %w", n, translate(err))
+	}
+	return done, nil
+}
+
+// leaseArrays splits leases into parallel id and attempt arrays for unnest.
+func leaseArrays(leases []Lease) (ids, attempts []int64) {
+	ids, attempts = make([]int64, len(leases)), make([]int64, len(leases))
+	for i, l := range leases {
+		ids[i], attempts[i] = l.JobID, int64(l.Attempt)
+	}
+	return ids, attempts
 }
 
 const extendLeasesSQL = `
@@ -171,11 +261,7 @@ RETURNING j.id, j.attempt`
 // worker no longer owns (rescued after a stall, perhaps claimed again since
 // as a new lease): the handler running under it should stop.
 func (s *Store) ExtendLeases(ctx context.Context, worker string, held []Lease, lease time.Duration) ([]Lease, error) {
-	ids := make([]int64, len(held))
-	attempts := make([]int64, len(held))
-	for i, l := range held {
-		ids[i], attempts[i] = l.JobID, int64(l.Attempt)
-	}
+	ids, attempts := leaseArrays(held)
 	var rows []struct {
 		ID      int64 `db:"id"`
 		Attempt int   `db:"attempt"`
@@ -188,17 +274,6 @@ func (s *Store) ExtendLeases(ctx context.Context, worker string, held []Lease, l
 		renewed[i] = Lease{Worker: worker, JobID: r.ID, Attempt: r.Attempt}
 	}
 	return renewed, nil
-}
-
-func expectOne(res interface{ RowsAffected() (int64, error) }, format string, args ...any) error {
-	n, err := res.RowsAffected()
-	if err != nil {
-		return fmt.Errorf(format+": %w", append(args, err)...)
-	}
-	if n == 0 {
-		return fmt.Errorf(format+": lease lost: %w", append(args, ErrConflict)...)
-	}
-	return nil
 }
 
 // summary is the one-line last_error kept on the job row.

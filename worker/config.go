@@ -20,8 +20,12 @@ import (
 // back within a minute. The heartbeat (a third of the lease unless set)
 // renews it three times per lease, so one missed heartbeat never loses it.
 const (
-	// DefaultConcurrency is how many jobs one worker runs at once.
-	DefaultConcurrency = 10
+	// DefaultConcurrency is how many jobs one worker runs at once. A slot
+	// is a goroutine, so many cost little, and claims take a quarter of
+	// the slots at a time: with 100, short jobs are claimed 25 or more per
+	// round trip (about 8,000 no-op jobs/s on 2 cores; with 10, a claim
+	// every few jobs held it under 2,000).
+	DefaultConcurrency = 100
 	// DefaultLeaseDuration is how long a claim lasts without a heartbeat.
 	DefaultLeaseDuration = 30 * time.Second
 	// DefaultPollInterval is how often an idle worker looks for due jobs.
@@ -35,6 +39,13 @@ const (
 	// (Kubernetes, Docker) waits between SIGTERM and SIGKILL, leaving time to
 	// hand unfinished jobs back and unregister.
 	DefaultShutdownGrace = 20 * time.Second
+	// DefaultRetainSucceeded is how long succeeded jobs are kept before the
+	// cleaner deletes them: long enough to look at yesterday's work, short
+	// enough that the table does not grow by a day's throughput every day.
+	DefaultRetainSucceeded = 24 * time.Hour
+	// DefaultCleanInterval is how often a worker's cleaner looks for
+	// succeeded jobs past their retention.
+	DefaultCleanInterval = 30 * time.Second
 )
 
 // The heartbeat also tells the console the worker is alive, and the console
@@ -57,7 +68,7 @@ type Config struct {
 	ID string
 	// Queues to claim from. Default: ["default"].
 	Queues []string
-	// Concurrency is how many jobs run at once. Default 10.
+	// Concurrency is how many jobs run at once. Default 100.
 	Concurrency int
 	// LeaseDuration is how long a claimed job stays this worker's without a
 	// heartbeat; a crashed worker's jobs are redelivered after it. Default 30s.
@@ -79,6 +90,14 @@ type Config struct {
 	// ShutdownGrace is how long in-flight jobs may keep running after Run's
 	// context is cancelled before their contexts are cancelled. Default 20s.
 	ShutdownGrace time.Duration
+	// RetainSucceeded is how long a succeeded job is kept after it
+	// finished; then the cleaner, which every worker runs (one at a time),
+	// deletes it. Replays and dead jobs are never deleted by it: their
+	// letters link to them. Negative keeps succeeded jobs for ever.
+	// Default 24h.
+	RetainSucceeded time.Duration
+	// CleanInterval is how often the cleaner runs. Default 30s.
+	CleanInterval time.Duration
 	// RetryPolicy spaces the retries of transient failures.
 	RetryPolicy RetryPolicy
 	// Logger receives the worker's logs. Default: discard.
@@ -113,6 +132,8 @@ func (c Config) withDefaults() Config {
 	c.RescueInterval = cmp.Or(c.RescueInterval, DefaultRescueInterval)
 	c.DefaultTimeout = cmp.Or(c.DefaultTimeout, DefaultTimeout)
 	c.ShutdownGrace = cmp.Or(c.ShutdownGrace, DefaultShutdownGrace)
+	c.RetainSucceeded = cmp.Or(c.RetainSucceeded, DefaultRetainSucceeded)
+	c.CleanInterval = cmp.Or(c.CleanInterval, DefaultCleanInterval)
 	c.RetryPolicy = c.RetryPolicy.withDefaults()
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -151,6 +172,7 @@ func (c Config) validate() error {
 		"LeaseDuration": c.LeaseDuration, "HeartbeatInterval": c.HeartbeatInterval,
 		"PollInterval": c.PollInterval, "RescueInterval": c.RescueInterval,
 		"DefaultTimeout": c.DefaultTimeout, "ShutdownGrace": c.ShutdownGrace,
+		"CleanInterval": c.CleanInterval,
 	} {
 		if d < 0 {
 			errs = append(errs, fmt.Errorf("%s %s: must not be negative", name, d))

@@ -68,13 +68,23 @@ func (w *Worker) execute(ctx context.Context, a *activeJob) {
 	// returned: a shutdown that cancels it only later must not turn a
 	// finished failure into a hand-back.
 	stop := context.Cause(ctx)
-	a.finished.Store(true)
+	w.handlerReturned(a)
 
 	d := decide(job.Attempt, job.MaxAttempts, err, stop, func(attempt int) time.Duration {
 		return w.cfg.RetryPolicy.nextRetryDelay(attempt, w.cfg.RetryPolicy.RandFunc)
 	})
 	attempt := w.failedAttempt(&job, err, start)
-	w.record(context.WithoutCancel(ctx), &job, d, attempt, log)
+	lease := dlq.LeaseOf(w.cfg.ID, job)
+	switch d.act {
+	case actComplete, actRetry, actDeadLetter:
+		w.completer.add(outcome{active: a, lease: lease, d: d, attempt: attempt, log: log})
+	case actHandBack:
+		w.handBack(context.WithoutCancel(ctx), &job, attempt, log)
+		w.release(lease)
+	case actDiscard:
+		log.Warn("outcome discarded: lease lost to another worker")
+		w.release(lease)
+	}
 }
 
 // runHandler calls the task's handler under its timeout and turns a panic
@@ -172,54 +182,25 @@ func (w *Worker) interruptedAttempt(job *dlq.Job, now time.Time, why string) dlq
 	}
 }
 
-// record writes the decision to the store. Every write is guarded by this
-// worker's lease, so ErrConflict means another worker owns the job now and
-// this outcome must be dropped, not retried.
-func (w *Worker) record(detached context.Context, job *dlq.Job, d decision, a dlq.Attempt, log *slog.Logger) {
-	ctx, cancel := context.WithTimeout(detached, writeTimeout)
+// handBack returns a job interrupted by shutdown to the queue at once, its
+// attempt given back. The write is guarded by this worker's lease, so
+// ErrConflict means another worker owns the job now.
+func (w *Worker) handBack(detached context.Context, job *dlq.Job, a dlq.Attempt, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(detached, handBackTimeout)
 	defer cancel()
-	lease := dlq.LeaseOf(w.cfg.ID, *job)
-	var err error
-	switch d.act {
-	case actComplete:
-		if err = w.store.Complete(ctx, lease); err == nil {
-			w.metrics.observe(job.Task, job.Queue, outcomeSucceeded, a.DurationMS)
-			log.Debug("job succeeded", "duration_ms", a.DurationMS)
-		}
-	case actRetry:
-		if err = w.store.Retry(ctx, lease, d.delay, a); err == nil {
-			w.metrics.observe(job.Task, job.Queue, outcomeRetried, a.DurationMS)
-			log.Info("job failed; retrying", "class", a.Class, "err", a.Message, "retry_in", d.delay)
-		}
-	case actDeadLetter:
-		var letter int64
-		if letter, err = w.store.DeadLetter(ctx, lease, job.Task, d.reason, a); err == nil {
-			w.metrics.observe(job.Task, job.Queue, outcomeDead, a.DurationMS)
-			log.Warn("job dead-lettered", "reason", d.reason, "class", a.Class, "err", a.Message, "dead_letter_id", letter)
-		}
-	case actHandBack:
-		hctx, hcancel := context.WithTimeout(detached, handBackTimeout)
-		defer hcancel()
-		ran := a.DurationMS
-		a = w.interruptedAttempt(job, a.At, fmt.Sprintf("cancelled after the %s shutdown grace", w.cfg.ShutdownGrace))
-		a.DurationMS = ran
-		var handed bool
-		if handed, err = w.store.HandBack(hctx, lease, a); err == nil && handed {
-			w.metrics.observe(job.Task, job.Queue, outcomeHandedBack, a.DurationMS)
-			log.Info("job handed back to the queue at shutdown")
-		} else if err == nil {
-			err = fmt.Errorf("hand back job %d: lease lost: %w", job.ID, dlq.ErrConflict)
-		}
-	case actDiscard:
-		log.Warn("outcome discarded: lease lost to another worker")
-		return
-	}
+	ran := a.DurationMS
+	a = w.interruptedAttempt(job, a.At, fmt.Sprintf("cancelled after the %s shutdown grace", w.cfg.ShutdownGrace))
+	a.DurationMS = ran
+	handed, err := w.store.HandBack(ctx, dlq.LeaseOf(w.cfg.ID, *job), a)
 	switch {
-	case errors.Is(err, dlq.ErrConflict):
-		log.Warn("outcome discarded: lease lost to another worker", "err", err)
 	case err != nil:
-		// The job keeps its lease until it expires; then the rescuer runs it
-		// again. At-least-once holds, at the cost of an attempt.
-		log.Error("recording job outcome failed; the job will be redelivered when its lease expires", "err", err)
+		// The job keeps its lease until it expires; then the rescuer runs
+		// it again, its attempt spent.
+		log.Error("handing the job back failed; it will be redelivered when its lease expires", "err", err)
+	case !handed:
+		log.Warn("outcome discarded: lease lost to another worker")
+	default:
+		w.metrics.observe(job.Task, job.Queue, outcomeHandedBack, a.DurationMS)
+		log.Info("job handed back to the queue at shutdown")
 	}
 }

@@ -2,11 +2,29 @@ package worker
 
 import (
 	"context"
-	"slices"
 	"time"
 
 	"github.com/redrive/redrive/dlq"
 )
+
+// Claim batching. A claim is one round trip and one transaction however
+// many rows it takes, so the loop prefers to claim many jobs at once: it
+// claims as soon as topUp slots are free, and claims fewer only once
+// claimCooldown has passed since the last claim, so that a slot freed now
+// and then (long jobs) still gets work within a few milliseconds while a
+// worker of short jobs does not claim one job per round trip.
+const (
+	claimCooldown = 5 * time.Millisecond
+	// maxClaimBatch caps one claim: a claim of thousands of rows holds
+	// their locks, and the rows' index pages, for longer than the jobs
+	// need to start.
+	maxClaimBatch = 1_000
+)
+
+// topUp is how many free slots are worth a claim at once.
+func (w *Worker) topUp() int {
+	return max(1, min(w.cfg.Concurrency/4, maxClaimBatch/2))
+}
 
 // claimLoop claims jobs while there are free slots and work may be due, and
 // otherwise waits for a reason to look again: a notification, a freed slot,
@@ -14,18 +32,30 @@ import (
 func (w *Worker) claimLoop(ctx, jobsCtx context.Context) {
 	poll := time.NewTicker(w.cfg.PollInterval)
 	defer poll.Stop()
+	cooldown := time.NewTimer(claimCooldown)
+	defer cooldown.Stop()
 	// Claim at once on start: work may have piled up while no worker ran.
 	mayHaveWork := true
+	var lastClaim time.Time
 	for {
 		if ctx.Err() != nil {
 			return
 		}
-		if free := w.cfg.Concurrency - w.inFlight(); mayHaveWork && free > 0 {
-			n, err := w.claim(jobsCtx, free)
-			// A full batch suggests more is waiting: claim again as soon as
-			// a slot frees. A short one means the queue is drained for now,
-			// and a freed slot alone is no reason to ask again.
-			mayHaveWork = err == nil && n == free
+		if free := w.freeSlots(); mayHaveWork && free > 0 {
+			if wait := claimCooldown - time.Since(lastClaim); free >= w.topUp() || wait <= 0 {
+				limit := min(free, maxClaimBatch)
+				n, err := w.claim(jobsCtx, limit)
+				lastClaim = time.Now()
+				// A full batch suggests more is waiting: claim again as soon
+				// as slots free. A short one means the queues are drained
+				// for now, and a freed slot alone is no reason to ask again.
+				mayHaveWork = err == nil && n == limit
+				if mayHaveWork {
+					continue
+				}
+			} else {
+				cooldown.Reset(wait)
+			}
 		}
 		select {
 		case <-ctx.Done():
@@ -33,6 +63,7 @@ func (w *Worker) claimLoop(ctx, jobsCtx context.Context) {
 		case <-w.wake:
 			mayHaveWork = true
 		case <-w.slotFreed:
+		case <-cooldown.C:
 		case <-poll.C:
 			mayHaveWork = true
 		}
@@ -46,13 +77,16 @@ func (w *Worker) claimLoop(ctx, jobsCtx context.Context) {
 func (w *Worker) claim(jobsCtx context.Context, limit int) (int, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(jobsCtx), writeTimeout)
 	defer cancel()
+	// The lease is counted from before the request, by this worker's clock:
+	// the completer must never believe a lease lasts longer than it does.
+	leaseUntil := time.Now().Add(w.cfg.LeaseDuration)
 	jobs, err := w.store.Claim(ctx, w.cfg.ID, w.cfg.Queues, limit, w.cfg.LeaseDuration)
 	if err != nil {
 		w.log.Warn("claim failed; retrying at the next poll", "err", err)
 		return 0, err
 	}
 	for _, job := range jobs {
-		w.start(jobsCtx, job)
+		w.start(jobsCtx, job, leaseUntil)
 	}
 	if len(jobs) > 0 {
 		w.log.Debug("claimed jobs", "count", len(jobs))
@@ -63,13 +97,17 @@ func (w *Worker) claim(jobsCtx context.Context, limit int) (int, error) {
 // start runs one claimed job in its own goroutine. The job is in the active
 // set before start returns, so the claim loop's next count of free slots
 // includes it.
-func (w *Worker) start(jobsCtx context.Context, job dlq.Job) {
+func (w *Worker) start(jobsCtx context.Context, job dlq.Job, leaseUntil time.Time) {
 	ctx, cancel := context.WithCancelCause(jobsCtx)
 	a := &activeJob{job: job, cancel: cancel}
+	a.leaseNanos.Store(leaseUntil.UnixNano())
 	lease := dlq.LeaseOf(w.cfg.ID, job)
 	w.mu.Lock()
-	for l, old := range w.active {
-		if l.JobID == job.ID && !old.finished.Load() {
+	// An earlier claim of the same job by this worker can only have an
+	// earlier attempt: look those up rather than scan every active claim.
+	for attempt := 1; attempt < lease.Attempt; attempt++ {
+		l := dlq.Lease{Worker: lease.Worker, JobID: job.ID, Attempt: attempt}
+		if old := w.active[l]; old != nil && !old.finished.Load() {
 			// This worker stalled past the old lease, the job was rescued,
 			// and now it is ours again under a new one: the stale run
 			// must stop (its writes would be refused anyway).
@@ -78,15 +116,10 @@ func (w *Worker) start(jobsCtx context.Context, job dlq.Job) {
 		}
 	}
 	w.active[lease] = a
+	w.running++
 	w.mu.Unlock()
 	w.jobs.Go(func() {
-		defer func() {
-			cancel(nil)
-			w.mu.Lock()
-			delete(w.active, lease)
-			w.mu.Unlock()
-			signal(w.slotFreed)
-		}()
+		defer cancel(nil)
 		w.execute(ctx, a)
 	})
 }
@@ -112,12 +145,14 @@ func (w *Worker) heartbeat(ctx context.Context) {
 	// renews; give up and let the next tick try again.
 	ctx, cancel := context.WithTimeout(ctx, w.cfg.LeaseDuration/2)
 	defer cancel()
-	held := w.runningLeases()
+	held := w.heldLeases()
 	if len(held) > 0 {
+		leaseUntil := time.Now().Add(w.cfg.LeaseDuration)
 		renewed, err := w.store.ExtendLeases(ctx, w.cfg.ID, held, w.cfg.LeaseDuration)
 		if err != nil {
 			w.log.Warn("renew leases failed", "jobs", len(held), "err", err)
 		} else {
+			w.renewed(renewed, leaseUntil)
 			w.cancelLost(held, renewed)
 		}
 	}
@@ -136,6 +171,17 @@ func (w *Worker) heartbeat(ctx context.Context) {
 	}
 }
 
+// renewed moves on the lease deadlines of the claims a heartbeat renewed.
+func (w *Worker) renewed(leases []dlq.Lease, until time.Time) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, l := range leases {
+		if a := w.active[l]; a != nil {
+			a.leaseNanos.Store(until.UnixNano())
+		}
+	}
+}
+
 // cancelLost stops the handlers of claims whose leases were not renewed.
 // Such a job was rescued after this worker stalled past its lease and is
 // now another claim's; finishing it here would only duplicate effects, and
@@ -144,11 +190,15 @@ func (w *Worker) cancelLost(held, renewed []dlq.Lease) {
 	if len(renewed) == len(held) {
 		return
 	}
+	kept := make(map[dlq.Lease]bool, len(renewed))
+	for _, l := range renewed {
+		kept[l] = true
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for _, l := range held {
 		a := w.active[l]
-		if a == nil || a.finished.Load() || slices.Contains(renewed, l) {
+		if a == nil || a.finished.Load() || kept[l] {
 			continue
 		}
 		w.log.Warn("lease lost; cancelling handler", "job_id", l.JobID, "task", a.job.Task, "attempt", l.Attempt)

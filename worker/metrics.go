@@ -12,6 +12,7 @@ import (
 type metrics struct {
 	outcomes *prometheus.CounterVec
 	duration *prometheus.HistogramVec
+	cleaned  prometheus.Counter
 }
 
 // Outcome labels of redrive_job_outcomes_total.
@@ -33,11 +34,15 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help:    "Time a handler ran for one attempt, by task and outcome.",
 			Buckets: prometheus.ExponentialBuckets(0.005, 4, 9), // 5 ms .. ~5.5 min
 		}, []string{"task", "outcome"}),
+		cleaned: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "redrive_jobs_cleaned_total",
+			Help: "Succeeded jobs this worker's cleaner deleted past their retention.",
+		}),
 	}
 	if reg == nil {
 		return m, nil // counted but not exported
 	}
-	for _, c := range []prometheus.Collector{m.outcomes, m.duration} {
+	for _, c := range []prometheus.Collector{m.outcomes, m.duration, m.cleaned} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("worker: register metrics: %w", err)
 		}

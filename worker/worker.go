@@ -58,12 +58,19 @@ type Worker struct {
 	wake      chan struct{}
 	slotFreed chan struct{}
 
+	// completer writes outcomes in batches.
+	completer *completer
+
 	mu sync.Mutex
-	// active holds one entry per claim, keyed by its lease: after a stall
-	// this worker may claim a job again while the stale run of the same
-	// job is still winding down, and the two must not share an entry.
+	// active holds one entry per claim until its outcome is written, keyed
+	// by its lease: after a stall this worker may claim a job again while
+	// the stale run of the same job is still winding down, and the two
+	// must not share an entry.
 	active map[dlq.Lease]*activeJob
-	jobs   sync.WaitGroup
+	// running counts the active claims whose handlers have not returned:
+	// the slots in use. The others wait for the completer.
+	running int
+	jobs    sync.WaitGroup
 }
 
 // activeJob is a claimed job whose handler is running or whose outcome is
@@ -71,11 +78,18 @@ type Worker struct {
 type activeJob struct {
 	job    dlq.Job
 	cancel context.CancelCauseFunc
-	// finished is set once the handler has returned: the heartbeat stops
-	// renewing the lease, and a lease that then vanishes is not "lost" but
-	// released by the outcome write.
+	// finished is set once the handler has returned: a lease that then
+	// vanishes is not "lost" but released by the outcome write, and there
+	// is no handler left to cancel.
 	finished atomic.Bool
+	// leaseNanos is when this worker's lease runs out by its own clock
+	// (Unix nanoseconds): set at claim, moved on by each renewal. Past it
+	// the completer stops retrying the job's outcome.
+	leaseNanos atomic.Int64
 }
+
+// leaseUntil is when the claim's lease runs out unless renewed again.
+func (a *activeJob) leaseUntil() time.Time { return time.Unix(0, a.leaseNanos.Load()) }
 
 // New returns a worker over store. It validates cfg after filling defaults.
 func New(store *dlq.Store, cfg Config) (*Worker, error) {
@@ -91,7 +105,7 @@ func New(store *dlq.Store, cfg Config) (*Worker, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Worker{
+	w := &Worker{
 		metrics:   m,
 		store:     store,
 		cfg:       cfg,
@@ -102,7 +116,9 @@ func New(store *dlq.Store, cfg Config) (*Worker, error) {
 		wake:      make(chan struct{}, 1),
 		slotFreed: make(chan struct{}, 1),
 		active:    map[dlq.Lease]*activeJob{},
-	}, nil
+	}
+	w.completer = newCompleter(w)
+	return w, nil
 }
 
 // ID returns the worker's id, as recorded in leases and attempts.
@@ -129,10 +145,14 @@ func (w *Worker) Run(ctx context.Context) error {
 	defer stopJobs(nil)
 	heartbeatCtx, stopHeartbeat := context.WithCancel(detached)
 	defer stopHeartbeat()
+	stopCompleter := make(chan struct{})
+	var completer sync.WaitGroup
+	completer.Go(func() { w.completer.run(detached, stopCompleter) })
 
 	var loops sync.WaitGroup
 	loops.Go(func() { w.heartbeatLoop(heartbeatCtx) })
 	loops.Go(func() { w.rescueLoop(ctx) })
+	loops.Go(func() { w.cleanerLoop(ctx) })
 	if w.cfg.ListenDSN != "" {
 		loops.Go(func() { w.listen(ctx) })
 	}
@@ -140,6 +160,10 @@ func (w *Worker) Run(ctx context.Context) error {
 
 	w.log.Info("worker stopping: no new claims", "in_flight", w.inFlight(), "grace", w.cfg.ShutdownGrace)
 	err := w.drain(detached, stopJobs)
+	// The last outcomes are written while the heartbeat still renews
+	// their leases.
+	close(stopCompleter)
+	completer.Wait()
 	stopHeartbeat()
 	loops.Wait()
 	err = errors.Join(err, w.unregister(detached))
@@ -231,23 +255,55 @@ func (w *Worker) handBackAbandoned(detached context.Context) error {
 	return errors.Join(errs...)
 }
 
-// inFlight counts claimed jobs not yet fully recorded: the slots in use.
+// inFlight counts claimed jobs whose outcomes are not yet written.
 func (w *Worker) inFlight() int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return len(w.active)
 }
 
-// runningLeases lists the claims whose handlers have not returned: the
-// leases this worker must keep renewing.
-func (w *Worker) runningLeases() []dlq.Lease {
+// freeSlots is how many jobs the worker may claim now: the slots whose
+// handlers are not running, less what the outcome backlog allows. A
+// completer that falls behind (a slow or unreachable database) thus stops
+// the claiming instead of piling up outcomes and leases.
+func (w *Worker) freeSlots() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	waiting := len(w.active) - w.running
+	return max(0, min(w.cfg.Concurrency-w.running, w.maxWaitingOutcomes()-waiting))
+}
+
+// maxWaitingOutcomes bounds the outcomes waiting to be written.
+func (w *Worker) maxWaitingOutcomes() int {
+	return max(w.cfg.Concurrency, maxOutcomeBatch)
+}
+
+// handlerReturned frees the slot of a claim whose handler has returned;
+// its outcome may still be waiting for the completer.
+func (w *Worker) handlerReturned(a *activeJob) {
+	a.finished.Store(true)
+	w.mu.Lock()
+	w.running--
+	w.mu.Unlock()
+	signal(w.slotFreed)
+}
+
+// release forgets a claim whose outcome was written or given up on.
+func (w *Worker) release(l dlq.Lease) {
+	w.mu.Lock()
+	delete(w.active, l)
+	w.mu.Unlock()
+	signal(w.slotFreed)
+}
+
+// heldLeases lists every claim not yet released, running or waiting for its
+// outcome to be written: the leases this worker must keep renewing.
+func (w *Worker) heldLeases() []dlq.Lease {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	held := make([]dlq.Lease, 0, len(w.active))
-	for l, a := range w.active {
-		if !a.finished.Load() {
-			held = append(held, l)
-		}
+	for l := range w.active {
+		held = append(held, l)
 	}
 	return held
 }

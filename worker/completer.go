@@ -1,0 +1,258 @@
+package worker
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/redrive/redrive/dlq"
+)
+
+// Bounds of the batched outcome writer. One statement per kind of outcome
+// per flush amortises the round trip, the commit and the summary triggers
+// over the whole batch; the cap keeps one statement's arrays and its
+// transaction small enough that a slow flush cannot hold row locks long.
+const (
+	maxOutcomeBatch = 2_000
+	// Retries of a flush that failed for the connection's sake (not its
+	// data) back off from retryFlushMin to retryFlushMax, until the leases
+	// of the jobs in it would run out.
+	retryFlushMin = 50 * time.Millisecond
+	retryFlushMax = 2 * time.Second
+	// finalFlushWindow bounds how long shutdown keeps retrying the last
+	// outcomes: past it, the orchestrator's SIGKILL is near, and a job
+	// whose success could not be written is redelivered when its lease
+	// expires (at least once).
+	finalFlushWindow = 5 * time.Second
+)
+
+// outcome is the result of one attempt, waiting to be written.
+type outcome struct {
+	active  *activeJob
+	lease   dlq.Lease
+	d       decision
+	attempt dlq.Attempt
+	log     *slog.Logger
+}
+
+// completer writes attempts' outcomes in batches, as River's batch
+// completer does: handlers hand their outcome over and take the next job
+// at once, and one goroutine writes whatever has accumulated with one
+// statement per kind (succeeded, retrying, dead). Under load the batch
+// grows by itself to what arrived during the previous write, so writers
+// never queue behind one another; when idle, an outcome is written at once.
+//
+// Until its outcome is written a job keeps its lease, which the heartbeat
+// renews, so a database that goes away for a moment delays the write
+// instead of handing the job to the rescuer. A write that fails for the
+// connection's sake is retried with backoff for as long as the job's
+// lease would last; one that fails for its data is split, so one bad row
+// cannot hold back the others.
+type completer struct {
+	w       *Worker
+	mu      sync.Mutex
+	pending []outcome
+	wake    chan struct{}
+}
+
+func newCompleter(w *Worker) *completer {
+	return &completer{w: w, wake: make(chan struct{}, 1)}
+}
+
+// add queues an outcome for writing.
+func (c *completer) add(o outcome) {
+	c.mu.Lock()
+	c.pending = append(c.pending, o)
+	c.mu.Unlock()
+	signal(c.wake)
+}
+
+// take removes and returns up to max queued outcomes, oldest first.
+func (c *completer) take(max int) []outcome {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := min(len(c.pending), max)
+	batch := make([]outcome, n)
+	copy(batch, c.pending)
+	c.pending = c.pending[n:]
+	if len(c.pending) == 0 {
+		c.pending = nil // let a burst's backing array go
+	}
+	return batch
+}
+
+// run writes outcomes as they arrive until stop is closed, then writes what
+// is left, retrying for at most finalFlushWindow, and returns.
+func (c *completer) run(ctx context.Context, stop <-chan struct{}) {
+	for {
+		select {
+		case <-c.wake:
+			c.flushAll(ctx, time.Time{})
+		case <-stop:
+			c.flushAll(ctx, time.Now().Add(finalFlushWindow))
+			return
+		}
+	}
+}
+
+// flushAll writes every queued outcome, in batches of maxOutcomeBatch.
+// A non-zero giveUp bounds the retries of a failing write.
+func (c *completer) flushAll(ctx context.Context, giveUp time.Time) {
+	for {
+		batch := c.take(maxOutcomeBatch)
+		if len(batch) == 0 {
+			return
+		}
+		c.flush(ctx, batch, giveUp)
+	}
+}
+
+// flush writes one batch: the successes, the retries and the dead letters,
+// each with one statement.
+func (c *completer) flush(ctx context.Context, batch []outcome, giveUp time.Time) {
+	var done, retry, dead []outcome
+	for _, o := range batch {
+		switch o.d.act {
+		case actComplete:
+			done = append(done, o)
+		case actRetry:
+			retry = append(retry, o)
+		case actDeadLetter:
+			dead = append(dead, o)
+		}
+	}
+	c.write(ctx, done, giveUp, c.writeCompleted)
+	c.write(ctx, retry, giveUp, c.writeRetries)
+	c.write(ctx, dead, giveUp, c.writeDead)
+}
+
+// writeFunc writes a batch of one kind and reports the job ids it wrote.
+type writeFunc func(ctx context.Context, batch []outcome) (map[int64]int64, error)
+
+// write runs fn until it succeeds, the batch's leases run out, or giveUp
+// passes. A batch refused for its data is split in two and each half
+// written on its own, down to single outcomes, so that only the row at
+// fault is left to its lease.
+func (c *completer) write(ctx context.Context, batch []outcome, giveUp time.Time, fn writeFunc) {
+	if len(batch) == 0 {
+		return
+	}
+	w := c.w
+	backoff := retryFlushMin
+	for {
+		wctx, cancel := context.WithTimeout(ctx, writeTimeout)
+		written, err := fn(wctx, batch)
+		cancel()
+		if err == nil {
+			c.settle(batch, written)
+			return
+		}
+		if dlq.IsInputError(err) && len(batch) > 1 {
+			half := len(batch) / 2
+			c.write(ctx, batch[:half], giveUp, fn)
+			c.write(ctx, batch[half:], giveUp, fn)
+			return
+		}
+		now := w.cfg.NowFunc()
+		live := batch[:0:0]
+		for _, o := range batch {
+			if now.Before(o.active.leaseUntil()) {
+				live = append(live, o)
+			} else {
+				c.abandon(o, err)
+			}
+		}
+		batch = live
+		if len(batch) == 0 || dlq.IsInputError(err) || (!giveUp.IsZero() && now.After(giveUp)) {
+			for _, o := range batch {
+				c.abandon(o, err)
+			}
+			return
+		}
+		w.log.Warn("writing job outcomes failed; retrying while their leases last",
+			"jobs", len(batch), "retry_in", backoff, "err", err)
+		t := time.NewTimer(backoff)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			for _, o := range batch {
+				c.abandon(o, err)
+			}
+			return
+		}
+		backoff = min(2*backoff, retryFlushMax)
+	}
+}
+
+func (c *completer) writeCompleted(ctx context.Context, batch []outcome) (map[int64]int64, error) {
+	leases := make([]dlq.Lease, len(batch))
+	for i, o := range batch {
+		leases[i] = o.lease
+	}
+	ids, err := c.w.store.CompleteMany(ctx, c.w.cfg.ID, leases)
+	return idSet(ids), err
+}
+
+func (c *completer) writeRetries(ctx context.Context, batch []outcome) (map[int64]int64, error) {
+	outs := make([]dlq.RetryOutcome, len(batch))
+	for i, o := range batch {
+		outs[i] = dlq.RetryOutcome{Lease: o.lease, Delay: o.d.delay, Attempt: o.attempt}
+	}
+	ids, err := c.w.store.RetryMany(ctx, c.w.cfg.ID, outs)
+	return idSet(ids), err
+}
+
+func (c *completer) writeDead(ctx context.Context, batch []outcome) (map[int64]int64, error) {
+	outs := make([]dlq.DeadOutcome, len(batch))
+	for i, o := range batch {
+		outs[i] = dlq.DeadOutcome{Lease: o.lease, Task: o.active.job.Task, Reason: o.d.reason, Attempt: o.attempt}
+	}
+	res, err := c.w.store.DeadLetterMany(ctx, c.w.cfg.ID, outs)
+	letters := make(map[int64]int64, len(res))
+	for _, r := range res {
+		letters[r.JobID] = r.LetterID
+	}
+	return letters, err
+}
+
+func idSet(ids []int64) map[int64]int64 {
+	set := make(map[int64]int64, len(ids))
+	for _, id := range ids {
+		set[id] = 0
+	}
+	return set
+}
+
+// settle reports each written outcome and releases its claim. An outcome
+// missing from written had lost its lease: another claim owns the job now.
+func (c *completer) settle(batch []outcome, written map[int64]int64) {
+	m := c.w.metrics
+	for _, o := range batch {
+		job, a := o.active.job, o.attempt
+		letter, ok := written[o.lease.JobID]
+		switch {
+		case !ok:
+			o.log.Warn("outcome discarded: lease lost to another worker")
+		case o.d.act == actComplete:
+			m.observe(job.Task, job.Queue, outcomeSucceeded, a.DurationMS)
+			o.log.Debug("job succeeded", "duration_ms", a.DurationMS)
+		case o.d.act == actRetry:
+			m.observe(job.Task, job.Queue, outcomeRetried, a.DurationMS)
+			o.log.Info("job failed; retrying", "class", a.Class, "err", a.Message, "retry_in", o.d.delay)
+		case o.d.act == actDeadLetter:
+			m.observe(job.Task, job.Queue, outcomeDead, a.DurationMS)
+			o.log.Warn("job dead-lettered", "reason", o.d.reason, "class", a.Class, "err", a.Message, "dead_letter_id", letter)
+		}
+		c.w.release(o.lease)
+	}
+}
+
+// abandon gives up on writing an outcome: the job keeps its lease until it
+// expires, and then the rescuer runs it again. At-least-once holds, at the
+// cost of an attempt.
+func (c *completer) abandon(o outcome, err error) {
+	o.log.Error("recording job outcome failed; the job will be redelivered when its lease expires", "err", err)
+	c.w.release(o.lease)
+}
