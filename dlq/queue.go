@@ -141,13 +141,15 @@ func (s *Store) RetryMany(ctx context.Context, worker string, outcomes []RetryOu
 
 // handBackSQL returns an interrupted job to the queue at once. The attempt
 // it was claimed with is given back: a shutdown is not the job's failure.
-// It notifies the queues the jobs return to, because the trigger only fires
+// Its run_at is kept, so it keeps its place in the queue instead of going
+// behind every job enqueued since (a claim never changes run_at). It
+// notifies the queues the jobs return to, because the trigger only fires
 // on INSERT and a worker idling on LISTEN would otherwise wait for its next
 // poll to see the handed-back work.
 const handBackSQL = `
 WITH handed AS (
 	UPDATE jobs SET state = CASE WHEN attempt > 1 THEN 'retrying' ELSE 'available' END,
-		attempt = attempt - 1, run_at = now(),
+		attempt = attempt - 1,
 		lease_owner = NULL, lease_expires_at = NULL, errors = errors || $3::jsonb
 	WHERE id = $1 AND lease_owner = $2 AND attempt = $4 AND state = 'running'
 	RETURNING queue
@@ -168,6 +170,47 @@ func (s *Store) HandBack(ctx context.Context, l Lease, a Attempt) (bool, error) 
 		return false, fmt.Errorf("hand back job %d: %w", l.JobID, err)
 	}
 	return n == 1, nil
+}
+
+// ClaimLostClass describes the history entry of a job handed back because
+// its claim's reply never reached the worker.
+const ClaimLostClass = "ClaimLost"
+
+// handBackOrphansSQL hands back the jobs running under worker's id that the
+// worker does not know it holds: the claim that took them committed after
+// the worker had given up waiting for its reply (a client-side timeout, a
+// connection cut mid-reply). Their handlers never ran, so the attempt is
+// given back and run_at kept, as at shutdown; otherwise they would sit in
+// running until their leases expired, and one on its last attempt would be
+// dead-lettered without having run at all.
+const handBackOrphansSQL = `
+WITH orphans AS (
+	UPDATE jobs j SET state = CASE WHEN j.attempt > 1 THEN 'retrying' ELSE 'available' END,
+		attempt = j.attempt - 1, lease_owner = NULL, lease_expires_at = NULL,
+		errors = j.errors || jsonb_build_array(jsonb_set($4::jsonb, '{attempt}', to_jsonb(j.attempt)))
+	WHERE j.state = 'running' AND j.lease_owner = $1
+		AND NOT EXISTS (SELECT 1 FROM unnest($2::bigint[], $3::int[]) AS held(id, attempt)
+			WHERE held.id = j.id AND held.attempt = j.attempt)
+	RETURNING j.id, j.queue
+)
+SELECT id FROM orphans, LATERAL (SELECT pg_notify('redrive_jobs', queue)) notified`
+
+// HandBackOrphans returns to the queue every job running under worker's
+// lease except those in held, giving back their attempts, and returns
+// their ids. The caller must hold off claiming while it runs: a claim
+// committed but not yet in held would be handed back too.
+func (s *Store) HandBackOrphans(ctx context.Context, worker string, held []Lease, a Attempt) ([]int64, error) {
+	a.Outcome, a.Class = OutcomeInterrupted, ClaimLostClass
+	entry, err := json.Marshal(a)
+	if err != nil {
+		return nil, fmt.Errorf("hand back orphaned jobs: %w", err)
+	}
+	ids, attempts := leaseArrays(held)
+	var orphans []int64
+	if err := s.db.SelectContext(ctx, &orphans, handBackOrphansSQL, worker, pq.Array(ids), pq.Array(attempts), entry); err != nil {
+		return nil, fmt.Errorf("hand back orphaned jobs: %w", err)
+	}
+	return orphans, nil
 }
 
 // DeadOutcome is one final failed attempt: the job is dead-lettered.

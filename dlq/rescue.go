@@ -9,12 +9,18 @@ import (
 	"github.com/lib/pq"
 )
 
-// LeaseExpiredClass and leaseExpiredMessage describe a rescued job's attempt.
-// The message has no variable parts, so every crash of one task shares a
-// fingerprint; who held the lease is kept in the attempt history instead.
+// LeaseExpiredClass and the messages below describe a rescued job's
+// attempt. The messages have no variable parts, so every crash of one task
+// shares a fingerprint; who held the lease is kept in the attempt history
+// instead. Which message a letter gets depends on what the lease's worker
+// did: a worker that heartbeated after the lease ran out was alive, and
+// saying it crashed would send the on-call engineer after the wrong thing.
 const (
 	LeaseExpiredClass   = "LeaseExpired"
 	leaseExpiredMessage = "the worker running this job stopped heartbeating and its lease expired (crash, OOM kill or lost connection)"
+	// leaseLapsedMessage: the worker kept heartbeating but neither renewed
+	// the lease nor recorded an outcome before it ran out.
+	leaseLapsedMessage = "the lease expired while its worker was still heartbeating: the worker could not renew the lease or record the outcome in time (a database outage or stall longer than the lease)"
 )
 
 // expiredSQL locks running jobs whose lease ran out. SKIP LOCKED lets every
@@ -24,7 +30,8 @@ const (
 // still says which release kept crashing.
 const expiredSQL = `
 SELECT j.id, j.task, j.attempt, j.max_attempts, j.lease_owner, j.lease_expires_at,
-	COALESCE(w.host, '') AS host, COALESCE(w.version, '') AS version
+	COALESCE(w.host, '') AS host, COALESCE(w.version, '') AS version,
+	COALESCE(w.heartbeat_at >= j.lease_expires_at, false) AS worker_alive
 FROM jobs j LEFT JOIN workers w ON w.id = j.lease_owner
 WHERE j.state = 'running' AND j.lease_expires_at < now()
 ORDER BY j.lease_expires_at
@@ -32,26 +39,28 @@ LIMIT $1
 FOR UPDATE OF j SKIP LOCKED`
 
 // requeueRescuedSQL sends rescued jobs that have attempts left back to the
-// queue; each gets its own history entry from the parallel arrays.
+// queue; each gets its own history entry and summary from the parallel
+// arrays.
 const requeueRescuedSQL = `
 UPDATE jobs j SET state = 'retrying', run_at = now(), lease_owner = NULL, lease_expires_at = NULL,
-	last_error = $3, errors = j.errors || jsonb_build_array(r.entry)
-FROM unnest($1::bigint[], $2::jsonb[]) AS r(id, entry)
+	last_error = r.last_error, errors = j.errors || jsonb_build_array(r.entry)
+FROM unnest($1::bigint[], $2::jsonb[], $3::text[]) AS r(id, entry, last_error)
 WHERE j.id = r.id`
 
 // deadLetterRescuedSQL dead-letters rescued jobs whose last attempt it was.
 const deadLetterRescuedSQL = `
 WITH dead AS (
 	UPDATE jobs j SET state = 'dead', finished_at = now(), lease_owner = NULL, lease_expires_at = NULL,
-		last_error = $4, errors = j.errors || jsonb_build_array(r.entry)
-	FROM unnest($1::bigint[], $2::jsonb[], $3::text[]) AS r(id, entry, fingerprint)
+		last_error = r.last_error, errors = j.errors || jsonb_build_array(r.entry)
+	FROM unnest($1::bigint[], $2::jsonb[], $3::text[], $4::text[], $5::text[])
+		AS r(id, entry, fingerprint, last_error, message)
 	WHERE j.id = r.id
 	RETURNING j.id, j.queue, j.task, j.args, j.kwargs, j.idempotency_key, j.attempt, j.max_attempts,
-		j.errors, j.created_at, j.replay_of, r.fingerprint, r.entry->>'version' AS version
+		j.errors, j.created_at, j.replay_of, r.fingerprint, r.message, r.entry->>'version' AS version
 )
 INSERT INTO dead_letters (job_id, queue, task, args, kwargs, idempotency_key, error_class, error_message,
 	traceback, attempts, max_attempts, history, reason, fingerprint, worker_version, enqueued_at, replay_of)
-SELECT id, queue, task, args, kwargs, idempotency_key, $5, $6, '', attempt, max_attempts, errors,
+SELECT id, queue, task, args, kwargs, idempotency_key, $6, message, '', attempt, max_attempts, errors,
 	'lease_expired', fingerprint, COALESCE(version, ''), created_at, replay_of
 FROM dead`
 
@@ -70,6 +79,8 @@ type expiredJob struct {
 	LeaseExpiresAt time.Time `db:"lease_expires_at"`
 	Host           string    `db:"host"`
 	Version        string    `db:"version"`
+	// WorkerAlive: the lease's worker heartbeated after the lease ran out.
+	WorkerAlive bool `db:"worker_alive"`
 }
 
 // RescueExpired finds up to limit running jobs whose worker stopped renewing
@@ -88,45 +99,52 @@ func (s *Store) RescueExpired(ctx context.Context, limit int, rescuer string, no
 	if len(expired) == 0 {
 		return RescueResult{}, nil
 	}
-	var requeueIDs, deadIDs []int64
-	var requeueEntries, deadEntries, fingerprints []string
+	var requeue, dead rescueBatch
 	for _, j := range expired {
+		message := leaseExpiredMessage
+		if j.WorkerAlive {
+			message = leaseLapsedMessage
+		}
 		a := Attempt{
 			Attempt: j.Attempt, At: now, Worker: j.LeaseOwner, Host: j.Host, Version: j.Version, Class: LeaseExpiredClass,
-			Message: leaseExpiredMessage + fmt.Sprintf(" (held by %s, expired %s, rescued by %s)",
+			Message: message + fmt.Sprintf(" (held by %s, expired %s, rescued by %s)",
 				j.LeaseOwner, j.LeaseExpiresAt.UTC().Format(time.RFC3339), rescuer),
 			Outcome: OutcomeLeaseExpired,
 		}
+		into := &requeue
 		if j.Attempt >= j.MaxAttempts {
-			a.Outcome = OutcomeDead
+			a.Outcome, into = OutcomeDead, &dead
 		}
 		entry, err := json.Marshal(a)
 		if err != nil {
 			return RescueResult{}, fmt.Errorf("rescue: %w", err)
 		}
-		if a.Outcome == OutcomeDead {
-			deadIDs = append(deadIDs, j.ID)
-			deadEntries = append(deadEntries, string(entry))
-			fingerprints = append(fingerprints, Fingerprint(j.Task, LeaseExpiredClass, leaseExpiredMessage))
-		} else {
-			requeueIDs = append(requeueIDs, j.ID)
-			requeueEntries = append(requeueEntries, string(entry))
-		}
+		into.ids = append(into.ids, j.ID)
+		into.entries = append(into.entries, string(entry))
+		into.fingerprints = append(into.fingerprints, Fingerprint(j.Task, LeaseExpiredClass, message))
+		into.lastErrors = append(into.lastErrors, LeaseExpiredClass+": "+message)
+		into.messages = append(into.messages, message)
 	}
-	last := LeaseExpiredClass + ": " + leaseExpiredMessage
-	if len(requeueIDs) > 0 {
-		if _, err := tx.ExecContext(ctx, requeueRescuedSQL, pq.Array(requeueIDs), pq.Array(requeueEntries), last); err != nil {
+	if len(requeue.ids) > 0 {
+		if _, err := tx.ExecContext(ctx, requeueRescuedSQL, pq.Array(requeue.ids), pq.Array(requeue.entries),
+			pq.Array(requeue.lastErrors)); err != nil {
 			return RescueResult{}, fmt.Errorf("rescue: requeue: %w", err)
 		}
 	}
-	if len(deadIDs) > 0 {
-		if _, err := tx.ExecContext(ctx, deadLetterRescuedSQL, pq.Array(deadIDs), pq.Array(deadEntries),
-			pq.Array(fingerprints), last, LeaseExpiredClass, leaseExpiredMessage); err != nil {
+	if len(dead.ids) > 0 {
+		if _, err := tx.ExecContext(ctx, deadLetterRescuedSQL, pq.Array(dead.ids), pq.Array(dead.entries),
+			pq.Array(dead.fingerprints), pq.Array(dead.lastErrors), pq.Array(dead.messages), LeaseExpiredClass); err != nil {
 			return RescueResult{}, fmt.Errorf("rescue: dead-letter: %w", err)
 		}
 	}
 	if err := tx.Commit(); err != nil {
 		return RescueResult{}, fmt.Errorf("rescue: commit: %w", err)
 	}
-	return RescueResult{Requeued: len(requeueIDs), DeadLettered: len(deadIDs)}, nil
+	return RescueResult{Requeued: len(requeue.ids), DeadLettered: len(dead.ids)}, nil
+}
+
+// rescueBatch gathers the parallel arrays of one rescue statement.
+type rescueBatch struct {
+	ids                                         []int64
+	entries, fingerprints, lastErrors, messages []string
 }

@@ -142,4 +142,3 @@ func TestCleaner(t *testing.T) {
 		}
 	})
 }
-

@@ -254,5 +254,5 @@ func (c *completer) settle(batch []outcome, written map[int64]int64) {
 // cost of an attempt.
 func (c *completer) abandon(o outcome, err error) {
 	o.log.Error("recording job outcome failed; the job will be redelivered when its lease expires", "err", err)
-	c.w.release(o.lease)
+	c.w.giveUp(o.lease, o.active.leaseUntil())
 }

@@ -80,13 +80,18 @@ func (w *Worker) claim(jobsCtx context.Context, limit int) (int, error) {
 	// The lease is counted from before the request, by this worker's clock:
 	// the completer must never believe a lease lasts longer than it does.
 	leaseUntil := time.Now().Add(w.cfg.LeaseDuration)
+	w.claiming.Lock()
 	jobs, err := w.store.Claim(ctx, w.cfg.ID, w.cfg.Queues, limit, w.cfg.LeaseDuration)
-	if err != nil {
-		w.log.Warn("claim failed; retrying at the next poll", "err", err)
-		return 0, err
-	}
 	for _, job := range jobs {
 		w.start(jobsCtx, job, leaseUntil)
+	}
+	w.claiming.Unlock()
+	if err != nil {
+		w.log.Warn("claim failed; retrying at the next poll", "err", err)
+		// The claim may still commit, or have committed with its reply
+		// lost: hand back whatever it took.
+		w.handBackOrphans(jobsCtx)
+		return 0, err
 	}
 	if len(jobs) > 0 {
 		w.log.Debug("claimed jobs", "count", len(jobs))
@@ -156,6 +161,7 @@ func (w *Worker) heartbeat(ctx context.Context) {
 			w.cancelLost(held, renewed)
 		}
 	}
+	w.handBackOrphans(ctx)
 	found, err := w.store.Heartbeat(ctx, w.cfg.ID, len(held))
 	switch {
 	case err != nil:
@@ -168,6 +174,26 @@ func (w *Worker) heartbeat(ctx context.Context) {
 		} else {
 			w.log.Warn("worker row was gone (forgotten after a long silence); registered again")
 		}
+	}
+}
+
+// handBackOrphans hands back the jobs the database says this worker holds
+// but it does not know of: a claim that committed after the worker stopped
+// waiting for it. Their handlers never ran; see dlq.HandBackOrphans.
+func (w *Worker) handBackOrphans(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), handBackTimeout)
+	defer cancel()
+	w.claiming.Lock()
+	defer w.claiming.Unlock()
+	a := dlq.Attempt{At: w.cfg.NowFunc(), Worker: w.cfg.ID, Host: w.host, Version: w.cfg.Version,
+		Message: "the claim's reply never reached the worker (it timed out or its connection broke); the job was handed back unrun"}
+	orphans, err := w.store.HandBackOrphans(ctx, w.cfg.ID, w.knownLeases(time.Now()), a)
+	switch {
+	case err != nil:
+		w.log.Warn("handing back orphaned claims failed; trying again at the next heartbeat", "err", err)
+	case len(orphans) > 0:
+		w.log.Warn("handed back jobs claimed under this worker's id whose claim reply was lost", "jobs", orphans)
+		signal(w.wake)
 	}
 }
 

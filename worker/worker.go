@@ -60,6 +60,10 @@ type Worker struct {
 
 	// completer writes outcomes in batches.
 	completer *completer
+	// claiming is held while a claim runs and its jobs join the active
+	// set, and while orphans are handed back: a job claimed but not yet in
+	// the active set must not be taken for an orphan.
+	claiming sync.Mutex
 
 	mu sync.Mutex
 	// active holds one entry per claim until its outcome is written, keyed
@@ -67,6 +71,11 @@ type Worker struct {
 	// the stale run of the same job is still winding down, and the two
 	// must not share an entry.
 	active map[dlq.Lease]*activeJob
+	// gaveUp holds claims whose outcome could not be written, until their
+	// leases run out: the rescuer takes them then, spending the attempt.
+	// Handing them back as orphans would give the attempt back, and a job
+	// whose outcome the database refuses would then run for ever.
+	gaveUp map[dlq.Lease]time.Time
 	// running counts the active claims whose handlers have not returned:
 	// the slots in use. The others wait for the completer.
 	running int
@@ -116,6 +125,7 @@ func New(store *dlq.Store, cfg Config) (*Worker, error) {
 		wake:      make(chan struct{}, 1),
 		slotFreed: make(chan struct{}, 1),
 		active:    map[dlq.Lease]*activeJob{},
+		gaveUp:    map[dlq.Lease]time.Time{},
 	}
 	w.completer = newCompleter(w)
 	return w, nil
@@ -294,6 +304,35 @@ func (w *Worker) release(l dlq.Lease) {
 	delete(w.active, l)
 	w.mu.Unlock()
 	signal(w.slotFreed)
+}
+
+// giveUp forgets a claim whose outcome could not be written; its lease is
+// left to expire.
+func (w *Worker) giveUp(l dlq.Lease, leaseUntil time.Time) {
+	w.mu.Lock()
+	delete(w.active, l)
+	w.gaveUp[l] = leaseUntil
+	w.mu.Unlock()
+	signal(w.slotFreed)
+}
+
+// knownLeases lists every claim this worker knows of: held, or given up on
+// and not yet expired. The rest, if the database has any, are orphans.
+func (w *Worker) knownLeases(now time.Time) []dlq.Lease {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	known := make([]dlq.Lease, 0, len(w.active)+len(w.gaveUp))
+	for l := range w.active {
+		known = append(known, l)
+	}
+	for l, until := range w.gaveUp {
+		if now.After(until) {
+			delete(w.gaveUp, l)
+			continue
+		}
+		known = append(known, l)
+	}
+	return known
 }
 
 // heldLeases lists every claim not yet released, running or waiting for its

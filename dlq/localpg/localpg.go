@@ -99,6 +99,10 @@ func (c *Cluster) DSN(name string) string {
 	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/%s?sslmode=disable", c.port, name)
 }
 
+// Port is the port the server listens on; pass it to Start in Config.Port
+// to start the same cluster again after Stop.
+func (c *Cluster) Port() int { return c.port }
+
 // Stop shuts the server down (fast mode: disconnect clients, then stop
 // cleanly) and waits for it to exit.
 func (c *Cluster) Stop() error {

@@ -1,0 +1,135 @@
+package worker_test
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redrive/redrive/dlq"
+	"github.com/redrive/redrive/dlq/localpg"
+	"github.com/redrive/redrive/worker"
+)
+
+// TestNoJobMisjudged covers the ways a healthy worker's job used to be
+// dead-lettered for a failure it did not have.
+func TestNoJobMisjudged(t *testing.T) {
+	t.Parallel()
+
+	// A job that succeeds while the database is down for 3 s is recorded
+	// as succeeded once it is back, well inside its 10 s lease: the
+	// outcome write is retried and the lease kept renewed meanwhile. It
+	// used to be written once, fail, and leave the job to the rescuer,
+	// which dead-lettered it as lease_expired.
+	t.Run("SuccessDuringADatabaseBlipIsRecorded", func(t *testing.T) {
+		t.Parallel()
+		ctx := context.Background()
+		dir, err := os.MkdirTemp("", "redrive-blip-pg-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.RemoveAll(dir) })
+		cluster, err := localpg.Start(ctx, localpg.Config{Dir: dir})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = cluster.Stop() })
+		db, err := dlq.Open(ctx, cluster.DSN("postgres"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		if _, err := dlq.Migrate(ctx, db, slog.New(slog.DiscardHandler)); err != nil {
+			t.Fatal(err)
+		}
+		b := &bundle{store: dlq.NewStore(db), reg: worker.NewRegistry(), logs: &syncBuffer{}}
+		t.Cleanup(func() {
+			if t.Failed() {
+				t.Logf("worker logs:\n%s", b.logs.String())
+			}
+		})
+		if err := b.store.RegisterTasks(ctx, []string{"test.slow"}); err != nil {
+			t.Fatal(err)
+		}
+		started := make(chan struct{}, 1)
+		b.reg.Register("test.slow", func(ctx context.Context, job *worker.Job) error {
+			started <- struct{}{}
+			time.Sleep(2 * time.Second) // the work goes on whatever the database does
+			return nil
+		}, worker.TaskOptions{})
+		cfg := b.config("blip-1")
+		cfg.LeaseDuration, cfg.HeartbeatInterval = 10*time.Second, time.Second
+		b.start(t, cfg)
+		id := b.enqueue(t, dlq.EnqueueParams{Task: "test.slow", MaxAttempts: 1})
+		select {
+		case <-started:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the job did not start")
+		}
+		time.Sleep(500 * time.Millisecond)
+		if err := cluster.Stop(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(3 * time.Second)
+		if cluster, err = localpg.Start(ctx, localpg.Config{Dir: dir, Port: cluster.Port()}); err != nil {
+			t.Fatal(err)
+		}
+		var j dlq.Job
+		waitFor(t, 20*time.Second, "the job to finish", func() bool {
+			var err error
+			j, err = b.store.Job(ctx, id)
+			return err == nil && !j.State.ActiveState()
+		})
+		if j.State != dlq.StateSucceeded || j.Attempt != 1 {
+			t.Fatalf("after a 3 s outage the job is %s on attempt %d (history %+v); want succeeded on attempt 1",
+				j.State, j.Attempt, j.Errors)
+		}
+	})
+
+	// A claim whose reply never reached the worker (it timed out client
+	// side, then committed) leaves jobs running under the worker's id that
+	// the worker knows nothing of. The worker hands them back at its next
+	// heartbeat without spending their attempt, so they run normally. They
+	// used to wait for their leases to expire, and one on its last attempt
+	// was dead-lettered as lease_expired without ever running.
+	t.Run("JobsOfALostClaimReplyAreHandedBackUnspent", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		ran := make(chan int64, 4)
+		b.reg.Register("test.task", func(ctx context.Context, job *worker.Job) error {
+			ran <- job.ID
+			return nil
+		}, worker.TaskOptions{})
+		cfg := b.config("orphans-1")
+		cfg.LeaseDuration, cfg.HeartbeatInterval = 30*time.Second, 100*time.Millisecond
+		cfg.PollInterval = time.Hour // nothing but the hand-back may wake the claim loop
+		b.start(t, cfg)
+		waitFor(t, 5*time.Second, "the worker to register", func() bool {
+			return b.count(t, `SELECT count(*) FROM workers WHERE id = 'orphans-1'`) == 1
+		})
+		last := b.enqueue(t, dlq.EnqueueParams{Task: "test.task", MaxAttempts: 1, RunAt: time.Now().Add(time.Hour)})
+		other := b.enqueue(t, dlq.EnqueueParams{Task: "test.task", MaxAttempts: 3, RunAt: time.Now().Add(time.Hour)})
+		// What the late claim did: both jobs running under this worker's
+		// lease, their attempts counted.
+		b.db.MustExec(`UPDATE jobs SET state = 'running', attempt = attempt + 1, lease_owner = 'orphans-1',
+			lease_expires_at = now() + interval '30 seconds', run_at = now() - interval '1 minute' WHERE id = ANY($1)`,
+			[]int64{last, other})
+		for _, id := range []int64{last, other} {
+			j := b.waitJob(t, id, dlq.StateSucceeded, 10*time.Second)
+			if j.Attempt != 1 {
+				t.Errorf("job %d succeeded on attempt %d; the lost claim's attempt must be given back", id, j.Attempt)
+			}
+			if len(j.Errors) != 1 || j.Errors[0].Class != dlq.ClaimLostClass || j.Errors[0].Outcome != dlq.OutcomeInterrupted {
+				t.Errorf("job %d history %+v; want one ClaimLost hand-back", id, j.Errors)
+			}
+		}
+		if n := b.count(t, `SELECT count(*) FROM dead_letters`); n != 0 {
+			t.Errorf("%d dead letters; want none", n)
+		}
+		if !strings.Contains(b.logs.String(), "claim reply was lost") {
+			t.Error("the hand-back was not logged")
+		}
+	})
+}
