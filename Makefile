@@ -77,7 +77,7 @@ generate-check:
 bench: ## Redrive vs River on a private cluster: one table, also in bench/latest.md (QUICK=1: a few minutes)
 	@scripts/deps.sh run
 	@$(MAKE) build
-	cd benchmarks && $(GO) build -o ../bin/redrive-bench .
+	cd benchmarks && $(GO) test -count=1 ./... && $(GO) build -o ../bin/redrive-bench .
 	./bin/redrive-bench --redrive $(BIN) --out $(BENCH_OUT) $(if $(QUICK),--quick) \
 		--version "$$(git describe --always --dirty 2>/dev/null || echo dev)"
 

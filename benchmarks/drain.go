@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -99,7 +100,10 @@ func waitDrained(ctx context.Context, e engine, db *pgxpool.Pool, start time.Tim
 	for {
 		select {
 		case <-ctx.Done():
-			return 0, fmt.Errorf("drain: %w (%v)", errNotDone, ctx.Err())
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				return 0, fmt.Errorf("drain: %w", errNotDone)
+			}
+			return 0, fmt.Errorf("drain: %w", ctx.Err())
 		case <-tick.C:
 		}
 		left, err := e.Unfinished(ctx, db)

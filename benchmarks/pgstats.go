@@ -43,7 +43,13 @@ type costMeter struct {
 	before dbCost
 }
 
+// meter empties pg_stat_statements first: its table holds a bounded number
+// of statements (pg_stat_statements.max, 5,000), and the entries of earlier
+// runs' databases must not crowd out this run's.
 func (c *cluster) meter(ctx context.Context, name string) (*costMeter, error) {
+	if _, err := c.admin.Exec(ctx, `SELECT pg_stat_statements_reset()`); err != nil {
+		return nil, fmt.Errorf("reset pg_stat_statements: %w", err)
+	}
 	before, err := c.cost(ctx, name)
 	if err != nil {
 		return nil, err

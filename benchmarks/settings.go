@@ -130,8 +130,6 @@ func processCounts() []int { return []int{1, 2} }
 func clusterSettings() [][2]string {
 	return [][2]string{
 		{"shared_preload_libraries", "pg_stat_statements"},
-		{"pg_stat_statements.max", "10000"},
-		{"pg_stat_statements.track", "top"},
 		{"work_mem", "16MB"},
 		{"maintenance_work_mem", "256MB"},
 		{"effective_cache_size", "4GB"},

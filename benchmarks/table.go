@@ -164,11 +164,11 @@ func number(v float64) string {
 	switch a := math.Abs(v); {
 	case math.IsNaN(v):
 		return "—"
-	case a >= 100:
+	case a >= 100 || v == math.Trunc(v):
 		return count(int(math.Round(v)))
 	case a >= 10:
 		return strconv.FormatFloat(v, 'f', 1, 64)
-	case a >= 1 || a == 0:
+	case a >= 1:
 		return strconv.FormatFloat(v, 'f', 2, 64)
 	default:
 		return strconv.FormatFloat(v, 'f', 3, 64)
