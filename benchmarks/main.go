@@ -47,7 +47,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	redriveBin := fs.String("redrive", "", "the redrive binary (make build); required")
 	out := fs.String("out", "", "also write the table to this file")
 	version := fs.String("version", "dev", "the Redrive build being measured, for the header")
-	timeout := fs.Duration("timeout", 3*time.Hour, "stop everything after this long")
+	timeout := fs.Duration("timeout", 4*time.Hour, "stop everything after this long")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

@@ -52,7 +52,7 @@ func fullSizes() Sizes {
 		PageRequests:   40,
 		Readers:        50,
 		ReadFor:        20 * time.Second,
-		RunTimeout:     15 * time.Minute,
+		RunTimeout:     20 * time.Minute,
 	}
 }
 

@@ -32,9 +32,9 @@ func metrics(sz Sizes) []metric {
 		for _, n := range processCounts() {
 			out = append(out,
 				metric{key: drainKey("dbms", p, n), river: true, unit: "ms/job", lowerBetter: true,
-					label: fmt.Sprintf("  database time per job, %s, %d process%s", p.Name, n, plural(n))},
+					label: fmt.Sprintf("Drain: database time per job, %s, %d process%s", p.Name, n, plural(n))},
 				metric{key: drainKey("wal", p, n), river: true, unit: "bytes/job", lowerBetter: true,
-					label: fmt.Sprintf("  WAL bytes per job, %s, %d process%s", p.Name, n, plural(n))})
+					label: fmt.Sprintf("Drain: WAL bytes per job, %s, %d process%s", p.Name, n, plural(n))})
 		}
 	}
 	out = append(out,
@@ -45,7 +45,7 @@ func metrics(sz Sizes) []metric {
 		metric{key: "deadletter.rate", river: true, unit: "letters/s",
 			label: fmt.Sprintf("Dead-letter %s permanently failing jobs (%s, 1 process)", count(sz.DeadLetterJobs), deadLetterProfile().Name)},
 		metric{key: "deadletter.misjudged", river: true, unit: "letters", lowerBetter: true,
-			label: "  misjudged (lease_expired, wrong reason or error, missing)"},
+			label: "Dead-lettering: misjudged (lease_expired, wrong reason or error, missing)"},
 		metric{key: "seed", label: fmt.Sprintf("Seed %s letters (`redrive seed`)", count(sz.Letters)), unit: "s", lowerBetter: true},
 		metric{key: "size", label: "Database size per million letters (letters, search, summaries)", unit: "MiB", lowerBetter: true},
 	)
@@ -57,7 +57,7 @@ func metrics(sz Sizes) []metric {
 	out = append(out,
 		metric{key: "rss.idle", label: "Console RSS, idle", unit: "MiB", lowerBetter: true},
 		metric{key: "rss.peak", label: fmt.Sprintf("Console RSS, peak under %d concurrent readers", sz.Readers), unit: "MiB", lowerBetter: true},
-		metric{key: "readers.rate", label: fmt.Sprintf("  pages served to %d concurrent readers", sz.Readers), unit: "pages/s"},
+		metric{key: "readers.rate", label: fmt.Sprintf("Console: pages served to %d concurrent readers", sz.Readers), unit: "pages/s"},
 		metric{key: "bulk.replay", label: fmt.Sprintf("Bulk replay %s of %s letters by filter (API + runner)", count(sz.BulkSlice), count(sz.Letters)), unit: "letters/s"},
 		metric{key: "bulk.discard", label: fmt.Sprintf("Bulk discard %s of %s letters by filter (API + runner)", count(sz.BulkSlice), count(sz.Letters)), unit: "letters/s"},
 	)
