@@ -13,10 +13,14 @@ MAKEFLAGS += --no-print-directory
 GO ?= go
 BIN := bin/redrive
 
-# make bench BENCH=Seed PKGS=./dlq/ COUNT=10
+# make gobench BENCH=Seed PKGS=./dlq/ COUNT=10
 BENCH ?= .
 PKGS ?= ./...
 COUNT ?= 5
+
+# make bench QUICK=1: small sizes, one run each, to check the harness.
+QUICK ?=
+BENCH_OUT := $(if $(QUICK),bench/quick.md,bench/latest.md)
 
 .PHONY: help
 help: ## list the targets
@@ -70,7 +74,15 @@ generate-check:
 	fi
 
 .PHONY: bench
-bench: ## run the benchmarks COUNT times each and print medians (benchstat); raw output in bench/
+bench: ## Redrive vs River on a private cluster: one table, also in bench/latest.md (QUICK=1: a few minutes)
+	@scripts/deps.sh run
+	@$(MAKE) build
+	cd benchmarks && $(GO) test -count=1 ./... && $(GO) build -o ../bin/redrive-bench .
+	./bin/redrive-bench --redrive $(BIN) --out $(BENCH_OUT) $(if $(QUICK),--quick) \
+		--version "$$(git describe --always --dirty 2>/dev/null || echo dev)"
+
+.PHONY: gobench
+gobench: ## run the Go benchmarks COUNT times each and print medians (benchstat); raw output in bench/
 	@mkdir -p bench
 	$(GO) test -run '^$$' -bench '$(BENCH)' -benchmem -count $(COUNT) -timeout 60m $(PKGS) | tee bench/latest.txt
 	$(GO) tool benchstat bench/latest.txt

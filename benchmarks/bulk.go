@@ -1,0 +1,109 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// bulkWait is how long one API call waits for the operation (the API's
+// maximum); the harness then follows the operation until it is done.
+const bulkWait = 120
+
+// windowSQL finds where the newest $1 pending letters begin, by failure
+// time: a filter "failed since T" then matches them ("everything that
+// failed since the incident began"), as in handlers' BenchmarkBulkReplay100k.
+const windowSQL = `SELECT failed_at FROM dead_letters WHERE status = 'pending'
+	ORDER BY failed_at DESC, id DESC OFFSET $1 - 1 LIMIT 1`
+
+// bulk replays the newest BulkSlice pending letters by filter, then
+// discards the next BulkSlice (which are then the newest pending), each
+// end to end: the API call, the durable operation, the runner's batches.
+func (s *suite) bulk(ctx context.Context, srv *server, db *pgxpool.Pool, round int) error {
+	ctx, cancel := context.WithTimeout(ctx, s.sizes.RunTimeout)
+	defer cancel()
+	r := redriveEngine{}
+	var errs []error
+	for _, action := range []string{"replay", "discard"} {
+		rate, err := s.bulkAction(ctx, srv, db, action)
+		if err != nil {
+			s.failRecord(r, "bulk."+action)
+			errs = append(errs, err)
+			continue
+		}
+		s.record("bulk."+action, r, round, rate)
+	}
+	return errors.Join(errs...)
+}
+
+// bulkOperation is the part of the API's operation the harness reads.
+type bulkOperation struct {
+	OperationID *int64 `json:"operation_id"`
+	State       string `json:"state"`
+	Replayed    *int64 `json:"replayed"`
+	Discarded   *int64 `json:"discarded"`
+	Error       string `json:"error"`
+}
+
+func (op bulkOperation) done() int64 {
+	switch {
+	case op.Replayed != nil:
+		return *op.Replayed
+	case op.Discarded != nil:
+		return *op.Discarded
+	}
+	return 0
+}
+
+// bulkAction runs one bulk action and returns letters per second.
+func (s *suite) bulkAction(ctx context.Context, srv *server, db *pgxpool.Pool, action string) (float64, error) {
+	var since time.Time
+	if err := db.QueryRow(ctx, windowSQL, s.sizes.BulkSlice).Scan(&since); err != nil {
+		return 0, fmt.Errorf("bulk %s: find the window: %w", action, err)
+	}
+	body, err := json.Marshal(map[string]any{
+		"filter":       map[string]string{"since": since.UTC().Format(time.RFC3339Nano)},
+		"reason":       "benchmark",
+		"wait_seconds": bulkWait,
+	})
+	if err != nil {
+		return 0, fmt.Errorf("bulk %s: %w", action, err)
+	}
+	start := time.Now()
+	code, op, err := srv.operation(ctx, http.MethodPost, "/api/v1/dead-letters/"+action, string(body))
+	for err == nil && code == http.StatusAccepted {
+		if op.OperationID == nil {
+			return 0, fmt.Errorf("bulk %s: 202 without an operation id", action)
+		}
+		code, op, err = srv.operation(ctx, http.MethodGet, fmt.Sprintf("/api/v1/operations/%d", *op.OperationID), "")
+	}
+	took := time.Since(start)
+	if err != nil {
+		return 0, fmt.Errorf("bulk %s: %w", action, err)
+	}
+	if code != http.StatusOK || op.State != "done" {
+		return 0, fmt.Errorf("bulk %s: %d, state %q %s", action, code, op.State, op.Error)
+	}
+	if n := op.done(); n < int64(s.sizes.BulkSlice) {
+		return 0, fmt.Errorf("bulk %s: acted on %d letters, want at least %d", action, n, s.sizes.BulkSlice)
+	}
+	return perSecond(int(op.done()), took), nil
+}
+
+// operation calls the bulk API and decodes the operation it answers with.
+func (srv *server) operation(ctx context.Context, method, path, body string) (int, bulkOperation, error) {
+	code, b, err := srv.do(ctx, method, path, body)
+	if err != nil {
+		return 0, bulkOperation{}, err
+	}
+	var op bulkOperation
+	if err := json.Unmarshal(b, &op); err != nil {
+		return 0, bulkOperation{}, fmt.Errorf("%s %s: %d %.200s", method, path, code, b)
+	}
+	return code, op, nil
+}

@@ -1,0 +1,66 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// runChild is a worker process of a throughput or dead-letter run (the
+// harness re-executes itself as `child`): it builds the engine's worker,
+// prints "ready", waits for "go" on stdin, and works until stdin closes
+// or ctx ends (SIGTERM).
+func runChild(ctx context.Context, args []string, stdin io.Reader, stdout io.Writer) error {
+	fs := flag.NewFlagSet("child", flag.ContinueOnError)
+	engineName := fs.String("engine", "", "Redrive or River")
+	profileName := fs.String("profile", "", "a profile of settings.go")
+	dsn := fs.String("dsn", "", "the run's database")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	e, err := engineByName(*engineName)
+	if err != nil {
+		return err
+	}
+	p, err := profileByName(*profileName)
+	if err != nil {
+		return err
+	}
+	run, closeFn, err := e.Worker(ctx, *dsn, p)
+	if err != nil {
+		return err
+	}
+	defer closeFn()
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	goCh := make(chan struct{})
+	go func() {
+		// The first line starts the work; the end of input (the harness
+		// closed the pipe, or died) stops it.
+		defer cancel()
+		sc := bufio.NewScanner(stdin)
+		for sc.Scan() {
+			if strings.TrimSpace(sc.Text()) == "go" {
+				close(goCh)
+				break
+			}
+		}
+		for sc.Scan() {
+		}
+	}()
+	fmt.Fprintln(stdout, "ready")
+	select {
+	case <-goCh:
+	case <-ctx.Done():
+		return nil
+	}
+	if err := run(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		return fmt.Errorf("%s worker: %w", e.Name(), err)
+	}
+	return nil
+}

@@ -1,0 +1,117 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// pollEvery is how often the harness asks whether a run's queue is empty;
+// it bounds the error of a measured duration.
+const pollEvery = 50 * time.Millisecond
+
+// drainOutcome is what one run of worker processes did to a full queue.
+type drainOutcome struct {
+	took time.Duration
+	cost dbCost
+}
+
+// drain measures throughput: procs worker processes with profile p drain
+// a copy of the queue of DrainJobs no-op jobs.
+func (s *suite) drain(ctx context.Context, e engine, p Profile, procs, round int) error {
+	keys := []string{drainKey("rate", p, procs), drainKey("dbms", p, procs), drainKey("wal", p, procs)}
+	out, err := s.work(ctx, e, s.templates[e.Name()].noop, p, procs, nil)
+	if err != nil {
+		s.failRecord(e, keys...)
+		return err
+	}
+	n := float64(s.sizes.DrainJobs)
+	s.record(keys[0], e, round, perSecond(s.sizes.DrainJobs, out.took))
+	s.record(keys[1], e, round, out.cost.ExecMS/n)
+	s.record(keys[2], e, round, float64(out.cost.WALBytes)/n)
+	return nil
+}
+
+// work copies template, starts procs worker children with profile p,
+// waits until they are ready, then times them from "go" until no job is
+// left unfinished. after, when set, inspects the database before it is
+// dropped.
+func (s *suite) work(ctx context.Context, e engine, template string, p Profile, procs int,
+	after func(ctx context.Context, db *pgxpool.Pool) error) (drainOutcome, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.sizes.RunTimeout)
+	defer cancel()
+	var out drainOutcome
+	err := s.c.withDB(ctx, strings.ToLower(e.Name())+"_run", template, func(name string) error {
+		db, err := s.c.observe(ctx, name)
+		if err != nil {
+			return err
+		}
+		defer db.Close()
+		kids, err := startChildren(ctx, s.self, e, s.c.dsn(name), p, procs)
+		if err != nil {
+			return err
+		}
+		stopped := false
+		defer func() {
+			if !stopped {
+				_ = shutdownAll(kids)
+			}
+		}()
+		if err := s.c.quiesce(ctx); err != nil {
+			return err
+		}
+		meter, err := s.c.meter(ctx, name)
+		if err != nil {
+			return err
+		}
+		start := time.Now()
+		for _, k := range kids {
+			if err := k.start(); err != nil {
+				return err
+			}
+		}
+		if out.took, err = waitDrained(ctx, e, db, start); err != nil {
+			return err
+		}
+		stopped = true
+		if err := shutdownAll(kids); err != nil {
+			return err
+		}
+		if out.cost, err = meter.stop(ctx); err != nil {
+			return err
+		}
+		if after != nil {
+			return after(ctx, db)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// waitDrained polls until the engine reports no unfinished job and
+// returns the time since start.
+func waitDrained(ctx context.Context, e engine, db *pgxpool.Pool, start time.Time) (time.Duration, error) {
+	tick := time.NewTicker(pollEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				return 0, fmt.Errorf("drain: %w", errNotDone)
+			}
+			return 0, fmt.Errorf("drain: %w", ctx.Err())
+		case <-tick.C:
+		}
+		left, err := e.Unfinished(ctx, db)
+		if err != nil {
+			return 0, err
+		}
+		if !left {
+			return time.Since(start), nil
+		}
+	}
+}

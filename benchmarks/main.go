@@ -1,0 +1,113 @@
+// Command benchmarks is `make bench`: Redrive side by side with River
+// 0.51.2, on a private PostgreSQL cluster started for the run, with the
+// same settings every time. It prints one Markdown table (and writes it to
+// --out). Each figure is the median of Sizes.Runs runs with its min–max.
+//
+// It lives in its own module so River is a dependency of the benchmark
+// only, never of Redrive. Knobs are in settings.go.
+//
+//	go run . --redrive ../bin/redrive [--quick] [--out ../bench/latest.md]
+//
+// The binary re-executes itself as `child` for each worker process.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+// run is the whole program: the suite, or a worker child.
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	if len(args) > 0 && args[0] == "child" {
+		return runChild(ctx, args[1:], stdin, stdout)
+	}
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	quick := fs.Bool("quick", false, "small sizes, one run each: checks the harness in a few minutes")
+	redriveBin := fs.String("redrive", "", "the redrive binary (make build); required")
+	out := fs.String("out", "", "also write the table to this file")
+	version := fs.String("version", "dev", "the Redrive build being measured, for the header")
+	timeout := fs.Duration("timeout", 4*time.Hour, "stop everything after this long")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *redriveBin == "" {
+		return errors.New("--redrive is required: the path of the redrive binary (make build)")
+	}
+	bin, err := filepath.Abs(*redriveBin)
+	if err != nil {
+		return fmt.Errorf("--redrive: %w", err)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("find this binary: %w", err)
+	}
+	sizes := fullSizes()
+	if *quick {
+		sizes = quickSizes()
+	}
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	return runSuite(ctx, report{started: time.Now(), quick: *quick, version: *version, sizes: sizes},
+		self, bin, *out, logger, stdout)
+}
+
+// runSuite starts the cluster, measures, stops the cluster (also on
+// Ctrl-C or timeout), and prints the table of whatever was measured.
+func runSuite(ctx context.Context, rp report, self, redriveBin, out string, logger *slog.Logger, stdout io.Writer) error {
+	logger.Info("starting the private PostgreSQL cluster")
+	c, err := startCluster(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.stop()
+	if rp.settings, err = c.settings(ctx); err != nil {
+		return err
+	}
+	s := &suite{c: c, sizes: rp.sizes, self: self, redriveBin: redriveBin, log: logger, res: newResults(rp.sizes.Runs)}
+	if err := s.prepare(ctx); err != nil {
+		return fmt.Errorf("prepare templates: %w", err)
+	}
+	s.run(ctx)
+	rp.took = time.Since(rp.started)
+
+	var b strings.Builder
+	rp.write(&b, s)
+	fmt.Fprint(stdout, "\n"+b.String())
+	if out != "" {
+		if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
+			return fmt.Errorf("write %s: %w", out, err)
+		}
+		if err := os.WriteFile(out, []byte(b.String()), 0o644); err != nil {
+			return fmt.Errorf("write %s: %w", out, err)
+		}
+	}
+	switch {
+	case ctx.Err() != nil:
+		return fmt.Errorf("stopped before the end: %w", ctx.Err())
+	case len(s.errs) > 0:
+		return fmt.Errorf("%d step(s) failed (listed under the table)", len(s.errs))
+	}
+	return nil
+}

@@ -1,0 +1,144 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/redrive/redrive/dlq"
+	"github.com/redrive/redrive/worker"
+)
+
+// redriveEngine drives Redrive through worker.New, worker.Config,
+// worker.Registry and the dlq store's enqueue functions: whatever engine
+// the main module holds when the benchmark runs.
+type redriveEngine struct{}
+
+// The Redrive task names of the benchmark's jobs.
+const (
+	redriveNoop    = "bench.noop"
+	redriveFail    = "bench.fail"
+	redriveLatency = "bench.latency"
+)
+
+func (redriveEngine) Name() string { return "Redrive" }
+
+func (redriveEngine) Migrate(ctx context.Context, dsn string) error {
+	db, err := dlq.Open(ctx, dsn)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	if _, err := dlq.Migrate(ctx, db, slog.New(slog.DiscardHandler)); err != nil {
+		return fmt.Errorf("migrate redrive: %w", err)
+	}
+	// Enqueue refuses tasks no worker has registered; register them now so
+	// a template's copies can take jobs before any worker starts.
+	if err := dlq.NewStore(db).RegisterTasks(ctx, []string{redriveNoop, redriveFail, redriveLatency}); err != nil {
+		return fmt.Errorf("register benchmark tasks: %w", err)
+	}
+	return nil
+}
+
+func (redriveEngine) Enqueue(ctx context.Context, dsn string, kind jobKind, n, batch int) error {
+	db, err := dlq.Open(ctx, dsn)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	store := dlq.NewStore(db)
+	p := dlq.EnqueueParams{Task: redriveNoop}
+	if kind == kindFail {
+		p = dlq.EnqueueParams{Task: redriveFail, MaxAttempts: 1}
+	}
+	params := make([]dlq.EnqueueParams, 0, batch)
+	for done := 0; done < n; done += len(params) {
+		params = params[:0]
+		for range min(batch, n-done) {
+			params = append(params, p)
+		}
+		if _, err := store.EnqueueMany(ctx, params); err != nil {
+			return fmt.Errorf("redrive enqueue: %w", err)
+		}
+	}
+	return nil
+}
+
+// unfinishedRedriveSQL uses the (state, queue, id) index; finished jobs
+// may be deleted by retention, so what counts is what is left to do.
+const unfinishedRedriveSQL = `SELECT EXISTS (SELECT 1 FROM jobs WHERE state IN ('available', 'retrying', 'running'))`
+
+func (redriveEngine) Unfinished(ctx context.Context, db *pgxpool.Pool) (bool, error) {
+	var any bool
+	if err := db.QueryRow(ctx, unfinishedRedriveSQL).Scan(&any); err != nil {
+		return false, fmt.Errorf("redrive unfinished jobs: %w", err)
+	}
+	return any, nil
+}
+
+// redriveRegistry holds the benchmark's handlers: a no-op, and a failure
+// that no retry could fix.
+func redriveRegistry() *worker.Registry {
+	reg := worker.NewRegistry()
+	reg.Register(redriveNoop, func(context.Context, *worker.Job) error { return nil }, worker.TaskOptions{})
+	reg.Register(redriveFail, func(context.Context, *worker.Job) error {
+		return worker.Permanent(errors.New(failMessage))
+	}, worker.TaskOptions{})
+	return reg
+}
+
+func (redriveEngine) Worker(ctx context.Context, dsn string, p Profile) (func(context.Context) error, func(), error) {
+	db, err := dlq.Open(ctx, dsn)
+	if err != nil {
+		return nil, nil, err
+	}
+	cfg := p.Redrive
+	cfg.Registry = redriveRegistry()
+	w, err := worker.New(dlq.NewStore(db), cfg)
+	if err != nil {
+		db.Close()
+		return nil, nil, fmt.Errorf("redrive worker: %w", err)
+	}
+	return w.Run, func() { db.Close() }, nil
+}
+
+func (redriveEngine) Latency(ctx context.Context, dsn string, samples int, gap time.Duration) ([]time.Duration, error) {
+	db, err := dlq.Open(ctx, dsn)
+	if err != nil {
+		return nil, err
+	}
+	defer db.Close()
+	started := make(chan time.Time, 1)
+	reg := worker.NewRegistry()
+	reg.Register(redriveLatency, func(context.Context, *worker.Job) error {
+		started <- time.Now()
+		return nil
+	}, worker.TaskOptions{})
+	cfg := defaultProfile().Redrive
+	cfg.Registry, cfg.ListenDSN = reg, dsn
+	store := dlq.NewStore(db)
+	w, err := worker.New(store, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("redrive worker: %w", err)
+	}
+	return latencyLoop(ctx, w.Run, samples, gap, started, func(ctx context.Context) error {
+		_, err := store.Enqueue(ctx, dlq.EnqueueParams{Task: redriveLatency})
+		return err
+	})
+}
+
+// misjudgedRedriveSQL: the letters recorded as what they were.
+const misjudgedRedriveSQL = `SELECT count(*) FROM dead_letters
+	WHERE task = $1 AND reason = 'permanent' AND position($2 IN error_message) > 0`
+
+func (redriveEngine) Misjudged(ctx context.Context, db *pgxpool.Pool, n int) (int64, error) {
+	var right int64
+	if err := db.QueryRow(ctx, misjudgedRedriveSQL, redriveFail, failMessage).Scan(&right); err != nil {
+		return 0, fmt.Errorf("redrive misjudged letters: %w", err)
+	}
+	return int64(n) - right, nil
+}

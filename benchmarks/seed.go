@@ -1,0 +1,41 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// seed times `redrive seed --dead-letters Letters`.
+func (s *suite) seed(ctx context.Context, dsn string, round int) error {
+	ctx, cancel := context.WithTimeout(ctx, s.sizes.RunTimeout)
+	defer cancel()
+	start := time.Now()
+	if _, err := s.redrive(ctx, dsn, "", "seed", "--dead-letters", strconv.Itoa(s.sizes.Letters)); err != nil {
+		s.failRecord(redriveEngine{}, "seed")
+		return err
+	}
+	s.record("seed", redriveEngine{}, round, time.Since(start).Seconds())
+	return nil
+}
+
+// sizeTables are what a million letters cost on disk: the letters, their
+// search side table, and the summaries the triggers keep. A table a
+// future schema lacks counts as nothing.
+const sizeSQL = `SELECT coalesce(sum(pg_total_relation_size(to_regclass(t))), 0)::bigint FROM unnest(ARRAY[
+	'dead_letters', 'dead_letter_search', 'dead_letter_counts', 'error_groups',
+	'dead_letter_inflow', 'dead_letter_inflow_daily', 'dead_letter_inflow_totals']) t`
+
+func (s *suite) size(ctx context.Context, db *pgxpool.Pool, round int) error {
+	var bytes int64
+	if err := db.QueryRow(ctx, sizeSQL).Scan(&bytes); err != nil {
+		s.failRecord(redriveEngine{}, "size")
+		return fmt.Errorf("database size: %w", err)
+	}
+	perMillion := float64(bytes) * 1e6 / float64(s.sizes.Letters)
+	s.record("size", redriveEngine{}, round, perMillion/(1<<20))
+	return nil
+}
