@@ -33,6 +33,12 @@
 // event's effect happen exactly once by committing it in one transaction
 // with a record of the event's id.
 //
+// Outcomes are written in batches by the worker's completer (see
+// completer.go); a job keeps its lease, renewed by the heartbeat, until
+// its outcome is written, and a write that fails for its connection is
+// retried while that lease lasts. So a database that goes away for a
+// moment delays the acknowledgement rather than redelivering the job.
+//
 // Every job ends succeeded or dead-lettered; nothing is dropped. A job whose
 // task has no handler on this worker is dead-lettered at once (reason
 // permanent, class UnknownTask) rather than left waiting, so every worker
