@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/jmoiron/sqlx"
 )
 
 // cleanerLockKey names the advisory lock that lets one cleaner at a time
@@ -77,11 +79,15 @@ SELECT GREATEST(COALESCE((SELECT reltuples FROM pg_class WHERE relname = 'jobs_c
 // SucceededKept reads how many succeeded jobs are kept, roughly, and the
 // oldest one's finishing time.
 func (s *Store) SucceededKept(ctx context.Context) (SucceededKept, error) {
+	return succeededKept(ctx, s.db)
+}
+
+func succeededKept(ctx context.Context, q sqlx.QueryerContext) (SucceededKept, error) {
 	var row struct {
 		Estimate int64        `db:"estimate"`
 		Oldest   sql.NullTime `db:"oldest"`
 	}
-	if err := s.db.GetContext(ctx, &row, succeededKeptSQL); err != nil && !errors.Is(err, sql.ErrNoRows) {
+	if err := sqlx.GetContext(ctx, q, &row, succeededKeptSQL); err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return SucceededKept{}, fmt.Errorf("succeeded jobs kept: %w", err)
 	}
 	return SucceededKept{Estimate: row.Estimate, Oldest: row.Oldest.Time}, nil

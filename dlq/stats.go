@@ -328,6 +328,8 @@ type MetricsSnapshot struct {
 	// seconds must not count them.
 	Jobs    []JobCount
 	Workers []WorkerStatus
+	// Succeeded is what the cleaner still keeps of succeeded jobs.
+	Succeeded SucceededKept
 }
 
 // DeadLetterCount is the number of letters of one task and queue in one status.
@@ -363,6 +365,9 @@ func (s *Store) MetricsSnapshot(ctx context.Context) (MetricsSnapshot, error) {
 			return fmt.Errorf("job counts: %w", err)
 		}
 		var err error
+		if m.Succeeded, err = succeededKept(ctx, tx); err != nil {
+			return err
+		}
 		m.Workers, err = workerStatuses(ctx, tx)
 		return err
 	})

@@ -24,6 +24,7 @@ type JobLister interface {
 	CountJobs(ctx context.Context, f dlq.JobFilter) (dlq.JobTotal, error)
 	JobQueues(ctx context.Context) ([]string, error)
 	TaskNames(ctx context.Context) ([]string, error)
+	SucceededKept(ctx context.Context) (dlq.SucceededKept, error)
 }
 
 // Jobs renders the job list, filtered by the query string and paged by id.
@@ -73,7 +74,12 @@ func loadJobsPage(ctx context.Context, store JobLister, f dlq.JobFilter, now tim
 	if err != nil {
 		return views.JobsPage{}, err
 	}
+	kept, err := store.SucceededKept(ctx)
+	if err != nil {
+		return views.JobsPage{}, err
+	}
 	p := views.JobsPage{
+		Retention: retentionText(kept, now),
 		Filter: views.JobsFilter{
 			State: string(f.State), Queue: f.Queue, Task: f.Task,
 			States: stateNames(), Queues: queues, Tasks: tasks,
@@ -100,6 +106,20 @@ func loadJobsPage(ctx context.Context, store JobLister, f dlq.JobFilter, now tim
 		p.OlderHref = jobsHref(older)
 	}
 	return p, nil
+}
+
+// retentionText says how many succeeded jobs the workers' cleaner still
+// keeps, and since when; "" when there are none.
+func retentionText(k dlq.SucceededKept, now time.Time) string {
+	if k.Oldest.IsZero() {
+		return ""
+	}
+	kept := "Succeeded jobs are kept"
+	if k.Estimate > 0 { // Postgres's estimate is 0 until the table is first analysed
+		kept = fmt.Sprintf("About %s succeeded jobs are kept", views.Number(k.Estimate))
+	}
+	return fmt.Sprintf("%s, the oldest finished %s ago; workers delete them once past their retention (REDRIVE_RETAIN_SUCCEEDED, default 24h).",
+		kept, humanDuration(now.Sub(k.Oldest)))
 }
 
 func stateNames() []string {

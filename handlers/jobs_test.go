@@ -218,3 +218,20 @@ func TestJobDetail(t *testing.T) {
 		}
 	})
 }
+
+func TestJobListSaysWhatRetentionKeeps(t *testing.T) {
+	t.Parallel()
+	c := newConsole(t)
+	_, doc := c.page(t, "/jobs")
+	if byTestID(doc.Selection, "jobs-retention").Length() != 0 {
+		t.Error("with no succeeded job, the page speaks of retention")
+	}
+	c.insertJobs(t, 30, "default", "t", "succeeded")
+	c.exec(t, `UPDATE jobs SET finished_at = now() - interval '3 hours'`)
+	c.exec(t, `ANALYZE jobs`)
+	_, doc = c.page(t, "/jobs")
+	got := squash(byTestID(doc.Selection, "jobs-retention"))
+	if !strings.Contains(got, "About 30 succeeded jobs are kept") || !strings.Contains(got, "3 h") {
+		t.Errorf("retention line %q; want the count kept and the oldest's age", got)
+	}
+}

@@ -33,6 +33,8 @@ type domainCollector struct {
 	jobs         *prometheus.Desc
 	workers      *prometheus.Desc
 	heartbeatAge *prometheus.Desc
+	kept         *prometheus.Desc
+	keptAge      *prometheus.Desc
 }
 
 func newDomainCollector(src StatsSource, logger *slog.Logger) *domainCollector {
@@ -51,6 +53,10 @@ func newDomainCollector(src StatsSource, logger *slog.Logger) *domainCollector {
 			[]string{"state"}, nil),
 		heartbeatAge: prometheus.NewDesc("redrive_worker_heartbeat_age_seconds",
 			"Seconds since each registered worker's last heartbeat, by the database clock.", []string{"worker"}, nil),
+		kept: prometheus.NewDesc("redrive_jobs_succeeded_kept",
+			"Succeeded jobs kept until the workers' cleaner deletes them (Postgres's estimate, refreshed by autovacuum).", nil, nil),
+		keptAge: prometheus.NewDesc("redrive_jobs_succeeded_oldest_age_seconds",
+			"Age of the oldest succeeded job the cleaner may delete; past the retention, the cleaner is not keeping up (or no worker runs).", nil, nil),
 	}
 }
 
@@ -61,6 +67,8 @@ func (d *domainCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- d.jobs
 	ch <- d.workers
 	ch <- d.heartbeatAge
+	ch <- d.kept
+	ch <- d.keptAge
 }
 
 // Collect implements prometheus.Collector. A failed read is logged and
@@ -93,4 +101,10 @@ func (d *domainCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(d.workers, prometheus.GaugeValue, float64(live), "live")
 	ch <- prometheus.MustNewConstMetric(d.workers, prometheus.GaugeValue, float64(stale), "stale")
+	ch <- prometheus.MustNewConstMetric(d.kept, prometheus.GaugeValue, float64(snap.Succeeded.Estimate))
+	var oldest float64
+	if !snap.Succeeded.Oldest.IsZero() {
+		oldest = time.Since(snap.Succeeded.Oldest).Seconds()
+	}
+	ch <- prometheus.MustNewConstMetric(d.keptAge, prometheus.GaugeValue, oldest)
 }

@@ -64,6 +64,7 @@ func TestDomainCollector(t *testing.T) {
 				{WorkerInfo: dlq.WorkerInfo{ID: "w1"}, HeartbeatAge: 2 * time.Second},
 				{WorkerInfo: dlq.WorkerInfo{ID: "w2"}, HeartbeatAge: 5 * time.Minute},
 			},
+			Succeeded: dlq.SucceededKept{Estimate: 1234},
 		}}
 		got := gather(t, newDomainCollector(src, slog.New(slog.DiscardHandler)))
 		want := map[string]float64{
@@ -74,6 +75,8 @@ func TestDomainCollector(t *testing.T) {
 			"redrive_workers,state=stale":                        1,
 			"redrive_worker_heartbeat_age_seconds,worker=w1":     2,
 			"redrive_worker_heartbeat_age_seconds,worker=w2":     300,
+			"redrive_jobs_succeeded_kept":                        1234,
+			"redrive_jobs_succeeded_oldest_age_seconds":          0,
 		}
 		if len(got) != len(want) {
 			t.Errorf("got %d samples, want %d: %v", len(got), len(want), got)
