@@ -32,7 +32,7 @@ func ensureUser(t *testing.T, db *dlqtest.DB, name string, role dlq.Role) {
 	} else if !errors.Is(err, dlq.ErrNotFound) {
 		t.Fatal(err)
 	}
-	hash, err := dlq.HashPassword(webtest.Password, 4)
+	hash, err := dlq.HashPassword(name, webtest.Password, 4)
 	must(t, err)
 	_, err = store.CreateUser(context.Background(), dlq.NewUser{Name: name, Role: role, PasswordHash: hash,
 		Actor: dlq.Actor{Name: "e2e"}, Now: time.Now()})

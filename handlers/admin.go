@@ -52,7 +52,7 @@ func AdminAddUser(store UserAdmin, now func() time.Time, version string) echo.Ha
 		}
 		name, role := c.FormValue("name"), dlq.Role(c.FormValue("role"))
 		v := views.AdminView{Form: "add-user", NewUser: views.AdminNewUser{Name: name, Role: string(role)}}
-		hash, err := dlq.HashPassword(c.FormValue("password"), 0)
+		hash, err := dlq.HashPassword(name, c.FormValue("password"), 0)
 		if err == nil {
 			_, err = store.CreateUser(c.Request().Context(), dlq.NewUser{Name: name, Role: role, PasswordHash: hash,
 				Actor: ActorFrom(c).Actor, Now: now()})
@@ -81,7 +81,7 @@ func AdminChangeUser(store UserAdmin, now func() time.Time, op, version string) 
 		switch op {
 		case "password":
 			var hash []byte
-			if hash, err = dlq.HashPassword(c.FormValue("password"), 0); err == nil {
+			if hash, err = dlq.HashPassword(name, c.FormValue("password"), 0); err == nil {
 				_, err = store.SetPassword(ctx, name, hash, change)
 			}
 		case "disable":

@@ -233,7 +233,7 @@ func TestLiveSessionsEnd(t *testing.T) {
 		t.Errorf("re-enabled user's old session: %d, want still signed out", code)
 	}
 	s = webtest.SignIn(t, e.h, "carl", webtest.Password)
-	hash, _ := dlq.HashPassword("a brand new password", 4)
+	hash, _ := dlq.HashPassword("carl", "a brand new password", 4)
 	if _, err := e.store.SetPassword(ctx, "carl", hash, change); err != nil {
 		t.Fatal(err)
 	}
