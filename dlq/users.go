@@ -21,8 +21,8 @@ type User struct {
 	// PasswordHash is a bcrypt hash; it never leaves the server.
 	PasswordHash []byte `db:"password_hash" json:"-"`
 	// SessionEpoch is written into each session; a session carrying an
-	// older epoch is over. It goes up when the password changes or the user
-	// is disabled.
+	// older epoch is over. It goes up when the password changes, the user
+	// is disabled, or their sessions are ended everywhere.
 	SessionEpoch int64      `db:"session_epoch" json:"-"`
 	DisabledAt   *time.Time `db:"disabled_at" json:"disabled_at"`
 	CreatedAt    time.Time  `db:"created_at" json:"created_at"`

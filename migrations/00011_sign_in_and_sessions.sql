@@ -1,6 +1,7 @@
 -- +goose NO TRANSACTION
 
--- Sign-in throttling by name and address together.
+-- Sign-in throttling by name and address together, and sign-out that ends
+-- a session on the server.
 --
 -- 1. Failures are now counted per (name, address) pair, which locks, and
 --    per name from anywhere, which only slows and spares the addresses
@@ -15,7 +16,13 @@
 --    many addresses cannot keep alice herself out. One row per name and
 --    address, refreshed on each success.
 --
--- The table is new and small; IF NOT EXISTS makes the file rerunnable.
+-- 3. session_revocations lists sessions that were signed out before they
+--    expired. A session cookie lives in the browser, so without this a
+--    copy taken before "Sign out" went on working until its idle timeout.
+--    Only a SHA-256 of the session's secret is kept; a row can go once the
+--    session would have expired anyway.
+--
+-- Both tables are new and small; IF NOT EXISTS makes the file rerunnable.
 
 -- +goose Up
 DROP INDEX CONCURRENTLY IF EXISTS login_attempts_name_addr_idx;
@@ -28,6 +35,15 @@ CREATE TABLE IF NOT EXISTS sign_in_addresses (
     PRIMARY KEY (name, remote_addr)
 );
 
+CREATE TABLE IF NOT EXISTS session_revocations (
+    sid_hash   bytea       PRIMARY KEY,
+    user_id    bigint      NOT NULL REFERENCES users (id) ON DELETE CASCADE,
+    revoked_at timestamptz NOT NULL,
+    expires_at timestamptz NOT NULL
+);
+CREATE INDEX IF NOT EXISTS session_revocations_expires_idx ON session_revocations (expires_at);
+
 -- +goose Down
+DROP TABLE IF EXISTS session_revocations;
 DROP TABLE IF EXISTS sign_in_addresses;
 DROP INDEX CONCURRENTLY IF EXISTS login_attempts_name_addr_idx;

@@ -107,7 +107,7 @@ func NewServer(cfg Config) (http.Handler, error) {
 		// own pages: in that order, after routing, so c.Path() is known.
 		sec.auth.middleware,
 		sec.acl.middleware,
-		csrf(sec.trust),
+		csrf(sec.sessions),
 	)
 
 	assets, err := fs.Sub(static.FS, ".")
