@@ -92,7 +92,7 @@ func NewServer(cfg Config) (http.Handler, error) {
 		return nil, fmt.Errorf("register domain metrics: %w", err)
 	}
 	e.Use(
-		middleware.RequestID(),
+		requestID(sec.trust),
 		requestLogger(cfg.Logger),
 		middleware.RecoverWithConfig(middleware.RecoverConfig{
 			// The stack goes to the log through the error handler, never to the client.
