@@ -5,11 +5,13 @@ import (
 	"maps"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"slices"
 	"testing"
 
 	"github.com/redrive/redrive/dlq"
 	"github.com/redrive/redrive/dlq/dlqtest"
+	"github.com/redrive/redrive/web"
 	"github.com/redrive/redrive/web/webtest"
 )
 
@@ -67,6 +69,29 @@ func TestCSRFBoundToSession(t *testing.T) {
 	if code := discard(s, "Origin", "http://example.com", "Sec-Fetch-Site", "same-origin"); code != http.StatusOK {
 		t.Fatalf("the session's own token from its own origin: %d", code)
 	}
+	// Behind a trusted proxy that rewrote Host, the Origin is compared with
+	// the host the proxy names; from anyone else that header is ignored.
+	proxied := newEnv(t, func(c *web.Config) {
+		c.Auth.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}
+	})
+	webtest.CreateUser(t, proxied.store, "pat", dlq.RoleOperator)
+	ps := webtest.SignIn(t, proxied.h, "pat", webtest.Password)
+	idp := dlqtest.InsertDeadLetter(t, proxied.db.DB, dlqtest.Letter{})
+	viaProxy := func(remote string) int {
+		req := request("POST", fmt.Sprintf("/api/v1/dead-letters/%d/discard", idp), `{"reason":"noise"}`)
+		req.Host = "127.0.0.1:8080"
+		req.RemoteAddr = remote
+		req.Header.Set("Origin", "https://console.example")
+		req.Header.Set("X-Forwarded-Host", "console.example")
+		return ps.Do(proxied.h, req).Code
+	}
+	if code := viaProxy("192.0.2.50:1"); code != http.StatusForbidden {
+		t.Errorf("X-Forwarded-Host from an untrusted client: %d, want 403", code)
+	}
+	if code := viaProxy("10.0.0.2:1"); code != http.StatusOK {
+		t.Errorf("from a trusted proxy that rewrote Host: %d, want 200", code)
+	}
+
 	// An API client is not a browser: no CSRF token, whatever Origin says.
 	id = dlqtest.InsertDeadLetter(t, e.db.DB, dlqtest.Letter{})
 	tok := webtest.Token(t, e.store, "pat")

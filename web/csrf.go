@@ -29,7 +29,8 @@ var (
 //   - the browser's own word on where the request came from: a
 //     Sec-Fetch-Site other than same-origin or none, or else an Origin
 //     whose host is not this one, is refused (net/http's
-//     CrossOriginProtection). A request with neither header (curl, an old
+//     CrossOriginProtection; behind a trusted proxy, the host it names in
+//     X-Forwarded-Host). A request with neither header (curl, an old
 //     browser) goes on to the token check alone;
 //   - a synchronizer token tied to the signed session: an HMAC, under the
 //     session's secret, of who is signed in. The secret lives only in the
@@ -53,7 +54,7 @@ func csrf(sessions *sessionManager) echo.MiddlewareFunc {
 			}
 			r := c.Request()
 			unsafe := unsafeMethod(r.Method)
-			if unsafe && origins.Check(r) != nil {
+			if unsafe && origins.Check(asProxied(r, sessions.trust)) != nil {
 				return errCrossSite
 			}
 			d, ok := sessions.current(c)
@@ -79,6 +80,20 @@ func csrf(sessions *sessionManager) echo.MiddlewareFunc {
 			return next(c)
 		}
 	}
+}
+
+// asProxied is r with the Host the browser used: a trusted proxy that
+// rewrites Host (nginx does by default) says it in X-Forwarded-Host, and
+// an Origin is compared with that. Anyone else's X-Forwarded-Host is
+// ignored.
+func asProxied(r *http.Request, trust proxyTrust) *http.Request {
+	host := r.Header.Get("X-Forwarded-Host")
+	if host == "" || host == r.Host || !trust.trusted(r) {
+		return r
+	}
+	r2 := r.WithContext(r.Context())
+	r2.Host = host
+	return r2
 }
 
 // csrfToken is the token of a session for the principal called name: the
