@@ -740,7 +740,7 @@ func ensureDevAdmin(ctx context.Context, store *dlq.Store) (string, error) {
 		return "", err
 	}
 	password := strings.TrimPrefix(secret, dlq.TokenPrefix)[:16]
-	hash, err := dlq.HashPassword(password, 0)
+	hash, err := dlq.HashPassword(devAdmin, password, 0)
 	if err != nil {
 		return "", err
 	}
@@ -887,7 +887,7 @@ func (u userCommand) newPassword(name string) ([]byte, error) {
 		}
 		pw = strings.TrimRight(line, "\r\n")
 	}
-	hash, err := dlq.HashPassword(pw, 0)
+	hash, err := dlq.HashPassword(name, pw, 0)
 	if err != nil {
 		return nil, err
 	}

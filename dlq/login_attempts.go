@@ -26,10 +26,33 @@ const (
 // LoginHistory is the recent failed sign-ins that decide whether the next
 // one is slowed or refused, newest first.
 type LoginHistory struct {
-	// ByName are failures for the name since its last success.
+	// ByPair are failures for the name from this address since the last
+	// success from there: they decide the lock.
+	ByPair []time.Time
+	// ByName are failures for the name from any address, success or not:
+	// a guesser spread over many addresses shows up only here.
 	ByName []time.Time
 	// ByAddr are failures from the address, for any name.
 	ByAddr []time.Time
+	// KnownAddr says the name signed in successfully from this address
+	// since LoginAttempt.KnownSince.
+	KnownAddr bool
+}
+
+// LoginAttempt is a sign-in attempt about to be checked, and how far back
+// its history is read.
+type LoginAttempt struct {
+	Name string
+	Addr string
+	Now  time.Time
+	// Since bounds the pair's and the address's failures; NameSince the
+	// name's; KnownSince how old a success may be and still make its
+	// address known.
+	Since      time.Time
+	NameSince  time.Time
+	KnownSince time.Time
+	// Limit is the most failures of each kind read.
+	Limit int
 }
 
 // loginAttemptsKept is how long attempts are kept: far longer than any
@@ -49,39 +72,62 @@ func clipName(name string) string {
 }
 
 // StartLoginAttempt records an attempt as pending and returns it with the
-// failures that came before it within window (at most limit of each
-// kind). Recording before the password is checked, under a per-name lock,
-// makes concurrent guesses count against each other: a burst of parallel
-// requests cannot all slip in under the limit.
-func (s *Store) StartLoginAttempt(ctx context.Context, name, addr string, now time.Time, window time.Duration, limit int) (int64, LoginHistory, error) {
-	name = loginName(name)
+// failures that came before it. Recording happens before the password is
+// checked, under a lock on the address and then one on the name, so
+// concurrent guesses count against each other: parallel requests for many
+// names from one address, or for one name from many addresses, cannot all
+// slip in under a limit. (Every caller takes the address lock first and
+// holds no name lock while waiting for it, so two attempts never wait on
+// each other in a circle.)
+func (s *Store) StartLoginAttempt(ctx context.Context, a LoginAttempt) (int64, LoginHistory, error) {
+	name := loginName(a.Name)
 	var id int64
 	var h LoginHistory
 	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
-		if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('login:' || $1, 0))`, name); err != nil {
-			return fmt.Errorf("lock: %w", err)
+		if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('login-addr:' || $1, 0))`, a.Addr); err != nil {
+			return fmt.Errorf("lock address: %w", err)
 		}
-		since := now.Add(-window)
-		err := tx.SelectContext(ctx, &h.ByName, `
+		if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('login:' || $1, 0))`, name); err != nil {
+			return fmt.Errorf("lock name: %w", err)
+		}
+		err := tx.SelectContext(ctx, &h.ByPair, `
+			SELECT at FROM login_attempts
+			WHERE name = $1 AND remote_addr = $2 AND at > $3 AND outcome IN ('pending', 'failed')
+				AND at > coalesce((SELECT max(at) FROM login_attempts
+					WHERE name = $1 AND remote_addr = $2 AND outcome = 'succeeded'), '-infinity')
+			ORDER BY at DESC LIMIT $4`, name, a.Addr, a.Since, a.Limit)
+		if err != nil {
+			return fmt.Errorf("failures by name and address: %w", err)
+		}
+		err = tx.SelectContext(ctx, &h.ByName, `
 			SELECT at FROM login_attempts
 			WHERE name = $1 AND at > $2 AND outcome IN ('pending', 'failed')
-				AND at > coalesce((SELECT max(at) FROM login_attempts WHERE name = $1 AND outcome = 'succeeded'), '-infinity')
-			ORDER BY at DESC LIMIT $3`, name, since, limit)
+			ORDER BY at DESC LIMIT $3`, name, a.NameSince, a.Limit)
 		if err != nil {
 			return fmt.Errorf("failures by name: %w", err)
 		}
 		err = tx.SelectContext(ctx, &h.ByAddr, `
 			SELECT at FROM login_attempts
 			WHERE remote_addr = $1 AND at > $2 AND outcome IN ('pending', 'failed')
-			ORDER BY at DESC LIMIT $3`, addr, since, limit)
+			ORDER BY at DESC LIMIT $3`, a.Addr, a.Since, a.Limit)
 		if err != nil {
 			return fmt.Errorf("failures by address: %w", err)
 		}
-		err = tx.GetContext(ctx, &id, `INSERT INTO login_attempts (name, remote_addr, at) VALUES ($1, $2, $3) RETURNING id`, name, addr, now)
+		err = tx.GetContext(ctx, &h.KnownAddr, `
+			SELECT EXISTS (SELECT 1 FROM sign_in_addresses WHERE name = $1 AND remote_addr = $2 AND last_success_at > $3)`,
+			name, a.Addr, a.KnownSince)
+		if err != nil {
+			return fmt.Errorf("known address: %w", err)
+		}
+		err = tx.GetContext(ctx, &id, `INSERT INTO login_attempts (name, remote_addr, at) VALUES ($1, $2, $3) RETURNING id`, name, a.Addr, a.Now)
 		if err != nil {
 			return fmt.Errorf("record: %w", err)
 		}
-		_, err = tx.ExecContext(ctx, `DELETE FROM login_attempts WHERE at < $1`, now.Add(-loginAttemptsKept))
+		if _, err := tx.ExecContext(ctx, `DELETE FROM login_attempts WHERE at < $1`, a.Now.Add(-loginAttemptsKept)); err != nil {
+			return fmt.Errorf("forget old attempts: %w", err)
+		}
+		// The name's addresses are one range of the primary key.
+		_, err = tx.ExecContext(ctx, `DELETE FROM sign_in_addresses WHERE name = $1 AND last_success_at <= $2`, name, a.KnownSince)
 		return err
 	})
 	if err != nil {
@@ -110,6 +156,14 @@ func (s *Store) FinishLoginAttempt(ctx context.Context, r LoginResult) error {
 		action := ActionSignIn
 		switch r.Outcome {
 		case LoginSucceeded:
+			// The address is now known for the name (see LoginHistory.KnownAddr).
+			_, err := tx.ExecContext(ctx, `
+				INSERT INTO sign_in_addresses AS k (name, remote_addr, last_success_at) VALUES ($1, $2, $3)
+				ON CONFLICT (name, remote_addr) DO UPDATE SET last_success_at = greatest(k.last_success_at, EXCLUDED.last_success_at)`,
+				loginName(r.Name), r.Actor.RemoteAddr, r.Now)
+			if err != nil {
+				return fmt.Errorf("remember address: %w", err)
+			}
 		case LoginFailed:
 			action = ActionSignInFailed
 		default:

@@ -21,8 +21,8 @@ type User struct {
 	// PasswordHash is a bcrypt hash; it never leaves the server.
 	PasswordHash []byte `db:"password_hash" json:"-"`
 	// SessionEpoch is written into each session; a session carrying an
-	// older epoch is over. It goes up when the password changes or the user
-	// is disabled.
+	// older epoch is over. It goes up when the password changes, the user
+	// is disabled, or their sessions are ended everywhere.
 	SessionEpoch int64      `db:"session_epoch" json:"-"`
 	DisabledAt   *time.Time `db:"disabled_at" json:"disabled_at"`
 	CreatedAt    time.Time  `db:"created_at" json:"created_at"`
@@ -58,8 +58,11 @@ func ValidUserName(name string) bool { return userNamePattern.MatchString(name) 
 // response time does not reveal which names exist. Same cost as new hashes.
 const noSuchUserHash = "$2a$10$Fx1DGpzXkQLGIXaK91e2JeAP4iIJ57dTSCajR1Ujb.Fxg2R4iLkFO"
 
-// ValidatePassword returns what is wrong with a new password, or "".
-func ValidatePassword(pw string) string {
+// ValidatePassword returns what is wrong with pw as the new password of
+// the user called name, or "". Length alone let "aaaaaaaaaa" through, so
+// a password is also refused when it is one character repeated, the user's
+// own name, or on the bundled list of common passwords.
+func ValidatePassword(name, pw string) string {
 	switch {
 	case utf8.RuneCountInString(pw) < MinPasswordLen:
 		return fmt.Sprintf("must be at least %d characters", MinPasswordLen)
@@ -67,14 +70,21 @@ func ValidatePassword(pw string) string {
 		return fmt.Sprintf("must be at most %d bytes", MaxPasswordBytes)
 	case strings.TrimSpace(pw) == "":
 		return "must not be blank"
+	case oneCharRepeated(pw):
+		return "must not be one character repeated"
+	case name != "" && strings.EqualFold(strings.TrimSpace(pw), strings.TrimSpace(name)):
+		return "must not be the user name"
+	case IsCommonPassword(pw):
+		return "is one of the most common passwords, which are guessed first; choose another"
 	}
 	return ""
 }
 
-// HashPassword validates a new password and returns its bcrypt hash at
-// bcrypt's default cost (cost 0) or the one given (tests use the minimum).
-func HashPassword(pw string, cost int) ([]byte, error) {
-	if msg := ValidatePassword(pw); msg != "" {
+// HashPassword validates pw as the new password of the user called name
+// and returns its bcrypt hash at bcrypt's default cost (cost 0) or the one
+// given (tests use the minimum).
+func HashPassword(name, pw string, cost int) ([]byte, error) {
+	if msg := ValidatePassword(name, pw); msg != "" {
 		return nil, &ValidationError{Fields: map[string]string{"password": msg}}
 	}
 	if cost == 0 {

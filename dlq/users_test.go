@@ -11,17 +11,48 @@ import (
 	"github.com/redrive/redrive/dlq/dlqtest"
 )
 
+// TestValidatePassword: length is not enough; one character repeated, the
+// user's own name and the common passwords are refused, in any case.
+func TestValidatePassword(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, pw string
+		ok       bool
+	}{
+		{"alice", "short", false},
+		{"alice", "aaaaaaaaaa", false},
+		{"alice", "ZZZZZZZZZZZZ", false},
+		{"alice", "          ", false},
+		{"alice", "password123", false},
+		{"alice", "Password123", false},
+		{"alice", "QWERTYUIOP", false},
+		{"alice", "1234567890", false},
+		{"frederick12", "Frederick12", false},
+		{"frederick12", " frederick12 ", false},
+		{"alice", "tangerine orbit 42", true},
+		{"alice", "aaaaaaaaab", true},
+		{"", "a long enough password", true},
+	} {
+		if msg := dlq.ValidatePassword(tc.name, tc.pw); (msg == "") != tc.ok {
+			t.Errorf("ValidatePassword(%q, %q) = %q, want ok=%v", tc.name, tc.pw, msg, tc.ok)
+		}
+	}
+	if !dlq.IsCommonPassword("iloveyou12") || dlq.IsCommonPassword("# Common passwords that the length rule alone would let through.") {
+		t.Error("the bundled list is not read as a list of passwords")
+	}
+}
+
 func TestUsersAndTokens(t *testing.T) {
 	t.Parallel()
 	db := dlqtest.NewDB(t)
 	s := dlq.NewStore(db.DB)
 	ctx, now := context.Background(), time.Now()
 	change := dlq.UserChange{Actor: dlq.Actor{Name: "test"}, Now: now}
-	hash, err := dlq.HashPassword("a long enough password", 4)
+	hash, err := dlq.HashPassword("root", "a long enough password", 4)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := dlq.HashPassword("short", 4); !errors.Is(err, dlq.ErrInvalid) {
+	if _, err := dlq.HashPassword("root", "short", 4); !errors.Is(err, dlq.ErrInvalid) {
 		t.Errorf("a short password: %v", err)
 	}
 

@@ -32,7 +32,7 @@ func ensureUser(t *testing.T, db *dlqtest.DB, name string, role dlq.Role) {
 	} else if !errors.Is(err, dlq.ErrNotFound) {
 		t.Fatal(err)
 	}
-	hash, err := dlq.HashPassword(webtest.Password, 4)
+	hash, err := dlq.HashPassword(name, webtest.Password, 4)
 	must(t, err)
 	_, err = store.CreateUser(context.Background(), dlq.NewUser{Name: name, Role: role, PasswordHash: hash,
 		Actor: dlq.Actor{Name: "e2e"}, Now: time.Now()})
@@ -54,7 +54,8 @@ func signInAs(t *testing.T, page playwright.Page, base, name, password string) {
 
 // TestSignInSeeYourNameSignOut: the console sends an anonymous visitor to
 // the sign-in page and back to where they were going; a wrong password is
-// refused in words; the signed-in user's name shows; signing out ends it.
+// refused in words; the signed-in user's name shows; signing out ends it;
+// signing out everywhere ends the session in another browser too.
 func TestSignInSeeYourNameSignOut(t *testing.T) {
 	t.Parallel()
 	db := dlqtest.NewDB(t)
@@ -76,11 +77,20 @@ func TestSignInSeeYourNameSignOut(t *testing.T) {
 	must(t, expect.Page(page).ToHaveURL(base+"/dead-letters?status=all"))
 	must(t, expect.Locator(page.Locator(`[data-testid="current-user"]`)).ToHaveText("ann (operator)"))
 
-	must(t, page.GetByRole("button", playwright.PageGetByRoleOptions{Name: "Sign out"}).Click())
+	must(t, page.GetByRole("button", playwright.PageGetByRoleOptions{Name: "Sign out", Exact: playwright.Bool(true)}).Click())
 	must(t, expect.Page(page).ToHaveURL(base+"/login"))
 	_, err = page.Goto(base + "/")
 	must(t, err)
 	must(t, expect.Page(page).ToHaveURL(regexp.MustCompile(`/login`)))
+
+	other := newPage(t)
+	signInAs(t, page, base, "ann", webtest.Password)
+	signInAs(t, other, base, "ann", webtest.Password)
+	must(t, page.GetByTestId("sign-out-everywhere").Click())
+	must(t, expect.Page(page).ToHaveURL(base+"/login"))
+	_, err = other.Goto(base + "/workers")
+	must(t, err)
+	must(t, expect.Page(other).ToHaveURL(regexp.MustCompile(`/login`)))
 }
 
 // TestViewerSeesNoActionButtons: a viewer reads a letter but is offered

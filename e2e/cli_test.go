@@ -135,6 +135,8 @@ func TestCLIUsersAndTokens(t *testing.T) {
 		"bad role":     {"pw-long-enough-1\n", []string{"user", "add", "alice", "--role", "root"}},
 		"no name":      {"", []string{"user", "add", "--role", "admin"}},
 		"short pw":     {"short\n", []string{"user", "add", "alice"}},
+		"common pw":    {"password123\n", []string{"user", "add", "alice"}},
+		"pw is name":   {"alice12345\n", []string{"user", "add", "alice12345"}},
 		"token nobody": {"", []string{"token", "create", "--user", "nobody"}},
 	} {
 		out, code := cliWithInput(t, db, c.stdin, c.args...)

@@ -25,6 +25,7 @@ type UserAdmin interface {
 	DisableUser(ctx context.Context, name string, c dlq.UserChange) (dlq.User, error)
 	EnableUser(ctx context.Context, name string, c dlq.UserChange) (dlq.User, error)
 	SetRole(ctx context.Context, name string, role dlq.Role, c dlq.UserChange) (dlq.User, error)
+	EndSessions(ctx context.Context, name string, c dlq.UserChange) (dlq.User, error)
 	CreateToken(ctx context.Context, p dlq.NewToken) (dlq.Token, error)
 	RevokeToken(ctx context.Context, ref string, a dlq.Actor, now time.Time) (dlq.Token, error)
 }
@@ -52,7 +53,7 @@ func AdminAddUser(store UserAdmin, now func() time.Time, version string) echo.Ha
 		}
 		name, role := c.FormValue("name"), dlq.Role(c.FormValue("role"))
 		v := views.AdminView{Form: "add-user", NewUser: views.AdminNewUser{Name: name, Role: string(role)}}
-		hash, err := dlq.HashPassword(c.FormValue("password"), 0)
+		hash, err := dlq.HashPassword(name, c.FormValue("password"), 0)
 		if err == nil {
 			_, err = store.CreateUser(c.Request().Context(), dlq.NewUser{Name: name, Role: role, PasswordHash: hash,
 				Actor: ActorFrom(c).Actor, Now: now()})
@@ -69,7 +70,8 @@ func AdminAddUser(store UserAdmin, now func() time.Time, version string) echo.Ha
 }
 
 // AdminChangeUser applies one change to the user named in the path: op is
-// "password", "disable", "enable" or "role".
+// "password", "disable", "enable", "role" or "signout" (end their sessions
+// everywhere).
 func AdminChangeUser(store UserAdmin, now func() time.Time, op, version string) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		if err := mayAdminister(c); err != nil {
@@ -81,7 +83,7 @@ func AdminChangeUser(store UserAdmin, now func() time.Time, op, version string) 
 		switch op {
 		case "password":
 			var hash []byte
-			if hash, err = dlq.HashPassword(c.FormValue("password"), 0); err == nil {
+			if hash, err = dlq.HashPassword(name, c.FormValue("password"), 0); err == nil {
 				_, err = store.SetPassword(ctx, name, hash, change)
 			}
 		case "disable":
@@ -90,6 +92,8 @@ func AdminChangeUser(store UserAdmin, now func() time.Time, op, version string) 
 			_, err = store.EnableUser(ctx, name, change)
 		case "role":
 			_, err = store.SetRole(ctx, name, dlq.Role(c.FormValue("role")), change)
+		case "signout":
+			_, err = store.EndSessions(ctx, name, change)
 		default:
 			return NotFound("No such change.")
 		}
@@ -214,6 +218,7 @@ func doneFlash(done, name string) *views.Flash {
 		"disable":  "Disabled " + name + ": their sessions and tokens stopped working.",
 		"enable":   "Enabled " + name + ".",
 		"role":     "Changed the role of " + name + "; it applies from their next request.",
+		"signout":  "Signed " + name + " out everywhere: every session they had has ended (their API tokens still work).",
 		"revoked":  "Revoked the token " + name + ".",
 	}[done]
 	if msg == "" {

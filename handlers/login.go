@@ -22,10 +22,16 @@ type SignInService interface {
 	SignIn(ctx context.Context, name, password string, actor dlq.Actor) (dlq.User, error)
 }
 
-// Sessions starts and ends the signed-in session of a browser.
+// Sessions starts and ends the signed-in session of a browser. End ends it
+// on the server too, so a copy of the cookie is signed out with it.
 type Sessions interface {
 	Start(c echo.Context, u dlq.User) error
 	End(c echo.Context) error
+}
+
+// SessionEnder ends every session a user has (dlq.Store.EndSessions).
+type SessionEnder interface {
+	EndSessions(ctx context.Context, name string, c dlq.UserChange) (dlq.User, error)
 }
 
 // badCredentials is the one message for an unknown name, a wrong password
@@ -97,6 +103,24 @@ func secondsPlural(n int) string {
 // Logout ends the session and goes to the sign-in page.
 func Logout(sessions Sessions) echo.HandlerFunc {
 	return func(c echo.Context) error {
+		if err := sessions.End(c); err != nil {
+			return err
+		}
+		return c.Redirect(http.StatusSeeOther, "/login")
+	}
+}
+
+// LogoutEverywhere ends every session of the signed-in user, in every
+// browser, this one included, and goes to the sign-in page. Someone known
+// only to the SSO proxy has no sessions here to end.
+func LogoutEverywhere(store SessionEnder, sessions Sessions, now func() time.Time) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if p, ok := PrincipalFrom(c); ok {
+			_, err := store.EndSessions(c.Request().Context(), p.Name, dlq.UserChange{Actor: ActorFrom(c).Actor, Now: now()})
+			if err != nil && !errors.Is(err, dlq.ErrNotFound) {
+				return err
+			}
+		}
 		if err := sessions.End(c); err != nil {
 			return err
 		}

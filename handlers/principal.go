@@ -46,7 +46,7 @@ func ActorFrom(c echo.Context) replay.Actor {
 	}
 }
 
-const csrfKey = "csrf" // echo's CSRF middleware default context key
+const csrfKey = "csrf" // where web's CSRF middleware leaves the session's token
 
 // Meta fills the layout's PageMeta for the current request: title, active
 // navigation entry, who is signed in and the CSRF token forms must carry.

@@ -26,7 +26,7 @@ const (
 
 // authStore is what authentication reads on every request.
 type authStore interface {
-	User(ctx context.Context, id int64) (dlq.User, error)
+	SessionUser(ctx context.Context, id int64, sidHash []byte) (dlq.User, bool, error)
 	UserByName(ctx context.Context, name string) (dlq.User, error)
 	UserByToken(ctx context.Context, hash []byte, now time.Time) (dlq.User, dlq.Token, error)
 }
@@ -62,6 +62,11 @@ func (a *authenticator) middleware(next echo.HandlerFunc) echo.HandlerFunc {
 			return err
 		} else if ok {
 			handlers.SetPrincipal(c, p)
+			// The proxy says who it is; the session cookie, if any, only
+			// carries the secret the CSRF token is tied to.
+			if d, state := a.sessions.load(r); state == validSession {
+				a.sessions.remember(c, d)
+			}
 			return next(c)
 		}
 		if err := a.fromSession(c); err != nil {
@@ -134,8 +139,10 @@ func (a *authenticator) fromProxy(c echo.Context) (handlers.Principal, bool, err
 }
 
 // fromSession signs the request in from its session cookie, if the cookie
-// is genuine and current and the user still active with the same session
-// epoch. Anything else clears the cookie: the requester is signed out.
+// is genuine and current, was not signed out, and its user is still active
+// with the same session epoch. Anything else clears the cookie: the
+// requester is signed out. A signed-out session (no user) is kept as it
+// is, for the CSRF token of the sign-in form.
 func (a *authenticator) fromSession(c echo.Context) error {
 	d, state := a.sessions.load(c.Request())
 	switch state {
@@ -145,8 +152,12 @@ func (a *authenticator) fromSession(c echo.Context) error {
 		a.sessions.clear(c)
 		return nil
 	}
-	u, err := a.store.User(c.Request().Context(), d.UserID)
-	if errors.Is(err, dlq.ErrNotFound) || (err == nil && (!u.Active() || u.SessionEpoch != d.Epoch)) {
+	if d.UserID == 0 {
+		a.sessions.remember(c, d)
+		return a.sessions.touch(c, d)
+	}
+	u, revoked, err := a.store.SessionUser(c.Request().Context(), d.UserID, sidHash(d.SID))
+	if errors.Is(err, dlq.ErrNotFound) || (err == nil && (revoked || !u.Active() || u.SessionEpoch != d.Epoch)) {
 		a.sessions.clear(c)
 		return nil
 	}
@@ -154,6 +165,7 @@ func (a *authenticator) fromSession(c echo.Context) error {
 		return err
 	}
 	handlers.SetPrincipal(c, handlers.Principal{Name: u.Name, Role: u.Role, Via: viaSession})
+	a.sessions.remember(c, d)
 	return a.sessions.touch(c, d)
 }
 

@@ -68,7 +68,7 @@ func (a *AuthConfig) validate() error {
 	if a.Now == nil {
 		a.Now = time.Now
 	}
-	a.Throttle = a.Throttle.withDefaults()
+	a.Throttle = a.Throttle.Defaults()
 	if a.MaskKeys == nil {
 		a.MaskKeys = dlq.DefaultMaskKeys
 	}

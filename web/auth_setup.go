@@ -20,7 +20,7 @@ type security struct {
 
 func newSecurity(store *dlq.Store, cfg AuthConfig, logger *slog.Logger) *security {
 	trust := proxyTrust{nets: cfg.TrustedProxies}
-	sessions := newSessionManager(cfg, trust)
+	sessions := newSessionManager(cfg, trust, store)
 	return &security{
 		trust:    trust,
 		sessions: sessions,

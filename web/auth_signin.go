@@ -1,6 +1,7 @@
 package web
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -9,15 +10,25 @@ import (
 	"github.com/redrive/redrive/dlq"
 )
 
-// Throttle slows, then locks, repeated failed sign-ins for a name and from
-// an address. Failures are counted in Postgres, so every console instance
-// sees the same count and a restart forgives nothing.
+// Throttle slows, then locks, repeated failed sign-ins. Failures are
+// counted in Postgres, so every console instance sees the same count and a
+// restart forgives nothing. Three counts, each answering its own attack:
 //
-// Each failure after SlowAfter doubles the wait before the next attempt
-// (SlowBase, then twice that, ...); LockAfter failures within Window lock
-// for LockFor. An address gets more room than a name, because many people
-// may share one address behind a NAT, but not unlimited room, because one
-// address trying many names is password spraying.
+//   - per name and address together: SlowAfter failures within Window
+//     double the wait before the next attempt (SlowBase, then twice that,
+//     ...); LockAfter lock that address out of that name for LockFor. An
+//     attacker locks only himself out: the real user, at another address,
+//     is not touched by it.
+//   - per address, any name: the same with AddrSlowAfter and
+//     AddrLockAfter. More room than a name, because many people may share
+//     one address behind a NAT, but not unlimited, because one address
+//     trying many names is password spraying.
+//   - per name, any address: NameSlowAfter failures within NameWindow
+//     start a wait that doubles from SlowBase up to NameMaxWait, and never
+//     a lock, so that a guesser spread over many addresses is slowed to
+//     about one guess per NameMaxWait without anyone being locked out.
+//     Addresses the name signed in from within KnownFor are spared this
+//     wait: the user's usual address keeps working during such an attack.
 type Throttle struct {
 	Window        time.Duration // default 15 min
 	LockFor       time.Duration // default 15 min
@@ -26,45 +37,76 @@ type Throttle struct {
 	LockAfter     int           // default 5
 	AddrSlowAfter int           // default 10
 	AddrLockAfter int           // default 20
+	NameSlowAfter int           // default 10
+	NameWindow    time.Duration // default 1 h
+	NameMaxWait   time.Duration // default 1 min
+	KnownFor      time.Duration // default 30 days
 }
 
-func (t Throttle) withDefaults() Throttle {
-	if t.Window <= 0 {
-		t.Window = 15 * time.Minute
-	}
-	if t.LockFor <= 0 {
-		t.LockFor = 15 * time.Minute
-	}
-	if t.SlowAfter <= 0 {
-		t.SlowAfter = 3
-	}
-	if t.SlowBase <= 0 {
-		t.SlowBase = 2 * time.Second
-	}
-	if t.LockAfter <= 0 {
-		t.LockAfter = 5
-	}
-	if t.AddrSlowAfter <= 0 {
-		t.AddrSlowAfter = 10
-	}
-	if t.AddrLockAfter <= 0 {
-		t.AddrLockAfter = 20
-	}
+// Defaults returns t with every unset field at its default.
+func (t Throttle) Defaults() Throttle {
+	t.Window = cmp.Or(t.Window, 15*time.Minute)
+	t.LockFor = cmp.Or(t.LockFor, 15*time.Minute)
+	t.SlowAfter = cmp.Or(t.SlowAfter, 3)
+	t.SlowBase = cmp.Or(t.SlowBase, 2*time.Second)
+	t.LockAfter = cmp.Or(t.LockAfter, 5)
+	t.AddrSlowAfter = cmp.Or(t.AddrSlowAfter, 10)
+	t.AddrLockAfter = cmp.Or(t.AddrLockAfter, 20)
+	t.NameSlowAfter = cmp.Or(t.NameSlowAfter, 10)
+	t.NameWindow = cmp.Or(t.NameWindow, time.Hour)
+	t.NameMaxWait = cmp.Or(t.NameMaxWait, time.Minute)
+	t.KnownFor = cmp.Or(t.KnownFor, 30*24*time.Hour)
 	return t
 }
 
-// maxSlowWait caps the doubling wait; beyond it the lock takes over.
+// maxSlowWait caps the doubling wait where a lock takes over.
 const maxSlowWait = time.Minute
+
+// throttleRule is one of the three counts.
+type throttleRule struct {
+	window    time.Duration
+	slowAfter int
+	slowBase  time.Duration
+	maxWait   time.Duration
+	lockAfter int // 0: never locks
+	lockFor   time.Duration
+}
+
+func (t Throttle) pairRule() throttleRule {
+	return throttleRule{t.Window, t.SlowAfter, t.SlowBase, maxSlowWait, t.LockAfter, t.LockFor}
+}
+
+func (t Throttle) addrRule() throttleRule {
+	return throttleRule{t.Window, t.AddrSlowAfter, t.SlowBase, maxSlowWait, t.AddrLockAfter, t.LockFor}
+}
+
+func (t Throttle) nameRule() throttleRule {
+	return throttleRule{t.NameWindow, t.NameSlowAfter, t.SlowBase, t.NameMaxWait, 0, 0}
+}
+
+// limit is how many failures of each kind must be read for the rules to
+// decide: enough for a lock, or for the doubling wait to reach its cap.
+func (t Throttle) limit() int {
+	return max(t.LockAfter, t.AddrLockAfter, t.NameSlowAfter+doublingsToCap(t.SlowBase, t.NameMaxWait)) + 1
+}
+
+func doublingsToCap(base, maxWait time.Duration) int {
+	n := 0
+	for d := base; d < maxWait && n < 30; d *= 2 {
+		n++
+	}
+	return n
+}
 
 // wait returns how long the next attempt must wait given earlier failures
 // (newest first), and whether that is a lock rather than a slow-down.
-func (t Throttle) wait(failures []time.Time, slowAfter, lockAfter int, now time.Time) (time.Duration, bool) {
-	// A lock: lockAfter failures within Window, the last of them less than
-	// LockFor ago. Failures are looked up over Window+LockFor, so a burst
-	// keeps the lock for its full length after the burst ended.
-	for i := 0; i+lockAfter-1 < len(failures); i++ {
-		if failures[i].Sub(failures[i+lockAfter-1]) <= t.Window {
-			if until := failures[i].Add(t.LockFor); now.Before(until) {
+func (r throttleRule) wait(failures []time.Time, now time.Time) (time.Duration, bool) {
+	// A lock: lockAfter failures within the window, the last of them less
+	// than lockFor ago. Failures are looked up over window+lockFor, so a
+	// burst keeps the lock for its full length after the burst ended.
+	for i := 0; r.lockAfter > 0 && i+r.lockAfter-1 < len(failures); i++ {
+		if failures[i].Sub(failures[i+r.lockAfter-1]) <= r.window {
+			if until := failures[i].Add(r.lockFor); now.Before(until) {
 				return until.Sub(now), true
 			}
 			break
@@ -72,12 +114,12 @@ func (t Throttle) wait(failures []time.Time, slowAfter, lockAfter int, now time.
 	}
 	recent := 0
 	for _, f := range failures {
-		if now.Sub(f) <= t.Window {
+		if now.Sub(f) <= r.window {
 			recent++
 		}
 	}
-	if recent >= slowAfter {
-		d := min(t.SlowBase<<min(recent-slowAfter, 10), maxSlowWait)
+	if recent >= r.slowAfter {
+		d := min(r.slowBase<<min(recent-r.slowAfter, 30), r.maxWait)
 		if until := failures[0].Add(d); now.Before(until) {
 			return until.Sub(now), false
 		}
@@ -88,7 +130,7 @@ func (t Throttle) wait(failures []time.Time, slowAfter, lockAfter int, now time.
 // signInStore is what signing in needs from dlq.
 type signInStore interface {
 	UserByName(ctx context.Context, name string) (dlq.User, error)
-	StartLoginAttempt(ctx context.Context, name, addr string, now time.Time, window time.Duration, limit int) (int64, dlq.LoginHistory, error)
+	StartLoginAttempt(ctx context.Context, a dlq.LoginAttempt) (int64, dlq.LoginHistory, error)
 	FinishLoginAttempt(ctx context.Context, r dlq.LoginResult) error
 }
 
@@ -105,15 +147,22 @@ type signIn struct {
 // there were too many; both are recorded, and the audit trail gets every
 // success and every checked failure.
 func (s *signIn) SignIn(ctx context.Context, name, password string, actor dlq.Actor) (dlq.User, error) {
-	now := s.now()
-	limit := max(s.throttle.LockAfter, s.throttle.AddrLockAfter) + 1
-	id, h, err := s.store.StartLoginAttempt(ctx, name, actor.RemoteAddr, now, s.throttle.Window+s.throttle.LockFor, limit)
+	now, t := s.now(), s.throttle
+	id, h, err := s.store.StartLoginAttempt(ctx, dlq.LoginAttempt{
+		Name: name, Addr: actor.RemoteAddr, Now: now, Limit: t.limit(),
+		Since: now.Add(-(t.Window + t.LockFor)), NameSince: now.Add(-t.NameWindow), KnownSince: now.Add(-t.KnownFor),
+	})
 	if err != nil {
 		return dlq.User{}, err
 	}
-	wait, locked := s.throttle.wait(h.ByName, s.throttle.SlowAfter, s.throttle.LockAfter, now)
-	if w, l := s.throttle.wait(h.ByAddr, s.throttle.AddrSlowAfter, s.throttle.AddrLockAfter, now); w > wait {
+	wait, locked := t.pairRule().wait(h.ByPair, now)
+	if w, l := t.addrRule().wait(h.ByAddr, now); w > wait {
 		wait, locked = w, l
+	}
+	if !h.KnownAddr {
+		if w, l := t.nameRule().wait(h.ByName, now); w > wait {
+			wait, locked = w, l
+		}
 	}
 	if wait > 0 {
 		s.logger.Warn("sign-in throttled", "name", name, "remote_addr", actor.RemoteAddr, "wait", wait, "locked", locked)

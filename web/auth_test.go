@@ -180,7 +180,9 @@ func TestSessionCookie(t *testing.T) {
 		if s1.Cookies["redrive_session"].Value == before {
 			t.Error("signing in kept the session cookie it came with")
 		}
-		if _, ok := s1.Cookies[webtest.CSRFCookie]; ok {
+		old := s1.CSRF
+		s1.Load(t, e.h, "/workers")
+		if s1.CSRF == old {
 			t.Error("signing in kept the old CSRF token")
 		}
 	})
@@ -231,7 +233,7 @@ func TestLiveSessionsEnd(t *testing.T) {
 		t.Errorf("re-enabled user's old session: %d, want still signed out", code)
 	}
 	s = webtest.SignIn(t, e.h, "carl", webtest.Password)
-	hash, _ := dlq.HashPassword("a brand new password", 4)
+	hash, _ := dlq.HashPassword("carl", "a brand new password", 4)
 	if _, err := e.store.SetPassword(ctx, "carl", hash, change); err != nil {
 		t.Fatal(err)
 	}
@@ -248,9 +250,7 @@ func TestSignInThrottle(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	webtest.CreateUser(t, e.store, "dora", dlq.RoleViewer)
-	s := &webtest.Session{Cookies: map[string]*http.Cookie{}}
-	s.Do(e.h, httptest.NewRequest("GET", "/login", nil))
-	s.CSRF = s.Cookies[webtest.CSRFCookie].Value
+	s := webtest.Visit(t, e.h)
 	try := func(name, pw string) *httptest.ResponseRecorder {
 		return s.Do(e.h, request("POST", "/login", form("username", name, "password", pw, "_csrf", s.CSRF)))
 	}
@@ -301,10 +301,9 @@ func TestSignInNext(t *testing.T) {
 		"/dead-letters?q=a%20b":  "/dead-letters?q=a%20b",
 		"/jobs?state=dead#first": "/jobs?state=dead#first",
 	} {
-		s := &webtest.Session{Cookies: map[string]*http.Cookie{}}
-		s.Do(e.h, httptest.NewRequest("GET", "/login", nil))
+		s := webtest.Visit(t, e.h)
 		rec := s.Do(e.h, request("POST", "/login", form("username", "eve", "password", webtest.Password,
-			"_csrf", s.Cookies[webtest.CSRFCookie].Value, "next", next)))
+			"_csrf", s.CSRF, "next", next)))
 		if rec.Code != http.StatusSeeOther || rec.Header().Get("Location") != want {
 			t.Errorf("next=%q: %d to %q, want %q", next, rec.Code, rec.Header().Get("Location"), want)
 		}
@@ -365,8 +364,8 @@ func TestProxySSO(t *testing.T) {
 		s := &webtest.Session{Cookies: map[string]*http.Cookie{}}
 		req := httptest.NewRequest("GET", "/login", nil)
 		req.RemoteAddr = remote
-		s.Do(e.h, req)
-		req = request("POST", "/login", form("username", "nobody", "password", "wrong password", "_csrf", s.Cookies[webtest.CSRFCookie].Value))
+		token := webtest.PageToken(s.Do(e.h, req).Body.String())
+		req = request("POST", "/login", form("username", "nobody", "password", "wrong password", "_csrf", token))
 		req.RemoteAddr = remote
 		req.Header.Set("X-Forwarded-For", xff)
 		s.Do(e.h, req)

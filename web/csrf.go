@@ -1,74 +1,116 @@
 package web
 
 import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
 	"net/http"
 	"slices"
 
 	"github.com/labstack/echo/v4"
-	"github.com/labstack/echo/v4/middleware"
 
 	"github.com/redrive/redrive/handlers"
 )
 
-// csrfCookie holds the CSRF token that forms and htmx send back.
-const csrfCookie = "_csrf"
-
-// csrfContextKey is where echo's CSRF middleware leaves the token;
-// handlers.Meta reads it from there for the forms.
+// csrfContextKey is where the request's CSRF token is left for
+// handlers.Meta, which puts it in the forms and the page's <meta>.
 const csrfContextKey = "csrf"
 
+var (
+	errCSRF = &handlers.RequestError{Status: http.StatusForbidden, Code: "csrf",
+		Message: "This form has expired or did not come from this console (missing or wrong CSRF token). Reload the page and try again."}
+	errCrossSite = &handlers.RequestError{Status: http.StatusForbidden, Code: "csrf",
+		Message: "Requests from other sites may not change anything here."}
+)
+
 // csrf protects every state-changing request that carries an ambient
-// credential (a session cookie, or the SSO proxy's header) with echo's
-// token check: the form field _csrf or the X-CSRF-Token header must equal
-// the token in the _csrf cookie, which another site can neither read nor
-// set. A request authenticated by a bearer token is exempt: a browser never
-// adds that header by itself, so there is nothing to forge.
+// credential (a session cookie, or the SSO proxy's header) twice over:
 //
-// Two refinements to echo's middleware:
-//   - echo 4.16 lets a browser's "Sec-Fetch-Site: same-origin" stand in for
-//     the token. We want the token always (an injected same-origin form
-//     must not pass), so a cross-site request is refused on that header and
-//     the header is then hidden from echo.
-//   - a missing token is 403 like a wrong one (echo says 400).
+//   - the browser's own word on where the request came from: a
+//     Sec-Fetch-Site other than same-origin or none, or else an Origin
+//     whose host is not this one, is refused (net/http's
+//     CrossOriginProtection; behind a trusted proxy, the host it names in
+//     X-Forwarded-Host). A request with neither header (curl, an old
+//     browser) goes on to the token check alone;
+//   - a synchronizer token tied to the signed session: an HMAC, under the
+//     session's secret, of who is signed in. The secret lives only in the
+//     encrypted session cookie, so another site can neither read the token
+//     nor make one that fits; a planted cookie of its own is not signed by
+//     us and is ignored. The form field _csrf or the X-CSRF-Token header
+//     must carry it, every time (a same-origin Sec-Fetch-Site is no
+//     substitute: an injected same-origin form must not pass).
 //
-// The cookie is Secure exactly when the session cookie would be.
-func csrf(trust proxyTrust) echo.MiddlewareFunc {
-	build := func(secure bool) echo.MiddlewareFunc {
-		return middleware.CSRFWithConfig(middleware.CSRFConfig{
-			TokenLookup:    "form:_csrf,header:" + echo.HeaderXCSRFToken,
-			CookieName:     csrfCookie,
-			CookiePath:     "/",
-			CookieHTTPOnly: true,
-			CookieSameSite: http.SameSiteLaxMode,
-			CookieSecure:   secure,
-			ContextKey:     csrfContextKey,
-			ErrorHandler: func(error, echo.Context) error {
-				return &handlers.RequestError{Status: http.StatusForbidden, Code: "csrf",
-					Message: "This form has expired or did not come from this console (missing or wrong CSRF token). Reload the page and try again."}
-			},
-		})
-	}
-	plain, secure := build(false), build(true)
+// A request authenticated by a bearer token is exempt: a browser never
+// adds that header by itself, so there is nothing to forge. A browser
+// without a session gets a signed-out one on its first page, so the
+// sign-in form has a token too (no login CSRF).
+func csrf(sessions *sessionManager) echo.MiddlewareFunc {
+	origins := http.NewCrossOriginProtection()
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
-		plainNext, secureNext := plain(next), secure(next)
 		return func(c echo.Context) error {
-			if p, ok := handlers.PrincipalFrom(c); ok && p.Via == viaToken {
-				return next(c)
-			}
-			if quietPath(c.Path()) {
+			p, _ := handlers.PrincipalFrom(c)
+			if p.Via == viaToken || quietPath(c.Path()) {
 				return next(c)
 			}
 			r := c.Request()
-			if unsafeMethod(r.Method) && r.Header.Get(echo.HeaderSecFetchSite) == "cross-site" {
-				return &handlers.RequestError{Status: http.StatusForbidden, Code: "csrf", Message: "Cross-site requests may not change anything here."}
+			unsafe := unsafeMethod(r.Method)
+			if unsafe && origins.Check(asProxied(r, sessions.trust)) != nil {
+				return errCrossSite
 			}
-			r.Header.Del(echo.HeaderSecFetchSite)
-			if trust.https(r) {
-				return secureNext(c)
+			d, ok := sessions.current(c)
+			if !ok {
+				switch {
+				case unsafe && c.Path() == "/logout":
+					// No session to end (it expired): signing out is
+					// done already, whoever asked.
+					return next(c)
+				case unsafe:
+					return errCSRF
+				}
+				var err error
+				if d, err = sessions.startSignedOut(c); err != nil {
+					return err
+				}
 			}
-			return plainNext(c)
+			want := csrfToken(d.SID, p.Name)
+			c.Set(csrfContextKey, want)
+			if unsafe && !hmac.Equal([]byte(sentToken(c)), []byte(want)) {
+				return errCSRF
+			}
+			return next(c)
 		}
 	}
+}
+
+// asProxied is r with the Host the browser used: a trusted proxy that
+// rewrites Host (nginx does by default) says it in X-Forwarded-Host, and
+// an Origin is compared with that. Anyone else's X-Forwarded-Host is
+// ignored.
+func asProxied(r *http.Request, trust proxyTrust) *http.Request {
+	host := r.Header.Get("X-Forwarded-Host")
+	if host == "" || host == r.Host || !trust.trusted(r) {
+		return r
+	}
+	r2 := r.WithContext(r.Context())
+	r2.Host = host
+	return r2
+}
+
+// csrfToken is the token of a session for the principal called name: the
+// name is in it so that a token made for one identity (the signed-out
+// session, say) is no good for another on the same session.
+func csrfToken(sid []byte, name string) string {
+	m := hmac.New(sha256.New, sid)
+	m.Write([]byte("redrive csrf\x00" + name))
+	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
+}
+
+// sentToken is the token a request carries: the form field, else the header.
+func sentToken(c echo.Context) string {
+	if v := c.FormValue("_csrf"); v != "" {
+		return v
+	}
+	return c.Request().Header.Get(echo.HeaderXCSRFToken)
 }
 
 // unsafeMethod reports whether method may change something (RFC 9110).
@@ -76,7 +118,7 @@ func unsafeMethod(method string) bool {
 	return !slices.Contains([]string{http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace}, method)
 }
 
-// quietPath: probes, metrics and static files need no CSRF cookie.
+// quietPath: probes, metrics and static files need no session or token.
 func quietPath(path string) bool {
 	switch path {
 	case "/healthz", "/readyz", "/metrics":

@@ -31,6 +31,7 @@ func routes(e *echo.Echo, cfg Config, sec *security) error {
 	public.GET("/login", handlers.LoginForm(cfg.Version, cfg.Auth.AuthHeader != ""))
 	public.POST("/login", handlers.Login(sec.signIn, sec.sessions, cfg.Version))
 	public.POST("/logout", handlers.Logout(sec.sessions))
+	public.POST("/logout/everywhere", handlers.LogoutEverywhere(cfg.Store, sec.sessions, now))
 
 	e.GET("/", handlers.Overview(store, cfg.Version))
 	e.GET(handlers.OverviewRefreshURL, handlers.OverviewFragment(store))
@@ -93,7 +94,7 @@ func routes(e *echo.Echo, cfg Config, sec *security) error {
 	admin.GET("", handlers.AdminRedirect())
 	admin.GET("/users", handlers.Admin(cfg.Store, cfg.Version))
 	admin.POST("/users", handlers.AdminAddUser(cfg.Store, now, cfg.Version))
-	for _, op := range []string{"password", "disable", "enable", "role"} {
+	for _, op := range []string{"password", "disable", "enable", "role", "signout"} {
 		admin.POST("/users/:name/"+op, handlers.AdminChangeUser(cfg.Store, now, op, cfg.Version))
 	}
 	admin.POST("/tokens", handlers.AdminCreateToken(cfg.Store, now, cfg.Version))

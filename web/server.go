@@ -95,7 +95,7 @@ func NewServer(cfg Config) (http.Handler, error) {
 		return nil, fmt.Errorf("register audit head metric: %w", err)
 	}
 	e.Use(
-		middleware.RequestID(),
+		requestID(sec.trust),
 		requestLogger(cfg.Logger),
 		middleware.RecoverWithConfig(middleware.RecoverConfig{
 			// The stack goes to the log through the error handler, never to the client.
@@ -110,7 +110,7 @@ func NewServer(cfg Config) (http.Handler, error) {
 		// own pages: in that order, after routing, so c.Path() is known.
 		sec.auth.middleware,
 		sec.acl.middleware,
-		csrf(sec.trust),
+		csrf(sec.sessions),
 	)
 
 	assets, err := fs.Sub(static.FS, ".")

@@ -1,9 +1,13 @@
 package web
 
 import (
+	"context"
 	"crypto/hmac"
+	"crypto/rand"
 	"crypto/sha256"
+	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/gorilla/sessions"
@@ -12,36 +16,57 @@ import (
 	"github.com/redrive/redrive/dlq"
 )
 
-// sessionCookie names the signed, encrypted cookie that holds a session.
-const sessionCookie = "redrive_session"
+// The session cookie's name: over HTTPS with the __Host- prefix, which
+// browsers accept only with Secure, Path=/ and no Domain, so that no other
+// host (a sibling subdomain, a man in the middle on plain HTTP) can set or
+// overwrite it. Over plain HTTP the prefix would be refused.
+const (
+	sessionCookie       = "redrive_session"
+	secureSessionCookie = "__Host-" + sessionCookie
+)
 
 // seenResolution is how stale the last-seen time in a session may get
 // before a request rewrites the cookie: idle timeouts of an hour do not
 // need a new cookie on every request.
 const seenResolution = time.Minute
 
+// sidBytes is the size of a session's secret.
+const sidBytes = 32
+
 // sessionManager keeps sessions in a gorilla/sessions cookie store. The
-// cookie holds only the user's id, their session epoch and two times;
-// who the user is and what they may do is read from the database on every
-// request, so that disabling someone or changing their role takes effect
-// at once even though the session itself lives in the browser.
+// cookie holds the user's id, their session epoch, two times and a random
+// secret: who the user is and what they may do is read from the database
+// on every request, so that disabling someone or changing their role takes
+// effect at once even though the session itself lives in the browser.
+//
+// A browser that has not signed in gets a session too, with no user: its
+// secret is what the sign-in form's CSRF token is tied to.
 type sessionManager struct {
 	store    *sessions.CookieStore
+	revoker  sessionRevoker
 	lifetime time.Duration
 	idle     time.Duration
 	trust    proxyTrust
 	now      func() time.Time
 }
 
+// sessionRevoker records a sign-out on the server.
+type sessionRevoker interface {
+	RevokeSession(ctx context.Context, sidHash []byte, userID int64, expires, now time.Time) error
+}
+
 // sessionData is what a session cookie holds.
 type sessionData struct {
-	UserID     int64
-	Epoch      int64
+	UserID int64 // 0: signed out
+	Epoch  int64
+	// SID is the session's secret: the CSRF token is an HMAC under it, and
+	// its SHA-256 names the session when it is signed out.
+	SID        []byte
 	SignedInAt time.Time
 	SeenAt     time.Time
 }
 
-func newSessionManager(cfg AuthConfig, trust proxyTrust) *sessionManager {
+func newSessionManager(cfg AuthConfig, trust proxyTrust, revoker sessionRevoker) *sessionManager {
 	// Each configured key yields an HMAC key and an AES-256 key, derived
 	// separately so neither is used for two purposes. securecookie encodes
 	// with the first pair and decodes with any: key rotation.
@@ -52,13 +77,21 @@ func newSessionManager(cfg AuthConfig, trust proxyTrust) *sessionManager {
 	store := sessions.NewCookieStore(pairs...)
 	// The codecs refuse cookies older than the lifetime on their own too.
 	store.MaxAge(int(cfg.SessionLifetime / time.Second))
-	return &sessionManager{store: store, lifetime: cfg.SessionLifetime, idle: cfg.SessionIdle, trust: trust, now: cfg.Now}
+	return &sessionManager{store: store, revoker: revoker, lifetime: cfg.SessionLifetime, idle: cfg.SessionIdle, trust: trust, now: cfg.Now}
 }
 
 func derive(key []byte, purpose string) []byte {
 	m := hmac.New(sha256.New, key)
 	m.Write([]byte(purpose))
 	return m.Sum(nil)
+}
+
+// cookieName is the session cookie's name for r.
+func (m *sessionManager) cookieName(r *http.Request) string {
+	if m.trust.https(r) {
+		return secureSessionCookie
+	}
+	return sessionCookie
 }
 
 // sessionState is what load found.
@@ -70,12 +103,14 @@ const (
 	validSession
 )
 
-// load reads and checks the session cookie.
+// load reads and checks the session cookie. Only its signature, contents
+// and times: whether its user still holds it is the authenticator's call.
 func (m *sessionManager) load(r *http.Request) (sessionData, sessionState) {
-	if _, err := r.Cookie(sessionCookie); err != nil {
+	name := m.cookieName(r)
+	if _, err := r.Cookie(name); err != nil {
 		return sessionData{}, noSession
 	}
-	s, err := m.store.New(r, sessionCookie)
+	s, err := m.store.New(r, name)
 	if err != nil || s.IsNew {
 		return sessionData{}, invalidSession
 	}
@@ -83,10 +118,11 @@ func (m *sessionManager) load(r *http.Request) (sessionData, sessionState) {
 	epoch, ok2 := s.Values["epoch"].(int64)
 	iat, ok3 := s.Values["iat"].(int64)
 	seen, ok4 := s.Values["seen"].(int64)
-	if !ok1 || !ok2 || !ok3 || !ok4 {
+	sid, ok5 := s.Values["sid"].([]byte)
+	if !ok1 || !ok2 || !ok3 || !ok4 || !ok5 || len(sid) != sidBytes {
 		return sessionData{}, invalidSession
 	}
-	d := sessionData{UserID: uid, Epoch: epoch, SignedInAt: time.Unix(iat, 0), SeenAt: time.Unix(seen, 0)}
+	d := sessionData{UserID: uid, Epoch: epoch, SID: sid, SignedInAt: time.Unix(iat, 0), SeenAt: time.Unix(seen, 0)}
 	if !m.fresh(d, m.now()) {
 		return sessionData{}, invalidSession
 	}
@@ -102,14 +138,17 @@ func (m *sessionManager) fresh(d sessionData, now time.Time) bool {
 
 // write sets the session cookie to d.
 func (m *sessionManager) write(c echo.Context, d sessionData) error {
-	s := sessions.NewSession(m.store, sessionCookie)
+	r := c.Request()
+	s := sessions.NewSession(m.store, m.cookieName(r))
 	s.Values["uid"] = d.UserID
 	s.Values["epoch"] = d.Epoch
+	s.Values["sid"] = d.SID
 	s.Values["iat"] = d.SignedInAt.Unix()
 	s.Values["seen"] = d.SeenAt.Unix()
 	left := d.SignedInAt.Add(m.lifetime).Sub(m.now())
-	s.Options = m.options(c.Request(), max(int(left/time.Second), 1))
-	return m.store.Save(c.Request(), c.Response(), s)
+	s.Options = m.options(r, max(int(left/time.Second), 1))
+	dropSetCookie(c, s.Name())
+	return m.store.Save(r, c.Response(), s)
 }
 
 func (m *sessionManager) options(r *http.Request, maxAge int) *sessions.Options {
@@ -119,10 +158,30 @@ func (m *sessionManager) options(r *http.Request, maxAge int) *sessions.Options 
 	}
 }
 
+// dropSetCookie takes back any Set-Cookie for name this response has so
+// far: clearing a stale session and starting a new one in the same
+// response must leave the browser one instruction, not two.
+func dropSetCookie(c echo.Context, name string) {
+	h := c.Response().Header()
+	var kept []string
+	for _, v := range h.Values("Set-Cookie") {
+		if !strings.HasPrefix(v, name+"=") {
+			kept = append(kept, v)
+		}
+	}
+	h.Del("Set-Cookie")
+	for _, v := range kept {
+		h.Add("Set-Cookie", v)
+	}
+}
+
 // clear tells the browser to forget the session cookie.
 func (m *sessionManager) clear(c echo.Context) {
-	c.SetCookie(&http.Cookie{Name: sessionCookie, Value: "", Path: "/", MaxAge: -1, HttpOnly: true,
-		SameSite: http.SameSiteLaxMode, Secure: m.trust.https(c.Request())})
+	r := c.Request()
+	dropSetCookie(c, m.cookieName(r))
+	c.SetCookie(&http.Cookie{Name: m.cookieName(r), Value: "", Path: "/", MaxAge: -1, HttpOnly: true,
+		SameSite: http.SameSiteLaxMode, Secure: m.trust.https(r)})
+	c.Set(sessionContextKey, nil)
 }
 
 // touch records activity, rewriting the cookie at most once a minute.
@@ -135,24 +194,63 @@ func (m *sessionManager) touch(c echo.Context, d sessionData) error {
 	return m.write(c, d)
 }
 
-// Start signs u in: a brand-new session, whatever cookie came with the
-// request, so a session planted before sign-in is never promoted (no
-// fixation). The CSRF cookie is dropped too: the next page gets a fresh
-// token for the new session.
+// sessionContextKey is where the request's current session is kept.
+const sessionContextKey = "redrive.session"
+
+// remember makes d the request's current session.
+func (m *sessionManager) remember(c echo.Context, d sessionData) { c.Set(sessionContextKey, &d) }
+
+// current is the request's session, if the authenticator found a good one.
+func (m *sessionManager) current(c echo.Context) (sessionData, bool) {
+	d, ok := c.Get(sessionContextKey).(*sessionData)
+	if !ok || d == nil {
+		return sessionData{}, false
+	}
+	return *d, true
+}
+
+func newSID() []byte {
+	b := make([]byte, sidBytes)
+	_, _ = rand.Read(b) // crypto/rand.Read never fails (Go 1.24+)
+	return b
+}
+
+func sidHash(sid []byte) []byte {
+	h := sha256.Sum256(sid)
+	return h[:]
+}
+
+// startSignedOut gives a browser without a session a signed-out one, for
+// the CSRF token of the forms it is about to be shown.
+func (m *sessionManager) startSignedOut(c echo.Context) (sessionData, error) {
+	now := m.now()
+	d := sessionData{SID: newSID(), SignedInAt: now, SeenAt: now}
+	if err := m.write(c, d); err != nil {
+		return sessionData{}, err
+	}
+	m.remember(c, d)
+	return d, nil
+}
+
+// Start signs u in: a brand-new session with a new secret, whatever cookie
+// came with the request, so a session planted before sign-in is never
+// promoted (no fixation), and the CSRF token of the signed-out session is
+// worth nothing afterwards.
 func (m *sessionManager) Start(c echo.Context, u dlq.User) error {
 	now := m.now()
-	m.dropCSRF(c)
-	return m.write(c, sessionData{UserID: u.ID, Epoch: u.SessionEpoch, SignedInAt: now, SeenAt: now})
+	return m.write(c, sessionData{UserID: u.ID, Epoch: u.SessionEpoch, SID: newSID(), SignedInAt: now, SeenAt: now})
 }
 
-// End signs the requester out.
+// End signs the requester out: the session is recorded as revoked, so a
+// copy of its cookie is signed out too at its next request, and the
+// browser is told to forget the cookie.
 func (m *sessionManager) End(c echo.Context) error {
+	if d, ok := m.current(c); ok && d.UserID != 0 {
+		err := m.revoker.RevokeSession(c.Request().Context(), sidHash(d.SID), d.UserID, d.SignedInAt.Add(m.lifetime), m.now())
+		if err != nil {
+			return fmt.Errorf("sign out: %w", err)
+		}
+	}
 	m.clear(c)
-	m.dropCSRF(c)
 	return nil
-}
-
-func (m *sessionManager) dropCSRF(c echo.Context) {
-	c.SetCookie(&http.Cookie{Name: csrfCookie, Value: "", Path: "/", MaxAge: -1, HttpOnly: true,
-		SameSite: http.SameSiteLaxMode, Secure: m.trust.https(c.Request())})
 }

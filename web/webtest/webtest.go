@@ -6,10 +6,13 @@ package webtest
 
 import (
 	"context"
+	"html"
+	"io"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -22,8 +25,22 @@ import (
 // Password is every test user's password.
 const Password = "correct horse battery staple"
 
-// CSRFCookie is the cookie that holds the CSRF token.
-const CSRFCookie = "_csrf"
+// SessionCookie is the session cookie's name over plain HTTP (over HTTPS
+// it is "__Host-" and this).
+const SessionCookie = "redrive_session"
+
+// tokenPattern finds the CSRF token in a page's <meta name="csrf-token">:
+// the token is tied to the session, so it is read from a page of that
+// session, as a browser's forms and htmx get it.
+var tokenPattern = regexp.MustCompile(`<meta name="csrf-token" content="([^"]*)"`)
+
+// PageToken returns the CSRF token of an HTML page, or "".
+func PageToken(page string) string {
+	if m := tokenPattern.FindStringSubmatch(page); m != nil {
+		return html.UnescapeString(m[1])
+	}
+	return ""
+}
 
 // CreateUser adds an active user with role and Password. The hash is made
 // at bcrypt's minimum cost: tests sign in often, and the cost is stored in
@@ -63,36 +80,47 @@ type Session struct {
 	CSRF    string
 }
 
-// SignIn signs in through h as a browser would: the sign-in page for the
-// CSRF cookie, the form, then one page for the token of the new session.
-// It fails the test unless the sign-in succeeds.
-func SignIn(t testing.TB, h http.Handler, name, password string) *Session {
+// Visit returns a signed-out browser that has opened the sign-in page:
+// its cookies and the token of that page's form.
+func Visit(t testing.TB, h http.Handler) *Session {
 	t.Helper()
 	s := &Session{Cookies: map[string]*http.Cookie{}}
-	rec := s.Do(h, httptest.NewRequest(http.MethodGet, "/login", nil))
-	if rec.Code != http.StatusOK {
-		t.Fatalf("GET /login: %d", rec.Code)
-	}
-	form := url.Values{"username": {name}, "password": {password}, "_csrf": {s.token()}}
-	req := httptest.NewRequest(http.MethodPost, "/login", strings.NewReader(form.Encode()))
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	rec = s.Do(h, req)
-	if rec.Code != http.StatusSeeOther {
-		t.Fatalf("sign in as %s: %d %.300s", name, rec.Code, rec.Body.String())
-	}
-	s.Do(h, httptest.NewRequest(http.MethodGet, "/login", nil)) // a fresh CSRF cookie
-	s.CSRF = s.token()
-	if s.CSRF == "" || s.Cookies["redrive_session"] == nil {
-		t.Fatalf("sign in as %s: no session or CSRF cookie", name)
-	}
+	s.Load(t, h, "/login")
 	return s
 }
 
-func (s *Session) token() string {
-	if c := s.Cookies[CSRFCookie]; c != nil {
-		return c.Value
+// Load GETs path, which must be a page, and takes its CSRF token.
+func (s *Session) Load(t testing.TB, h http.Handler, path string) *httptest.ResponseRecorder {
+	t.Helper()
+	rec := s.Do(h, httptest.NewRequest(http.MethodGet, path, nil))
+	if rec.Code != http.StatusOK {
+		t.Fatalf("GET %s: %d", path, rec.Code)
 	}
-	return ""
+	if s.CSRF = PageToken(rec.Body.String()); s.CSRF == "" {
+		t.Fatalf("GET %s: no CSRF token on the page", path)
+	}
+	return rec
+}
+
+// SignIn signs in through h as a browser would: the sign-in page for its
+// form's token, the form, then one page for the token of the new session.
+// It fails the test unless the sign-in succeeds.
+func SignIn(t testing.TB, h http.Handler, name, password string) *Session {
+	t.Helper()
+	s := Visit(t, h)
+	form := url.Values{"username": {name}, "password": {password}, "_csrf": {s.CSRF}}
+	req := httptest.NewRequest(http.MethodPost, "/login", strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	rec := s.Do(h, req)
+	if rec.Code != http.StatusSeeOther {
+		t.Fatalf("sign in as %s: %d %.300s", name, rec.Code, rec.Body.String())
+	}
+	// Any page every role may read will do; this one is cheap.
+	s.Load(t, h, "/workers")
+	if s.Cookies[SessionCookie] == nil {
+		t.Fatalf("sign in as %s: no session cookie", name)
+	}
+	return s
 }
 
 // Do sends req through h with the session's cookies (and, on a request
@@ -154,24 +182,19 @@ func Client(t testing.TB, baseURL, name, password string) (*http.Client, string)
 		t.Fatal(err)
 	}
 	client := &http.Client{Jar: jar, Timeout: 30 * time.Second}
-	get := func() {
-		resp, err := client.Get(baseURL + "/login")
+	token := func(path string) string {
+		resp, err := client.Get(baseURL + path)
 		if err != nil {
-			t.Fatalf("GET /login: %v", err)
+			t.Fatalf("GET %s: %v", path, err)
 		}
-		resp.Body.Close()
-	}
-	token := func() string {
-		u, _ := url.Parse(baseURL)
-		for _, c := range jar.Cookies(u) {
-			if c.Name == CSRFCookie {
-				return c.Value
-			}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatalf("GET %s: %v", path, err)
 		}
-		return ""
+		return PageToken(string(body))
 	}
-	get()
-	resp, err := client.PostForm(baseURL+"/login", url.Values{"username": {name}, "password": {password}, "_csrf": {token()}})
+	resp, err := client.PostForm(baseURL+"/login", url.Values{"username": {name}, "password": {password}, "_csrf": {token("/login")}})
 	if err != nil {
 		t.Fatalf("sign in: %v", err)
 	}
@@ -179,6 +202,5 @@ func Client(t testing.TB, baseURL, name, password string) (*http.Client, string)
 	if resp.Request.URL.Path == "/login" {
 		t.Fatalf("sign in as %s failed: %d", name, resp.StatusCode)
 	}
-	get()
-	return client, token()
+	return client, token("/workers")
 }
