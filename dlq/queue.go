@@ -49,11 +49,26 @@ SET state = 'running', attempt = j.attempt + 1, lease_owner = $3,
 WHERE j.id = ANY(ARRAY(SELECT next_id FROM next))
 RETURNING ` + jobColumns
 
-// Claim leases up to limit due jobs from queues to worker for lease.
+// Claim leases up to limit due jobs from queues to worker for lease. The
+// rows are scanned by hand: on the claim path, sqlx's reflection cost more
+// than the rest of the client's work per job.
 func (s *Store) Claim(ctx context.Context, worker string, queues []string, limit int, lease time.Duration) ([]Job, error) {
-	var jobs []Job
-	err := s.db.SelectContext(ctx, &jobs, claimSQL, pq.Array(queues), limit, worker, lease.Milliseconds())
+	rows, err := s.db.QueryContext(ctx, claimSQL, pq.Array(queues), limit, worker, lease.Milliseconds())
 	if err != nil {
+		return nil, fmt.Errorf("claim jobs: %w", err)
+	}
+	defer rows.Close()
+	jobs := make([]Job, 0, limit)
+	for rows.Next() {
+		var j Job
+		if err := rows.Scan(&j.ID, &j.Queue, &j.Task, &j.Args, &j.Kwargs, &j.IdempotencyKey, &j.State, &j.Attempt,
+			&j.MaxAttempts, &j.RunAt, &j.LeaseOwner, &j.LeaseExpiresAt, &j.LastError, &j.Errors,
+			&j.CreatedAt, &j.AttemptedAt, &j.FinishedAt, &j.ReplayOf); err != nil {
+			return nil, fmt.Errorf("claim jobs: %w", err)
+		}
+		jobs = append(jobs, j)
+	}
+	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("claim jobs: %w", err)
 	}
 	return jobs, nil
