@@ -33,7 +33,7 @@ type outcome struct {
 	lease   dlq.Lease
 	d       decision
 	attempt dlq.Attempt
-	log     *slog.Logger
+	log     *jobLog
 }
 
 // completer writes attempts' outcomes in batches, as River's batch
@@ -229,21 +229,24 @@ func idSet(ids []int64) map[int64]int64 {
 // missing from written had lost its lease: another claim owns the job now.
 func (c *completer) settle(batch []outcome, written map[int64]int64) {
 	m := c.w.metrics
+	debug := c.w.log.Enabled(context.Background(), slog.LevelDebug)
 	for _, o := range batch {
 		job, a := o.active.job, o.attempt
 		letter, ok := written[o.lease.JobID]
 		switch {
 		case !ok:
-			o.log.Warn("outcome discarded: lease lost to another worker")
+			o.log.get().Warn("outcome discarded: lease lost to another worker")
 		case o.d.act == actComplete:
 			m.observe(job.Task, job.Queue, outcomeSucceeded, a.DurationMS)
-			o.log.Debug("job succeeded", "duration_ms", a.DurationMS)
+			if debug {
+				o.log.get().Debug("job succeeded", "duration_ms", a.DurationMS)
+			}
 		case o.d.act == actRetry:
 			m.observe(job.Task, job.Queue, outcomeRetried, a.DurationMS)
-			o.log.Info("job failed; retrying", "class", a.Class, "err", a.Message, "retry_in", o.d.delay)
+			o.log.get().Info("job failed; retrying", "class", a.Class, "err", a.Message, "retry_in", o.d.delay)
 		case o.d.act == actDeadLetter:
 			m.observe(job.Task, job.Queue, outcomeDead, a.DurationMS)
-			o.log.Warn("job dead-lettered", "reason", o.d.reason, "class", a.Class, "err", a.Message, "dead_letter_id", letter)
+			o.log.get().Warn("job dead-lettered", "reason", o.d.reason, "class", a.Class, "err", a.Message, "dead_letter_id", letter)
 		}
 		c.w.release(o.lease)
 	}
@@ -253,6 +256,6 @@ func (c *completer) settle(batch []outcome, written map[int64]int64) {
 // expires, and then the rescuer runs it again. At-least-once holds, at the
 // cost of an attempt.
 func (c *completer) abandon(o outcome, err error) {
-	o.log.Error("recording job outcome failed; the job will be redelivered when its lease expires", "err", err)
+	o.log.get().Error("recording job outcome failed; the job will be redelivered when its lease expires", "err", err)
 	c.w.giveUp(o.lease, o.active.leaseUntil())
 }

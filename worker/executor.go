@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"runtime/debug"
 	"time"
 	"unicode/utf8"
@@ -56,7 +55,7 @@ func decide(attempt, maxAttempts int, err, stop error, retryDelay func(attempt i
 // execute runs one claimed job and records its outcome.
 func (w *Worker) execute(ctx context.Context, a *activeJob) {
 	job := a.job
-	log := w.log.With("job_id", job.ID, "task", job.Task, "queue", job.Queue, "attempt", job.Attempt)
+	log := newJobLog(w.log, &a.job)
 	start := w.cfg.NowFunc()
 	var err error
 	if t, ok := w.tasks[job.Task]; ok {
@@ -82,7 +81,7 @@ func (w *Worker) execute(ctx context.Context, a *activeJob) {
 		w.handBack(context.WithoutCancel(ctx), &job, attempt, log)
 		w.release(lease)
 	case actDiscard:
-		log.Warn("outcome discarded: lease lost to another worker")
+		log.get().Warn("outcome discarded: lease lost to another worker")
 		w.release(lease)
 	}
 }
@@ -98,7 +97,7 @@ func (w *Worker) execute(ctx context.Context, a *activeJob) {
 // Go cannot stop a goroutine, so the handler's own goroutine is left to
 // finish whenever it does; its outcome is discarded, and should it ever
 // return, nothing it says is recorded.
-func (w *Worker) runHandler(ctx context.Context, t task, job dlq.Job, log *slog.Logger) error {
+func (w *Worker) runHandler(ctx context.Context, t task, job dlq.Job, log *jobLog) error {
 	limit := cmp.Or(t.opts.Timeout, w.cfg.DefaultTimeout)
 	deadline := &timeoutError{task: job.Task, after: limit}
 	hctx, cancel := context.WithTimeoutCause(ctx, limit, deadline)
@@ -114,7 +113,7 @@ func (w *Worker) runHandler(ctx context.Context, t task, job dlq.Job, log *slog.
 		select {
 		case err = <-result:
 		case <-abandon.C:
-			log.Error("handler ignored cancellation and was abandoned; its goroutine may still be running",
+			log.get().Error("handler ignored cancellation and was abandoned; its goroutine may still be running",
 				"cause", context.Cause(hctx), "waited", abandonAfter)
 			err = &abandonedError{task: job.Task, after: abandonAfter, cause: context.Cause(hctx)}
 		}
@@ -185,7 +184,8 @@ func (w *Worker) interruptedAttempt(job *dlq.Job, now time.Time, why string) dlq
 // handBack returns a job interrupted by shutdown to the queue at once, its
 // attempt given back. The write is guarded by this worker's lease, so
 // ErrConflict means another worker owns the job now.
-func (w *Worker) handBack(detached context.Context, job *dlq.Job, a dlq.Attempt, log *slog.Logger) {
+func (w *Worker) handBack(detached context.Context, job *dlq.Job, a dlq.Attempt, jl *jobLog) {
+	log := jl.get()
 	ctx, cancel := context.WithTimeout(detached, handBackTimeout)
 	defer cancel()
 	ran := a.DurationMS
