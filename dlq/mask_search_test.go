@@ -145,3 +145,17 @@ func firstRunes(s string, n int) string {
 	r := []rune(s)
 	return string(r[:min(n, len(r))])
 }
+
+// Without a policy row (deleted by hand) dead-lettering goes on, and
+// search leaves the new letters out rather than match them unmasked.
+func TestSearchWithoutPolicyFailsClosed(t *testing.T) {
+	t.Parallel()
+	db := dlqtest.NewDB(t)
+	if _, err := db.Exec(`DELETE FROM mask_policy`); err != nil {
+		t.Fatal(err)
+	}
+	dlqtest.InsertDeadLetter(t, db.DB, secretLetter)
+	if got := searchIDs(t, dlq.NewStore(db.DB), "hunter2"); len(got) != 0 {
+		t.Fatalf("search found %v", got)
+	}
+}

@@ -128,3 +128,29 @@ func orDefault(keys []string) []string {
 	}
 	return keys
 }
+
+// The search's printed arguments hide each sensitive pair whole, and
+// nothing else, however the pairs nest or resemble each other.
+func TestSearchTextMasksPairs(t *testing.T) {
+	t.Parallel()
+	db := dlqtest.NewDB(t)
+	for _, tc := range []struct{ in, want string }{
+		{`{"pin_token": 1, "x": {"pin_token": 12}}`, `{"x": {"pin_token": "•••"}, "pin_token": "•••"}`},
+		{`{"a\": b": 1, "a\": token": 2}`, `{"a\": b": 1, "a\": token": "•••"}`},
+		{`{"auth": {"token": "abcd", "n": 1}, "tok": "abcd"}`, `{"tok": "abcd", "auth": {"n": 1, "token": "•••"}}`},
+		{`{"secret": {"token": "x", "k": [1, 2]}, "secret_2": {"token": "x"}}`, `{"secret": "•••", "secret_2": "•••"}`},
+		{`{"note": "token \"token\": 1"}`, `{"note": "token \"token\": 1"}`},
+		{`{"l": [{"ssn": "1"}, {"ssn": "12"}, {"SSN": null}]}`, `{"l": [{"ssn": "•••"}, {"ssn": "•••"}, {"SSN": "•••"}]}`},
+	} {
+		var got, want string
+		if err := db.Get(&got, `SELECT dead_letter_masked_search_text('', '[]', $1, keys, patterns) FROM mask_policy`, tc.in); err != nil {
+			t.Fatal(err)
+		}
+		if err := db.Get(&want, `SELECT $1::jsonb::text`, tc.want); err != nil {
+			t.Fatal(err)
+		}
+		if got != " [] "+want {
+			t.Errorf("%s: search text %q, want %q", tc.in, got, " [] "+want)
+		}
+	}
+}

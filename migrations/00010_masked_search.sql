@@ -52,63 +52,107 @@ ON CONFLICT (id) DO NOTHING;
 
 ALTER TABLE dead_letter_search ADD COLUMN IF NOT EXISTS policy_version bigint NOT NULL DEFAULT 0;
 
--- doc with every value under a sensitive key replaced by "•••". jsonb
--- prints a rebuilt value exactly as it printed the original, so what is
--- not masked reads (and is found) as before.
--- +goose StatementBegin
-CREATE OR REPLACE FUNCTION redrive_mask_jsonb(doc jsonb, keys text[]) RETURNS jsonb
-LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
-SELECT CASE jsonb_typeof(doc)
-    WHEN 'object' THEN (
-        SELECT coalesce(jsonb_object_agg(e.key, CASE
-            WHEN EXISTS (SELECT 1 FROM unnest(keys) p WHERE strpos(lower(e.key), p) > 0) THEN to_jsonb('•••'::text)
-            ELSE redrive_mask_jsonb(e.value, keys) END), '{}'::jsonb)
-        FROM jsonb_each(doc) e)
-    WHEN 'array' THEN (
-        SELECT coalesce(jsonb_agg(redrive_mask_jsonb(a.value, keys) ORDER BY a.n), '[]'::jsonb)
-        FROM jsonb_array_elements(doc) WITH ORDINALITY a(value, n))
-    ELSE doc END
-$$;
--- +goose StatementEnd
-
--- The strings and numbers (as text) under sensitive keys, at any depth,
--- that are long enough to be recognised in an error message.
--- +goose StatementBegin
-CREATE OR REPLACE FUNCTION redrive_masked_values(doc jsonb, keys text[]) RETURNS SETOF text
-LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
-SELECT leaf #>> '{}'
-FROM jsonb_path_query(doc, 'strict $.** ? (@.type() == "object").keyvalue()') kv,
-     jsonb_path_query(kv -> 'value', 'strict $.** ? (@.type() == "string" || @.type() == "number")') leaf
-WHERE EXISTS (SELECT 1 FROM unnest(keys) p WHERE strpos(lower(kv ->> 'key'), p) > 0)
-  AND char_length(leaf #>> '{}') >= 4
-$$;
--- +goose StatementEnd
-
--- The search text of one letter under a policy. The cheap test first: a
--- key pattern that appears nowhere in the printed arguments cannot be in
--- a key (patterns hold nothing jsonb escapes: dlq refuses such patterns),
--- so most letters cost two strpos per pattern and no rebuilt JSON.
--- Replacements happen before the text is cut to 1,000 characters, so a
--- secret straddling the cut cannot leave its first half behind.
+-- The search text of one letter under a policy.
+--
+-- Cost matters: this runs for every letter dead-lettered. The quick test
+-- first: a key pattern that appears nowhere in the printed arguments
+-- cannot be in a key (patterns hold nothing jsonb escapes: dlq refuses
+-- such patterns), so most letters cost a few strpos and no JSON walk. The
+-- walk, when a pattern does appear, is plpgsql simple expressions over
+-- jsonb_path_query_array: no query per letter (each costs tens of us),
+-- except a sort when a letter has several sensitive values. Measured on
+-- 100,000 seeded letters (a quarter with a sensitive key), 24 us a letter
+-- against 5 us for 00007's unmasked text; the trigram index entry the text
+-- then gets costs ~200 us. (A recursive SQL function that rebuilt the
+-- jsonb cost 1.5 ms a letter.)
+--
+-- Masking the printed JSON: jsonb prints every pair as "key": value, the
+-- same inside a document as alone, and a quote inside a string is
+-- escaped, so replacing the text of each sensitive pair by "key": "•••"
+-- replaces exactly that pair (and any other pair of the same key and
+-- value, equally sensitive). Longest first, so a sensitive object is
+-- replaced whole before the pairs inside it, and "pin": 12 before "pin": 1.
+--
+-- In the message, every string or number under a sensitive key of 4 or
+-- more characters is replaced, longest first, then byte order (what Go's
+-- TextMask does), then each extra pattern. Replacements happen before the
+-- text is cut to 1,000 characters, so a secret straddling the cut cannot
+-- leave its first half behind.
 -- +goose StatementBegin
 CREATE OR REPLACE FUNCTION dead_letter_masked_search_text(msg text, args jsonb, kwargs jsonb, keys text[], patterns text[])
 RETURNS text LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
 DECLARE
     a text := args::text;
     k text := kwargs::text;
-    secret text;
+    la text := lower(a);
+    lk text := lower(k);
+    hit boolean := false;
+    key text;
+    kv jsonb;
+    kvs jsonb;
+    leaves jsonb;
+    j int;
+    j2 int;
+    v jsonb;
+    n int;
+    i int;
+    pairs text[];
+    masked text[];
+    secrets text[] := '{}';
     pattern text;
 BEGIN
-    IF EXISTS (SELECT 1 FROM unnest(keys) p WHERE strpos(lower(a), p) > 0 OR strpos(lower(k), p) > 0) THEN
-        -- Longest first: a value that contains another is replaced whole.
-        FOR secret IN
-            SELECT v FROM (SELECT redrive_masked_values(args, keys) UNION SELECT redrive_masked_values(kwargs, keys)) s(v)
-            ORDER BY char_length(v) DESC, v
-        LOOP
-            msg := replace(msg, secret, '•••');
+    FOREACH key IN ARRAY keys LOOP
+        IF strpos(la, key) > 0 OR strpos(lk, key) > 0 THEN
+            hit := true;
+            EXIT;
+        END IF;
+    END LOOP;
+    IF hit THEN
+        FOR n IN 1..2 LOOP
+            pairs := '{}';
+            masked := '{}';
+            kvs := jsonb_path_query_array(CASE n WHEN 1 THEN args ELSE kwargs END,
+                'strict $.** ? (@.type() == "object").keyvalue()');
+            FOR j IN 0..jsonb_array_length(kvs) - 1 LOOP
+                kv := kvs -> j;
+                FOREACH key IN ARRAY keys LOOP
+                    IF strpos(lower(kv ->> 'key'), key) > 0 THEN
+                        v := kv -> 'value';
+                        pairs := pairs || (to_jsonb(kv ->> 'key')::text || ': ' || v::text);
+                        masked := masked || (to_jsonb(kv ->> 'key')::text || ': "•••"');
+                        IF jsonb_typeof(v) IN ('string', 'number') THEN
+                            secrets := secrets || (v #>> '{}');
+                        ELSIF jsonb_typeof(v) IN ('object', 'array') THEN
+                            leaves := jsonb_path_query_array(v, 'strict $.** ? (@.type() == "string" || @.type() == "number")');
+                            FOR j2 IN 0..jsonb_array_length(leaves) - 1 LOOP
+                                secrets := secrets || (leaves ->> j2);
+                            END LOOP;
+                        END IF;
+                        EXIT;
+                    END IF;
+                END LOOP;
+            END LOOP;
+            IF cardinality(pairs) > 1 THEN
+                SELECT array_agg(p ORDER BY char_length(p) DESC), array_agg(r ORDER BY char_length(p) DESC)
+                INTO pairs, masked FROM unnest(pairs, masked) t(p, r);
+            END IF;
+            FOR i IN 1..coalesce(cardinality(pairs), 0) LOOP
+                IF n = 1 THEN
+                    a := replace(a, pairs[i], masked[i]);
+                ELSE
+                    k := replace(k, pairs[i], masked[i]);
+                END IF;
+            END LOOP;
         END LOOP;
-        a := redrive_mask_jsonb(args, keys)::text;
-        k := redrive_mask_jsonb(kwargs, keys)::text;
+        IF cardinality(secrets) > 1 THEN
+            secrets := ARRAY(SELECT DISTINCT ON (char_length(s), s COLLATE "C") s FROM unnest(secrets) s
+                ORDER BY char_length(s) DESC, s COLLATE "C");
+        END IF;
+        FOREACH key IN ARRAY secrets LOOP
+            IF char_length(key) >= 4 THEN
+                msg := replace(msg, key, '•••');
+            END IF;
+        END LOOP;
     END IF;
     FOREACH pattern IN ARRAY patterns LOOP
         msg := regexp_replace(msg, pattern, '•••', 'g');
@@ -128,7 +172,7 @@ DECLARE
 BEGIN
     SELECT * INTO pol FROM mask_policy;
     INSERT INTO dead_letter_search (dead_letter_id, search_text, policy_version)
-    SELECT id, dead_letter_masked_search_text(error_message, args, kwargs, pol.keys, coalesce(pol.patterns, '{}')),
+    SELECT id, dead_letter_masked_search_text(error_message, args, kwargs, coalesce(pol.keys, '{}'), coalesce(pol.patterns, '{}')),
            coalesce(pol.version, 0)
     FROM new_rows;
     RETURN NULL;
@@ -143,7 +187,7 @@ DECLARE
 BEGIN
     SELECT * INTO pol FROM mask_policy;
     UPDATE dead_letter_search
-    SET search_text = dead_letter_masked_search_text(NEW.error_message, NEW.args, NEW.kwargs, pol.keys, coalesce(pol.patterns, '{}')),
+    SET search_text = dead_letter_masked_search_text(NEW.error_message, NEW.args, NEW.kwargs, coalesce(pol.keys, '{}'), coalesce(pol.patterns, '{}')),
         policy_version = coalesce(pol.version, 0)
     WHERE dead_letter_id = NEW.id;
     RETURN NULL;
@@ -183,8 +227,6 @@ $$;
 
 ALTER TABLE dead_letter_search DROP COLUMN IF EXISTS policy_version;
 DROP FUNCTION IF EXISTS dead_letter_masked_search_text(text, jsonb, jsonb, text[], text[]);
-DROP FUNCTION IF EXISTS redrive_masked_values(jsonb, text[]);
-DROP FUNCTION IF EXISTS redrive_mask_jsonb(jsonb, text[]);
 DROP TABLE IF EXISTS mask_policy;
 COMMIT;
 
