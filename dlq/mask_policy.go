@@ -145,7 +145,7 @@ SELECT (SELECT count(*) FROM rebuilt) AS rebuilt, coalesce((SELECT max(dead_lett
 //
 // A letter written while the policy changed can have read the old policy
 // and commit after a pass went by, so the pass is made again once every
-// transaction open at the start has ended.
+// transaction open at the start has ended (or a minute has passed).
 func (s *Store) RebuildSearch(ctx context.Context, batch int, progress func(rebuilt int64)) (int64, error) {
 	if batch < 1 {
 		batch = DefaultRebuildBatch
@@ -187,12 +187,19 @@ func (s *Store) RebuildSearch(ctx context.Context, batch int, progress func(rebu
 	return total, nil
 }
 
+// maxTransactionWait bounds waitForTransactions: transaction ids are
+// cluster-wide, so a long transaction of another database (a pg_dump)
+// would otherwise hold the rebuild. A letter it missed stays out of search
+// (fail closed) until the next rebuild.
+const maxTransactionWait = time.Minute
+
 // waitForTransactions waits until every transaction in progress at
 // snapshot has ended, polling: none is waited on through a lock, so
 // nothing queues behind the wait.
 func (s *Store) waitForTransactions(ctx context.Context, snapshot string) error {
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
+	deadline := time.After(maxTransactionWait)
 	for {
 		var open bool
 		err := s.db.GetContext(ctx, &open, `SELECT EXISTS (SELECT 1 FROM pg_snapshot_xip($1::pg_snapshot) x
@@ -203,6 +210,8 @@ func (s *Store) waitForTransactions(ctx context.Context, snapshot string) error 
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
+		case <-deadline:
+			return nil
 		case <-tick.C:
 		}
 	}
