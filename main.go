@@ -11,6 +11,7 @@
 //	redrive token     create, revoke and list API tokens
 //	redrive audit     verify the audit trail's hash chain
 //	redrive purge     delete settled dead letters past a retention age
+//	redrive search    rebuild the search text after the mask settings change
 //
 // Configuration comes from flags, each of which defaults to an environment
 // variable (DATABASE_URL, REDRIVE_ADDR, ...), the twelve-factor way.
@@ -100,6 +101,7 @@ Commands:
   token     manage API tokens: create, revoke, list
   audit     verify the audit trail's hash chain (audit verify)
   purge     delete replayed and discarded letters older than a retention age
+  search    rebuild the masked search text (search rebuild)
 
 Run 'redrive <command> -h' for the flags of each.
 `
@@ -116,7 +118,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	cmds := map[string]func(context.Context, []string, func(string) string, io.Writer, io.Writer) error{
 		"dev": runDev, "serve": runServe, "worker": runWorker, "migrate": runMigrate,
 		"enqueue": runEnqueue, "seed": runSeed, "user": runUser, "token": runToken,
-		"audit": runAudit, "purge": runPurge,
+		"audit": runAudit, "purge": runPurge, "search": runSearch,
 	}
 	cmd, ok := cmds[args[0]]
 	if !ok {
@@ -187,7 +189,8 @@ var envVars = map[string]string{
 	"session-idle": "REDRIVE_SESSION_IDLE", "trusted-proxies": "REDRIVE_TRUSTED_PROXIES",
 	"auth-header": "REDRIVE_AUTH_HEADER", "proxy-roles": "REDRIVE_PROXY_ROLES",
 	"proxy-default-role": "REDRIVE_PROXY_DEFAULT_ROLE", "metrics-token": "REDRIVE_METRICS_TOKEN",
-	"mask-keys": "REDRIVE_MASK_KEYS", "retain-succeeded": "REDRIVE_RETAIN_SUCCEEDED",
+	"mask-keys": "REDRIVE_MASK_KEYS", "mask-patterns": "REDRIVE_MASK_PATTERNS",
+	"retain-succeeded": "REDRIVE_RETAIN_SUCCEEDED",
 }
 
 // parse applies the environment, then the flags, and refuses stray arguments.
@@ -295,6 +298,10 @@ type console struct {
 // runConsole serves the console and runs the bulk-operation runner and the
 // audit head's log line beside it until ctx ends.
 func runConsole(ctx context.Context, c console, ready func(url string)) error {
+	rebuild, err := applyMaskPolicy(ctx, c.store, c.auth, c.logger)
+	if err != nil {
+		return err
+	}
 	runner := replay.NewRunner(replay.RunnerConfig{Store: c.store, Logger: c.logger})
 	handler, err := web.NewServer(web.Config{
 		Store: c.store, Logger: c.logger, Version: buildVersion(), Registry: c.metrics,
@@ -309,6 +316,7 @@ func runConsole(ctx context.Context, c console, ready func(url string)) error {
 	// The audit head in the log: a copy of where the chain ends, out of
 	// reach of whoever could cut it short in the database.
 	g.Go(func() error { return web.LogAuditHead(gctx, web.AuditHeadLogConfig{Source: c.store, Logger: c.logger}) })
+	g.Go(func() error { rebuild(gctx); return nil })
 	g.Go(func() error {
 		return web.Serve(gctx, web.ServeConfig{
 			Addr: c.flags.addr, Handler: handler, Logger: c.logger, Ready: ready,
@@ -663,6 +671,7 @@ type authFlags struct {
 	proxyDefaultRole string
 	metricsToken     string
 	maskKeys         string
+	maskPatterns     string
 }
 
 func (a *authFlags) register(fs *flag.FlagSet) {
@@ -675,6 +684,7 @@ func (a *authFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&a.proxyDefaultRole, "proxy-default-role", string(dlq.RoleViewer), "role of SSO users not in --proxy-roles (env REDRIVE_PROXY_DEFAULT_ROLE)")
 	fs.StringVar(&a.metricsToken, "metrics-token", "", "when set, /metrics requires Authorization: Bearer with this value (env REDRIVE_METRICS_TOKEN)")
 	fs.StringVar(&a.maskKeys, "mask-keys", strings.Join(dlq.DefaultMaskKeys, ","), "argument keys whose values are hidden: comma-separated, case-insensitive substrings (env REDRIVE_MASK_KEYS)")
+	a.registerMaskPatterns(fs)
 }
 
 // errNoSessionKey explains how to get the key serve refuses to start without.
@@ -710,7 +720,7 @@ func (a *authFlags) config(dev bool) (web.AuthConfig, error) {
 	return web.AuthConfig{
 		SessionKeys: keys, SessionLifetime: a.sessionLifetime, SessionIdle: a.sessionIdle,
 		TrustedProxies: proxies, AuthHeader: a.authHeader, ProxyRoles: roles, ProxyDefaultRole: role,
-		MetricsToken: a.metricsToken, MaskKeys: dlq.ParseMaskKeys(a.maskKeys),
+		MetricsToken: a.metricsToken, MaskKeys: dlq.ParseMaskKeys(a.maskKeys), MaskPatterns: dlq.ParseMaskPatterns(a.maskPatterns),
 	}, nil
 }
 

@@ -29,7 +29,9 @@ type DeadLetterDetail struct {
 }
 
 // TracebackTruncated reports whether Traceback was cut at TracebackCap.
-func (d DeadLetterDetail) TracebackTruncated() bool { return d.TracebackLen > len([]rune(d.Traceback)) }
+//
+// It compares with the cap, not with Traceback, which masking shortens.
+func (d DeadLetterDetail) TracebackTruncated() bool { return d.TracebackLen > TracebackCap }
 
 // getDeadLetterSQL caps the traceback, and each attempt's traceback in the
 // history, in the database, so a huge one never leaves Postgres whole.

@@ -78,11 +78,14 @@ func (f Filter) where(withCursor bool, argOffset int) (string, []any) {
 	eq("error_class", f.ErrorClass)
 	eq("fingerprint", f.Fingerprint)
 	if f.Q != "" {
-		// The error message, args and kwargs, trigram-indexed in a side
-		// table a replay never updates (see migration 00007). % and _ in
-		// the term are meant literally.
+		// The error message, args and kwargs as the pages show them
+		// (masked: migration 00010), trigram-indexed in a side table a
+		// replay never updates (00007). Only rows built under the current
+		// mask policy count: one not rebuilt yet after a change may hold
+		// what the new policy hides. % and _ in the term are meant
+		// literally.
 		clauses = append(clauses, `id IN (SELECT dead_letter_id FROM dead_letter_search WHERE search_text ILIKE `+
-			arg("%"+escapeLike(f.Q)+"%")+` ESCAPE '\')`)
+			arg("%"+escapeLike(f.Q)+"%")+` ESCAPE '\' AND policy_version = (SELECT version FROM mask_policy))`)
 	}
 	if !f.Since.IsZero() {
 		clauses = append(clauses, "failed_at >= "+arg(f.Since.At))

@@ -2,6 +2,7 @@ package dlq
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/url"
 	"strconv"
@@ -21,6 +22,11 @@ type ErrorGroup struct {
 	Pending       int64     `db:"pending" json:"pending"`
 	FirstSeen     time.Time `db:"first_seen" json:"first_seen"`
 	LastSeen      time.Time `db:"last_seen" json:"last_seen"`
+	// SampleArgs and SampleKwargs are the arguments of the letter the
+	// sample message comes from, so that the message can be masked as
+	// that letter's is (Masker.MaskText); never shown themselves.
+	SampleArgs   json.RawMessage `db:"sample_args" json:"-"`
+	SampleKwargs json.RawMessage `db:"sample_kwargs" json:"-"`
 }
 
 // The orders the groups page offers. Each maps to a fixed ORDER BY: sort
@@ -84,6 +90,20 @@ func ParseGroupFilter(v url.Values) (GroupFilter, error) {
 
 const groupColumns = `fingerprint, task, error_class, sample_message, total, pending, first_seen, last_seen`
 
+// groupSampleJoin finds, for each group g, the arguments of the newest
+// letter whose message is the group's sample (the summary trigger keeps the
+// newest letter's message): one probe of the (fingerprint, failed_at) index
+// per group. It looks at the newest few letters only; a group whose sample
+// is none of them (ties, a purge) gets no arguments, and its message is
+// then hidden whole (sampleText).
+const groupSampleJoin = `
+LEFT JOIN LATERAL (
+	SELECT x.args AS sample_args, x.kwargs AS sample_kwargs
+	FROM (SELECT d.args, d.kwargs, d.error_message FROM dead_letters d
+		WHERE d.fingerprint = g.fingerprint ORDER BY d.failed_at DESC, d.id DESC LIMIT 20) x
+	WHERE x.error_message = g.sample_message LIMIT 1
+) sample ON true`
+
 // ListGroups returns the top groups in f's order.
 func (s *Store) ListGroups(ctx context.Context, f GroupFilter) ([]ErrorGroup, error) {
 	order, ok := groupOrder[f.Sort]
@@ -94,7 +114,8 @@ func (s *Store) ListGroups(ctx context.Context, f GroupFilter) ([]ErrorGroup, er
 	if limit < 1 || limit > MaxGroupLimit {
 		limit = DefaultGroupLimit
 	}
-	q := `SELECT ` + groupColumns + ` FROM error_groups WHERE ($1::text IS NULL OR task = $1) ORDER BY ` + order + ` LIMIT $2`
+	q := `SELECT g.*, sample.* FROM (SELECT ` + groupColumns + ` FROM error_groups WHERE ($1::text IS NULL OR task = $1)
+		ORDER BY ` + order + ` LIMIT $2) g` + groupSampleJoin + ` ORDER BY ` + order
 	var groups []ErrorGroup
 	if err := s.db.SelectContext(ctx, &groups, q, nullable(f.Task), limit); err != nil {
 		return nil, fmt.Errorf("list error groups: %w", translate(err))

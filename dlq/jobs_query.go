@@ -2,6 +2,7 @@ package dlq
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/url"
 	"slices"
@@ -142,7 +143,16 @@ type JobListItem struct {
 	FinishedAt  *time.Time `db:"finished_at"`
 	LeaseOwner  *string    `db:"lease_owner"`
 	LastError   *string    `db:"last_error"`
+	// Args and Kwargs are read to mask LastError (Masker.MaskText); the
+	// list does not show them.
+	Args   json.RawMessage `db:"args"`
+	Kwargs json.RawMessage `db:"kwargs"`
 }
+
+// JobListErrorCap is how much of a job's last error the list shows. The
+// query reads 1,000 characters more, so that a secret that starts in what
+// is shown is whole when it is masked, and the masking cuts it to this.
+const JobListErrorCap = 300
 
 // JobPage is one page of the job list, newest first. Older and Newer are
 // the cursors of the neighbouring pages, zero when there is none.
@@ -153,7 +163,7 @@ type JobPage struct {
 }
 
 const jobListColumns = `id, queue, task, state, attempt, max_attempts, run_at, created_at,
-	attempted_at, finished_at, lease_owner, left(last_error, 300) AS last_error`
+	attempted_at, finished_at, lease_owner, args, kwargs, left(last_error, 1300) AS last_error`
 
 // Why the queries below split by state: the indexes that narrow jobs by
 // queue or task both lead with something else, (state, queue, id DESC) and

@@ -24,8 +24,14 @@ var DefaultMaskKeys = []string{"password", "secret", "token", "authorization", "
 // inside arrays too; a matching key's whole value is hidden, whatever its
 // type, because a nested object under "authorization" is as secret as a
 // string.
+//
+// A Masker from NewMaskPolicy also hides secrets in error text: see
+// MaskText.
 type Masker struct {
 	patterns []string
+	// text are the extra patterns (REDRIVE_MASK_PATTERNS) hidden in error
+	// messages and tracebacks.
+	text []textPattern
 }
 
 // NewMasker returns a Masker for the given key patterns; blank patterns are

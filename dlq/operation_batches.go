@@ -2,6 +2,7 @@ package dlq
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -284,6 +285,9 @@ type JobOutcome struct {
 	State        State   `db:"state" json:"state"`
 	Attempt      int     `db:"attempt" json:"attempt"`
 	LastError    *string `db:"last_error" json:"last_error"`
+	// Args and Kwargs of the job, to mask LastError; not shown.
+	Args   json.RawMessage `db:"args" json:"-"`
+	Kwargs json.RawMessage `db:"kwargs" json:"-"`
 }
 
 // OperationJobs returns the replay jobs of an operation's first letters (the
@@ -291,7 +295,7 @@ type JobOutcome struct {
 func (s *Store) OperationJobs(ctx context.Context, opID int64, limit int) ([]JobOutcome, error) {
 	var out []JobOutcome
 	err := s.db.SelectContext(ctx, &out, `
-		SELECT d.id AS dead_letter_id, j.id AS job_id, j.state, j.attempt, j.last_error
+		SELECT d.id AS dead_letter_id, j.id AS job_id, j.state, j.attempt, j.last_error, j.args, j.kwargs
 		FROM operations o
 		JOIN audit_event_letters a ON a.audit_event_id = o.audit_event_id
 		JOIN dead_letters d ON d.id = a.dead_letter_id

@@ -2,6 +2,7 @@ package dlq
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -11,7 +12,8 @@ import (
 
 // The console's numbers. Every query here reads a summary table kept by
 // triggers (dead_letter_counts, error_groups, dead_letter_inflow), the small
-// workers table, or a bounded slice of jobs: none scans dead_letters, so the
+// workers table, or a bounded slice of jobs (and, for the top groups' sample
+// messages, one index probe of dead_letters per group): none scans dead_letters, so the
 // overview costs the same with ten letters or ten million.
 
 // CountCap is where job counts of the unbounded states (succeeded, dead)
@@ -71,6 +73,9 @@ type TopGroup struct {
 	Total         int64     `db:"total"`
 	Pending       int64     `db:"pending"`
 	LastSeen      time.Time `db:"last_seen"`
+	// SampleArgs and SampleKwargs: as in ErrorGroup, for masking.
+	SampleArgs   json.RawMessage `db:"sample_args"`
+	SampleKwargs json.RawMessage `db:"sample_kwargs"`
 }
 
 // TaskPending is the number of pending letters of one task.
@@ -146,9 +151,11 @@ SELECT hour AS bucket, n FROM dead_letter_inflow_totals
 WHERE hour >= $1 AND hour < $2`
 
 const topGroupsSQL = `
-SELECT fingerprint, task, error_class, sample_message, total, pending, last_seen
-FROM error_groups WHERE pending > 0
-ORDER BY pending DESC, last_seen DESC LIMIT $1`
+SELECT g.*, sample.* FROM (
+	SELECT fingerprint, task, error_class, sample_message, total, pending, last_seen
+	FROM error_groups WHERE pending > 0
+	ORDER BY pending DESC, last_seen DESC LIMIT $1) g` + groupSampleJoin + `
+ORDER BY pending DESC, last_seen DESC`
 
 const topTasksSQL = `
 SELECT task, sum(n)::bigint AS pending FROM dead_letter_counts

@@ -3,14 +3,17 @@ package handlers
 import (
 	"context"
 	"encoding/json"
+	"unicode/utf8"
 
 	"github.com/redrive/redrive/dlq"
 )
 
 // MaskedReads is the store as every page, API answer and export reads it:
 // the arguments of dead letters and jobs come back with sensitive values
-// replaced by dlq.MaskPlaceholder. Masking here, once, rather than in each
-// handler means a page added later cannot forget it. Writes pass straight
+// replaced by dlq.MaskPlaceholder, and their error messages and tracebacks
+// (and the error groups' sample messages) with those values and the extra
+// mask patterns hidden (dlq.Masker.MaskText). Masking here, once, rather
+// than in each handler means a page added later cannot forget it. Writes pass straight
 // through to the real store, and replays read the stored values inside
 // their own transactions, so what is replayed is always the real thing.
 //
@@ -46,12 +49,80 @@ func (m MaskedReads) EachDeadLetter(ctx context.Context, f dlq.Filter, fn func(d
 	})
 }
 
-// Job masks a job's arguments: a replayed job carries the letter's.
+// Job masks a job's arguments and errors: a replayed job carries the
+// letter's arguments.
 func (m MaskedReads) Job(ctx context.Context, id int64) (dlq.Job, error) {
 	j, err := m.Store.Job(ctx, id)
-	j.Args, _ = m.Masker.Mask(j.Args)
-	j.Kwargs, _ = m.Masker.Mask(j.Kwargs)
+	m.Masker.MaskJob(&j)
 	return j, err
+}
+
+// Jobs masks the last error of each listed job, then cuts it to what the
+// list shows.
+func (m MaskedReads) Jobs(ctx context.Context, f dlq.JobFilter) (dlq.JobPage, error) {
+	page, err := m.Store.Jobs(ctx, f)
+	for i := range page.Jobs {
+		j := &page.Jobs[i]
+		if j.LastError != nil {
+			s := clipRunes(m.Masker.MaskText(*j.LastError, j.Args, j.Kwargs), dlq.JobListErrorCap)
+			j.LastError = &s
+		}
+		j.Args, j.Kwargs = nil, nil
+	}
+	return page, err
+}
+
+// OperationJobs masks the last error of a canary's jobs.
+func (m MaskedReads) OperationJobs(ctx context.Context, opID int64, limit int) ([]dlq.JobOutcome, error) {
+	jobs, err := m.Store.OperationJobs(ctx, opID, limit)
+	for i := range jobs {
+		j := &jobs[i]
+		if j.LastError != nil {
+			s := m.Masker.MaskText(*j.LastError, j.Args, j.Kwargs)
+			j.LastError = &s
+		}
+		j.Args, j.Kwargs = nil, nil
+	}
+	return jobs, err
+}
+
+// ListGroups masks each group's sample message as its letter's is.
+func (m MaskedReads) ListGroups(ctx context.Context, f dlq.GroupFilter) ([]dlq.ErrorGroup, error) {
+	groups, err := m.Store.ListGroups(ctx, f)
+	for i := range groups {
+		g := &groups[i]
+		g.SampleMessage = m.maskSample(g.SampleMessage, g.SampleArgs, g.SampleKwargs)
+		g.SampleArgs, g.SampleKwargs = nil, nil
+	}
+	return groups, err
+}
+
+// Overview masks the top groups' sample messages.
+func (m MaskedReads) Overview(ctx context.Context) (dlq.Overview, error) {
+	o, err := m.Store.Overview(ctx)
+	for i := range o.TopGroups {
+		g := &o.TopGroups[i]
+		g.SampleMessage = m.maskSample(g.SampleMessage, g.SampleArgs, g.SampleKwargs)
+		g.SampleArgs, g.SampleKwargs = nil, nil
+	}
+	return o, err
+}
+
+// maskSample masks a group's sample message with its letter's arguments.
+// Without them (the letter was not found) nobody can say what the message
+// quotes, so it is hidden whole when anything is masked at all.
+func (m MaskedReads) maskSample(msg string, args, kwargs json.RawMessage) string {
+	if args == nil && kwargs == nil && msg != "" && (len(m.Masker.Patterns()) > 0 || len(m.Masker.TextPatterns()) > 0) {
+		return dlq.MaskPlaceholder
+	}
+	return m.Masker.MaskText(msg, args, kwargs)
+}
+
+func clipRunes(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	return string([]rune(s)[:n])
 }
 
 // ListAudit masks the arguments an edit-and-replay entry keeps.
@@ -108,8 +179,7 @@ func (m MaskedReads) maskLetter(ctx context.Context, d *dlq.DeadLetter) {
 	if d.ID != 0 && revealed(ctx, d.ID) {
 		return
 	}
-	d.Args, _ = m.Masker.Mask(d.Args)
-	d.Kwargs, _ = m.Masker.Mask(d.Kwargs)
+	m.Masker.MaskLetter(d)
 }
 
 type revealKey struct{}

@@ -47,6 +47,10 @@ type AuthConfig struct {
 	// MaskKeys are the argument key patterns whose values are hidden;
 	// nil: dlq.DefaultMaskKeys. An empty, non-nil list masks nothing.
 	MaskKeys []string
+	// MaskPatterns are regular expressions (Go syntax) hidden in error
+	// messages and tracebacks besides the masked argument values; see
+	// dlq.NewMaskPolicy.
+	MaskPatterns []string
 
 	// Throttle slows and locks repeated failed sign-ins.
 	Throttle Throttle
@@ -71,6 +75,9 @@ func (a *AuthConfig) validate() error {
 	a.Throttle = a.Throttle.Defaults()
 	if a.MaskKeys == nil {
 		a.MaskKeys = dlq.DefaultMaskKeys
+	}
+	if _, err := dlq.NewMaskPolicy(a.MaskKeys, a.MaskPatterns); err != nil {
+		return fmt.Errorf("web: %w", err)
 	}
 	if len(a.SessionKeys) == 0 {
 		key := make([]byte, minSessionKeyBytes)

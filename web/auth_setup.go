@@ -21,12 +21,13 @@ type security struct {
 func newSecurity(store *dlq.Store, cfg AuthConfig, logger *slog.Logger) *security {
 	trust := proxyTrust{nets: cfg.TrustedProxies}
 	sessions := newSessionManager(cfg, trust, store)
+	masker, _ := dlq.NewMaskPolicy(cfg.MaskKeys, cfg.MaskPatterns) // checked by cfg.validate
 	return &security{
 		trust:    trust,
 		sessions: sessions,
 		auth:     &authenticator{store: store, sessions: sessions, trust: trust, cfg: cfg, logger: logger},
 		acl:      newAccess(),
 		signIn:   &signIn{store: store, throttle: cfg.Throttle, now: cfg.Now, logger: logger},
-		masker:   dlq.NewMasker(cfg.MaskKeys),
+		masker:   masker,
 	}
 }

@@ -19,7 +19,8 @@ import (
 // added to.
 func routes(e *echo.Echo, cfg Config, sec *security) error {
 	// Pages, the API and exports read through the masking store: sensitive
-	// argument values are hidden unless an operator reveals them (audited).
+	// argument values, and what error text quotes of them, are hidden unless
+	// an operator reveals them (audited).
 	store := handlers.MaskedReads{Store: cfg.Store, Masker: sec.masker}
 	now := cfg.Auth.Now
 
@@ -70,10 +71,10 @@ func routes(e *echo.Echo, cfg Config, sec *security) error {
 	e.GET("/dead-letters/bulk", handlers.BulkConfirmPage(cfg.Replay, cfg.Now, cfg.Version))
 	e.POST("/dead-letters/bulk", handlers.BulkConfirmPage(cfg.Replay, cfg.Now, cfg.Version))
 	e.POST("/dead-letters/bulk/confirm", handlers.BulkConfirm(cfg.Replay, cfg.Now, cfg.Version))
-	e.GET("/operations/:id", handlers.OperationPage(cfg.Store, cfg.Version))
-	e.GET("/operations/:id/progress", handlers.OperationProgressFragment(cfg.Store))
-	e.POST("/operations/:id/cancel", handlers.CancelOperation(cfg.Store, cfg.Replay, cfg.Version))
-	e.POST("/operations/:id/release", handlers.ReleaseOperation(cfg.Store, cfg.Replay, cfg.Version))
+	e.GET("/operations/:id", handlers.OperationPage(store, cfg.Version))
+	e.GET("/operations/:id/progress", handlers.OperationProgressFragment(store))
+	e.POST("/operations/:id/cancel", handlers.CancelOperation(store, cfg.Replay, cfg.Version))
+	e.POST("/operations/:id/release", handlers.ReleaseOperation(store, cfg.Replay, cfg.Version))
 	e.GET("/audit", handlers.Audit(store, cfg.Now, cfg.Version))
 	e.GET("/audit/export.csv", handlers.ExportAudit(store, cfg.Logger, cfg.Now, handlers.ExportCSV))
 	e.GET("/audit/export.json", handlers.ExportAudit(store, cfg.Logger, cfg.Now, handlers.ExportJSON))
@@ -83,7 +84,7 @@ func routes(e *echo.Echo, cfg Config, sec *security) error {
 	e.POST("/api/v1/dead-letters/:id/restore", handlers.APIRestore(cfg.Replay))
 	e.POST("/api/v1/dead-letters/replay", handlers.APIBulk(cfg.Replay, dlq.OpReplay, cfg.Now))
 	e.POST("/api/v1/dead-letters/discard", handlers.APIBulk(cfg.Replay, dlq.OpDiscard, cfg.Now))
-	e.GET("/api/v1/operations/:id", handlers.APIOperation(cfg.Store))
+	e.GET("/api/v1/operations/:id", handlers.APIOperation(store))
 	e.POST("/api/v1/operations/:id/cancel", handlers.APIChangeOperation(cfg.Replay.Cancel))
 	e.POST("/api/v1/operations/:id/release", handlers.APIChangeOperation(cfg.Replay.ReleaseCanary))
 	e.GET("/api/v1/audit", handlers.APIAudit(store, cfg.Now))

@@ -7,9 +7,11 @@ package demo
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -56,14 +58,34 @@ type handlers struct {
 }
 
 // decode reads a job's kwargs into v. Kwargs that do not parse will not
-// parse on a retry either: the failure is permanent.
+// parse on a retry either: the failure is permanent. The error says where
+// and what kind of problem, never the payload: kwargs carry passwords and
+// card numbers, and an error message is read by everyone who reads the
+// dead letters (the console masks what it can recognise, a careful handler
+// does not rely on it).
 func decode(job *worker.Job, v any) error {
 	if err := json.Unmarshal(job.Kwargs, v); err != nil {
 		return worker.Permanent(worker.WithTraceback(&ValidationError{
-			Field: "kwargs", Value: string(job.Kwargs), Problem: err.Error(), Context: "task " + job.Task,
+			Field: "kwargs", Problem: decodeProblem(err), Context: "task " + job.Task,
 		}))
 	}
 	return nil
+}
+
+// decodeProblem describes a JSON error without quoting the payload:
+// encoding/json's own messages can quote a character or a number of it.
+func decodeProblem(err error) string {
+	var syntax *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &syntax):
+		return fmt.Sprintf("not valid JSON at byte %d", syntax.Offset)
+	case errors.As(err, &typ):
+		kind, _, _ := strings.Cut(typ.Value, " ") // "number -5": the kind, not the value
+		return fmt.Sprintf("field %q must be %s, not a JSON %s", typ.Field, typ.Type, kind)
+	default:
+		return "not a JSON object of the expected fields"
+	}
 }
 
 func (h *handlers) noop(ctx context.Context, job *worker.Job) error {
@@ -160,8 +182,9 @@ func (h *handlers) permanent(ctx context.Context, job *worker.Job) error {
 }
 
 func validateCustomer(kw paymentKwargs) error {
+	// The address is the customer's: the order says which one it is.
 	return worker.WithTraceback(&ValidationError{
-		Field: "customer_email", Value: kw.Email, Problem: "address has no domain part", Context: "order " + kw.OrderID,
+		Field: "customer_email", Problem: "address has no domain part", Context: "order " + kw.OrderID,
 	})
 }
 

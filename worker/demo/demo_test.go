@@ -153,7 +153,7 @@ func TestTasks(t *testing.T) {
 		b.wait(t, email, dlq.StateDead)
 		for id, want := range map[int64][]string{
 			card:  {"PaymentDeclined", "ord_B", "42.5 GBP", "demo.chargeCard"},
-			email: {"ValidationError", `"maria.lopez@"`, "ord_C", "demo.validateCustomer"},
+			email: {"ValidationError", "invalid customer_email for order ord_C", "ord_C", "demo.validateCustomer"},
 		} {
 			dl := b.letter(t, id)
 			if dl.Reason != dlq.ReasonPermanent || dl.Attempts != 1 || dl.ErrorClass != want[0] ||
@@ -161,6 +161,32 @@ func TestTasks(t *testing.T) {
 				!strings.Contains(dl.Traceback, want[3]) {
 				t.Errorf("job %d letter: %+v", id, dl)
 			}
+		}
+	})
+
+	t.Run("ErrorsQuoteNoPayload", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.startWorker(t, nil)
+		// Kwargs that do not decode, and an address that does not validate:
+		// the letter says what is wrong, not what the payload holds.
+		badType := b.enqueue(t, demo.TaskPermanent, 1, map[string]any{"password": "decode-leak-PW-9876", "fail_times": "9876-x"})
+		badNumber := b.enqueue(t, demo.TaskFlaky, 1, map[string]any{"password": "decode-leak-PW-9876", "amount": "12-9876"})
+		email := b.enqueue(t, demo.TaskPermanent, 1, map[string]any{"kind": "validation", "order_id": "ord_E", "email": "maria.lopez@"})
+		for _, id := range []int64{badType, badNumber, email} {
+			b.wait(t, id, dlq.StateDead)
+			dl := b.letter(t, id)
+			for _, leak := range []string{"decode-leak", "9876", "maria.lopez"} {
+				if strings.Contains(dl.ErrorMessage, leak) || strings.Contains(dl.Traceback, leak) {
+					t.Errorf("job %d: the error quotes %q: %s", id, leak, dl.ErrorMessage)
+				}
+			}
+			if dl.ErrorClass != "ValidationError" || !strings.Contains(dl.ErrorMessage, "invalid ") {
+				t.Errorf("job %d: %s %s", id, dl.ErrorClass, dl.ErrorMessage)
+			}
+		}
+		if dl := b.letter(t, badType); !strings.Contains(dl.ErrorMessage, `field "fail_times" must be int, not a JSON string`) {
+			t.Errorf("type error says: %s", dl.ErrorMessage)
 		}
 	})
 

@@ -78,7 +78,9 @@ func (e *PaymentDeclined) ErrorClass() string { return "PaymentDeclined" }
 // ValidationError is a payload the task cannot accept: permanent until
 // someone fixes the payload (edit-and-replay in the console).
 type ValidationError struct {
-	Field   string
+	Field string
+	// Value is quoted in the message when set: only values that are
+	// safe to show (a number of seconds), never a payload or an address.
 	Value   string
 	Problem string
 	Context string // e.g. "order ord_7Q2M9K"
@@ -86,7 +88,10 @@ type ValidationError struct {
 
 // Error describes the failure as the service reported it.
 func (e *ValidationError) Error() string {
-	msg := fmt.Sprintf("invalid %s %q", e.Field, e.Value)
+	msg := "invalid " + e.Field
+	if e.Value != "" {
+		msg += fmt.Sprintf(" %q", e.Value)
+	}
 	if e.Context != "" {
 		msg += " for " + e.Context
 	}

@@ -1,0 +1,284 @@
+package dlq
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+	"unicode/utf8"
+)
+
+// Error messages and tracebacks are written by handlers, and a handler that
+// quotes its payload ("invalid kwargs {\"password\": ...}", "card ending
+// 7552") puts in the text what the arguments' masking hides. So wherever
+// error text is shown, searched or exported it is masked too, by rules the
+// search's SQL (migration 00010) applies the same way:
+//
+//  1. every string or number under a sensitive key of the letter's own
+//     arguments, at least MinMaskedValueLen characters long, is replaced
+//     by MaskPlaceholder wherever it appears, longest first;
+//  2. then every match of each extra pattern (REDRIVE_MASK_PATTERNS).
+//
+// Shorter values are left: masking every "12" or "EUR" a letter holds
+// would blank half of every message and protect nothing.
+
+// MinMaskedValueLen is the shortest masked value that is hidden in error
+// text.
+const MinMaskedValueLen = 4
+
+// textPattern is one extra pattern, compiled for Go and translated for
+// PostgreSQL.
+type textPattern struct {
+	written string
+	re      *regexp.Regexp
+	sql     string
+}
+
+// NewMaskPolicy returns a Masker for the given key patterns that also hides
+// matches of textPatterns in error messages and tracebacks. textPatterns are
+// regular expressions in Go's syntax; since the search applies them in
+// PostgreSQL, a pattern is refused when the two would read it differently
+// in a way that is known (see sqlPattern), and Store.ApplyMaskPolicy
+// refuses one PostgreSQL rejects. Key patterns holding quotes, backslashes
+// or control characters are refused: the search's quick test for
+// sensitive keys looks for patterns in printed JSON, which escapes those.
+func NewMaskPolicy(keys, textPatterns []string) (Masker, error) {
+	m := NewMasker(keys)
+	for _, k := range m.patterns {
+		if strings.ContainsAny(k, `"\`) || strings.ContainsFunc(k, func(r rune) bool { return r < 0x20 }) {
+			return Masker{}, fmt.Errorf("mask key pattern %q: quotes, backslashes and control characters are not allowed", k)
+		}
+	}
+	for _, p := range textPatterns {
+		if p = strings.TrimSpace(p); p == "" {
+			continue
+		}
+		re, err := regexp.Compile(p)
+		if err != nil {
+			return Masker{}, fmt.Errorf("mask pattern %q: %w", p, err)
+		}
+		if re.MatchString("") {
+			return Masker{}, fmt.Errorf("mask pattern %q matches empty text, so it would hide nothing and mark every character", p)
+		}
+		// Leftmost-longest, as PostgreSQL's regular expressions match: the
+		// page and the search then hide the same text.
+		re.Longest()
+		sql, err := sqlPattern(p)
+		if err != nil {
+			return Masker{}, fmt.Errorf("mask pattern %q: %w", p, err)
+		}
+		m.text = append(m.text, textPattern{written: p, re: re, sql: sql})
+	}
+	return m, nil
+}
+
+// ParseMaskPatterns reads REDRIVE_MASK_PATTERNS: one regular expression per
+// line (a comma can belong to a pattern, as in \d{4,}); blank lines are
+// ignored. Several patterns can also be one, joined with |.
+func ParseMaskPatterns(s string) []string {
+	var out []string
+	for line := range strings.Lines(s) {
+		if line = strings.TrimSpace(line); line != "" {
+			out = append(out, line)
+		}
+	}
+	return out
+}
+
+// TextPatterns returns the extra patterns as written.
+func (m Masker) TextPatterns() []string {
+	out := make([]string, len(m.text))
+	for i, p := range m.text {
+		out[i] = p.written
+	}
+	return out
+}
+
+// sqlTextPatterns returns the extra patterns in PostgreSQL's syntax.
+func (m Masker) sqlTextPatterns() []string {
+	out := make([]string, len(m.text))
+	for i, p := range m.text {
+		out[i] = p.sql
+	}
+	return out
+}
+
+// sqlPattern translates a Go (RE2) pattern to PostgreSQL's: the one escape
+// both accept with another meaning is \b (Go: a word boundary; PostgreSQL:
+// a backspace), and \B (Go: not a boundary; PostgreSQL: a backslash). They
+// become \y and \Y outside bracket expressions; inside one Go refuses them.
+// Every other difference is a pattern one side rejects, which
+// NewMaskPolicy (Go) and ApplyMaskPolicy (PostgreSQL) refuse at start.
+func sqlPattern(p string) (string, error) {
+	var out strings.Builder
+	inClass := false
+	for i := 0; i < len(p); i++ {
+		c := p[i]
+		switch {
+		case c == '\\' && i+1 < len(p):
+			next := p[i+1]
+			i++
+			if !inClass && (next == 'b' || next == 'B') {
+				out.WriteString(map[byte]string{'b': `\y`, 'B': `\Y`}[next])
+				continue
+			}
+			out.WriteByte(c)
+			out.WriteByte(next)
+			continue
+		case !inClass && c == '[':
+			inClass = true
+			out.WriteByte(c)
+			// A ] first in the class (after an optional ^) is literal.
+			if i+1 < len(p) && p[i+1] == '^' {
+				i++
+				out.WriteByte('^')
+			}
+			if i+1 < len(p) && p[i+1] == ']' {
+				i++
+				out.WriteByte(']')
+			}
+			continue
+		case inClass && c == '[' && i+1 < len(p) && p[i+1] == ':':
+			end := strings.Index(p[i+2:], ":]")
+			if end < 0 {
+				return "", fmt.Errorf("unterminated character class name")
+			}
+			out.WriteString(p[i : i+2+end+2])
+			i += 2 + end + 1
+			continue
+		case inClass && c == ']':
+			inClass = false
+		}
+		out.WriteByte(c)
+	}
+	return out.String(), nil
+}
+
+// TextMask hides one letter's secrets in its texts; build it once with
+// Masker.TextMask and apply it to the message, the traceback and each
+// attempt's.
+type TextMask struct {
+	// secrets longest first; hideAll when the arguments could not be read.
+	secrets  []string
+	patterns []textPattern
+	hideAll  bool
+}
+
+// TextMask returns the mask of a letter's (or a job's) error text: the
+// values its arguments hide, and the extra patterns.
+func (m Masker) TextMask(args, kwargs json.RawMessage) TextMask {
+	t := TextMask{patterns: m.text}
+	if len(m.patterns) == 0 {
+		return t
+	}
+	seen := map[string]bool{}
+	for _, raw := range []json.RawMessage{args, kwargs} {
+		if len(bytes.TrimSpace(raw)) == 0 {
+			continue
+		}
+		var v any
+		if err := decodeNumbers(raw, &v); err != nil {
+			// Arguments that cannot be read cannot say what to hide:
+			// hide everything rather than guess.
+			return TextMask{hideAll: true}
+		}
+		m.collectSecrets(v, false, seen)
+	}
+	for s := range seen {
+		t.secrets = append(t.secrets, s)
+	}
+	// Longest first, then byte order: the order the search's SQL uses, so
+	// where two values overlap both hide the same characters.
+	slices.SortFunc(t.secrets, func(a, b string) int {
+		if n := utf8.RuneCountInString(b) - utf8.RuneCountInString(a); n != 0 {
+			return n
+		}
+		return strings.Compare(a, b)
+	})
+	return t
+}
+
+func (m Masker) collectSecrets(v any, hidden bool, into map[string]bool) {
+	switch x := v.(type) {
+	case map[string]any:
+		for k, val := range x {
+			m.collectSecrets(val, hidden || m.Sensitive(k), into)
+		}
+	case []any:
+		for _, val := range x {
+			m.collectSecrets(val, hidden, into)
+		}
+	case string:
+		if hidden && utf8.RuneCountInString(x) >= MinMaskedValueLen {
+			into[x] = true
+		}
+	case json.Number:
+		if hidden && len(x) >= MinMaskedValueLen {
+			into[string(x)] = true
+		}
+	}
+}
+
+// Apply returns s with the letter's secrets and the extra patterns hidden.
+func (t TextMask) Apply(s string) string {
+	if s == "" {
+		return s
+	}
+	if t.hideAll {
+		return MaskPlaceholder
+	}
+	for _, secret := range t.secrets {
+		s = strings.ReplaceAll(s, secret, MaskPlaceholder)
+	}
+	for _, p := range t.patterns {
+		s = p.re.ReplaceAllLiteralString(s, MaskPlaceholder)
+	}
+	return s
+}
+
+// MaskText returns s, an error message or traceback of the letter or job
+// whose arguments are args and kwargs, with what masking hides there
+// hidden: the one rule for every place error text is shown.
+func (m Masker) MaskText(s string, args, kwargs json.RawMessage) string {
+	return m.TextMask(args, kwargs).Apply(s)
+}
+
+// MaskLetter masks a letter for display: its arguments (Mask) and its
+// error message, traceback and each attempt's message and traceback. The
+// secrets are read from the real arguments, so call it on the letter as
+// stored.
+func (m Masker) MaskLetter(d *DeadLetter) {
+	t := m.TextMask(d.Args, d.Kwargs)
+	d.ErrorMessage = t.Apply(d.ErrorMessage)
+	d.Traceback = t.Apply(d.Traceback)
+	d.History = t.applyAttempts(d.History)
+	d.Args, _ = m.Mask(d.Args)
+	d.Kwargs, _ = m.Mask(d.Kwargs)
+}
+
+// MaskJob masks a job for display like MaskLetter: arguments, last error
+// and the error history.
+func (m Masker) MaskJob(j *Job) {
+	t := m.TextMask(j.Args, j.Kwargs)
+	if j.LastError != nil {
+		s := t.Apply(*j.LastError)
+		j.LastError = &s
+	}
+	j.Errors = t.applyAttempts(j.Errors)
+	j.Args, _ = m.Mask(j.Args)
+	j.Kwargs, _ = m.Mask(j.Kwargs)
+}
+
+func (t TextMask) applyAttempts(as Attempts) Attempts {
+	if len(as) == 0 {
+		return as
+	}
+	out := make(Attempts, len(as))
+	for i, a := range as {
+		a.Message, a.Traceback = t.Apply(a.Message), t.Apply(a.Traceback)
+		out[i] = a
+	}
+	return out
+}

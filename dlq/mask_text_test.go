@@ -1,0 +1,156 @@
+package dlq_test
+
+import (
+	"context"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/redrive/redrive/dlq"
+	"github.com/redrive/redrive/dlq/dlqtest"
+)
+
+// maskCases are error texts with the arguments of their letter: the pages
+// (Go) and the search (SQL, migration 00010) must hide the same in each.
+var maskCases = []struct {
+	name, msg, args, kwargs, want string
+	patterns                      []string
+}{
+	{name: "QuotedPayload", msg: `invalid kwargs {"password": "hunter2-pw"}`, kwargs: `{"password": "hunter2-pw"}`,
+		want: `invalid kwargs {"password": "•••"}`},
+	{name: "ShortValuesStay", msg: "pin 123 for card 4242", kwargs: `{"pin_token": "123", "card": "4242"}`,
+		want: "pin 123 for card •••"},
+	{name: "NestedAndArrays", msg: "a=alpha-1 b=beta-22 c=gamma",
+		args: `[{"x": [{"secret": {"deep": ["alpha-1"]}}]}]`, kwargs: `{"list": [{"ssn": "beta-22"}], "gamma": "gamma"}`,
+		want: "a=••• b=••• c=gamma"},
+	{name: "Numbers", msg: "ssn 78051120 amount 12.50", kwargs: `{"ssn": 78051120, "amount": 12.50}`,
+		want: "ssn ••• amount 12.50"},
+	{name: "LongestFirst", msg: "token abcd-efgh and abcd", kwargs: `{"token": "abcd", "secret": "abcd-efgh"}`,
+		want: "token ••• and •••"},
+	{name: "Overlapping", msg: "xabcd", kwargs: `{"token": "abcd", "secret": "xabc"}`, want: "x•••"},
+	{name: "UnmaskedKeyQuotedStays", msg: "order ord_7 failed", kwargs: `{"order": "ord_7"}`, want: "order ord_7 failed"},
+	{name: "Patterns", msg: "mail ann@example.com, card 4111 1111 1111 1111, word swordfish, sk_live_abc",
+		patterns: []string{`[a-z]+@[a-z.]+`, `\d{4}( \d{4}){3}`, `\bfish\b`, `sk_live_[[:alnum:]]+`},
+		want:     "mail •••, card •••, word swordfish, •••"},
+	{name: "WordBoundary", msg: "id tok_1 and xtok_2", patterns: []string{`\btok_\d\b`}, want: "id ••• and xtok_2"},
+	{name: "LeftmostLongest", msg: "abc", patterns: []string{`a|ab|abc`}, want: "•••"},
+	{name: "CaseInsensitiveKeys", msg: "Bearer xyz-123", kwargs: `{"AUTHORIZATION": "Bearer xyz-123"}`, want: "•••"},
+}
+
+func TestMaskText(t *testing.T) {
+	t.Parallel()
+	for _, tc := range maskCases {
+		t.Run(tc.name, func(t *testing.T) {
+			m, err := dlq.NewMaskPolicy(dlq.DefaultMaskKeys, tc.patterns)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := m.MaskText(tc.msg, []byte(orEmpty(tc.args, "[]")), []byte(orEmpty(tc.kwargs, "{}"))); got != tc.want {
+				t.Errorf("MaskText = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// The search builds its text in SQL: it must hide exactly what the pages
+// hide, or search would find (or miss) what a page shows.
+func TestMaskTextSameInSQL(t *testing.T) {
+	t.Parallel()
+	db := dlqtest.NewDB(t)
+	store := dlq.NewStore(db.DB)
+	for _, tc := range maskCases {
+		m, err := dlq.NewMaskPolicy(dlq.DefaultMaskKeys, tc.patterns)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := store.ApplyMaskPolicy(context.Background(), m); err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		var got string
+		if err := db.Get(&got, `SELECT dead_letter_masked_search_text($1, $2, $3, keys, patterns) FROM mask_policy`, tc.msg,
+			orEmpty(tc.args, "[]"), orEmpty(tc.kwargs, "{}")); err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if !strings.HasPrefix(got, tc.want+" ") {
+			t.Errorf("%s: SQL search text %q, want it to start with %q", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestNewMaskPolicyRefuses(t *testing.T) {
+	t.Parallel()
+	for name, tc := range map[string]struct{ keys, patterns []string }{
+		"InvalidRegexp":   {patterns: []string{`(`}},
+		"MatchesEmpty":    {patterns: []string{`\d*`}},
+		"QuoteInKey":      {keys: []string{`pass"word`}},
+		"BackslashInKey":  {keys: []string{`pass\word`}},
+		"ControlCharKey":  {keys: []string{"pass\tword"}},
+		"BackreferenceGo": {patterns: []string{`(a)\1`}},
+	} {
+		if _, err := dlq.NewMaskPolicy(orDefault(tc.keys), tc.patterns); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+	if m, err := dlq.NewMaskPolicy(dlq.DefaultMaskKeys, dlq.ParseMaskPatterns("\\d{4,}\n\n  tok_[a-z]+  \n")); err != nil ||
+		strings.Join(m.TextPatterns(), "|") != `\d{4,}|tok_[a-z]+` {
+		t.Errorf("one pattern a line: %v, %v", m.TextPatterns(), err)
+	}
+}
+
+// FuzzMaskText: masking never panics and never makes a text longer than
+// it was, placeholders aside.
+func FuzzMaskText(f *testing.F) {
+	f.Add("invalid kwargs hunter2-pw", `{"password": "hunter2-pw"}`)
+	f.Add("x", `{"token": ["abcd", {"a": 12345}]}`)
+	f.Add("", `[`)
+	f.Fuzz(func(t *testing.T, msg, kwargs string) {
+		m := dlq.NewMasker(dlq.DefaultMaskKeys)
+		got := m.MaskText(msg, []byte("[]"), []byte(kwargs))
+		if got == dlq.MaskPlaceholder || got == msg {
+			return
+		}
+		if len(regexp.MustCompile(`•••`).ReplaceAllString(got, "")) > len(msg) {
+			t.Errorf("MaskText(%q) = %q grew", msg, got)
+		}
+	})
+}
+
+func orEmpty(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+func orDefault(keys []string) []string {
+	if keys == nil {
+		return dlq.DefaultMaskKeys
+	}
+	return keys
+}
+
+// The search's printed arguments hide each sensitive pair whole, and
+// nothing else, however the pairs nest or resemble each other.
+func TestSearchTextMasksPairs(t *testing.T) {
+	t.Parallel()
+	db := dlqtest.NewDB(t)
+	for _, tc := range []struct{ in, want string }{
+		{`{"pin_token": 1, "x": {"pin_token": 12}}`, `{"x": {"pin_token": "•••"}, "pin_token": "•••"}`},
+		{`{"a\": b": 1, "a\": token": 2}`, `{"a\": b": 1, "a\": token": "•••"}`},
+		{`{"auth": {"token": "abcd", "n": 1}, "tok": "abcd"}`, `{"tok": "abcd", "auth": {"n": 1, "token": "•••"}}`},
+		{`{"secret": {"token": "x", "k": [1, 2]}, "secret_2": {"token": "x"}}`, `{"secret": "•••", "secret_2": "•••"}`},
+		{`{"note": "token \"token\": 1"}`, `{"note": "token \"token\": 1"}`},
+		{`{"l": [{"ssn": "1"}, {"ssn": "12"}, {"SSN": null}]}`, `{"l": [{"ssn": "•••"}, {"ssn": "•••"}, {"SSN": "•••"}]}`},
+	} {
+		var got, want string
+		if err := db.Get(&got, `SELECT dead_letter_masked_search_text('', '[]', $1, keys, patterns) FROM mask_policy`, tc.in); err != nil {
+			t.Fatal(err)
+		}
+		if err := db.Get(&want, `SELECT $1::jsonb::text`, tc.want); err != nil {
+			t.Fatal(err)
+		}
+		if got != " [] "+want {
+			t.Errorf("%s: search text %q, want %q", tc.in, got, " [] "+want)
+		}
+	}
+}

@@ -1,0 +1,130 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/redrive/redrive/dlq"
+	"github.com/redrive/redrive/web"
+)
+
+// The masked search text (migration 00010): the console writes its mask
+// settings to the database at start, and the search rows built under other
+// settings are rebuilt in the background; `redrive search rebuild` does
+// the same by hand.
+
+func (a *authFlags) registerMaskPatterns(fs *flag.FlagSet) {
+	fs.StringVar(&a.maskPatterns, "mask-patterns", "", "regular expressions (Go syntax, one per line) also hidden in error messages and tracebacks, e.g. card numbers or tokens (env REDRIVE_MASK_PATTERNS)")
+}
+
+// masker builds the masker the console's settings describe, as web does.
+func masker(auth web.AuthConfig) (dlq.Masker, error) {
+	keys := auth.MaskKeys
+	if keys == nil {
+		keys = dlq.DefaultMaskKeys
+	}
+	m, err := dlq.NewMaskPolicy(keys, auth.MaskPatterns)
+	if err != nil {
+		return dlq.Masker{}, usagef("--mask-keys / --mask-patterns: %v", err)
+	}
+	return m, nil
+}
+
+// applyMaskPolicy writes the console's mask settings to the database and
+// returns what rebuilds the search rows built under others: run it beside
+// the console, since on a million letters it takes minutes, during which
+// searches skip those rows. A rebuild that fails is logged, not fatal:
+// the rows it left stay out of search until the next start or `redrive
+// search rebuild`.
+func applyMaskPolicy(ctx context.Context, store *dlq.Store, auth web.AuthConfig, logger *slog.Logger) (func(context.Context), error) {
+	m, err := masker(auth)
+	if err != nil {
+		return nil, err
+	}
+	changed, err := store.ApplyMaskPolicy(ctx, m)
+	if err != nil {
+		return nil, err
+	}
+	if changed {
+		logger.Warn("mask settings changed: rebuilding the search text; until it is done, search skips the letters not yet rebuilt "+
+			"(every console instance needs the same REDRIVE_MASK_KEYS and REDRIVE_MASK_PATTERNS)",
+			"keys", strings.Join(m.Patterns(), ","), "patterns", len(m.TextPatterns()))
+	}
+	return func(ctx context.Context) {
+		st, err := store.MaskPolicy(ctx)
+		if err != nil {
+			logger.Error("search rebuild", "err", err)
+			return
+		}
+		if st.Stale == 0 {
+			return
+		}
+		start := time.Now()
+		logger.Info("search rebuild started", "stale", st.Stale)
+		n, err := store.RebuildSearch(ctx, 0, nil)
+		if err != nil {
+			if ctx.Err() == nil {
+				logger.Error("search rebuild stopped; run `redrive search rebuild` or restart to finish", "rebuilt", n, "err", err)
+			}
+			return
+		}
+		logger.Info("search rebuild done", "rebuilt", n, "took", time.Since(start).Round(time.Millisecond))
+	}, nil
+}
+
+func runSearch(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || args[0] != "rebuild" {
+		fmt.Fprintln(stderr, "Usage: redrive search rebuild [flags]")
+		return usagef("the search command has one subcommand: rebuild")
+	}
+	fs := newFlagSet("search rebuild", "Store these mask settings (the console's --mask-keys and --mask-patterns) as\n"+
+		"the search's, then rebuild every letter's search text built under other\n"+
+		"settings, in batches, while dead-lettering goes on. The console does this\n"+
+		"at start by itself; this is for running it by hand, or to the end.", stderr)
+	var c common
+	var a authFlags
+	c.register(fs)
+	fs.StringVar(&a.maskKeys, "mask-keys", strings.Join(dlq.DefaultMaskKeys, ","), "argument keys whose values are hidden: comma-separated, case-insensitive substrings (env REDRIVE_MASK_KEYS)")
+	a.registerMaskPatterns(fs)
+	batch := fs.Int("batch", dlq.DefaultRebuildBatch, "search rows rebuilt per statement")
+	if err := parse(fs, args[1:], getenv); err != nil {
+		return err
+	}
+	m, err := masker(web.AuthConfig{MaskKeys: dlq.ParseMaskKeys(a.maskKeys), MaskPatterns: dlq.ParseMaskPatterns(a.maskPatterns)})
+	if err != nil {
+		return err
+	}
+	db, err := c.open(ctx)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	store := dlq.NewStore(db)
+	changed, err := store.ApplyMaskPolicy(ctx, m)
+	if err != nil {
+		return err
+	}
+	st, err := store.MaskPolicy(ctx)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "mask settings %s (version %d); %d letters to rebuild\n",
+		map[bool]string{true: "stored", false: "unchanged"}[changed], st.Version, st.Stale)
+	start, last := time.Now(), time.Now()
+	n, err := store.RebuildSearch(ctx, *batch, func(done int64) {
+		if time.Since(last) >= 5*time.Second {
+			last = time.Now()
+			fmt.Fprintf(stdout, "  %d rebuilt\n", done)
+		}
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "rebuilt %d letters' search text in %s\n", n, time.Since(start).Round(time.Millisecond))
+	return nil
+}
