@@ -19,8 +19,8 @@ const (
 	MaxMaxAttempts     = 100
 	MaxBatch           = 10_000
 	// MaxJobTimeout bounds the per-job timeout an enqueue may ask for.
-	MaxJobTimeout = 24 * time.Hour
-	maxPayloadBytes    = 1 << 20 // args + kwargs of one job
+	MaxJobTimeout   = 24 * time.Hour
+	maxPayloadBytes = 1 << 20 // args + kwargs of one job
 )
 
 var namePattern = regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,200}$`)

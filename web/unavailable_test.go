@@ -66,7 +66,9 @@ func TestDatabaseOutageAnswers503(t *testing.T) {
 		{http.MethodPost, "/api/v1/dead-letters/1/replay", `{}`},
 	} {
 		rec := api(c.method, c.path, c.body)
-		var body struct{ Error struct{ Code, Message string } }
+		var body struct {
+			Error struct{ Code, Message string }
+		}
 		_ = json.Unmarshal(rec.Body.Bytes(), &body)
 		if rec.Code != http.StatusServiceUnavailable || body.Error.Code != "database_unavailable" ||
 			rec.Header().Get("Retry-After") == "" {
