@@ -25,7 +25,11 @@ import (
 const childEnv = "REDRIVE_RELIABILITY_CHILD"
 
 func TestMain(m *testing.M) {
-	if os.Getenv(childEnv) != "" {
+	switch os.Getenv(childEnv) {
+	case "":
+	case "migrate":
+		os.Exit(runMigrate())
+	default:
 		os.Exit(runChild())
 	}
 	os.Exit(dlqtest.Main(m))
@@ -108,6 +112,22 @@ func runChild() int {
 	}
 	if err := w.Run(ctx); err != nil {
 		logger.Error("child: run", "err", err)
+		return 1
+	}
+	return 0
+}
+
+// runMigrate migrates REDRIVE_REL_DSN as `redrive migrate` does.
+func runMigrate() int {
+	ctx := context.Background()
+	db, err := dlq.Open(ctx, os.Getenv("REDRIVE_REL_DSN"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "migrate:", err)
+		return 1
+	}
+	defer db.Close()
+	if _, err := dlq.Migrate(ctx, db, slog.New(slog.NewTextHandler(os.Stderr, nil))); err != nil {
+		fmt.Fprintln(os.Stderr, "migrate:", err)
 		return 1
 	}
 	return 0
