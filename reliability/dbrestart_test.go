@@ -130,6 +130,9 @@ func TestDatabaseRestart(t *testing.T) {
 	// of them is a job misjudged, letter or not.
 	if n := mustCount(t, db, `SELECT count(*) FROM jobs, jsonb_array_elements(errors) e WHERE e->>'outcome' = 'lease_expired'`); n != 0 {
 		t.Errorf("%d attempts recorded as lease_expired, though no worker died", n)
+		var example string
+		_ = db.Get(&example, `SELECT errors::text FROM jobs WHERE errors @> '[{"outcome": "lease_expired"}]' LIMIT 1`)
+		t.Logf("for example: %s", example)
 	}
 	if n := mustCount(t, db, `SELECT count(*) FROM (SELECT replay_of FROM jobs WHERE replay_of IS NOT NULL GROUP BY replay_of HAVING count(*) > 1) d`); n != 0 {
 		t.Errorf("%d letters replayed into more than one job", n)

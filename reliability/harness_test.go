@@ -310,6 +310,21 @@ func effectsOnce(t *testing.T, db *sqlx.DB, events int) (deliveries, suppressed 
 	t.Helper()
 	if n := mustCount(t, db, `SELECT count(DISTINCT event) FROM rel_effects`); n != events {
 		t.Errorf("%d events applied, want %d: effects lost", n, events)
+		var lost []struct {
+			ID        int64
+			State     string
+			Attempt   int
+			Errors    string
+			Processed bool
+			Delivered int
+		}
+		_ = db.Select(&lost, `SELECT j.id, j.state, j.attempt, j.errors::text AS errors,
+			EXISTS (SELECT 1 FROM processed_events p WHERE p.external_id = 'rel:' || (j.kwargs->>'event')) AS processed,
+			(SELECT count(*) FROM rel_deliveries d WHERE d.event = j.kwargs->>'event') AS delivered
+			FROM jobs j WHERE j.task = $1 AND NOT EXISTS (SELECT 1 FROM rel_effects e WHERE e.event = j.kwargs->>'event') LIMIT 5`, taskEffect)
+		for _, l := range lost {
+			t.Logf("lost effect: job %d %s attempt %d, processed %v, %d deliveries, history %s", l.ID, l.State, l.Attempt, l.Processed, l.Delivered, l.Errors)
+		}
 	}
 	if n := mustCount(t, db, `SELECT count(*) FROM (SELECT event FROM rel_effects GROUP BY event HAVING count(*) > 1) d`); n != 0 {
 		t.Errorf("%d events applied more than once", n)

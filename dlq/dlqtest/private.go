@@ -33,7 +33,10 @@ func NewPrivate(t testing.TB) *Private {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := localpg.Start(ctx, localpg.Config{Dir: dir})
+	// Durable: with synchronous_commit off, an immediate shutdown loses
+	// commits the clients were told had succeeded, as no real deployment
+	// does, and a test of restarts would blame the code for it.
+	c, err := localpg.Start(ctx, localpg.Config{Dir: dir, Durable: true})
 	if err != nil {
 		os.RemoveAll(dir)
 		t.Fatalf("private cluster: %v", err)
