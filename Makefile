@@ -52,11 +52,12 @@ test: ## install what tests need, then vet, check formatting and generated code,
 
 .PHONY: reliability
 reliability: ## run the reliability suites at full size (minutes) and print their figures for the README
-	@scripts/deps.sh test >/dev/null
+	@scripts/deps.sh run
 	$(GO) test -count=1 -timeout 60m -v -run . ./reliability/ -args -long 2>&1 | tee reliability.log | grep -E '^(--- |ok|FAIL|PASS)|figures:|_test.go:'
 
 .PHONY: fuzz
 fuzz: ## run every fuzz target for FUZZTIME each (default 2m)
+	@scripts/deps.sh run
 	FUZZTIME=$(FUZZTIME) GO=$(GO) scripts/fuzz.sh
 
 .PHONY: vet

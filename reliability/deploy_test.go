@@ -3,7 +3,6 @@ package reliability
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"testing"
 	"time"
 
@@ -55,10 +54,16 @@ func TestRollingDeploy(t *testing.T) {
 			for range overlong {
 				longs = append(longs, enqueue(id, int(time.Hour/time.Millisecond)))
 			}
-			waitFor(t, 20*time.Second, fmt.Sprintf("%s to run its %d jobs", id, fit+overlong), func() bool {
-				return count(db.DB, `SELECT count(*) FROM jobs WHERE queue = $1 AND state = 'running' AND lease_owner = $2`,
+			ok := false
+			for wait := time.Now().Add(60 * time.Second); !ok && time.Now().Before(wait); time.Sleep(50 * time.Millisecond) {
+				ok = count(db.DB, `SELECT count(*) FROM jobs WHERE queue = $1 AND state = 'running' AND lease_owner = $2`,
 					id, id) == fit+overlong
-			})
+			}
+			if !ok {
+				var states []string
+				_ = db.Select(&states, `SELECT id || ' ' || state || ' ' || coalesce(lease_owner, '-') || ' attempt ' || attempt FROM jobs WHERE queue = $1`, id)
+				t.Fatalf("round %d: %s is not running its %d jobs after 60s: %v", round, id, fit+overlong, states)
+			}
 			took, err := f.term(id, grace+10*time.Second)
 			terms++
 			slowest = max(slowest, took)
