@@ -13,6 +13,10 @@ MAKEFLAGS += --no-print-directory
 GO ?= go
 BIN := bin/redrive
 
+# make fuzz FUZZTIME=5m; make test runs each fuzz target for FUZZTIME_TEST
+FUZZTIME ?= 2m
+FUZZTIME_TEST ?= 2s
+
 # make gobench BENCH=Seed PKGS=./dlq/ COUNT=10
 BENCH ?= .
 PKGS ?= ./...
@@ -47,7 +51,18 @@ test: ## install what tests need, then vet, check formatting and generated code,
 	$(MAKE) vet fmt-check generate-check; \
 	echo "go test (browser driver: $$driver)"; \
 	PLAYWRIGHT_DRIVER_PATH="$$driver" $(GO) test -count=1 -timeout 20m ./...; \
+	FUZZTIME=$(FUZZTIME_TEST) GO=$(GO) scripts/fuzz.sh; \
 	echo "make test: passed in $$((SECONDS - start))s"
+
+.PHONY: reliability
+reliability: ## run the reliability suites at full size (minutes) and print their figures for the README
+	@scripts/deps.sh run
+	$(GO) test -count=1 -timeout 60m -v -run . ./reliability/ -args -long 2>&1 | tee reliability.log | grep -E '^(--- |ok|FAIL|PASS)|figures:|_test.go:'
+
+.PHONY: fuzz
+fuzz: ## run every fuzz target for FUZZTIME each (default 2m)
+	@scripts/deps.sh run
+	FUZZTIME=$(FUZZTIME) GO=$(GO) scripts/fuzz.sh
 
 .PHONY: vet
 vet:

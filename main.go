@@ -348,7 +348,7 @@ func (w *workerFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&w.demoTasks, "demo-tasks", false, "register the demo.* tasks (env REDRIVE_DEMO_TASKS)")
 	fs.DurationVar(&w.grace, "shutdown-grace", 30*time.Second, "on SIGTERM, how long in-flight jobs may finish before they are cancelled and handed back (env REDRIVE_SHUTDOWN_GRACE)")
 	fs.DurationVar(&w.lease, "lease", 30*time.Second, "how long a claimed job is held without a heartbeat before another worker may take it (env REDRIVE_LEASE)")
-	fs.DurationVar(&w.timeout, "job-timeout", 5*time.Minute, "default per-job time limit (env REDRIVE_JOB_TIMEOUT)")
+	fs.DurationVar(&w.timeout, "job-timeout", 5*time.Minute, "longest one attempt may run: the limit of jobs whose task and enqueue set none, and a cap on those that set a longer one (env REDRIVE_JOB_TIMEOUT)")
 	fs.DurationVar(&w.retryBase, "retry-base", time.Second, "backoff before the first retry; doubles each attempt (env REDRIVE_RETRY_BASE)")
 	fs.StringVar(&w.metricsAddr, "metrics-addr", "", "serve the worker's Prometheus metrics on this address, e.g. :9090 (env REDRIVE_METRICS_ADDR; empty: off)")
 	fs.DurationVar(&w.retryCap, "retry-cap", time.Hour, "longest backoff between attempts (env REDRIVE_RETRY_CAP)")
@@ -367,6 +367,7 @@ func (w *workerFlags) config(logger *slog.Logger, dsn string, metrics prometheus
 		Concurrency:     w.concurrency,
 		LeaseDuration:   w.lease,
 		DefaultTimeout:  w.timeout,
+		MaxTimeout:      w.timeout,
 		ShutdownGrace:   w.grace,
 		RetryPolicy:     worker.RetryPolicy{Base: w.retryBase, Cap: w.retryCap},
 		RetainSucceeded: w.retain,
@@ -593,6 +594,7 @@ func runEnqueue(ctx context.Context, args []string, getenv func(string) string, 
 	fs.StringVar(&kwargsJSON, "kwargs", "{}", "keyword arguments, a JSON object")
 	fs.StringVar(&p.IdempotencyKey, "key", "", "the producer's idempotency key")
 	fs.IntVar(&p.MaxAttempts, "max-attempts", dlq.DefaultMaxAttempts, "attempts before the job is dead-lettered")
+	fs.DurationVar(&p.Timeout, "timeout", 0, "limit on one attempt of this job, instead of its task's (0: the task's; a worker's --job-timeout still caps it)")
 	if err := parse(fs, args, getenv); err != nil {
 		return err
 	}

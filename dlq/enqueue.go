@@ -18,7 +18,9 @@ const (
 	DefaultMaxAttempts = 5
 	MaxMaxAttempts     = 100
 	MaxBatch           = 10_000
-	maxPayloadBytes    = 1 << 20 // args + kwargs of one job
+	// MaxJobTimeout bounds the per-job timeout an enqueue may ask for.
+	MaxJobTimeout   = 24 * time.Hour
+	maxPayloadBytes = 1 << 20 // args + kwargs of one job
 )
 
 var namePattern = regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,200}$`)
@@ -32,6 +34,10 @@ type EnqueueParams struct {
 	IdempotencyKey string          `json:"idempotency_key,omitempty"`
 	MaxAttempts    int             `json:"max_attempts,omitempty"` // default 5
 	RunAt          time.Time       `json:"run_at,omitzero"`        // default now
+	// Timeout limits each attempt of this job, instead of its task's
+	// timeout or the worker's default; a worker's cap (worker.Config
+	// MaxTimeout, --job-timeout) still applies. 0: none of its own.
+	Timeout time.Duration `json:"-"`
 	// ReplayOf links a replayed job back to the dead letter it came from.
 	ReplayOf *int64 `json:"-"`
 }
@@ -73,6 +79,9 @@ func (p EnqueueParams) normalise() (EnqueueParams, error) {
 	if len(p.Args)+len(p.Kwargs) > maxPayloadBytes {
 		problems["args"] = "args and kwargs together must be under 1 MiB"
 	}
+	if p.Timeout < 0 || p.Timeout > MaxJobTimeout || (p.Timeout > 0 && p.Timeout < time.Millisecond) {
+		problems["timeout"] = fmt.Sprintf("must be between 1ms and %s", MaxJobTimeout)
+	}
 	if len(p.IdempotencyKey) > 255 {
 		problems["idempotency_key"] = "must be at most 255 bytes"
 	}
@@ -108,8 +117,8 @@ type EnqueueResult struct {
 }
 
 const insertJobSQL = `
-INSERT INTO jobs (queue, task, args, kwargs, idempotency_key, max_attempts, run_at, replay_of)
-VALUES ($1, $2, $3, $4, NULLIF($5, ''), $6, COALESCE($7, now()), $8)
+INSERT INTO jobs (queue, task, args, kwargs, idempotency_key, max_attempts, run_at, replay_of, timeout_ms)
+VALUES ($1, $2, $3, $4, NULLIF($5, ''), $6, COALESCE($7, now()), $8, NULLIF($9::bigint, 0))
 ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
 RETURNING ` + jobColumns
 
@@ -136,7 +145,8 @@ func Enqueue(ctx context.Context, q sqlx.ExtContext, p EnqueueParams) (EnqueueRe
 	}
 	var job Job
 	err = sqlx.GetContext(ctx, q, &job, insertJobSQL,
-		p.Queue, p.Task, []byte(p.Args), []byte(p.Kwargs), p.IdempotencyKey, p.MaxAttempts, runAt, p.ReplayOf)
+		p.Queue, p.Task, []byte(p.Args), []byte(p.Kwargs), p.IdempotencyKey, p.MaxAttempts, runAt, p.ReplayOf,
+		p.Timeout.Milliseconds())
 	if err == nil {
 		return EnqueueResult{Job: job}, nil
 	}
@@ -170,10 +180,10 @@ func checkTasksKnown(ctx context.Context, q sqlx.QueryerContext, tasks []string)
 }
 
 const insertJobsSQL = `
-INSERT INTO jobs (queue, task, args, kwargs, idempotency_key, max_attempts, run_at)
-SELECT queue, task, args, kwargs, NULLIF(key, ''), max_attempts, COALESCE(run_at, now())
-FROM unnest($1::text[], $2::text[], $3::jsonb[], $4::jsonb[], $5::text[], $6::int[], $7::timestamptz[])
-	WITH ORDINALITY AS t(queue, task, args, kwargs, key, max_attempts, run_at, ord)
+INSERT INTO jobs (queue, task, args, kwargs, idempotency_key, max_attempts, run_at, timeout_ms)
+SELECT queue, task, args, kwargs, NULLIF(key, ''), max_attempts, COALESCE(run_at, now()), NULLIF(timeout_ms, 0)
+FROM unnest($1::text[], $2::text[], $3::jsonb[], $4::jsonb[], $5::text[], $6::int[], $7::timestamptz[], $8::bigint[])
+	WITH ORDINALITY AS t(queue, task, args, kwargs, key, max_attempts, run_at, timeout_ms, ord)
 ORDER BY ord
 ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
 RETURNING id, COALESCE(idempotency_key, '')`
@@ -193,7 +203,7 @@ func EnqueueMany(ctx context.Context, q sqlx.ExtContext, params []EnqueueParams)
 	}
 	n := len(params)
 	queues, tasks, args, kwargs, keys := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-	maxAttempts := make([]int64, n)
+	maxAttempts, timeouts := make([]int64, n), make([]int64, n)
 	runAts := make([]*string, n)
 	taskSet := map[string]bool{}
 	for i, p := range params {
@@ -207,7 +217,7 @@ func EnqueueMany(ctx context.Context, q sqlx.ExtContext, params []EnqueueParams)
 			return nil, &ValidationError{Fields: fields}
 		}
 		queues[i], tasks[i], args[i], kwargs[i], keys[i] = p.Queue, p.Task, string(p.Args), string(p.Kwargs), p.IdempotencyKey
-		maxAttempts[i] = int64(p.MaxAttempts)
+		maxAttempts[i], timeouts[i] = int64(p.MaxAttempts), p.Timeout.Milliseconds()
 		if !p.RunAt.IsZero() {
 			s := p.RunAt.UTC().Format(time.RFC3339Nano)
 			runAts[i] = &s
@@ -222,7 +232,7 @@ func EnqueueMany(ctx context.Context, q sqlx.ExtContext, params []EnqueueParams)
 		return nil, err
 	}
 	rows, err := q.QueryxContext(ctx, insertJobsSQL, pq.Array(queues), pq.Array(tasks), pq.Array(args),
-		pq.Array(kwargs), pq.Array(keys), pq.Array(maxAttempts), pq.Array(runAts))
+		pq.Array(kwargs), pq.Array(keys), pq.Array(maxAttempts), pq.Array(runAts), pq.Array(timeouts))
 	if err != nil {
 		return nil, fmt.Errorf("enqueue batch: %w", translate(err))
 	}

@@ -55,7 +55,7 @@ func translate(err error) error {
 			return fmt.Errorf("%w: %s", ErrInvalid, pqErr.Message)
 		}
 	}
-	return err
+	return unavailable(err)
 }
 
 // IsInputError reports whether err is Postgres refusing a statement for

@@ -52,12 +52,23 @@ type Job struct {
 	AttemptedAt    *time.Time      `db:"attempted_at" json:"attempted_at"`
 	FinishedAt     *time.Time      `db:"finished_at" json:"finished_at"`
 	ReplayOf       *int64          `db:"replay_of" json:"replay_of"`
+	// TimeoutMS is this job's own limit on one attempt, set at enqueue;
+	// nil: the task's, or the worker's default.
+	TimeoutMS *int64 `db:"timeout_ms" json:"timeout_ms,omitempty"`
+}
+
+// Timeout is the job's own limit on one attempt; 0 when it has none.
+func (j Job) Timeout() time.Duration {
+	if j.TimeoutMS == nil {
+		return 0
+	}
+	return time.Duration(*j.TimeoutMS) * time.Millisecond
 }
 
 // jobColumns is the explicit column list every job query selects.
 const jobColumns = `id, queue, task, args, kwargs, idempotency_key, state, attempt,
 	max_attempts, run_at, lease_owner, lease_expires_at, last_error, errors,
-	created_at, attempted_at, finished_at, replay_of`
+	created_at, attempted_at, finished_at, replay_of, timeout_ms`
 
 // Outcome says what became of a job after one attempt.
 type Outcome string

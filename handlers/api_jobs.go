@@ -29,9 +29,12 @@ type jobRequest struct {
 	// silently becoming the default.
 	MaxAttempts *int       `json:"max_attempts"`
 	RunAt       *time.Time `json:"run_at"`
+	// TimeoutSeconds limits each attempt of this job (a worker's
+	// --job-timeout still caps it).
+	TimeoutSeconds *float64 `json:"timeout_seconds"`
 }
 
-const jobRequestFields = "task, queue, args, kwargs, idempotency_key, max_attempts, run_at"
+const jobRequestFields = "task, queue, args, kwargs, idempotency_key, max_attempts, run_at, timeout_seconds"
 
 // params converts the request to store params; prefix names the job in
 // field errors ("jobs[3].").
@@ -47,6 +50,12 @@ func (r jobRequest) params(prefix string) (dlq.EnqueueParams, map[string]string)
 	}
 	if r.RunAt != nil {
 		p.RunAt = *r.RunAt
+	}
+	if s := r.TimeoutSeconds; s != nil {
+		if *s < 0.001 || *s > dlq.MaxJobTimeout.Seconds() {
+			return p, map[string]string{prefix + "timeout_seconds": fmt.Sprintf("must be between 0.001 and %.0f", dlq.MaxJobTimeout.Seconds())}
+		}
+		p.Timeout = time.Duration(*s * float64(time.Second))
 	}
 	return p, nil
 }

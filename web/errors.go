@@ -43,7 +43,14 @@ func errorHandler(logger *slog.Logger) echo.HTTPErrorHandler {
 			replayJobID = stateErr.Letter.ReplayJobID
 		}
 		reqID := c.Response().Header().Get(echo.HeaderXRequestID)
-		if status >= 500 {
+		switch {
+		case status == http.StatusServiceUnavailable && body.Code == codeUnavailable:
+			// Not the server's fault nor the client's: say so, and when to
+			// try again. Logged as a warning; /readyz tells the same story.
+			logger.Warn("request failed: database unavailable", "err", err, "request_id", reqID,
+				"method", c.Request().Method, "path", c.Request().URL.Path)
+			c.Response().Header().Set("Retry-After", retryAfterSeconds)
+		case status >= 500:
 			logger.Error("request failed", "err", err, "request_id", reqID,
 				"method", c.Request().Method, "path", c.Request().URL.Path)
 			body.Message = "Internal error. The request id is " + reqID + "; the server log has the details."
@@ -63,6 +70,15 @@ func errorHandler(logger *slog.Logger) echo.HTTPErrorHandler {
 		}
 	}
 }
+
+// A request that failed because the database could not be reached answers
+// 503 with this code and a Retry-After, on pages and in the API alike.
+const (
+	codeUnavailable    = "database_unavailable"
+	retryAfterSeconds  = "5"
+	unavailableMessage = "The database is unreachable right now, so this request could not be completed. " +
+		"Nothing is wrong with the request: try again in a few seconds."
+)
 
 // classify maps an error to a status and a body safe to show.
 func classify(err error) (int, apiErrorBody) {
@@ -107,6 +123,8 @@ func classify(err error) (int, apiErrorBody) {
 		return http.StatusConflict, apiErrorBody{Code: "conflict", Message: handlers.ConflictMessage(err)}
 	case errors.Is(err, dlq.ErrInvalid):
 		return http.StatusBadRequest, apiErrorBody{Code: "invalid", Message: err.Error()}
+	case dlq.IsUnavailable(err):
+		return http.StatusServiceUnavailable, apiErrorBody{Code: codeUnavailable, Message: unavailableMessage}
 	case errors.As(err, &httpErr):
 		msg := http.StatusText(httpErr.Code)
 		if m, ok := httpErr.Message.(string); ok && httpErr.Code < 500 {

@@ -84,9 +84,13 @@ type Config struct {
 	// RescueInterval is how often this worker looks for expired leases.
 	// Default 15s.
 	RescueInterval time.Duration
-	// DefaultTimeout bounds a job whose task sets no TaskOptions.Timeout.
-	// Default 1m.
+	// DefaultTimeout bounds a job whose task sets no TaskOptions.Timeout
+	// and that was enqueued without a timeout of its own. Default 1m.
 	DefaultTimeout time.Duration
+	// MaxTimeout, when set, caps every attempt, whatever its task or the
+	// job itself asks for: the operator's bound on how long a slot can be
+	// held. 0: no cap, the task's or job's own timeout wins.
+	MaxTimeout time.Duration
 	// ShutdownGrace is how long in-flight jobs may keep running after Run's
 	// context is cancelled before their contexts are cancelled. Default 20s.
 	ShutdownGrace time.Duration
@@ -171,7 +175,7 @@ func (c Config) validate() error {
 	for name, d := range map[string]time.Duration{
 		"LeaseDuration": c.LeaseDuration, "HeartbeatInterval": c.HeartbeatInterval,
 		"PollInterval": c.PollInterval, "RescueInterval": c.RescueInterval,
-		"DefaultTimeout": c.DefaultTimeout, "ShutdownGrace": c.ShutdownGrace,
+		"DefaultTimeout": c.DefaultTimeout, "MaxTimeout": c.MaxTimeout, "ShutdownGrace": c.ShutdownGrace,
 		"CleanInterval": c.CleanInterval,
 	} {
 		if d < 0 {

@@ -98,7 +98,12 @@ func (w *Worker) execute(ctx context.Context, a *activeJob) {
 // finish whenever it does; its outcome is discarded, and should it ever
 // return, nothing it says is recorded.
 func (w *Worker) runHandler(ctx context.Context, t task, job dlq.Job, log *jobLog) error {
-	limit := cmp.Or(t.opts.Timeout, w.cfg.DefaultTimeout)
+	// The job's own timeout, else its task's, else the default; never
+	// over the operator's cap.
+	limit := cmp.Or(job.Timeout(), t.opts.Timeout, w.cfg.DefaultTimeout)
+	if w.cfg.MaxTimeout > 0 {
+		limit = min(limit, w.cfg.MaxTimeout)
+	}
 	deadline := &timeoutError{task: job.Task, after: limit}
 	hctx, cancel := context.WithTimeoutCause(ctx, limit, deadline)
 	defer cancel()

@@ -99,17 +99,43 @@ func (c *Cluster) DSN(name string) string {
 	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/%s?sslmode=disable", c.port, name)
 }
 
-// Port is the port the server listens on; pass it to Start in Config.Port
-// to start the same cluster again after Stop.
+// Stop shuts the server down (fast mode: disconnect clients, then stop
+// cleanly) and waits for it to exit. Stopping a stopped cluster does nothing.
+func (c *Cluster) Stop() error { return c.stop(syscall.SIGINT) }
+
+// StopImmediate shuts the server down the way a crash would (immediate
+// mode: no checkpoint, crash recovery at the next start) and waits for it
+// to exit. Tests use it to restart the database under running clients.
+func (c *Cluster) StopImmediate() error { return c.stop(syscall.SIGQUIT) }
+
+// Restart starts a stopped cluster again on the same port and data folder,
+// waiting until it accepts connections; a running one is stopped first
+// (fast mode). A Cluster is not safe for concurrent Stop and Restart.
+func (c *Cluster) Restart(ctx context.Context) error {
+	if err := c.Stop(); err != nil {
+		return err
+	}
+	bindir, err := FindBinDir()
+	if err != nil {
+		return err
+	}
+	cred, err := credential(c.cfg.RunAsUser)
+	if err != nil {
+		return err
+	}
+	c.done = make(chan error, 1)
+	return c.start(ctx, bindir, filepath.Join(c.cfg.Dir, "data"), cred)
+}
+
+// Port is the TCP port the cluster listens on, on 127.0.0.1.
 func (c *Cluster) Port() int { return c.port }
 
-// Stop shuts the server down (fast mode: disconnect clients, then stop
-// cleanly) and waits for it to exit.
-func (c *Cluster) Stop() error {
-	if c.cmd.Process == nil {
+func (c *Cluster) stop(sig syscall.Signal) error {
+	if c.cmd == nil || c.cmd.Process == nil {
 		return nil
 	}
-	_ = c.cmd.Process.Signal(syscall.SIGINT)
+	defer func() { c.cmd = nil }()
+	_ = c.cmd.Process.Signal(sig)
 	select {
 	case <-c.done:
 		return nil
