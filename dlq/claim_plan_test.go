@@ -3,7 +3,9 @@ package dlq_test
 import (
 	"context"
 	"encoding/json"
+	"reflect"
 	"testing"
+	"time"
 
 	"github.com/lib/pq"
 
@@ -86,5 +88,34 @@ func TestClaimCostIsFlat(t *testing.T) {
 					backlog, limit, read, max, nodes)
 			}
 		}
+	}
+}
+
+// TestClaimReturnsEveryColumn checks the claim's hand-written scan against
+// the job as the store reads it through jobColumns: a column added to one
+// and not the other fails here.
+func TestClaimReturnsEveryColumn(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := dlqtest.NewDB(t)
+	store := dlq.NewStore(db.DB)
+	if err := store.RegisterTasks(ctx, []string{"plan.test"}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := store.Enqueue(ctx, dlq.EnqueueParams{Task: "plan.test", Queue: "emails", Args: json.RawMessage(`[1,"a"]`),
+		Kwargs: json.RawMessage(`{"k":"v"}`), IdempotencyKey: "every-column", MaxAttempts: 3, Timeout: 90 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	claimed, err := store.Claim(ctx, "w1", []string{"emails"}, 10, time.Minute)
+	if err != nil || len(claimed) != 1 {
+		t.Fatalf("claim: %v, %v", claimed, err)
+	}
+	stored, err := store.Job(ctx, res.Job.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(claimed[0], stored) {
+		t.Fatalf("the claim returned\n%+v\nthe store reads\n%+v", claimed[0], stored)
 	}
 }

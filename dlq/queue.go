@@ -51,7 +51,8 @@ RETURNING ` + jobColumns
 
 // Claim leases up to limit due jobs from queues to worker for lease. The
 // rows are scanned by hand: on the claim path, sqlx's reflection cost more
-// than the rest of the client's work per job.
+// than the rest of the client's work per job. The destinations follow
+// jobColumns; TestClaimReturnsEveryColumn keeps the two in step.
 func (s *Store) Claim(ctx context.Context, worker string, queues []string, limit int, lease time.Duration) ([]Job, error) {
 	rows, err := s.db.QueryContext(ctx, claimSQL, pq.Array(queues), limit, worker, lease.Milliseconds())
 	if err != nil {
@@ -63,7 +64,7 @@ func (s *Store) Claim(ctx context.Context, worker string, queues []string, limit
 		var j Job
 		if err := rows.Scan(&j.ID, &j.Queue, &j.Task, &j.Args, &j.Kwargs, &j.IdempotencyKey, &j.State, &j.Attempt,
 			&j.MaxAttempts, &j.RunAt, &j.LeaseOwner, &j.LeaseExpiresAt, &j.LastError, &j.Errors,
-			&j.CreatedAt, &j.AttemptedAt, &j.FinishedAt, &j.ReplayOf); err != nil {
+			&j.CreatedAt, &j.AttemptedAt, &j.FinishedAt, &j.ReplayOf, &j.TimeoutMS); err != nil {
 			return nil, fmt.Errorf("claim jobs: %w", err)
 		}
 		jobs = append(jobs, j)

@@ -89,7 +89,9 @@ func (w *Worker) claim(jobsCtx context.Context, limit int) (int, error) {
 	if err != nil {
 		w.log.Warn("claim failed; retrying at the next poll", "err", err)
 		// The claim may still commit, or have committed with its reply
-		// lost: hand back whatever it took.
+		// lost: hand back whatever it took. The claim loop waits for the
+		// next poll rather than being woken: a claim that fails every time
+		// (the database down, a broken query) must not spin.
 		w.handBackOrphans(jobsCtx)
 		return 0, err
 	}
@@ -161,7 +163,9 @@ func (w *Worker) heartbeat(ctx context.Context) {
 			w.cancelLost(held, renewed)
 		}
 	}
-	w.handBackOrphans(ctx)
+	if w.handBackOrphans(ctx) > 0 {
+		signal(w.wake) // they are due now
+	}
 	found, err := w.store.Heartbeat(ctx, w.cfg.ID, len(held))
 	switch {
 	case err != nil:
@@ -180,7 +184,8 @@ func (w *Worker) heartbeat(ctx context.Context) {
 // handBackOrphans hands back the jobs the database says this worker holds
 // but it does not know of: a claim that committed after the worker stopped
 // waiting for it. Their handlers never ran; see dlq.HandBackOrphans.
-func (w *Worker) handBackOrphans(ctx context.Context) {
+// It returns how many it handed back.
+func (w *Worker) handBackOrphans(ctx context.Context) int {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), handBackTimeout)
 	defer cancel()
 	w.claiming.Lock()
@@ -193,8 +198,8 @@ func (w *Worker) handBackOrphans(ctx context.Context) {
 		w.log.Warn("handing back orphaned claims failed; trying again at the next heartbeat", "err", err)
 	case len(orphans) > 0:
 		w.log.Warn("handed back jobs claimed under this worker's id whose claim reply was lost", "jobs", orphans)
-		signal(w.wake)
 	}
+	return len(orphans)
 }
 
 // renewed moves on the lease deadlines of the claims a heartbeat renewed.
