@@ -470,11 +470,15 @@ func runDev(ctx context.Context, args []string, getenv func(string) string, stdo
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "Starting a private PostgreSQL in %s ...\n", dir)
+		fmt.Fprintf(stdout, "Starting a private PostgreSQL for %s ...\n", dir)
 		cluster, err := localpg.Start(ctx, localpg.Config{Dir: dir, Port: 54329, Durable: true})
 		if err != nil {
 			return err
 		}
+		if why := cluster.Moved(); why != "" {
+			fmt.Fprintf(stdout, "%s.\n", why)
+		}
+		fmt.Fprintf(stdout, "PostgreSQL data: %s\n", cluster.Dir())
 		defer func() {
 			if err := cluster.Stop(); err != nil {
 				logger.Error("stop postgres", "err", err)
