@@ -169,11 +169,13 @@ func place(ctx context.Context, cfg Config, cred *syscall.Credential) (string, s
 	return shared, why, nil
 }
 
-// reachable reports whether the user of cred can reach dir, or, while it
-// does not exist yet, its nearest existing parent (the folders in between
-// are made with mode 0755). It asks test(1) run as that user, so groups and
+// reachable reports whether the user of cred can reach dir: whether it can
+// enter dir's parent or, while that does not exist yet, its nearest existing
+// ancestor (the folders in between are made with mode 0755; dir itself is
+// chowned to the user). It asks test(1) run as that user, so groups and
 // ACLs count as they will for postgres.
 func reachable(ctx context.Context, dir string, cred *syscall.Credential) bool {
+	dir = filepath.Dir(dir)
 	for {
 		if _, err := os.Stat(dir); err == nil {
 			break

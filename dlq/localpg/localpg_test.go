@@ -39,6 +39,11 @@ func TestStartAndStop(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The folder itself is private (MkdirTemp makes it 0700), but it is
+	// chowned to postgres: no need to move.
+	if c.Dir() != dir || c.Moved() != "" {
+		t.Errorf("cluster moved from %s to %s: %s", dir, c.Dir(), c.Moved())
+	}
 	if err := c.Stop(); err != nil {
 		t.Fatal(err)
 	}
