@@ -190,7 +190,8 @@ var envVars = map[string]string{
 	"auth-header": "REDRIVE_AUTH_HEADER", "proxy-roles": "REDRIVE_PROXY_ROLES",
 	"proxy-default-role": "REDRIVE_PROXY_DEFAULT_ROLE", "metrics-token": "REDRIVE_METRICS_TOKEN",
 	"mask-keys": "REDRIVE_MASK_KEYS", "mask-patterns": "REDRIVE_MASK_PATTERNS",
-	"retain-succeeded": "REDRIVE_RETAIN_SUCCEEDED",
+	"retain-succeeded":    "REDRIVE_RETAIN_SUCCEEDED",
+	"listen-database-url": "REDRIVE_LISTEN_DATABASE_URL", "migrate-database-url": "REDRIVE_MIGRATE_DATABASE_URL",
 }
 
 // parse applies the environment, then the flags, and refuses stray arguments.
@@ -256,6 +257,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	c.register(fs)
 	s.register(fs, ":8080")
 	fs.BoolVar(&s.migrate, "migrate", false, "apply pending migrations before serving (env REDRIVE_MIGRATE)")
+	migrateURL := migrateURLFlag(fs)
 	if err := parse(fs, args, getenv); err != nil {
 		return err
 	}
@@ -273,7 +275,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	defer db.Close()
 	if s.migrate {
-		if _, err := dlq.Migrate(ctx, db, logger); err != nil {
+		if _, err := migrate(ctx, db, *migrateURL, logger); err != nil {
 			return err
 		}
 	}
@@ -340,6 +342,7 @@ type workerFlags struct {
 	retryCap    time.Duration
 	metricsAddr string
 	retain      time.Duration
+	listenURL   string
 }
 
 func (w *workerFlags) register(fs *flag.FlagSet) {
@@ -353,6 +356,27 @@ func (w *workerFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&w.metricsAddr, "metrics-addr", "", "serve the worker's Prometheus metrics on this address, e.g. :9090 (env REDRIVE_METRICS_ADDR; empty: off)")
 	fs.DurationVar(&w.retryCap, "retry-cap", time.Hour, "longest backoff between attempts (env REDRIVE_RETRY_CAP)")
 	fs.DurationVar(&w.retain, "retain-succeeded", worker.DefaultRetainSucceeded, "how long succeeded jobs are kept before the cleaner deletes them; negative: for ever (env REDRIVE_RETAIN_SUCCEEDED)")
+	fs.StringVar(&w.listenURL, "listen-database-url", "", "a direct connection to Postgres for LISTEN, when DATABASE_URL goes through a transaction pooler (env REDRIVE_LISTEN_DATABASE_URL; default: DATABASE_URL unless it is pooled, else polling only)")
+}
+
+// listenDSN chooses the worker's LISTEN connection: --listen-database-url,
+// else databaseURL unless db goes through a transaction pooler, where LISTEN
+// cannot work (the pooler hands the listening session to other clients).
+// Then it returns "" and the worker polls.
+func (w *workerFlags) listenDSN(ctx context.Context, db *sqlx.DB, databaseURL string, logger *slog.Logger) (string, error) {
+	if w.listenURL != "" {
+		return w.listenURL, nil
+	}
+	pooled, err := dlq.BehindTransactionPooler(ctx, db)
+	if err != nil {
+		return "", err
+	}
+	if pooled {
+		logger.Warn("DATABASE_URL goes through a transaction pooler, where LISTEN cannot work: the worker polls for new jobs; " +
+			"set REDRIVE_LISTEN_DATABASE_URL to a direct connection to Postgres to wake it at once")
+		return "", nil
+	}
+	return databaseURL, nil
 }
 
 func (w *workerFlags) config(logger *slog.Logger, dsn string, metrics prometheus.Registerer) worker.Config {
@@ -410,8 +434,12 @@ func runWorker(ctx context.Context, args []string, getenv func(string) string, s
 	if w.metricsAddr != "" {
 		g.Go(func() error { return serveMetrics(gctx, w.metricsAddr, metrics, logger) })
 	}
+	listen, err := w.listenDSN(ctx, db, c.databaseURL, logger)
+	if err != nil {
+		return err
+	}
 	g.Go(func() error {
-		return startWorker(gctx, dlq.NewStore(db), reg, w.config(logger, c.databaseURL, metrics))
+		return startWorker(gctx, dlq.NewStore(db), reg, w.config(logger, listen, metrics))
 	})
 	return g.Wait()
 }
@@ -455,6 +483,7 @@ func runDev(ctx context.Context, args []string, getenv func(string) string, stdo
 	w.register(fs)
 	fs.StringVar(&dataDir, "data-dir", ".redrive", "where the private Postgres cluster keeps its data (env REDRIVE_DATA_DIR)")
 	fs.Float64Var(&rate, "demo-rate", 5, "demo jobs enqueued per second")
+	migrateURL := migrateURLFlag(fs)
 	// Defaults that make a first look lively: all demo queues, quick retries.
 	setDefaults(fs, map[string]string{
 		"queues": "default,payments,emails", "retry-base": "500ms", "retry-cap": "10s", "shutdown-grace": "5s",
@@ -479,11 +508,15 @@ func runDev(ctx context.Context, args []string, getenv func(string) string, stdo
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "Starting a private PostgreSQL in %s ...\n", dir)
+		fmt.Fprintf(stdout, "Starting a private PostgreSQL for %s ...\n", dir)
 		cluster, err := localpg.Start(ctx, localpg.Config{Dir: dir, Port: 54329, Durable: true})
 		if err != nil {
 			return err
 		}
+		if why := cluster.Moved(); why != "" {
+			fmt.Fprintf(stdout, "%s.\n", why)
+		}
+		fmt.Fprintf(stdout, "PostgreSQL data: %s\n", cluster.Dir())
 		defer func() {
 			if err := cluster.Stop(); err != nil {
 				logger.Error("stop postgres", "err", err)
@@ -499,7 +532,11 @@ func runDev(ctx context.Context, args []string, getenv func(string) string, stdo
 		return err
 	}
 	defer db.Close()
-	if _, err := dlq.Migrate(ctx, db, logger); err != nil {
+	if _, err := migrate(ctx, db, *migrateURL, logger); err != nil {
+		return err
+	}
+	listen, err := w.listenDSN(ctx, db, c.databaseURL, logger)
+	if err != nil {
 		return err
 	}
 	store := dlq.NewStore(db)
@@ -527,7 +564,7 @@ func runDev(ctx context.Context, args []string, getenv func(string) string, stdo
 			fmt.Fprintf(stdout, "Press Ctrl-C to stop.\n\n")
 		})
 	})
-	g.Go(func() error { return startWorker(gctx, store, reg, w.config(logger, c.databaseURL, metrics)) })
+	g.Go(func() error { return startWorker(gctx, store, reg, w.config(logger, listen, metrics)) })
 	producer, err := demo.NewProducer(demo.ProducerConfig{Store: store, Rate: rate, Logger: logger})
 	if err != nil {
 		return err
@@ -562,6 +599,7 @@ func runMigrate(ctx context.Context, args []string, getenv func(string) string, 
 	fs := newFlagSet("migrate", "Apply pending database migrations. Safe to run from several processes at\nonce: an advisory lock lets one migrate while the others wait.", stderr)
 	var c common
 	c.register(fs)
+	migrateURL := migrateURLFlag(fs)
 	if err := parse(fs, args, getenv); err != nil {
 		return err
 	}
@@ -569,17 +607,42 @@ func runMigrate(ctx context.Context, args []string, getenv func(string) string, 
 	if err != nil {
 		return err
 	}
+	if *migrateURL != "" {
+		c.databaseURL = *migrateURL
+	}
 	db, err := c.open(ctx)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	v, err := dlq.Migrate(ctx, db, logger)
+	v, err := migrate(ctx, db, "", logger)
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "schema at version %d\n", v)
 	return nil
+}
+
+func migrateURLFlag(fs *flag.FlagSet) *string {
+	return fs.String("migrate-database-url", "", "a direct connection to Postgres for migrations, when DATABASE_URL goes through a transaction pooler (env REDRIVE_MIGRATE_DATABASE_URL)")
+}
+
+// migrate applies pending migrations over migrateURL when set, else over db;
+// behind a transaction pooler it refuses and says what to do.
+func migrate(ctx context.Context, db *sqlx.DB, migrateURL string, logger *slog.Logger) (int64, error) {
+	if migrateURL != "" {
+		direct, err := dlq.Open(ctx, migrateURL)
+		if err != nil {
+			return 0, fmt.Errorf("REDRIVE_MIGRATE_DATABASE_URL: %w", err)
+		}
+		defer direct.Close()
+		db = direct
+	}
+	v, err := dlq.Migrate(ctx, db, logger)
+	if errors.Is(err, dlq.ErrTransactionPooler) {
+		return 0, fmt.Errorf("%w; set REDRIVE_MIGRATE_DATABASE_URL (--migrate-database-url) to one, for example past PgBouncer to Postgres itself", err)
+	}
+	return v, err
 }
 
 func runEnqueue(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {

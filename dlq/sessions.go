@@ -28,7 +28,7 @@ func (s *Store) SessionUser(ctx context.Context, id int64, sidHash []byte) (User
 	}
 	err := s.db.GetContext(ctx, &row, `SELECT `+userColumns+`,
 			EXISTS (SELECT 1 FROM session_revocations WHERE sid_hash = $2) AS revoked
-		FROM users WHERE id = $1`, id, sidHash)
+		FROM users WHERE id = $1`, id, bytea(sidHash))
 	if err != nil {
 		return User{}, false, fmt.Errorf("session user %d: %w", id, translate(err))
 	}
@@ -41,7 +41,7 @@ func (s *Store) SessionUser(ctx context.Context, id int64, sidHash []byte) (User
 func (s *Store) RevokeSession(ctx context.Context, sidHash []byte, userID int64, expires, now time.Time) error {
 	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
 		if _, err := tx.ExecContext(ctx, `INSERT INTO session_revocations (sid_hash, user_id, revoked_at, expires_at)
-			VALUES ($1, $2, $3, $4) ON CONFLICT (sid_hash) DO NOTHING`, sidHash, userID, now, expires); err != nil {
+			VALUES ($1, $2, $3, $4) ON CONFLICT (sid_hash) DO NOTHING`, bytea(sidHash), userID, now, expires); err != nil {
 			return err
 		}
 		_, err := tx.ExecContext(ctx, `DELETE FROM session_revocations WHERE expires_at < $1`, now)

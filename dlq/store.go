@@ -2,6 +2,7 @@ package dlq
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"log/slog"
 	"time"
@@ -29,11 +30,17 @@ func NewStore(db *sqlx.DB) *Store {
 func (s *Store) DB() *sqlx.DB { return s.db }
 
 // Open connects to Postgres and checks the connection.
+//
+// Every query goes out in one round trip, whatever the DSN says, so that
+// Redrive works behind a transaction pooler such as PgBouncer (see
+// oneTripConnector). A parameter bound for a bytea column must be passed as
+// a bytea.
 func Open(ctx context.Context, dsn string) (*sqlx.DB, error) {
-	db, err := sqlx.Open("postgres", dsn)
+	connector, err := newOneTripConnector(dsn)
 	if err != nil {
-		return nil, fmt.Errorf("open database: %w", err)
+		return nil, err
 	}
+	db := sqlx.NewDb(sql.OpenDB(connector), "postgres")
 	db.SetMaxOpenConns(20)
 	db.SetMaxIdleConns(10)
 	db.SetConnMaxIdleTime(5 * time.Minute)
@@ -66,7 +73,20 @@ func newMigrator(db *sqlx.DB, logger *slog.Logger) (*goose.Provider, error) {
 }
 
 // Migrate applies every pending migration and returns the schema version.
+//
+// It needs a direct connection (or a session pooler): goose holds a session
+// advisory lock from the first migration to the last, and behind a
+// transaction pooler the lock, each migration and the unlock would run in
+// different server sessions, leaving the lock held for ever. There it
+// migrates nothing and returns ErrTransactionPooler.
 func Migrate(ctx context.Context, db *sqlx.DB, logger *slog.Logger) (int64, error) {
+	pooled, err := BehindTransactionPooler(ctx, db)
+	if err != nil {
+		return 0, fmt.Errorf("migrate: %w", err)
+	}
+	if pooled {
+		return 0, fmt.Errorf("migrate: nothing migrated: %w; migrations need a direct connection to Postgres", ErrTransactionPooler)
+	}
 	p, err := newMigrator(db, logger)
 	if err != nil {
 		return 0, err

@@ -90,7 +90,7 @@ func (s *Store) CreateToken(ctx context.Context, p NewToken) (Token, error) {
 				INSERT INTO api_tokens (user_id, label, token_hash, created_by, created_at)
 				VALUES ($1, $2, $3, $4, $5) RETURNING *)
 			SELECT `+tokenColumns+` FROM t JOIN users u ON u.id = t.user_id`,
-			u.ID, p.Label, p.Hash, p.Actor.Name, p.Now)
+			u.ID, p.Label, bytea(p.Hash), p.Actor.Name, p.Now)
 		if err != nil {
 			if errors.Is(translate(err), ErrConflict) {
 				return fmt.Errorf("%w: a token labelled %q already exists", ErrConflict, p.Label)
@@ -169,7 +169,7 @@ func (s *Store) UserByToken(ctx context.Context, hash []byte, now time.Time) (Us
 			u.password_hash AS "u.password_hash", u.session_epoch AS "u.session_epoch",
 			u.disabled_at AS "u.disabled_at", u.created_at AS "u.created_at", u.updated_at AS "u.updated_at"
 		FROM api_tokens t JOIN users u ON u.id = t.user_id
-		WHERE t.token_hash = $1 AND t.revoked_at IS NULL AND u.disabled_at IS NULL`, hash)
+		WHERE t.token_hash = $1 AND t.revoked_at IS NULL AND u.disabled_at IS NULL`, bytea(hash))
 	if err != nil {
 		return User{}, Token{}, fmt.Errorf("token: %w", translate(err))
 	}

@@ -150,7 +150,7 @@ func (s *Store) CreateUser(ctx context.Context, p NewUser) (User, error) {
 	var u User
 	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
 		err := tx.GetContext(ctx, &u, `INSERT INTO users (name, role, password_hash, created_at, updated_at)
-			VALUES ($1, $2, $3, $4, $4) RETURNING `+userColumns, p.Name, p.Role, p.PasswordHash, p.Now)
+			VALUES ($1, $2, $3, $4, $4) RETURNING `+userColumns, p.Name, p.Role, bytea(p.PasswordHash), p.Now)
 		if err != nil {
 			if errors.Is(translate(err), ErrConflict) {
 				return fmt.Errorf("%w: there is already a user called %s", ErrConflict, p.Name)
@@ -178,7 +178,7 @@ func (s *Store) SetPassword(ctx context.Context, name string, hash []byte, c Use
 	}
 	return s.changeUser(ctx, name, c, "password", `
 		UPDATE users SET password_hash = $3, session_epoch = session_epoch + 1, updated_at = $2
-		WHERE lower(name) = lower($1) RETURNING `+userColumns, hash)
+		WHERE lower(name) = lower($1) RETURNING `+userColumns, bytea(hash))
 }
 
 // DisableUser stops a user signing in and ends their sessions and the use

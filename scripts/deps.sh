@@ -5,8 +5,9 @@
 # install.
 #
 #   scripts/deps.sh run     PostgreSQL server binaries (unless DATABASE_URL is set)
-#   scripts/deps.sh test    the above, Debian's chromium, node and npm, and the
-#                           Playwright driver in .cache/playwright-driver/<version>
+#   scripts/deps.sh test    the above, Debian's chromium, node and npm, pgbouncer
+#                           (the suite runs the worker and console through one), and
+#                           the Playwright driver in .cache/playwright-driver/<version>
 #
 # The driver folder is printed on the last line of `test` for the Makefile.
 set -euo pipefail
@@ -37,6 +38,8 @@ missing_packages() {
 		dpkg -s chromium >/dev/null 2>&1 || pkgs+=(chromium)
 		command -v node >/dev/null || pkgs+=(nodejs)
 		command -v npm >/dev/null || pkgs+=(npm)
+		# In /usr/sbin, which a normal user's PATH may lack.
+		command -v pgbouncer >/dev/null || [ -x /usr/sbin/pgbouncer ] || pkgs+=(pgbouncer)
 	fi
 	echo "${pkgs[@]}"
 }

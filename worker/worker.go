@@ -165,6 +165,8 @@ func (w *Worker) Run(ctx context.Context) error {
 	loops.Go(func() { w.cleanerLoop(ctx) })
 	if w.cfg.ListenDSN != "" {
 		loops.Go(func() { w.listen(ctx) })
+	} else {
+		w.log.Info("no LISTEN connection (ListenDSN is empty): new jobs are found by polling", "every", w.cfg.PollInterval)
 	}
 	w.claimLoop(ctx, jobsCtx)
 

@@ -145,6 +145,7 @@ func (s *server) teardown() {
 		}
 		_ = s.cluster.Stop()
 		os.RemoveAll(s.dir)
+		os.RemoveAll(s.cluster.Dir()) // the same folder, unless it had to move
 		return
 	}
 	if s.admin == nil {

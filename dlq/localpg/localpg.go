@@ -7,13 +7,19 @@
 //
 // initdb and postgres refuse to run as root. When the current process is
 // root, both run as an unprivileged system user (postgres by default) over a
-// data folder chowned to it.
+// data folder chowned to it. That user must be able to reach the folder,
+// which it cannot below a private directory such as root's home (mode 0700
+// on Debian): then the cluster lives in a folder of its own under
+// Config.SharedRoot instead, named after the folder asked for, so that the
+// same checkout finds the same data again (Cluster.Dir says where).
 package localpg
 
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"database/sql"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
@@ -42,14 +48,23 @@ type Config struct {
 	RunAsUser string
 	// Durable keeps fsync on. Tests turn it off: their data is thrown away.
 	Durable bool
+	// SharedRoot is where, when this process is root and RunAsUser cannot
+	// reach Dir, the cluster lives instead: SharedRoot/cluster-<hash of
+	// Dir>. Default /var/lib/redrive, a state directory, so the data
+	// survives a reboot as it would have in Dir.
+	SharedRoot string
 }
+
+// DefaultSharedRoot is Config.SharedRoot's default.
+const DefaultSharedRoot = "/var/lib/redrive"
 
 // Cluster is a running private PostgreSQL server.
 type Cluster struct {
-	cfg  Config
-	cmd  *exec.Cmd
-	done chan error
-	port int
+	cfg   Config
+	cmd   *exec.Cmd
+	done  chan error
+	port  int
+	moved string // why the cluster is not in the folder asked for; "" when it is
 }
 
 // Start initialises the data folder if needed and starts postgres, waiting
@@ -80,6 +95,11 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		// ours: refuse instead.
 		return nil, err
 	}
+	dir, moved, err := place(ctx, cfg, cred)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Dir = dir
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("localpg: create %s: %w", cfg.Dir, err)
 	}
@@ -87,7 +107,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	if err := initdb(ctx, bindir, dataDir, cred); err != nil {
 		return nil, err
 	}
-	c := &Cluster{cfg: cfg, port: port, done: make(chan error, 1)}
+	c := &Cluster{cfg: cfg, port: port, done: make(chan error, 1), moved: moved}
 	if err := c.start(ctx, bindir, dataDir, cred); err != nil {
 		return nil, err
 	}
@@ -129,6 +149,74 @@ func (c *Cluster) Restart(ctx context.Context) error {
 
 // Port is the TCP port the cluster listens on, on 127.0.0.1.
 func (c *Cluster) Port() int { return c.port }
+
+// Dir is the folder the cluster lives in: Config.Dir, unless Moved says why
+// not.
+func (c *Cluster) Dir() string { return c.cfg.Dir }
+
+// Moved explains, in a sentence, why the cluster is not in Config.Dir; it is
+// empty when it is.
+func (c *Cluster) Moved() string { return c.moved }
+
+// place decides where the cluster lives: cfg.Dir, unless this process is
+// root and the user postgres runs as cannot reach it (a parent folder is
+// private); then a folder of its own under cfg.SharedRoot, named after
+// cfg.Dir. It returns the folder and, when it moved, why.
+func place(ctx context.Context, cfg Config, cred *syscall.Credential) (string, string, error) {
+	dir, err := filepath.Abs(cfg.Dir)
+	if err != nil {
+		return "", "", fmt.Errorf("localpg: %w", err)
+	}
+	if cred == nil || reachable(ctx, dir, cred) {
+		return dir, "", nil
+	}
+	root := cfg.SharedRoot
+	if root == "" {
+		root = DefaultSharedRoot
+	}
+	sum := sha256.Sum256([]byte(dir))
+	shared := filepath.Join(root, "cluster-"+hex.EncodeToString(sum[:6]))
+	if err := os.MkdirAll(shared, 0o755); err != nil {
+		return "", "", fmt.Errorf("localpg: create %s: %w", shared, err)
+	}
+	// The folder could have been made by someone else: use it only if it is
+	// root's, as MkdirAll makes it, or postgres's, as initdb leaves it.
+	if st, err := os.Stat(shared); err != nil {
+		return "", "", fmt.Errorf("localpg: %w", err)
+	} else if sys, ok := st.Sys().(*syscall.Stat_t); ok && sys.Uid != 0 && sys.Uid != cred.Uid {
+		return "", "", fmt.Errorf("localpg: %s belongs to uid %d, neither root nor %s: remove it or set another folder", shared, sys.Uid, cfg.RunAsUser)
+	}
+	if !reachable(ctx, shared, cred) {
+		return "", "", fmt.Errorf("localpg: the user %s runs as can reach neither %s nor %s", cfg.RunAsUser, dir, shared)
+	}
+	// Say whose it is, for whoever finds it there.
+	_ = os.WriteFile(filepath.Join(shared, "ORIGIN"), []byte("a private PostgreSQL cluster of Redrive for "+dir+"\n"), 0o644)
+	why := fmt.Sprintf("PostgreSQL runs as the user %s, who cannot reach %s (a parent folder is private), so the cluster lives in %s",
+		cfg.RunAsUser, dir, shared)
+	return shared, why, nil
+}
+
+// reachable reports whether the user of cred can reach dir: whether it can
+// enter dir's parent or, while that does not exist yet, its nearest existing
+// ancestor (the folders in between are made with mode 0755; dir itself is
+// chowned to the user). It asks test(1) run as that user, so groups and
+// ACLs count as they will for postgres.
+func reachable(ctx context.Context, dir string, cred *syscall.Credential) bool {
+	dir = filepath.Dir(dir)
+	for {
+		if _, err := os.Stat(dir); err == nil {
+			break
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			break
+		}
+		dir = parent
+	}
+	cmd := exec.CommandContext(ctx, "/bin/sh", "-c", `test -x "$1"`, "sh", dir)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+	return cmd.Run() == nil
+}
 
 func (c *Cluster) stop(sig syscall.Signal) error {
 	if c.cmd == nil || c.cmd.Process == nil {

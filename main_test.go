@@ -1,0 +1,10 @@
+package main
+
+import (
+	"os"
+	"testing"
+
+	"github.com/redrive/redrive/dlq/dlqtest"
+)
+
+func TestMain(m *testing.M) { os.Exit(dlqtest.Main(m)) }
