@@ -188,6 +188,15 @@ func (s *Store) HandBack(ctx context.Context, l Lease, a Attempt) (bool, error) 
 	return n == 1, nil
 }
 
+// Now reads the database's clock.
+func (s *Store) Now(ctx context.Context) (time.Time, error) {
+	var now time.Time
+	if err := s.db.GetContext(ctx, &now, `SELECT now()`); err != nil {
+		return time.Time{}, fmt.Errorf("read the database clock: %w", err)
+	}
+	return now, nil
+}
+
 // ClaimLostClass describes the history entry of a job handed back because
 // its claim's reply never reached the worker.
 const ClaimLostClass = "ClaimLost"
@@ -204,7 +213,7 @@ WITH orphans AS (
 	UPDATE jobs j SET state = CASE WHEN j.attempt > 1 THEN 'retrying' ELSE 'available' END,
 		attempt = j.attempt - 1, lease_owner = NULL, lease_expires_at = NULL,
 		errors = j.errors || jsonb_build_array(jsonb_set($4::jsonb, '{attempt}', to_jsonb(j.attempt)))
-	WHERE j.state = 'running' AND j.lease_owner = $1
+	WHERE j.state = 'running' AND j.lease_owner = $1 AND j.attempted_at >= $5
 		AND NOT EXISTS (SELECT 1 FROM unnest($2::bigint[], $3::int[]) AS held(id, attempt)
 			WHERE held.id = j.id AND held.attempt = j.attempt)
 	RETURNING j.id, j.queue
@@ -212,10 +221,15 @@ WITH orphans AS (
 SELECT id FROM orphans, LATERAL (SELECT pg_notify('redrive_jobs', queue)) notified`
 
 // HandBackOrphans returns to the queue every job running under worker's
-// lease except those in held, giving back their attempts, and returns
-// their ids. The caller must hold off claiming while it runs: a claim
-// committed but not yet in held would be handed back too.
-func (s *Store) HandBackOrphans(ctx context.Context, worker string, held []Lease, a Attempt) ([]int64, error) {
+// lease, claimed since since, except those in held, giving back their
+// attempts, and returns their ids. since is when this process started, by
+// the database's clock (Store.Now): a job claimed before that was claimed
+// by an earlier process with the same worker id, which may have died
+// running it, and must spend its attempt through the rescuer; otherwise a
+// job that kills its worker would be handed back for ever. The caller must
+// hold off claiming while it runs: a claim committed but not yet in held
+// would be handed back too.
+func (s *Store) HandBackOrphans(ctx context.Context, worker string, since time.Time, held []Lease, a Attempt) ([]int64, error) {
 	a.Outcome, a.Class = OutcomeInterrupted, ClaimLostClass
 	entry, err := json.Marshal(a)
 	if err != nil {
@@ -223,7 +237,7 @@ func (s *Store) HandBackOrphans(ctx context.Context, worker string, held []Lease
 	}
 	ids, attempts := leaseArrays(held)
 	var orphans []int64
-	if err := s.db.SelectContext(ctx, &orphans, handBackOrphansSQL, worker, pq.Array(ids), pq.Array(attempts), entry); err != nil {
+	if err := s.db.SelectContext(ctx, &orphans, handBackOrphansSQL, worker, pq.Array(ids), pq.Array(attempts), entry, since); err != nil {
 		return nil, fmt.Errorf("hand back orphaned jobs: %w", err)
 	}
 	return orphans, nil

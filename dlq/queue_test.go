@@ -36,7 +36,7 @@ func TestRescueSaysWhatHappened(t *testing.T) {
 		('silent', 'h', 2, 'v1', '{default}', '{t.task}', 1, now() - interval '5 minutes')`)
 	aliveJob := runningJob(t, db, "alive", -time.Second)
 	silentJob := runningJob(t, db, "silent", -time.Second)
-	res, err := store.RescueExpired(ctx, 10, "rescuer", time.Now())
+	res, err := store.RescueExpired(ctx, 10, "rescuer", time.Now(), 0)
 	if err != nil || res.DeadLettered != 2 {
 		t.Fatalf("rescue: %+v, %v; want 2 dead-lettered", res, err)
 	}

@@ -23,7 +23,11 @@ const (
 	leaseLapsedMessage = "the lease expired while its worker was still heartbeating: the worker could not renew the lease or record the outcome in time (a database outage or stall longer than the lease)"
 )
 
-// expiredSQL locks running jobs whose lease ran out. SKIP LOCKED lets every
+// expiredSQL locks running jobs whose lease ran out. A lease that ran out
+// while Postgres was down, or just after it came back, is left alone until
+// the server has been up for $2: no worker could renew it meanwhile, and a
+// live worker renews it at its next heartbeat; rescuing it first would
+// run a healthy worker's job twice and record a crash that never happened. SKIP LOCKED lets every
 // worker run the rescuer without two of them rescuing the same job. The
 // vanished worker's row (left behind: it never unregistered) supplies the
 // host and build version for the attempt, so a lease_expired dead letter
@@ -34,6 +38,8 @@ SELECT j.id, j.task, j.attempt, j.max_attempts, j.lease_owner, j.lease_expires_a
 	COALESCE(w.heartbeat_at >= j.lease_expires_at, false) AS worker_alive
 FROM jobs j LEFT JOIN workers w ON w.id = j.lease_owner
 WHERE j.state = 'running' AND j.lease_expires_at < now()
+	AND (j.lease_expires_at >= pg_postmaster_start_time() + $2 * interval '1 millisecond'
+		OR now() >= pg_postmaster_start_time() + $2 * interval '1 millisecond')
 ORDER BY j.lease_expires_at
 LIMIT $1
 FOR UPDATE OF j SKIP LOCKED`
@@ -86,14 +92,17 @@ type expiredJob struct {
 // RescueExpired finds up to limit running jobs whose worker stopped renewing
 // the lease and, in one transaction, requeues those with attempts left and
 // dead-letters (reason lease_expired) those that were on their last attempt.
-func (s *Store) RescueExpired(ctx context.Context, limit int, rescuer string, now time.Time) (RescueResult, error) {
+//
+// restartGrace is how long after a Postgres restart leases that lapsed
+// around it are spared: at least the workers' heartbeat interval.
+func (s *Store) RescueExpired(ctx context.Context, limit int, rescuer string, now time.Time, restartGrace time.Duration) (RescueResult, error) {
 	tx, err := s.db.BeginTxx(ctx, nil)
 	if err != nil {
 		return RescueResult{}, fmt.Errorf("rescue: begin: %w", err)
 	}
 	defer tx.Rollback()
 	var expired []expiredJob
-	if err := tx.SelectContext(ctx, &expired, expiredSQL, limit); err != nil {
+	if err := tx.SelectContext(ctx, &expired, expiredSQL, limit, restartGrace.Milliseconds()); err != nil {
 		return RescueResult{}, fmt.Errorf("rescue: find expired leases: %w", err)
 	}
 	if len(expired) == 0 {

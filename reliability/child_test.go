@@ -102,6 +102,9 @@ func runChild() int {
 		Registry: reg, ID: id, Queues: queues, Concurrency: conc,
 		LeaseDuration: lease, HeartbeatInterval: lease / 5,
 		PollInterval: 50 * time.Millisecond, RescueInterval: 100 * time.Millisecond,
+		// A few heartbeats: the suites' clusters are fresh, and the restart
+		// suite needs the grace to outlast one heartbeat after each restart.
+		RestartGrace:  3 * lease / 5,
 		ShutdownGrace: ms("REDRIVE_REL_GRACE_MS", 2000), DefaultTimeout: 30 * time.Second,
 		RetryPolicy: worker.RetryPolicy{Base: 20 * time.Millisecond, Cap: 200 * time.Millisecond},
 		Logger:      logger, Version: "reliability", ListenDSN: os.Getenv("REDRIVE_REL_DSN"),

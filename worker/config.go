@@ -33,6 +33,10 @@ const (
 	// DefaultRescueInterval is how often a worker looks for expired leases;
 	// with every worker rescuing, the effective interval is shorter still.
 	DefaultRescueInterval = 15 * time.Second
+	// DefaultRestartGrace is how long after a Postgres restart the rescuer
+	// spares leases that lapsed around it: the longest heartbeat interval
+	// (maxHeartbeat), so every live worker has renewed its leases by then.
+	DefaultRestartGrace = dlq.WorkerStaleAfter / 3
 	// DefaultTimeout bounds one attempt of a task that sets no timeout.
 	DefaultTimeout = time.Minute
 	// DefaultShutdownGrace fits inside the 30 s a container runtime
@@ -81,6 +85,11 @@ type Config struct {
 	// ListenDSN set it is only the fallback for missed notifications and for
 	// retries coming due. Default 1s.
 	PollInterval time.Duration
+	// RestartGrace is how long after Postgres (re)starts the rescuer leaves
+	// alone the leases that lapsed while it was down or just after: no
+	// worker could renew them, and live ones will. At least the
+	// heartbeat interval of every worker on the database. Default 20s.
+	RestartGrace time.Duration
 	// RescueInterval is how often this worker looks for expired leases.
 	// Default 15s.
 	RescueInterval time.Duration
@@ -134,6 +143,7 @@ func (c Config) withDefaults() Config {
 	c.HeartbeatInterval = cmp.Or(c.HeartbeatInterval, min(c.LeaseDuration/3, maxDefaultHeartbeat))
 	c.PollInterval = cmp.Or(c.PollInterval, DefaultPollInterval)
 	c.RescueInterval = cmp.Or(c.RescueInterval, DefaultRescueInterval)
+	c.RestartGrace = cmp.Or(c.RestartGrace, DefaultRestartGrace)
 	c.DefaultTimeout = cmp.Or(c.DefaultTimeout, DefaultTimeout)
 	c.ShutdownGrace = cmp.Or(c.ShutdownGrace, DefaultShutdownGrace)
 	c.RetainSucceeded = cmp.Or(c.RetainSucceeded, DefaultRetainSucceeded)
@@ -174,7 +184,7 @@ func (c Config) validate() error {
 	}
 	for name, d := range map[string]time.Duration{
 		"LeaseDuration": c.LeaseDuration, "HeartbeatInterval": c.HeartbeatInterval,
-		"PollInterval": c.PollInterval, "RescueInterval": c.RescueInterval,
+		"PollInterval": c.PollInterval, "RescueInterval": c.RescueInterval, "RestartGrace": c.RestartGrace,
 		"DefaultTimeout": c.DefaultTimeout, "MaxTimeout": c.MaxTimeout, "ShutdownGrace": c.ShutdownGrace,
 		"CleanInterval": c.CleanInterval,
 	} {

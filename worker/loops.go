@@ -192,7 +192,7 @@ func (w *Worker) handBackOrphans(ctx context.Context) int {
 	defer w.claiming.Unlock()
 	a := dlq.Attempt{At: w.cfg.NowFunc(), Worker: w.cfg.ID, Host: w.host, Version: w.cfg.Version,
 		Message: "the claim's reply never reached the worker (it timed out or its connection broke); the job was handed back unrun"}
-	orphans, err := w.store.HandBackOrphans(ctx, w.cfg.ID, w.knownLeases(time.Now()), a)
+	orphans, err := w.store.HandBackOrphans(ctx, w.cfg.ID, w.since, w.knownLeases(time.Now()), a)
 	switch {
 	case err != nil:
 		w.log.Warn("handing back orphaned claims failed; trying again at the next heartbeat", "err", err)
@@ -263,7 +263,7 @@ func (w *Worker) rescue(ctx context.Context) {
 		w.log.Info("forgot workers that stopped heartbeating", "workers", n, "after", dlq.WorkerForgetAfter)
 	}
 	for {
-		res, err := w.store.RescueExpired(ctx, rescueBatch, w.cfg.ID, w.cfg.NowFunc())
+		res, err := w.store.RescueExpired(ctx, rescueBatch, w.cfg.ID, w.cfg.NowFunc(), w.cfg.RestartGrace)
 		if err != nil {
 			if ctx.Err() == nil {
 				w.log.Warn("lease rescue failed", "err", err)

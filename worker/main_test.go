@@ -66,7 +66,7 @@ func runChild() int {
 	w, err := worker.New(dlq.NewStore(db), worker.Config{
 		Registry: reg, ID: os.Getenv("REDRIVE_CHILD_ID"), Concurrency: conc,
 		LeaseDuration: ms("REDRIVE_CHILD_LEASE_MS"), HeartbeatInterval: ms("REDRIVE_CHILD_LEASE_MS") / 5,
-		PollInterval: 20 * time.Millisecond, RescueInterval: 50 * time.Millisecond,
+		PollInterval: 20 * time.Millisecond, RescueInterval: 50 * time.Millisecond, RestartGrace: time.Millisecond,
 		ShutdownGrace: ms("REDRIVE_CHILD_GRACE_MS"), Logger: logger, Version: "child-test",
 	})
 	if err != nil {
@@ -171,7 +171,7 @@ func (b *bundle) config(id string) worker.Config {
 	return worker.Config{
 		Registry: b.reg, ID: id, Concurrency: 4,
 		LeaseDuration: 2 * time.Second, HeartbeatInterval: 200 * time.Millisecond,
-		PollInterval: 20 * time.Millisecond, RescueInterval: 50 * time.Millisecond,
+		PollInterval: 20 * time.Millisecond, RescueInterval: 50 * time.Millisecond, RestartGrace: time.Millisecond,
 		DefaultTimeout: 10 * time.Second, ShutdownGrace: 2 * time.Second,
 		RetryPolicy: worker.RetryPolicy{Base: 10 * time.Millisecond, Cap: 40 * time.Millisecond, RandFunc: func() float64 { return 1 }},
 		Logger:      slog.New(slog.NewTextHandler(b.logs, &slog.HandlerOptions{Level: slog.LevelDebug})).With("test", true),

@@ -114,7 +114,8 @@ func TestNoJobMisjudged(t *testing.T) {
 		// What the late claim did: both jobs running under this worker's
 		// lease, their attempts counted.
 		b.db.MustExec(`UPDATE jobs SET state = 'running', attempt = attempt + 1, lease_owner = 'orphans-1',
-			lease_expires_at = now() + interval '30 seconds', run_at = now() - interval '1 minute' WHERE id = ANY($1)`,
+			lease_expires_at = now() + interval '30 seconds', attempted_at = now(), run_at = now() - interval '1 minute'
+			WHERE id = ANY($1)`,
 			[]int64{last, other})
 		for _, id := range []int64{last, other} {
 			j := b.waitJob(t, id, dlq.StateSucceeded, 10*time.Second)
@@ -132,4 +133,26 @@ func TestNoJobMisjudged(t *testing.T) {
 			t.Error("the hand-back was not logged")
 		}
 	})
+}
+
+// TestAnEarlierProcessesClaimSpendsItsAttempt: a worker restarted under the
+// same id (a pod name) finds jobs running under that id that its previous
+// process claimed and died running. Those are not lost claim replies: they
+// must go through the rescuer and spend their attempt, or a job that kills
+// its worker at every pick-up would be handed back for ever.
+func TestAnEarlierProcessesClaimSpendsItsAttempt(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.reg.Register("test.task", func(ctx context.Context, job *worker.Job) error { return nil }, worker.TaskOptions{})
+	id := b.enqueue(t, dlq.EnqueueParams{Task: "test.task", MaxAttempts: 1})
+	// The previous process with this id claimed it a minute ago and died.
+	b.db.MustExec(`UPDATE jobs SET state = 'running', attempt = 1, lease_owner = 'pod-0',
+		lease_expires_at = now() + interval '1 second', attempted_at = now() - interval '1 minute' WHERE id = $1`, id)
+	cfg := b.config("pod-0")
+	cfg.HeartbeatInterval = 100 * time.Millisecond
+	b.start(t, cfg)
+	j := b.waitJob(t, id, dlq.StateDead, 10*time.Second)
+	if j.Attempt != 1 || len(j.Errors) != 1 || j.Errors[0].Class != dlq.LeaseExpiredClass {
+		t.Fatalf("job %+v; want dead on its one attempt, rescued as lease_expired, never handed back", j)
+	}
 }

@@ -60,6 +60,9 @@ type Worker struct {
 
 	// completer writes outcomes in batches.
 	completer *completer
+	// since is when this process registered, by the database's clock: the
+	// claims it can have made are no older.
+	since time.Time
 	// claiming is held while a claim runs and its jobs join the active
 	// set, and while orphans are handed back: a job claimed but not yet in
 	// the active set must not be taken for an orphan.
@@ -186,6 +189,13 @@ func (w *Worker) Run(ctx context.Context) error {
 func (w *Worker) register(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, writeTimeout)
 	defer cancel()
+	if w.since.IsZero() {
+		now, err := w.store.Now(ctx)
+		if err != nil {
+			return fmt.Errorf("worker: start: %w", err)
+		}
+		w.since = now
+	}
 	err := w.store.RegisterWorker(ctx, dlq.WorkerInfo{
 		ID: w.cfg.ID, Host: w.host, PID: os.Getpid(), Version: w.cfg.Version,
 		Queues: w.cfg.Queues, Tasks: w.taskNames, Concurrency: w.cfg.Concurrency,
