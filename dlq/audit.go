@@ -9,29 +9,27 @@ import (
 	"time"
 
 	"github.com/jmoiron/sqlx"
-	"github.com/lib/pq"
 )
 
 // Audit actions. Every change to a dead letter writes one of these.
 const (
-	ActionReplay         = "replay"
-	ActionEditReplay     = "edit_replay"
-	ActionDiscard        = "discard"
-	ActionRestore        = "restore"
-	ActionBulkStart      = "bulk_start"
-	ActionBulkFinish     = "bulk_finish"
-	ActionBulkCancel     = "bulk_cancel"
-	ActionCanaryRelease  = "canary_release"
-	ActionPurge          = "purge"
-	ActionRevealArgs     = "reveal_args"
-	ActionSignIn         = "sign_in"
-	ActionSignInFailed   = "sign_in_failed"
-	ActionUserChange     = "user_change"
-	ActionTokenChange    = "token_change"
-	genesisHash          = "0000000000000000000000000000000000000000000000000000000000000000"
-	auditChainLockKey    = 7_240_117_311 // pg_advisory_xact_lock key that serialises the chain
-	auditTimePrecision   = time.Microsecond
-	maxAuditLettersBatch = 50_000
+	ActionReplay        = "replay"
+	ActionEditReplay    = "edit_replay"
+	ActionDiscard       = "discard"
+	ActionRestore       = "restore"
+	ActionBulkStart     = "bulk_start"
+	ActionBulkFinish    = "bulk_finish"
+	ActionBulkCancel    = "bulk_cancel"
+	ActionCanaryRelease = "canary_release"
+	ActionPurge         = "purge"
+	ActionRevealArgs    = "reveal_args"
+	ActionSignIn        = "sign_in"
+	ActionSignInFailed  = "sign_in_failed"
+	ActionUserChange    = "user_change"
+	ActionTokenChange   = "token_change"
+	genesisHash         = "0000000000000000000000000000000000000000000000000000000000000000"
+	auditChainLockKey   = 7_240_117_311 // pg_advisory_xact_lock key that serialises the chain
+	auditTimePrecision  = time.Microsecond
 )
 
 // Actor says who acted and from where; it goes into every audit entry.
@@ -130,21 +128,6 @@ func appendAudit(ctx context.Context, tx *sqlx.Tx, e AuditEntry) (int64, error) 
 		return 0, fmt.Errorf("audit: append: %w", err)
 	}
 	return id, nil
-}
-
-// linkAuditLetters records which letters an entry touched and how.
-func linkAuditLetters(ctx context.Context, tx *sqlx.Tx, eventID int64, letterIDs []int64, outcome string) error {
-	for start := 0; start < len(letterIDs); start += maxAuditLettersBatch {
-		end := min(start+maxAuditLettersBatch, len(letterIDs))
-		_, err := tx.ExecContext(ctx, `
-			INSERT INTO audit_event_letters (dead_letter_id, audit_event_id, outcome)
-			SELECT unnest($1::bigint[]), $2, $3 ON CONFLICT DO NOTHING`,
-			pq.Array(letterIDs[start:end]), eventID, outcome)
-		if err != nil {
-			return fmt.Errorf("audit: link letters: %w", err)
-		}
-	}
-	return nil
 }
 
 func nullJSON(raw *json.RawMessage) any {

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/jmoiron/sqlx"
-	"github.com/lib/pq"
 )
 
 // BatchResult says what one batch of a bulk operation did.
@@ -19,10 +18,21 @@ type BatchResult struct {
 }
 
 // The batch statements take the next letters of the selection in id order
-// after the operation's cursor, lock them, act on the pending ones, and
-// report the highest id seen so the cursor can move past the batch. The
-// whole batch, the cursor and the audit links commit together, which is
-// what lets a crashed operation resume without acting on a letter twice.
+// after the operation's cursor, act on the pending ones, link them to the
+// operation's audit entry, and report the highest id seen so the cursor can
+// move past the batch. The whole batch, the cursor and the audit links
+// commit together, which is what lets a crashed operation resume without
+// acting on a letter twice.
+//
+// The guarded UPDATE comes first and is the claim: it changes only letters
+// that are still pending (re-checked on the newest row version when another
+// transaction got there first), and only the letters it changed get a job
+// and an audit link. A replay's job id is drawn from the jobs sequence in
+// that UPDATE, so the job can be inserted from the UPDATE's RETURNING rows
+// instead of reading each letter a second time. An earlier version locked
+// the batch with SELECT ... FOR UPDATE first: one more WAL record and one
+// more visit of every letter's heap page, for a guarantee the UPDATE's
+// WHERE clause gives on its own.
 //
 // Paced replays spread run_at: the k-th letter of a batch runs k / rate
 // seconds after the batch's start slot, which is where the operation's
@@ -30,51 +40,57 @@ type BatchResult struct {
 // later. After a pause (a canary waiting for release, a console restart)
 // pacing so resumes from now instead of releasing every overdue letter at
 // once; RunOperationBatch moves pace_origin to match.
+//
+// The audit links are inserted without ON CONFLICT: a letter is changed at
+// most once per operation (the guard), so its link cannot exist yet, and a
+// plain insert costs a WAL record less than a speculative one.
 const replayBatchSQL = `
-WITH batch AS (
-	SELECT id, status FROM dead_letters
+WITH batch AS MATERIALIZED (
+	SELECT id FROM dead_letters
 	WHERE %s AND id > $1 AND id <= $2
 	ORDER BY id LIMIT $3
-	FOR UPDATE
-), pend AS (
-	SELECT d.id, d.queue, d.task, d.args, d.kwargs, d.max_attempts,
-		row_number() OVER (ORDER BY d.id) AS k
-	FROM dead_letters d JOIN batch b ON b.id = d.id
-	WHERE b.status = 'pending'
+), marked AS (
+	UPDATE dead_letters d SET replayed_at = now(), replayed_by = $7,
+		replay_job_id = nextval((SELECT pg_get_serial_sequence('jobs', 'id'))::regclass)
+	FROM batch b
+	WHERE d.id = b.id AND d.replayed_at IS NULL AND d.discarded_at IS NULL
+	RETURNING d.id, d.replay_job_id, d.queue, d.task, d.args, d.kwargs, d.max_attempts
 ), new_jobs AS (
-	INSERT INTO jobs (queue, task, args, kwargs, max_attempts, run_at, replay_of)
-	SELECT queue, task, args, kwargs, max_attempts,
+	INSERT INTO jobs (id, queue, task, args, kwargs, max_attempts, run_at, replay_of)
+	OVERRIDING SYSTEM VALUE
+	SELECT replay_job_id, queue, task, args, kwargs, max_attempts,
 		CASE WHEN $4::float8 IS NULL THEN now()
 		     ELSE greatest(now(), $5::timestamptz + ($6::bigint / $4::float8) * interval '1 second')
 		          + (k / $4::float8) * interval '1 second' END,
 		id
-	FROM pend ORDER BY id
-	RETURNING id AS job_id, replay_of
-), marked AS (
-	UPDATE dead_letters d SET replayed_at = now(), replayed_by = $7, replay_job_id = nj.job_id
-	FROM new_jobs nj
-	WHERE d.id = nj.replay_of AND d.replayed_at IS NULL AND d.discarded_at IS NULL
-	RETURNING d.id
+	FROM (SELECT m.*, row_number() OVER (ORDER BY m.id) AS k FROM marked m) m
+	ORDER BY id
+	RETURNING replay_of
+), linked AS (
+	INSERT INTO audit_event_letters (dead_letter_id, audit_event_id, outcome)
+	SELECT replay_of, $8::bigint, 'replay' FROM new_jobs WHERE $8::bigint IS NOT NULL
 )
 SELECT coalesce((SELECT max(id) FROM batch), 0) AS last_id,
 	(SELECT count(*) FROM batch) AS seen,
-	coalesce((SELECT array_agg(id ORDER BY id) FROM marked), '{}') AS acted`
+	(SELECT count(*) FROM new_jobs) AS acted`
 
 const discardBatchSQL = `
-WITH batch AS (
-	SELECT id, status FROM dead_letters
+WITH batch AS MATERIALIZED (
+	SELECT id FROM dead_letters
 	WHERE %s AND id > $1 AND id <= $2
 	ORDER BY id LIMIT $3
-	FOR UPDATE
 ), marked AS (
 	UPDATE dead_letters d SET discarded_at = now(), discarded_by = $4, discard_reason = $5
 	FROM batch b
-	WHERE d.id = b.id AND b.status = 'pending'
+	WHERE d.id = b.id AND d.replayed_at IS NULL AND d.discarded_at IS NULL
 	RETURNING d.id
+), linked AS (
+	INSERT INTO audit_event_letters (dead_letter_id, audit_event_id, outcome)
+	SELECT id, $6::bigint, 'discard' FROM marked WHERE $6::bigint IS NOT NULL
 )
 SELECT coalesce((SELECT max(id) FROM batch), 0) AS last_id,
 	(SELECT count(*) FROM batch) AS seen,
-	coalesce((SELECT array_agg(id ORDER BY id) FROM marked), '{}') AS acted`
+	(SELECT count(*) FROM marked) AS acted`
 
 // RunOperationBatch does the next batch of a running operation in one
 // transaction. Another process working on the same operation is skipped
@@ -112,18 +128,13 @@ func (s *Store) RunOperationBatch(ctx context.Context, opID int64, batchSize int
 		if err != nil {
 			return err
 		}
-		res.Acted, res.Skipped = len(acted), seen-len(acted)
-		if op.AuditEventID != nil && len(acted) > 0 {
-			if err := linkAuditLetters(ctx, tx, *op.AuditEventID, acted, string(op.Kind)); err != nil {
-				return err
-			}
-		}
+		res.Acted, res.Skipped = acted, seen-acted
 		if seen == 0 {
 			res.Finished, res.State = true, OpDone
 			return finishOperation(ctx, tx, op, now)
 		}
 		next := OpRunning
-		if canaryStop && op.Done+int64(len(acted)) >= int64(op.Canary) {
+		if canaryStop && op.Done+int64(acted) >= int64(op.Canary) {
 			// The canary is Canary letters replayed, not seen: letters
 			// skipped (already handled) do not count towards it, and once
 			// it is complete a released operation never stops again.
@@ -138,7 +149,7 @@ func (s *Store) RunOperationBatch(ctx context.Context, opID int64, batchSize int
 				ELSE greatest(now(), pace_origin + (done_count / rate_per_second) * interval '1 second')
 				     - (done_count / rate_per_second) * interval '1 second' END
 			WHERE id = $1`,
-			op.ID, lastID, len(acted), seen-len(acted), next)
+			op.ID, lastID, acted, seen-acted, next)
 		if err != nil {
 			return fmt.Errorf("advance operation: %w", err)
 		}
@@ -150,26 +161,25 @@ func (s *Store) RunOperationBatch(ctx context.Context, opID int64, batchSize int
 	return res, nil
 }
 
-func runBatch(ctx context.Context, tx *sqlx.Tx, op Operation, sel Selection, limit int) (lastID int64, seen int, acted []int64, err error) {
+func runBatch(ctx context.Context, tx *sqlx.Tx, op Operation, sel Selection, limit int) (lastID int64, seen, acted int, err error) {
 	var query string
 	var args []any
 	switch op.Kind {
 	case OpReplay:
-		where, selArgs := sel.where(7)
+		where, selArgs := sel.where(8)
 		query = fmt.Sprintf(replayBatchSQL, where)
-		args = append([]any{op.CursorID, op.MaxID, limit, op.RatePerSecond, op.PaceOrigin, op.Done, op.Actor}, selArgs...)
+		args = append([]any{op.CursorID, op.MaxID, limit, op.RatePerSecond, op.PaceOrigin, op.Done, op.Actor, op.AuditEventID}, selArgs...)
 	case OpDiscard:
-		where, selArgs := sel.where(5)
+		where, selArgs := sel.where(6)
 		query = fmt.Sprintf(discardBatchSQL, where)
-		args = append([]any{op.CursorID, op.MaxID, limit, op.Actor, op.Reason}, selArgs...)
+		args = append([]any{op.CursorID, op.MaxID, limit, op.Actor, op.Reason, op.AuditEventID}, selArgs...)
 	default:
-		return 0, 0, nil, fmt.Errorf("unknown operation kind %q", op.Kind)
+		return 0, 0, 0, fmt.Errorf("unknown operation kind %q", op.Kind)
 	}
-	var ids pq.Int64Array
-	if err := tx.QueryRowxContext(ctx, query, args...).Scan(&lastID, &seen, &ids); err != nil {
-		return 0, 0, nil, fmt.Errorf("%s batch: %w", op.Kind, err)
+	if err := tx.QueryRowxContext(ctx, query, args...).Scan(&lastID, &seen, &acted); err != nil {
+		return 0, 0, 0, fmt.Errorf("%s batch: %w", op.Kind, err)
 	}
-	return lastID, seen, ids, nil
+	return lastID, seen, acted, nil
 }
 
 // finishOperation closes an operation whose selection is exhausted and

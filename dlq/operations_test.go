@@ -127,6 +127,71 @@ func TestBulkOperations(t *testing.T) {
 		}
 	})
 
+	// The batch's UPDATE is its claim: a letter another transaction handles
+	// while the batch waits for its row lock is re-checked when the lock is
+	// granted, and gets neither a job nor an audit link.
+	for _, kind := range []dlq.OperationKind{dlq.OpReplay, dlq.OpDiscard} {
+		t.Run("LetterHandledWhileTheBatchWaitsIsSkipped/"+string(kind), func(t *testing.T) {
+			t.Parallel()
+			store, db := setup(t)
+			ids := insertLetters(t, db, 20)
+			op, err := store.CreateOperation(ctx, dlq.OperationParams{Kind: kind, Actor: alice, Now: time.Now(),
+				Reason: "cleanup", Selection: dlq.Selection{Filter: filterOf(t, "task=t.ok")}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			other, err := db.BeginTxx(ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer other.Rollback()
+			if _, err := other.ExecContext(ctx, `UPDATE dead_letters SET discarded_at = now(), discarded_by = 'bob',
+				discard_reason = 'by hand' WHERE id = $1`, ids[7]); err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan dlq.BatchResult, 1)
+			go func() {
+				res, err := store.RunOperationBatch(ctx, op.ID, 100, time.Now())
+				if err != nil {
+					t.Error(err)
+				}
+				done <- res
+			}()
+			// Wait until the batch is blocked on the letter's row lock.
+			deadline := time.Now().Add(10 * time.Second)
+			for count(t, db, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()
+				AND wait_event_type = 'Lock' AND query LIKE '%batch AS%'`) == 0 {
+				if time.Now().After(deadline) {
+					t.Fatal("the batch never waited for the letter")
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			if err := other.Commit(); err != nil {
+				t.Fatal(err)
+			}
+			res := <-done
+			if res.Acted != 19 || res.Skipped != 1 {
+				t.Fatalf("batch acted on %d and skipped %d, want 19 and 1", res.Acted, res.Skipped)
+			}
+			if n := count(t, db, `SELECT count(*) FROM jobs WHERE replay_of = $1`, ids[7]); n != 0 {
+				t.Fatalf("the letter discarded by hand got %d replay jobs", n)
+			}
+			if n := count(t, db, `SELECT count(*) FROM dead_letters WHERE id = $1 AND discarded_by = 'bob'`, ids[7]); n != 1 {
+				t.Fatal("the bulk operation overwrote the discard made by hand")
+			}
+			if n := count(t, db, `SELECT count(*) FROM audit_event_letters WHERE audit_event_id = $1 AND dead_letter_id = $2`,
+				*op.AuditEventID, ids[7]); n != 0 {
+				t.Fatal("the skipped letter is linked to the operation's audit entry")
+			}
+			if n := count(t, db, `SELECT count(*) FROM audit_event_letters WHERE audit_event_id = $1`, *op.AuditEventID); n != 19 {
+				t.Fatalf("audit links %d letters, want 19", n)
+			}
+			if kind == dlq.OpReplay {
+				assertEachReplayedOnce(t, db, 19)
+			}
+		})
+	}
+
 	t.Run("KilledBetweenBatchesResumesWithoutReplayingTwice", func(t *testing.T) {
 		t.Parallel()
 		store, db := setup(t)

@@ -274,6 +274,14 @@ func releaseStarts(now time.Time) []time.Time {
 //     worker creates later can collide with a seeded letter's job.
 //   - Hosts and pids follow from (letter, attempt) rather than random(): a
 //     worker process keeps its pid, and a retry lands on another worker.
+//   - Letters go in oldest first (ORDER BY failed_at), so within a batch
+//     ids rise with failed_at as they do when a worker dead-letters them:
+//     a time window ("since the incident began") is a few runs of
+//     neighbouring rows, one per batch, not one row in ten all over the
+//     table. Sorted input is also cheaper to index: every index but the
+//     two on ids has failed_at in its key, and its entries now go in along
+//     a few hot paths instead of at random leaves (a 50,000-letter batch
+//     into a million letters: 20 s of server CPU instead of 27 s here).
 const seedSQLTemplate = `
 WITH kinds AS (
 	SELECT * FROM unnest($3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[],
@@ -345,7 +353,8 @@ CROSS JOIN LATERAL (
 			(ARRAY['worker-7d9f4c-x2kqp-7', 'worker-7d9f4c-q4hnv-7'])[1 + (d.g + n) % 2] AS rescuer
 		FROM generate_series(1, d.attempts) n
 	) a
-) h`
+) h
+ORDER BY d.failed_at`
 
 var seedOperators = pick("priya.sharma@acme-corp.com", "tom.becker@acme-corp.com", "ana.lima@acme-corp.com", "oncall-bot")
 

@@ -69,6 +69,26 @@ func TestSeedDeadLetters(t *testing.T) {
 		}
 	})
 
+	// A worker dead-letters in time order, so ids rise with failed_at and
+	// "everything since the incident began" is a run of neighbouring rows;
+	// the seed used to scatter each batch's failure times over its ids.
+	t.Run("IDsRiseWithFailureTime", func(t *testing.T) {
+		t.Parallel()
+		db := dlqtest.NewDB(t)
+		if _, err := dlq.NewStore(db.DB).SeedDeadLetters(ctx, 3000, now); err != nil {
+			t.Fatal(err)
+		}
+		var backwards int
+		err := db.QueryRow(`SELECT count(*) FROM (
+			SELECT failed_at < lag(failed_at) OVER (ORDER BY id) AS back FROM dead_letters) x WHERE back`).Scan(&backwards)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if backwards != 0 {
+			t.Errorf("%d of 3000 letters failed before the letter with the previous id", backwards)
+		}
+	})
+
 	t.Run("JobIDsNeverCollideWithLaterJobs", func(t *testing.T) {
 		t.Parallel()
 		db := dlqtest.NewDB(t)
