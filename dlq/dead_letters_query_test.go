@@ -119,11 +119,10 @@ func TestListDeadLettersKeysetVisitsEachOnce(t *testing.T) {
 	ctx := context.Background()
 	store, db := letterStore(t)
 	base := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	var all []int64
 	for i := range 137 {
 		// Seven distinct times: runs of about 20 letters tie on failed_at.
 		at := base.Add(-time.Duration(i%7) * time.Minute)
-		all = append(all, dlqtest.InsertDeadLetter(t, db.DB, dlqtest.Letter{FailedAt: at, Task: "t." + fmt.Sprint(i%3)}))
+		dlqtest.InsertDeadLetter(t, db.DB, dlqtest.Letter{FailedAt: at, Task: "t." + fmt.Sprint(i%3)})
 	}
 	for _, query := range []string{"limit=10", "limit=1&task=t.1", "limit=500"} {
 		f := mustLetterFilter(t, query, base)

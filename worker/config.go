@@ -180,6 +180,7 @@ func (c Config) validate() error {
 		}
 	}
 	if c.Concurrency < 1 || c.Concurrency > 10_000 {
+		//lint:ignore ST1005 the message starts with the Config field it is about
 		errs = append(errs, fmt.Errorf("Concurrency %d: must be between 1 and 10000", c.Concurrency))
 	}
 	for name, d := range map[string]time.Duration{
