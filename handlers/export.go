@@ -78,7 +78,7 @@ func streamExport[T any](c echo.Context, logger *slog.Logger, e export[T]) error
 		h.Set(echo.HeaderContentType, "text/csv; charset=utf-8")
 		w = &csvRows[T]{w: csv.NewWriter(c.Response()), columns: e.columns, record: e.record}
 	} else {
-		h.Set(echo.HeaderContentType, echo.MIMEApplicationJSONCharsetUTF8)
+		h.Set(echo.HeaderContentType, echo.MIMEApplicationJSON) // JSON is UTF-8 by definition (RFC 8259)
 		w = &jsonRows[T]{w: c.Response(), item: e.item}
 	}
 	c.Response().WriteHeader(http.StatusOK)
