@@ -170,6 +170,7 @@ func (c *completer) write(ctx context.Context, batch []outcome, giveUp time.Time
 			}
 			return
 		}
+		w.noteFailure(err)
 		w.log.Warn("writing job outcomes failed; retrying while their leases last",
 			"jobs", len(batch), "retry_in", backoff, "err", err)
 		t := time.NewTimer(backoff)

@@ -85,10 +85,11 @@ type Config struct {
 	// ListenDSN set it is only the fallback for missed notifications and for
 	// retries coming due. Default 1s.
 	PollInterval time.Duration
-	// RestartGrace is how long after Postgres (re)starts the rescuer leaves
-	// alone the leases that lapsed while it was down or just after: no
-	// worker could renew them, and live ones will. At least the
-	// heartbeat interval of every worker on the database. Default 20s.
+	// RestartGrace is how long after Postgres (re)starts, or after this
+	// worker last failed to reach it, the rescuer leaves alone the leases
+	// that lapsed meanwhile: no worker could renew them, and live ones
+	// will. At least the heartbeat interval of every worker on the
+	// database. Default 20s.
 	RestartGrace time.Duration
 	// RescueInterval is how often this worker looks for expired leases.
 	// Default 15s.

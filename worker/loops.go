@@ -87,6 +87,7 @@ func (w *Worker) claim(jobsCtx context.Context, limit int) (int, error) {
 	}
 	w.claiming.Unlock()
 	if err != nil {
+		w.noteFailure(err)
 		w.log.Warn("claim failed; retrying at the next poll", "err", err)
 		// The claim may still commit, or have committed with its reply
 		// lost: hand back whatever it took. The claim loop waits for the
@@ -157,6 +158,7 @@ func (w *Worker) heartbeat(ctx context.Context) {
 		leaseUntil := time.Now().Add(w.cfg.LeaseDuration)
 		renewed, err := w.store.ExtendLeases(ctx, w.cfg.ID, held, w.cfg.LeaseDuration)
 		if err != nil {
+			w.noteFailure(err)
 			w.log.Warn("renew leases failed", "jobs", len(held), "err", err)
 		} else {
 			w.renewed(renewed, leaseUntil)
@@ -169,6 +171,7 @@ func (w *Worker) heartbeat(ctx context.Context) {
 	found, err := w.store.Heartbeat(ctx, w.cfg.ID, len(held))
 	switch {
 	case err != nil:
+		w.noteFailure(err)
 		w.log.Warn("worker heartbeat failed", "err", err)
 	case !found:
 		// Cut off from the database long enough to be forgotten: come
@@ -195,6 +198,7 @@ func (w *Worker) handBackOrphans(ctx context.Context) int {
 	orphans, err := w.store.HandBackOrphans(ctx, w.cfg.ID, w.since, w.knownLeases(time.Now()), a)
 	switch {
 	case err != nil:
+		w.noteFailure(err)
 		w.log.Warn("handing back orphaned claims failed; trying again at the next heartbeat", "err", err)
 	case len(orphans) > 0:
 		w.log.Warn("handed back jobs claimed under this worker's id whose claim reply was lost", "jobs", orphans)
@@ -256,15 +260,26 @@ func (w *Worker) rescueLoop(ctx context.Context) {
 func (w *Worker) rescue(ctx context.Context) {
 	// Crashed workers never unregister; their rows go once long stale.
 	if n, err := w.store.ForgetVanishedWorkers(ctx); err != nil {
+		w.noteFailure(err)
 		if ctx.Err() == nil {
 			w.log.Warn("forget vanished workers failed", "err", err)
 		}
 	} else if n > 0 {
 		w.log.Info("forgot workers that stopped heartbeating", "workers", n, "after", dlq.WorkerForgetAfter)
 	}
+	// Leases that lapsed while this process could not reach the database
+	// lapsed for their live owners too, who renew them at their next
+	// heartbeat once the database is back: taking them first would run a
+	// healthy worker's job twice and record a crash that never happened.
+	// The store applies the same rule to a Postgres restart, which a
+	// worker polling between two failures may not have seen.
+	if w.lostDatabaseWithin(w.cfg.RestartGrace) {
+		return
+	}
 	for {
 		res, err := w.store.RescueExpired(ctx, rescueBatch, w.cfg.ID, w.cfg.NowFunc(), w.cfg.RestartGrace)
 		if err != nil {
+			w.noteFailure(err)
 			if ctx.Err() == nil {
 				w.log.Warn("lease rescue failed", "err", err)
 			}

@@ -67,6 +67,11 @@ type Worker struct {
 	// set, and while orphans are handed back: a job claimed but not yet in
 	// the active set must not be taken for an orphan.
 	claiming sync.Mutex
+	// lostDatabaseAt is when this process last failed to reach the
+	// database (Unix nanoseconds; zero for never). The rescuer waits
+	// RestartGrace past it: every live worker's leases lapsed in the same
+	// outage, and their owners renew them at their next heartbeat.
+	lostDatabaseAt atomic.Int64
 
 	mu sync.Mutex
 	// active holds one entry per claim until its outcome is written, keyed
@@ -365,4 +370,19 @@ func signal(ch chan struct{}) {
 	case ch <- struct{}{}:
 	default:
 	}
+}
+
+// noteFailure records when a database call failed because the database
+// could not be reached; other failures say nothing about reachability.
+func (w *Worker) noteFailure(err error) {
+	if dlq.IsUnavailable(err) {
+		w.lostDatabaseAt.Store(time.Now().UnixNano())
+	}
+}
+
+// lostDatabaseWithin reports whether this process failed to reach the
+// database within the last d.
+func (w *Worker) lostDatabaseWithin(d time.Duration) bool {
+	at := w.lostDatabaseAt.Load()
+	return at != 0 && time.Since(time.Unix(0, at)) < d
 }
