@@ -23,7 +23,9 @@ PKGS ?= ./...
 COUNT ?= 5
 
 # make bench QUICK=1: small sizes, one run each, to check the harness.
+# make bench ONLY="drain best": only the steps whose name contains ONLY.
 QUICK ?=
+ONLY ?=
 BENCH_OUT := $(if $(QUICK),bench/quick.md,bench/latest.md)
 
 .PHONY: help
@@ -93,7 +95,7 @@ bench: ## Redrive vs River on a private cluster: one table, also in bench/latest
 	@scripts/deps.sh run
 	@$(MAKE) build
 	cd benchmarks && $(GO) test -count=1 ./... && $(GO) build -o ../bin/redrive-bench .
-	./bin/redrive-bench --redrive $(BIN) --out $(BENCH_OUT) $(if $(QUICK),--quick) \
+	./bin/redrive-bench --redrive $(BIN) --out $(BENCH_OUT) $(if $(QUICK),--quick) $(if $(ONLY),--only "$(ONLY)") \
 		--version "$$(git describe --always --dirty 2>/dev/null || echo dev)"
 
 .PHONY: gobench

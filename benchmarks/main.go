@@ -48,6 +48,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	out := fs.String("out", "", "also write the table to this file")
 	version := fs.String("version", "dev", "the Redrive build being measured, for the header")
 	timeout := fs.Duration("timeout", 4*time.Hour, "stop everything after this long")
+	only := fs.String("only", "", "run only the steps whose name contains this (e.g. \"drain best\", \"dead-lettering\", \"console\")")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -70,12 +71,12 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	defer cancel()
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	return runSuite(ctx, report{started: time.Now(), quick: *quick, version: *version, sizes: sizes},
-		self, bin, *out, logger, stdout)
+		self, bin, *out, *only, logger, stdout)
 }
 
 // runSuite starts the cluster, measures, stops the cluster (also on
 // Ctrl-C or timeout), and prints the table of whatever was measured.
-func runSuite(ctx context.Context, rp report, self, redriveBin, out string, logger *slog.Logger, stdout io.Writer) error {
+func runSuite(ctx context.Context, rp report, self, redriveBin, out, only string, logger *slog.Logger, stdout io.Writer) error {
 	logger.Info("starting the private PostgreSQL cluster")
 	c, err := startCluster(ctx)
 	if err != nil {
@@ -85,7 +86,7 @@ func runSuite(ctx context.Context, rp report, self, redriveBin, out string, logg
 	if rp.settings, err = c.settings(ctx); err != nil {
 		return err
 	}
-	s := &suite{c: c, sizes: rp.sizes, self: self, redriveBin: redriveBin, log: logger, res: newResults(rp.sizes.Runs)}
+	s := &suite{c: c, sizes: rp.sizes, self: self, redriveBin: redriveBin, log: logger, res: newResults(rp.sizes.Runs), only: only}
 	if err := s.prepare(ctx); err != nil {
 		return fmt.Errorf("prepare templates: %w", err)
 	}

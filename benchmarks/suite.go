@@ -24,6 +24,14 @@ type suite struct {
 	// templates maps engine name to its template databases.
 	templates map[string]templates
 	errs      []string
+	// only, when set, keeps the steps whose name contains it: a quicker
+	// loop while working on one figure. The table is then partial.
+	only string
+}
+
+// wanted reports whether the step called name is to run.
+func (s *suite) wanted(name string) bool {
+	return s.only == "" || strings.Contains(name, s.only)
 }
 
 // templates are an engine's databases that runs are copied from: its
@@ -100,6 +108,9 @@ func (s *suite) run(ctx context.Context) {
 			slices.Reverse(order)
 		}
 		for _, st := range steps {
+			if !s.wanted(st.name) {
+				continue
+			}
 			for _, e := range order {
 				if ctx.Err() != nil {
 					return
@@ -111,8 +122,10 @@ func (s *suite) run(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		s.do(ctx, fmt.Sprintf("round %d/%d: console on %s letters", round+1, s.sizes.Runs, count(s.sizes.Letters)),
-			func(ctx context.Context) error { return s.console(ctx, round) })
+		if s.wanted("console") {
+			s.do(ctx, fmt.Sprintf("round %d/%d: console on %s letters", round+1, s.sizes.Runs, count(s.sizes.Letters)),
+				func(ctx context.Context) error { return s.console(ctx, round) })
+		}
 	}
 }
 
