@@ -41,7 +41,7 @@ func ParseEndpoints(list string) ([]Endpoint, error) {
 		}
 		u, err := url.Parse(ep.URL)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return nil, fmt.Errorf("webhook %q: want an http or https URL, optionally prefixed with slack: or json:", redact(ep.URL))
+			return nil, fmt.Errorf("webhook %q: want an http or https URL, optionally prefixed with \"slack:\" or \"json:\"", redact(ep.URL))
 		}
 		if ep.Format == "" {
 			ep.Format = FormatJSON
