@@ -26,6 +26,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net/http"
 	"os"
 	"os/signal"
@@ -45,6 +46,7 @@ import (
 
 	"github.com/redrive/redrive/dlq"
 	"github.com/redrive/redrive/dlq/localpg"
+	"github.com/redrive/redrive/notify"
 	"github.com/redrive/redrive/replay"
 	"github.com/redrive/redrive/web"
 	"github.com/redrive/redrive/worker"
@@ -190,6 +192,7 @@ var envVars = map[string]string{
 	"auth-header": "REDRIVE_AUTH_HEADER", "proxy-roles": "REDRIVE_PROXY_ROLES",
 	"proxy-default-role": "REDRIVE_PROXY_DEFAULT_ROLE", "metrics-token": "REDRIVE_METRICS_TOKEN",
 	"mask-keys": "REDRIVE_MASK_KEYS", "mask-patterns": "REDRIVE_MASK_PATTERNS",
+	"notify-webhook-urls": "REDRIVE_NOTIFY_WEBHOOK_URLS", "public-url": "REDRIVE_PUBLIC_URL",
 	"retain-succeeded":    "REDRIVE_RETAIN_SUCCEEDED",
 	"listen-database-url": "REDRIVE_LISTEN_DATABASE_URL", "migrate-database-url": "REDRIVE_MIGRATE_DATABASE_URL",
 }
@@ -242,12 +245,46 @@ type serveFlags struct {
 	migrate         bool
 	logsURLTemplate string
 	auth            authFlags
+	notifyURLs      string
+	publicURL       string
 }
 
 func (s *serveFlags) register(fs *flag.FlagSet, defaultAddr string) {
 	fs.StringVar(&s.logsURLTemplate, "logs-url-template", "", "link each attempt to your logs or traces: {job_id}, {task}, {from}, {to} are filled in (env REDRIVE_LOGS_URL_TEMPLATE)")
 	fs.StringVar(&s.addr, "addr", defaultAddr, "address to listen on (env REDRIVE_ADDR)")
+	fs.StringVar(&s.notifyURLs, "notify-webhook-urls", "", "webhooks told about new or spiking error groups and bulk operations that end, comma-separated; prefix slack: for a Slack-style body (env REDRIVE_NOTIFY_WEBHOOK_URLS)")
+	fs.StringVar(&s.publicURL, "public-url", "", "the console's address as the team opens it, for links in notifications; default http://ADDR (env REDRIVE_PUBLIC_URL)")
 	s.auth.register(fs)
+}
+
+// notifier builds the webhook sender for a console listening on s.addr.
+func (s *serveFlags) notifier(store *dlq.Store, masker dlq.Masker, logger *slog.Logger) (*notify.Sender, []string, error) {
+	eps, err := notify.ParseEndpoints(s.notifyURLs)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--notify-webhook-urls: %w", err)
+	}
+	public := s.publicURL
+	if public == "" {
+		host := s.addr
+		if strings.HasPrefix(host, ":") {
+			host = "localhost" + host
+		}
+		public = "http://" + host
+		if len(eps) > 0 {
+			logger.Warn("REDRIVE_PUBLIC_URL is not set: notifications link to " + public)
+		}
+	}
+	hostname, _ := os.Hostname()
+	sender, err := notify.New(notify.Config{Store: store, Endpoints: eps, Masker: masker, PublicURL: public, Logger: logger,
+		Holder: fmt.Sprintf("%s:%d:%x", hostname, os.Getpid(), rand.Uint32())})
+	if err != nil {
+		return nil, nil, err
+	}
+	redacted := make([]string, len(eps))
+	for i, e := range eps {
+		redacted[i] = e.Redacted()
+	}
+	return sender, redacted, nil
 }
 
 func runServe(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
@@ -304,10 +341,18 @@ func runConsole(ctx context.Context, c console, ready func(url string)) error {
 	if err != nil {
 		return err
 	}
+	m, err := masker(c.auth)
+	if err != nil {
+		return err
+	}
+	notifier, endpoints, err := c.flags.notifier(c.store, m, c.logger)
+	if err != nil {
+		return err
+	}
 	runner := replay.NewRunner(replay.RunnerConfig{Store: c.store, Logger: c.logger})
 	handler, err := web.NewServer(web.Config{
 		Store: c.store, Logger: c.logger, Version: buildVersion(), Registry: c.metrics,
-		LogsURLTemplate: c.flags.logsURLTemplate, Auth: c.auth,
+		LogsURLTemplate: c.flags.logsURLTemplate, Auth: c.auth, NotifyEndpoints: endpoints,
 		Replay: replay.NewService(replay.Config{Store: c.store, Logger: c.logger, Wake: runner.Wake}),
 	})
 	if err != nil {
@@ -315,6 +360,7 @@ func runConsole(ctx context.Context, c console, ready func(url string)) error {
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return runner.Run(gctx) })
+	g.Go(func() error { return notifier.Run(gctx) })
 	// The audit head in the log: a copy of where the chain ends, out of
 	// reach of whoever could cut it short in the database.
 	g.Go(func() error { return web.LogAuditHead(gctx, web.AuditHeadLogConfig{Source: c.store, Logger: c.logger}) })

@@ -162,3 +162,14 @@ func (s *Store) GroupInflow(ctx context.Context, fingerprints []string, now time
 	}
 	return out, nil
 }
+
+// MaskSample masks a group's sample message as its letter's is, with that
+// letter's arguments. Without them (the letter was not found) nobody can
+// say what the message quotes, so it is hidden whole when anything is
+// masked at all.
+func (m Masker) MaskSample(msg string, args, kwargs json.RawMessage) string {
+	if args == nil && kwargs == nil && msg != "" && (len(m.Patterns()) > 0 || len(m.TextPatterns()) > 0) {
+		return MaskPlaceholder
+	}
+	return m.MaskText(msg, args, kwargs)
+}

@@ -91,7 +91,7 @@ func (m MaskedReads) ListGroups(ctx context.Context, f dlq.GroupFilter) ([]dlq.E
 	groups, err := m.Store.ListGroups(ctx, f)
 	for i := range groups {
 		g := &groups[i]
-		g.SampleMessage = m.maskSample(g.SampleMessage, g.SampleArgs, g.SampleKwargs)
+		g.SampleMessage = m.Masker.MaskSample(g.SampleMessage, g.SampleArgs, g.SampleKwargs)
 		g.SampleArgs, g.SampleKwargs = nil, nil
 	}
 	return groups, err
@@ -102,20 +102,10 @@ func (m MaskedReads) Overview(ctx context.Context) (dlq.Overview, error) {
 	o, err := m.Store.Overview(ctx)
 	for i := range o.TopGroups {
 		g := &o.TopGroups[i]
-		g.SampleMessage = m.maskSample(g.SampleMessage, g.SampleArgs, g.SampleKwargs)
+		g.SampleMessage = m.Masker.MaskSample(g.SampleMessage, g.SampleArgs, g.SampleKwargs)
 		g.SampleArgs, g.SampleKwargs = nil, nil
 	}
 	return o, err
-}
-
-// maskSample masks a group's sample message with its letter's arguments.
-// Without them (the letter was not found) nobody can say what the message
-// quotes, so it is hidden whole when anything is masked at all.
-func (m MaskedReads) maskSample(msg string, args, kwargs json.RawMessage) string {
-	if args == nil && kwargs == nil && msg != "" && (len(m.Masker.Patterns()) > 0 || len(m.Masker.TextPatterns()) > 0) {
-		return dlq.MaskPlaceholder
-	}
-	return m.Masker.MaskText(msg, args, kwargs)
 }
 
 func clipRunes(s string, n int) string {

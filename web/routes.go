@@ -100,5 +100,6 @@ func routes(e *echo.Echo, cfg Config, sec *security) error {
 	}
 	admin.POST("/tokens", handlers.AdminCreateToken(cfg.Store, now, cfg.Version))
 	admin.POST("/tokens/:id/revoke", handlers.AdminRevokeToken(cfg.Store, now))
+	admin.GET("/notifications", handlers.AdminNotifications(cfg.Store, cfg.NotifyEndpoints, cfg.Version))
 	return nil
 }

@@ -46,6 +46,9 @@ type Config struct {
 	// Now is the clock the pages and actions read ("last 24 hours", audit
 	// times); default time.Now. Auth.Now defaults to it.
 	Now func() time.Time
+	// NotifyEndpoints are the webhooks notifications go to, redacted, for
+	// the admin page (notify.Endpoint.Redacted).
+	NotifyEndpoints []string
 }
 
 func (c *Config) validate() error {

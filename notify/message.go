@@ -1,0 +1,119 @@
+package notify
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redrive/redrive/dlq"
+)
+
+// Message is the JSON body of a notification. Delivery is at least once:
+// a receiver that must act once deduplicates on ID.
+type Message struct {
+	ID    int64     `json:"id"`
+	Event string    `json:"event"`
+	At    time.Time `json:"at"`
+	Title string    `json:"title"`
+	Text  string    `json:"text"`
+	// URL is the console page to open.
+	URL   string          `json:"url"`
+	Facts json.RawMessage `json:"facts"`
+}
+
+// compose turns an event into its message, reading what it is about as it
+// is now (a group's counts, an operation's progress), masked.
+func (s *Sender) compose(ctx context.Context, ev dlq.NotificationEvent) (Message, error) {
+	m := Message{ID: ev.ID, Event: ev.Kind, At: ev.At.UTC(), Facts: ev.Facts, URL: s.link(ev.ConsolePath())}
+	var facts struct {
+		Task          string `json:"task"`
+		ErrorClass    string `json:"error_class"`
+		Count         int    `json:"count"`
+		AtLeast       bool   `json:"at_least"`
+		WindowSeconds int    `json:"window_seconds"`
+	}
+	_ = json.Unmarshal(ev.Facts, &facts) // facts are ours; an unexpected shape leaves them empty
+	switch ev.Kind {
+	case dlq.NotifyGroupNew, dlq.NotifyGroupSpike:
+		g, err := s.cfg.Store.Group(ctx, ev.Subject)
+		if err != nil && !errors.Is(err, dlq.ErrNotFound) {
+			return Message{}, err
+		}
+		if err == nil {
+			facts.Task, facts.ErrorClass = g.Task, g.ErrorClass
+		}
+		if ev.Kind == dlq.NotifyGroupNew {
+			m.Title = fmt.Sprintf("New error group: %s in %s", facts.ErrorClass, facts.Task)
+		} else {
+			n := strconv.Itoa(facts.Count)
+			if facts.AtLeast {
+				n = "more than " + n
+			}
+			m.Title = fmt.Sprintf("Error group spiking: %s in %s, %s letters in %s", facts.ErrorClass, facts.Task, n,
+				time.Duration(facts.WindowSeconds)*time.Second)
+		}
+		if err == nil {
+			sample := s.cfg.Masker.MaskSample(g.SampleMessage, g.SampleArgs, g.SampleKwargs)
+			m.Text = fmt.Sprintf("%s\n%d pending of %d, first seen %s, last seen %s", clip(sample, 300), g.Pending, g.Total,
+				g.FirstSeen.UTC().Format(time.RFC3339), g.LastSeen.UTC().Format(time.RFC3339))
+		} else {
+			m.Text = "The group has no letters left."
+		}
+	case dlq.NotifyOperationDone, dlq.NotifyOperationFailed, dlq.NotifyOperationCancelled:
+		id, err := strconv.ParseInt(ev.Subject, 10, 64)
+		if err != nil {
+			return Message{}, fmt.Errorf("event %d: operation id %q: %w", ev.ID, ev.Subject, err)
+		}
+		op, err := s.cfg.Store.Operation(ctx, id)
+		if err != nil {
+			return Message{}, err
+		}
+		verb := map[string]string{dlq.NotifyOperationDone: "finished", dlq.NotifyOperationFailed: "failed",
+			dlq.NotifyOperationCancelled: "was cancelled"}[ev.Kind]
+		m.Title = fmt.Sprintf("Bulk %s #%d %s", op.Kind, op.ID, verb)
+		m.Text = fmt.Sprintf("%d of %d letters handled, %d skipped; started by %s", op.Done, op.Matched, op.Skipped, op.Actor)
+		if op.Reason != "" {
+			m.Text += ": " + clip(op.Reason, 200)
+		}
+		if op.Error != nil && *op.Error != "" {
+			m.Text += "\nError: " + clip(*op.Error, 300)
+		}
+	default:
+		m.Title = "Redrive: " + ev.Kind
+	}
+	return m, nil
+}
+
+// link makes an absolute console URL of path.
+func (s *Sender) link(path string) string {
+	return strings.TrimSuffix(s.cfg.PublicURL, "/") + path
+}
+
+// body is m as format's body.
+func body(format Format, m Message) ([]byte, error) {
+	if format == FormatSlack {
+		text := "*" + slackEscape(m.Title) + "*\n" + slackEscape(m.Text)
+		if m.URL != "" {
+			text += "\n<" + m.URL + "|Open in Redrive>"
+		}
+		return json.Marshal(map[string]string{"text": text})
+	}
+	return json.Marshal(m)
+}
+
+// slackEscape escapes the three characters Slack's mrkdwn treats as
+// control characters.
+func slackEscape(s string) string {
+	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(s)
+}
+
+func clip(s string, n int) string {
+	if r := []rune(s); len(r) > n {
+		return string(r[:n]) + "…"
+	}
+	return s
+}

@@ -1,0 +1,269 @@
+// Package notify tells the team when something breaks: it posts
+// notification events (a new error group, a spiking one, a bulk operation
+// that ended) to webhooks. Events are written to an outbox table in the
+// same transaction as what they report; the sender delivers them at least
+// once, with retries and backoff up to a cap, one sender at a time across
+// console instances. Nothing here runs in a worker, so a slow or failing
+// webhook never slows a job.
+package notify
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/redrive/redrive/dlq"
+)
+
+// Defaults for Config.
+const (
+	DefaultInterval      = 2 * time.Second
+	DefaultSpikeInterval = 30 * time.Second
+	DefaultMaxAttempts   = 8
+	DefaultBackoffBase   = 10 * time.Second
+	DefaultBackoffCap    = 30 * time.Minute
+	DefaultRetain        = 7 * 24 * time.Hour
+	DefaultTimeout       = 10 * time.Second
+	// DefaultSpikeThreshold letters within DefaultSpikeWindow make a spike.
+	DefaultSpikeThreshold = 50
+	DefaultSpikeWindow    = 5 * time.Minute
+	// DefaultSpikeQuiet is how long before a group's spike is announced again.
+	DefaultSpikeQuiet = time.Hour
+	deliverBatch      = 20
+	fanOutBatch       = 500
+)
+
+// Config configures a Sender. Store, Holder and PublicURL are required.
+type Config struct {
+	Store *dlq.Store
+	// Endpoints are the webhooks; with none, events are marked handled and
+	// nothing is sent.
+	Endpoints []Endpoint
+	// Masker masks error text in messages as the console's pages do.
+	Masker dlq.Masker
+	// PublicURL is the console's address as the team opens it, for links.
+	PublicURL string
+	// Holder names this instance for the sender's lease.
+	Holder string
+	Logger *slog.Logger
+	// Client posts the webhooks; default: a client with DefaultTimeout.
+	Client *http.Client
+	// Interval is how often the sender looks for work.
+	Interval time.Duration
+	// SpikeInterval is how often it looks for spiking groups.
+	SpikeInterval time.Duration
+	Spike         dlq.Spike
+	// MaxAttempts caps the attempts at one delivery; then it is given up
+	// and shown as failed on the admin page.
+	MaxAttempts int
+	// BackoffBase and BackoffCap bound the wait between attempts: a random
+	// wait between half and all of BackoffBase·2^(attempt-1), at most
+	// BackoffCap.
+	BackoffBase, BackoffCap time.Duration
+	// Retain is how long settled events are kept.
+	Retain time.Duration
+}
+
+// Sender delivers notification events. Create one with New; Run it.
+type Sender struct {
+	cfg       Config
+	endpoints map[string]Endpoint // by hash
+	log       *slog.Logger
+}
+
+// New checks cfg and fills in its defaults.
+func New(cfg Config) (*Sender, error) {
+	if cfg.Store == nil || cfg.Holder == "" {
+		return nil, errors.New("notify: Store and Holder are required")
+	}
+	if len(cfg.Endpoints) > 0 && cfg.PublicURL == "" {
+		return nil, errors.New("notify: PublicURL is required to link notifications to the console (REDRIVE_PUBLIC_URL)")
+	}
+	cfg.Logger = cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler))
+	if cfg.Client == nil {
+		cfg.Client = &http.Client{Timeout: DefaultTimeout}
+	}
+	cfg.Interval = cmp.Or(cfg.Interval, DefaultInterval)
+	cfg.SpikeInterval = cmp.Or(cfg.SpikeInterval, DefaultSpikeInterval)
+	cfg.Spike.Threshold = cmp.Or(cfg.Spike.Threshold, DefaultSpikeThreshold)
+	cfg.Spike.Window = cmp.Or(cfg.Spike.Window, DefaultSpikeWindow)
+	cfg.Spike.Quiet = cmp.Or(cfg.Spike.Quiet, DefaultSpikeQuiet)
+	cfg.MaxAttempts = cmp.Or(cfg.MaxAttempts, DefaultMaxAttempts)
+	cfg.BackoffBase = cmp.Or(cfg.BackoffBase, DefaultBackoffBase)
+	cfg.BackoffCap = cmp.Or(cfg.BackoffCap, DefaultBackoffCap)
+	cfg.Retain = cmp.Or(cfg.Retain, DefaultRetain)
+	s := &Sender{cfg: cfg, endpoints: map[string]Endpoint{}, log: cfg.Logger.With("component", "notify")}
+	for _, e := range cfg.Endpoints {
+		s.endpoints[e.Hash()] = e
+	}
+	return s, nil
+}
+
+// Run sends until ctx ends. It holds the sender's lease while it works and
+// gives it up on the way out; while another instance holds it, it waits.
+// Failures are logged and retried at the next tick, never returned: a
+// notification must not take the console down.
+func (s *Sender) Run(ctx context.Context) error {
+	lease := max(15*time.Second, 3*s.cfg.Interval)
+	tick := time.NewTicker(s.cfg.Interval)
+	defer tick.Stop()
+	var lastSpikes, lastPrune time.Time
+	held := false
+	defer func() {
+		if held {
+			ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			if err := s.cfg.Store.ReleaseNotificationSender(ctx, s.cfg.Holder); err != nil {
+				s.log.Warn("giving up the notification lease failed; another instance takes over when it runs out", "err", err)
+			}
+		}
+	}()
+	for {
+		ok, err := s.cfg.Store.AcquireNotificationSender(ctx, s.cfg.Holder, lease)
+		switch {
+		case err != nil:
+			if ctx.Err() == nil {
+				s.log.Warn("notification lease", "err", err)
+			}
+		case ok:
+			held = true
+			if time.Since(lastSpikes) >= s.cfg.SpikeInterval && len(s.endpoints) > 0 {
+				lastSpikes = time.Now()
+				if n, err := s.cfg.Store.DetectSpikes(ctx, s.cfg.Spike); err != nil {
+					s.log.Warn("detect spiking groups", "err", err)
+				} else if n > 0 {
+					s.log.Info("error groups spiking", "groups", n)
+				}
+			}
+			s.pass(ctx)
+			if time.Since(lastPrune) >= time.Hour {
+				lastPrune = time.Now()
+				if _, err := s.cfg.Store.PruneNotifications(ctx, s.cfg.Retain); err != nil {
+					s.log.Warn("prune notifications", "err", err)
+				}
+			}
+		default:
+			held = false
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+	}
+}
+
+// pass fans out new events and makes the deliveries that are due.
+func (s *Sender) pass(ctx context.Context) {
+	eps := make([]dlq.NotificationEndpoint, 0, len(s.endpoints))
+	for _, e := range s.cfg.Endpoints {
+		eps = append(eps, dlq.NotificationEndpoint{Hash: e.Hash(), Redacted: e.Redacted()})
+	}
+	for {
+		n, err := s.cfg.Store.FanOutNotifications(ctx, eps, fanOutBatch)
+		if err != nil {
+			s.log.Warn("fan out notifications", "err", err)
+			return
+		}
+		if n < fanOutBatch {
+			break
+		}
+	}
+	due, err := s.cfg.Store.DueNotifications(ctx, deliverBatch)
+	if err != nil {
+		s.log.Warn("due notifications", "err", err)
+		return
+	}
+	for _, d := range due {
+		if ctx.Err() != nil {
+			return
+		}
+		s.deliver(ctx, d)
+	}
+}
+
+// deliver makes one attempt at d and records what came of it.
+func (s *Sender) deliver(ctx context.Context, d dlq.NotificationDelivery) {
+	a := dlq.DeliveryAttempt{EventID: d.ID, EndpointHash: d.EndpointHash}
+	ep, ok := s.endpoints[d.EndpointHash]
+	if !ok {
+		a.Error = "the endpoint is no longer configured (REDRIVE_NOTIFY_WEBHOOK_URLS)"
+	} else if status, err := s.post(ctx, ep, d.NotificationEvent); err != nil {
+		a.Status, a.Error = status, err.Error()
+		if d.Attempts+1 < s.cfg.MaxAttempts {
+			a.RetryAt = time.Now().Add(s.backoff(d.Attempts + 1))
+		}
+	} else {
+		a.Status, a.Delivered = status, true
+	}
+	if ctx.Err() != nil && !a.Delivered {
+		return // cut short by shutdown: not the endpoint's fault; try again later
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := s.cfg.Store.RecordDeliveryAttempt(rctx, a); err != nil {
+		s.log.Warn("record notification delivery", "event", d.ID, "err", err)
+		return
+	}
+	switch {
+	case a.Delivered:
+		s.log.Info("notification delivered", "event", d.ID, "kind", d.Kind, "endpoint", d.Endpoint)
+	case a.RetryAt.IsZero():
+		s.log.Error("notification given up", "event", d.ID, "kind", d.Kind, "endpoint", d.Endpoint,
+			"attempts", d.Attempts+1, "err", a.Error)
+	default:
+		s.log.Warn("notification not delivered; retrying", "event", d.ID, "kind", d.Kind, "endpoint", d.Endpoint,
+			"attempt", d.Attempts+1, "retry_at", a.RetryAt.UTC().Format(time.RFC3339), "err", a.Error)
+	}
+}
+
+// post sends ev to ep and returns the HTTP status.
+func (s *Sender) post(ctx context.Context, ep Endpoint, ev dlq.NotificationEvent) (int, error) {
+	m, err := s.compose(ctx, ev)
+	if err != nil {
+		return 0, fmt.Errorf("compose: %w", err)
+	}
+	b, err := body(ep.Format, m)
+	if err != nil {
+		return 0, fmt.Errorf("encode: %w", err)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, ep.URL, bytes.NewReader(b))
+	if err != nil {
+		return 0, fmt.Errorf("request: %w", err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", "redrive-notify")
+	resp, err := s.cfg.Client.Do(req)
+	if err != nil {
+		// The URL is a secret, and the client's error quotes it.
+		var uerr *url.Error
+		if errors.As(err, &uerr) {
+			err = uerr.Err
+		}
+		return 0, fmt.Errorf("post: %w", err)
+	}
+	defer resp.Body.Close()
+	snippet, _ := io.ReadAll(io.LimitReader(resp.Body, 200))
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return resp.StatusCode, fmt.Errorf("answered %s: %s", resp.Status, bytes.TrimSpace(snippet))
+	}
+	return resp.StatusCode, nil
+}
+
+// backoff is the wait before attempt n+1: exponential, capped, and
+// jittered so that many failed deliveries do not retry in step.
+func (s *Sender) backoff(n int) time.Duration {
+	ceiling := s.cfg.BackoffBase << min(n-1, 30)
+	if ceiling <= 0 || ceiling > s.cfg.BackoffCap {
+		ceiling = s.cfg.BackoffCap
+	}
+	return ceiling/2 + rand.N(ceiling/2+1)
+}
