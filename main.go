@@ -192,6 +192,7 @@ var envVars = map[string]string{
 	"mask-keys": "REDRIVE_MASK_KEYS", "mask-patterns": "REDRIVE_MASK_PATTERNS",
 	"retain-succeeded":    "REDRIVE_RETAIN_SUCCEEDED",
 	"listen-database-url": "REDRIVE_LISTEN_DATABASE_URL", "migrate-database-url": "REDRIVE_MIGRATE_DATABASE_URL",
+	"read-database-url": "REDRIVE_READ_DATABASE_URL", "read-max-lag": "REDRIVE_READ_MAX_LAG",
 }
 
 // parse applies the environment, then the flags, and refuses stray arguments.
@@ -242,11 +243,15 @@ type serveFlags struct {
 	migrate         bool
 	logsURLTemplate string
 	auth            authFlags
+	readURL         string
+	readMaxLag      time.Duration
 }
 
 func (s *serveFlags) register(fs *flag.FlagSet, defaultAddr string) {
 	fs.StringVar(&s.logsURLTemplate, "logs-url-template", "", "link each attempt to your logs or traces: {job_id}, {task}, {from}, {to} are filled in (env REDRIVE_LOGS_URL_TEMPLATE)")
 	fs.StringVar(&s.addr, "addr", defaultAddr, "address to listen on (env REDRIVE_ADDR)")
+	fs.StringVar(&s.readURL, "read-database-url", "", "a streaming replica for the console's lists, search, groups, overview and exports (env REDRIVE_READ_DATABASE_URL; default: everything reads the primary)")
+	fs.DurationVar(&s.readMaxLag, "read-max-lag", 30*time.Second, "read the primary instead while the replica is further behind than this (env REDRIVE_READ_MAX_LAG)")
 	s.auth.register(fs)
 }
 
@@ -283,7 +288,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	if err := adviseFirstAdmin(ctx, store, logger); err != nil {
 		return err
 	}
-	return runConsole(ctx, console{flags: s, auth: auth, store: store, logger: logger, metrics: newMetricsRegistry()}, func(url string) {
+	return runConsole(ctx, console{flags: s, auth: auth, store: store, dsn: c.databaseURL, logger: logger, metrics: newMetricsRegistry()}, func(url string) {
 		logger.Info("console listening", "url", url)
 	})
 }
@@ -292,6 +297,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 type console struct {
 	flags   serveFlags
 	store   *dlq.Store
+	dsn     string // the store's, for the read replica's fallback
 	logger  *slog.Logger
 	metrics *prometheus.Registry
 	auth    web.AuthConfig
@@ -305,8 +311,17 @@ func runConsole(ctx context.Context, c console, ready func(url string)) error {
 		return err
 	}
 	runner := replay.NewRunner(replay.RunnerConfig{Store: c.store, Logger: c.logger})
+	var replica *dlq.Replica
+	if c.flags.readURL != "" {
+		replica, err = dlq.OpenReplica(ctx, dlq.ReplicaConfig{ReplicaURL: c.flags.readURL, PrimaryURL: c.dsn,
+			Primary: c.store.DB(), MaxLag: c.flags.readMaxLag, Logger: c.logger})
+		if err != nil {
+			return fmt.Errorf("REDRIVE_READ_DATABASE_URL: %w", err)
+		}
+		defer replica.Close()
+	}
 	handler, err := web.NewServer(web.Config{
-		Store: c.store, Logger: c.logger, Version: buildVersion(), Registry: c.metrics,
+		Store: c.store, Logger: c.logger, Version: buildVersion(), Registry: c.metrics, Replica: replica,
 		LogsURLTemplate: c.flags.logsURLTemplate, Auth: c.auth,
 		Replay: replay.NewService(replay.Config{Store: c.store, Logger: c.logger, Wake: runner.Wake}),
 	})
@@ -315,6 +330,9 @@ func runConsole(ctx context.Context, c console, ready func(url string)) error {
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return runner.Run(gctx) })
+	if replica != nil {
+		g.Go(func() error { return replica.Run(gctx) })
+	}
 	// The audit head in the log: a copy of where the chain ends, out of
 	// reach of whoever could cut it short in the database.
 	g.Go(func() error { return web.LogAuditHead(gctx, web.AuditHeadLogConfig{Source: c.store, Logger: c.logger}) })
@@ -556,7 +574,7 @@ func runDev(ctx context.Context, args []string, getenv func(string) string, stdo
 	metrics := newMetricsRegistry()
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
-		return runConsole(gctx, console{flags: s, auth: auth, store: store, logger: logger, metrics: metrics}, func(url string) {
+		return runConsole(gctx, console{flags: s, auth: auth, store: store, dsn: c.databaseURL, logger: logger, metrics: metrics}, func(url string) {
 			fmt.Fprintf(stdout, "\nRedrive is running: %s\n", url)
 			fmt.Fprintf(stdout, "Sign in as %s with the password %s (dev only: a new one each start).\n", devAdmin, adminPassword)
 			fmt.Fprintf(stdout, "Database: %s\n", c.databaseURL)
