@@ -195,6 +195,7 @@ var envVars = map[string]string{
 	"notify-webhook-urls": "REDRIVE_NOTIFY_WEBHOOK_URLS", "public-url": "REDRIVE_PUBLIC_URL",
 	"retain-succeeded":    "REDRIVE_RETAIN_SUCCEEDED",
 	"listen-database-url": "REDRIVE_LISTEN_DATABASE_URL", "migrate-database-url": "REDRIVE_MIGRATE_DATABASE_URL",
+	"read-database-url": "REDRIVE_READ_DATABASE_URL", "read-max-lag": "REDRIVE_READ_MAX_LAG",
 }
 
 // parse applies the environment, then the flags, and refuses stray arguments.
@@ -247,6 +248,8 @@ type serveFlags struct {
 	auth            authFlags
 	notifyURLs      string
 	publicURL       string
+	readURL         string
+	readMaxLag      time.Duration
 }
 
 func (s *serveFlags) register(fs *flag.FlagSet, defaultAddr string) {
@@ -254,6 +257,8 @@ func (s *serveFlags) register(fs *flag.FlagSet, defaultAddr string) {
 	fs.StringVar(&s.addr, "addr", defaultAddr, "address to listen on (env REDRIVE_ADDR)")
 	fs.StringVar(&s.notifyURLs, "notify-webhook-urls", "", "webhooks told about new or spiking error groups and bulk operations that end, comma-separated; prefix slack: for a Slack-style body (env REDRIVE_NOTIFY_WEBHOOK_URLS)")
 	fs.StringVar(&s.publicURL, "public-url", "", "the console's address as the team opens it, for links in notifications; default http://ADDR (env REDRIVE_PUBLIC_URL)")
+	fs.StringVar(&s.readURL, "read-database-url", "", "a streaming replica for the console's lists, search, groups, overview and exports (env REDRIVE_READ_DATABASE_URL; default: everything reads the primary)")
+	fs.DurationVar(&s.readMaxLag, "read-max-lag", 30*time.Second, "read the primary instead while the replica is further behind than this (env REDRIVE_READ_MAX_LAG)")
 	s.auth.register(fs)
 }
 
@@ -320,7 +325,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	if err := adviseFirstAdmin(ctx, store, logger); err != nil {
 		return err
 	}
-	return runConsole(ctx, console{flags: s, auth: auth, store: store, logger: logger, metrics: newMetricsRegistry()}, func(url string) {
+	return runConsole(ctx, console{flags: s, auth: auth, store: store, dsn: c.databaseURL, logger: logger, metrics: newMetricsRegistry()}, func(url string) {
 		logger.Info("console listening", "url", url)
 	})
 }
@@ -329,6 +334,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 type console struct {
 	flags   serveFlags
 	store   *dlq.Store
+	dsn     string // the store's, for the read replica's fallback
 	logger  *slog.Logger
 	metrics *prometheus.Registry
 	auth    web.AuthConfig
@@ -350,8 +356,17 @@ func runConsole(ctx context.Context, c console, ready func(url string)) error {
 		return err
 	}
 	runner := replay.NewRunner(replay.RunnerConfig{Store: c.store, Logger: c.logger})
+	var replica *dlq.Replica
+	if c.flags.readURL != "" {
+		replica, err = dlq.OpenReplica(ctx, dlq.ReplicaConfig{ReplicaURL: c.flags.readURL, PrimaryURL: c.dsn,
+			Primary: c.store.DB(), MaxLag: c.flags.readMaxLag, Logger: c.logger})
+		if err != nil {
+			return fmt.Errorf("REDRIVE_READ_DATABASE_URL: %w", err)
+		}
+		defer replica.Close()
+	}
 	handler, err := web.NewServer(web.Config{
-		Store: c.store, Logger: c.logger, Version: buildVersion(), Registry: c.metrics,
+		Store: c.store, Logger: c.logger, Version: buildVersion(), Registry: c.metrics, Replica: replica,
 		LogsURLTemplate: c.flags.logsURLTemplate, Auth: c.auth, NotifyEndpoints: endpoints,
 		Replay: replay.NewService(replay.Config{Store: c.store, Logger: c.logger, Wake: runner.Wake}),
 	})
@@ -361,6 +376,9 @@ func runConsole(ctx context.Context, c console, ready func(url string)) error {
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return runner.Run(gctx) })
 	g.Go(func() error { return notifier.Run(gctx) })
+	if replica != nil {
+		g.Go(func() error { return replica.Run(gctx) })
+	}
 	// The audit head in the log: a copy of where the chain ends, out of
 	// reach of whoever could cut it short in the database.
 	g.Go(func() error { return web.LogAuditHead(gctx, web.AuditHeadLogConfig{Source: c.store, Logger: c.logger}) })
@@ -602,7 +620,7 @@ func runDev(ctx context.Context, args []string, getenv func(string) string, stdo
 	metrics := newMetricsRegistry()
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
-		return runConsole(gctx, console{flags: s, auth: auth, store: store, logger: logger, metrics: metrics}, func(url string) {
+		return runConsole(gctx, console{flags: s, auth: auth, store: store, dsn: c.databaseURL, logger: logger, metrics: metrics}, func(url string) {
 			fmt.Fprintf(stdout, "\nRedrive is running: %s\n", url)
 			fmt.Fprintf(stdout, "Sign in as %s with the password %s (dev only: a new one each start).\n", devAdmin, adminPassword)
 			fmt.Fprintf(stdout, "Database: %s\n", c.databaseURL)

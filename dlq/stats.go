@@ -2,6 +2,7 @@ package dlq
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -210,16 +211,15 @@ func (s *Store) WorkerStatuses(ctx context.Context) ([]WorkerStatus, error) {
 }
 
 // readOnly runs fn in a read-only repeatable-read transaction: one snapshot
-// for every query fn runs.
+// for every query fn runs. The options go in BEGIN itself: without
+// ReadOnly, lib/pq begins with READ WRITE, which a hot standby refuses
+// ("cannot set transaction read-write mode during recovery").
 func (s *Store) readOnly(ctx context.Context, fn func(tx *sqlx.Tx) error) error {
-	tx, err := s.db.BeginTxx(ctx, nil)
+	tx, err := s.db.BeginTxx(ctx, &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true})
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
 	defer tx.Rollback()
-	if _, err := tx.ExecContext(ctx, `SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY`); err != nil {
-		return fmt.Errorf("begin: %w", err)
-	}
 	if err := fn(tx); err != nil {
 		return err
 	}

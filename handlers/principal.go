@@ -49,7 +49,8 @@ func ActorFrom(c echo.Context) replay.Actor {
 const csrfKey = "csrf" // where web's CSRF middleware leaves the session's token
 
 // Meta fills the layout's PageMeta for the current request: title, active
-// navigation entry, who is signed in and the CSRF token forms must carry.
+// navigation entry, who is signed in, the CSRF token forms must carry and,
+// on pages read from a replica, how fresh their numbers are.
 func Meta(c echo.Context, title, active, version string) views.PageMeta {
 	m := views.PageMeta{Title: title, Active: active, Version: version}
 	if p, ok := PrincipalFrom(c); ok {
@@ -59,6 +60,9 @@ func Meta(c echo.Context, title, active, version string) views.PageMeta {
 	}
 	if tok, ok := c.Get(csrfKey).(string); ok {
 		m.CSRFToken = tok
+	}
+	if s, ok := c.Get(readStateKey).(dlq.ReadState); ok {
+		m.ReadNotice = readNotice(s)
 	}
 	return m
 }

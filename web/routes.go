@@ -22,6 +22,9 @@ func routes(e *echo.Echo, cfg Config, sec *security) error {
 	// argument values, and what error text quotes of them, are hidden unless
 	// an operator reveals them (audited).
 	store := handlers.MaskedReads{Store: cfg.Store, Masker: sec.masker}
+	// The heavy reads go to the read replica when there is one (fresh lets
+	// their pages say how fresh they are); see readStore for what stays.
+	reads, fresh := readStore(cfg, sec.masker, store)
 	now := cfg.Auth.Now
 
 	public := publicRoutes{e: e, acl: sec.acl}
@@ -34,11 +37,11 @@ func routes(e *echo.Echo, cfg Config, sec *security) error {
 	public.POST("/logout", handlers.Logout(sec.sessions))
 	public.POST("/logout/everywhere", handlers.LogoutEverywhere(cfg.Store, sec.sessions, now))
 
-	e.GET("/", handlers.Overview(store, cfg.Version))
-	e.GET(handlers.OverviewRefreshURL, handlers.OverviewFragment(store))
-	e.GET("/jobs", handlers.Jobs(store, cfg.Now, cfg.Version))
+	e.GET("/", handlers.Overview(reads, cfg.Version), fresh)
+	e.GET(handlers.OverviewRefreshURL, handlers.OverviewFragment(reads))
+	e.GET("/jobs", handlers.Jobs(reads, cfg.Now, cfg.Version), fresh)
 	e.GET("/jobs/:id", handlers.JobDetail(store, cfg.Now, cfg.Version))
-	e.GET("/workers", handlers.Workers(store, cfg.Version))
+	e.GET("/workers", handlers.Workers(reads, cfg.Version), fresh)
 	e.GET("/api/v1/jobs/:id", handlers.APIJob(store))
 	e.POST("/api/v1/jobs", handlers.APIEnqueueJob(store))
 	e.POST("/api/v1/jobs/batch", handlers.APIEnqueueBatch(store))
@@ -47,12 +50,12 @@ func routes(e *echo.Echo, cfg Config, sec *security) error {
 	// the replay feature). Static paths win over :id in echo's router.
 	letter := handlers.DeadLetter(handlers.LetterPage{Letters: store, Audit: store, Actions: cfg.Replay,
 		LogsTemplate: cfg.LogsURLTemplate, Version: cfg.Version})
-	e.GET("/dead-letters", handlers.DeadLetters(store, cfg.Now, cfg.Version))
-	e.GET("/dead-letters/export.csv", handlers.ExportDeadLetters(store, cfg.Logger, cfg.Now, handlers.ExportCSV))
-	e.GET("/dead-letters/export.json", handlers.ExportDeadLetters(store, cfg.Logger, cfg.Now, handlers.ExportJSON))
+	e.GET("/dead-letters", handlers.DeadLetters(reads, cfg.Now, cfg.Version), fresh)
+	e.GET("/dead-letters/export.csv", handlers.ExportDeadLetters(reads, cfg.Logger, cfg.Now, handlers.ExportCSV))
+	e.GET("/dead-letters/export.json", handlers.ExportDeadLetters(reads, cfg.Logger, cfg.Now, handlers.ExportJSON))
 	e.GET("/dead-letters/:id", letter)
 	e.POST("/dead-letters/:id/reveal", handlers.RevealArgs(cfg.Store, now, letter))
-	e.GET("/groups", handlers.Groups(store, cfg.Now, cfg.Version))
+	e.GET("/groups", handlers.Groups(reads, cfg.Now, cfg.Version), fresh)
 	e.GET("/api/v1/dead-letters", handlers.APIDeadLetters(store, cfg.Now))
 	e.GET("/api/v1/dead-letters/:id", handlers.APIDeadLetter(store))
 	e.POST("/api/v1/dead-letters/:id/reveal", handlers.RevealArgs(cfg.Store, now, handlers.APIRevealedArgs(store)))
@@ -75,9 +78,9 @@ func routes(e *echo.Echo, cfg Config, sec *security) error {
 	e.GET("/operations/:id/progress", handlers.OperationProgressFragment(store))
 	e.POST("/operations/:id/cancel", handlers.CancelOperation(store, cfg.Replay, cfg.Version))
 	e.POST("/operations/:id/release", handlers.ReleaseOperation(store, cfg.Replay, cfg.Version))
-	e.GET("/audit", handlers.Audit(store, cfg.Now, cfg.Version))
-	e.GET("/audit/export.csv", handlers.ExportAudit(store, cfg.Logger, cfg.Now, handlers.ExportCSV))
-	e.GET("/audit/export.json", handlers.ExportAudit(store, cfg.Logger, cfg.Now, handlers.ExportJSON))
+	e.GET("/audit", handlers.Audit(reads, cfg.Now, cfg.Version), fresh)
+	e.GET("/audit/export.csv", handlers.ExportAudit(reads, cfg.Logger, cfg.Now, handlers.ExportCSV))
+	e.GET("/audit/export.json", handlers.ExportAudit(reads, cfg.Logger, cfg.Now, handlers.ExportJSON))
 	e.GET("/audit/:id", handlers.AuditEntryPage(store, cfg.Version))
 	e.POST("/api/v1/dead-letters/:id/replay", handlers.APIReplay(cfg.Replay))
 	e.POST("/api/v1/dead-letters/:id/discard", handlers.APIDiscard(cfg.Replay))

@@ -43,6 +43,11 @@ type Config struct {
 	// (auth_config.go). Every route but health, metrics, sign-in and static
 	// files needs someone signed in.
 	Auth AuthConfig
+	// Replica, when set, serves the console's heavy reads (lists, search,
+	// groups, the overview, exports, the jobs and workers pages) from a
+	// streaming replica, falling back to Store while it lags or is down
+	// (read_replica.go). Its Run must be running.
+	Replica *dlq.Replica
 	// Now is the clock the pages and actions read ("last 24 hours", audit
 	// times); default time.Now. Auth.Now defaults to it.
 	Now func() time.Time
@@ -96,6 +101,11 @@ func NewServer(cfg Config) (http.Handler, error) {
 	}
 	if err := cfg.Registry.Register(newAuditHeadCollector(cfg.Store, cfg.Logger)); err != nil {
 		return nil, fmt.Errorf("register audit head metric: %w", err)
+	}
+	if cfg.Replica != nil {
+		if err := cfg.Registry.Register(newReplicaCollector(cfg.Replica)); err != nil {
+			return nil, fmt.Errorf("register read replica metrics: %w", err)
+		}
 	}
 	e.Use(
 		requestID(sec.trust),

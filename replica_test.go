@@ -1,0 +1,227 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redrive/redrive/dlq"
+	"github.com/redrive/redrive/dlq/dlqtest"
+)
+
+// The console with REDRIVE_READ_DATABASE_URL, against a real streaming
+// replica of its database: its lists, groups and exports read the
+// replica (a letter written on the primary while the replica's replay is
+// paused is not on them, and the pages say how old their numbers are),
+// actions and the pages they lead to use the primary, and a replica that
+// lags beyond the bound or stops sends the reads to the primary, with a
+// notice, until it recovers.
+func TestConsoleReadsFromAStreamingReplica(t *testing.T) {
+	t.Parallel()
+	primary := dlqtest.NewPrivate(t)
+	replica, replicaDSN := dlqtest.Replica(t, primary)
+	db := primary.DB
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	store := dlq.NewStore(db.DB)
+	secret := adminToken(t, ctx, store)
+	if err := store.RegisterTasks(ctx, []string{"billing.charge", "billing.refund"}); err != nil {
+		t.Fatal(err)
+	}
+	dlqtest.InsertDeadLetter(t, db.DB, dlqtest.Letter{Task: "billing.charge"})
+
+	addr := freeAddr(t)
+	env := map[string]string{
+		"DATABASE_URL": db.DSN, "REDRIVE_READ_DATABASE_URL": replicaDSN, "REDRIVE_READ_MAX_LAG": "8s",
+		"REDRIVE_ADDR": addr, "REDRIVE_SESSION_KEYS": strings.Repeat("ab", 32), "REDRIVE_LOG_LEVEL": "info",
+	}
+	var logs syncBuffer
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("console log:\n%s", logs.String())
+		}
+	})
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"serve"}, func(k string) string { return env[k] }, io.Discard, &logs)
+	}()
+	api := consoleClient{t: t, base: "http://" + addr, token: secret}
+	api.waitUp()
+	replicaDB, err := dlq.Open(ctx, replicaDSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer replicaDB.Close()
+
+	// Caught up: the replica serves, and the page says nothing about it.
+	waitMetric(t, api, "redrive_read_replica_in_use", func(v float64) bool { return v == 1 })
+	if page := string(api.do(http.MethodGet, "/dead-letters", "", http.StatusOK)); strings.Contains(page, `data-testid="read-notice"`) {
+		t.Fatalf("a caught-up replica's page carries a notice:\n%s", page)
+	}
+
+	// Replay paused on the replica, two letters written on the primary.
+	if _, err := replicaDB.ExecContext(ctx, `SELECT pg_wal_replay_pause()`); err != nil {
+		t.Fatal(err)
+	}
+	fresh := dlqtest.InsertDeadLetter(t, db.DB, dlqtest.Letter{Task: "billing.refund"})
+	other := dlqtest.InsertDeadLetter(t, db.DB, dlqtest.Letter{Task: "billing.refund"})
+	waitMetric(t, api, "redrive_read_replica_lag_seconds", func(v float64) bool { return v > 1.5 })
+
+	// The reads come from the replica: the new letters are on none of them.
+	if n := exported(t, api, "billing.refund"); n != 0 {
+		t.Fatalf("the export, read from the paused replica, has %d letters of billing.refund, want 0", n)
+	}
+	for _, path := range []string{"/dead-letters?task=billing.refund", "/groups", "/"} {
+		page := string(api.do(http.MethodGet, path, "", http.StatusOK))
+		if strings.Contains(page, fmt.Sprintf(`/dead-letters/%d"`, fresh)) || strings.Contains(page, "billing.refund</") {
+			t.Fatalf("%s shows a letter the replica has not replayed: it did not read the replica", path)
+		}
+		if !strings.Contains(page, "Numbers as of ") || !strings.Contains(page, `data-testid="read-notice"`) {
+			t.Fatalf("%s does not say how old its numbers are:\n%s", path, page)
+		}
+	}
+	// A letter's page, an action and its confirmation count use the primary.
+	if page := string(api.do(http.MethodGet, fmt.Sprintf("/dead-letters/%d", fresh), "", http.StatusOK)); strings.Contains(page, `data-testid="read-notice"`) {
+		t.Fatal("a letter's page, read from the primary, carries the replica's notice")
+	}
+	var replayed struct {
+		ReplayJobID int64 `json:"replay_job_id"`
+	}
+	api.decode(api.do(http.MethodPost, fmt.Sprintf("/api/v1/dead-letters/%d/replay", fresh), `{}`, http.StatusOK), &replayed)
+	var jobs int
+	if err := db.Get(&jobs, `SELECT count(*) FROM jobs WHERE id = $1`, replayed.ReplayJobID); err != nil || jobs != 1 {
+		t.Fatalf("the replay job %d is not on the primary (%d, %v)", replayed.ReplayJobID, jobs, err)
+	}
+	var matched struct {
+		Matched int64 `json:"matched"`
+	}
+	api.decode(api.do(http.MethodPost, "/api/v1/dead-letters/discard",
+		`{"filter": {"task": "billing.refund"}, "dry_run": true, "reason": "count"}`, http.StatusOK), &matched)
+	if matched.Matched != 1 { // the other was just replayed
+		t.Fatalf("a dry run counts %d pending letters of billing.refund, want 1 (counted on the primary)", matched.Matched)
+	}
+
+	// Beyond the bound, reads fall back to the primary, and say so.
+	waitMetric(t, api, "redrive_read_replica_in_use", func(v float64) bool { return v == 0 })
+	page := string(api.do(http.MethodGet, "/dead-letters?task=billing.refund", "", http.StatusOK))
+	if !strings.Contains(page, fmt.Sprintf(`/dead-letters/%d"`, other)) {
+		t.Fatal("fallen back to the primary, the list still misses the new letter")
+	}
+	if !strings.Contains(page, "The read replica is ") || !strings.Contains(page, "behind (more than 8.0 s): this page reads the primary") {
+		t.Fatalf("no fallback notice on the page:\n%s", page)
+	}
+	if n := exported(t, api, "billing.refund"); n != 1 { // pending ones: the other was replayed
+		t.Fatalf("fallen back, the export has %d pending letters of billing.refund, want 1", n)
+	}
+
+	// Replay resumed: back on the replica, without a notice.
+	if _, err := replicaDB.ExecContext(ctx, `SELECT pg_wal_replay_resume()`); err != nil {
+		t.Fatal(err)
+	}
+	waitMetric(t, api, "redrive_read_replica_in_use", func(v float64) bool { return v == 1 })
+	if page := string(api.do(http.MethodGet, "/dead-letters", "", http.StatusOK)); strings.Contains(page, `data-testid="read-notice"`) {
+		t.Fatalf("back on a caught-up replica, the page carries a notice:\n%s", page)
+	}
+
+	// Stopped: reads fall back, the console stays ready; restarted, reads
+	// go back to it.
+	replicaDB.Close()
+	if err := replica.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	waitMetric(t, api, "redrive_read_replica_in_use", func(v float64) bool { return v == 0 })
+	page = string(api.do(http.MethodGet, "/dead-letters", "", http.StatusOK))
+	if !strings.Contains(page, "The read replica cannot be reached: this page reads the primary database instead.") {
+		t.Fatalf("no notice of the stopped replica:\n%s", page)
+	}
+	for _, path := range []string{"/readyz", "/groups", "/", "/jobs", "/workers", "/audit", "/dead-letters/export.csv"} {
+		api.do(http.MethodGet, path, "", http.StatusOK)
+	}
+	if err := replica.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitMetric(t, api, "redrive_read_replica_in_use", func(v float64) bool { return v == 1 })
+	for _, path := range []string{"/groups", "/", "/jobs", "/workers", "/audit", "/dead-letters/export.csv"} {
+		api.do(http.MethodGet, path, "", http.StatusOK)
+	}
+
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("serve ended with %v", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the console did not stop")
+	}
+	out := logs.String()
+	for _, want := range []string{
+		"console reads go to the read replica",
+		"the read replica is ", "behind (more than 8.0 s): console reads fall back to the primary",
+		"console reads are back on the read replica",
+		"the read replica cannot be reached: console reads fall back to the primary",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("no log line says %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "read-only transaction") || strings.Contains(out, "status=500") {
+		t.Errorf("a read failed on the replica:\n%s", out)
+	}
+}
+
+// adminToken makes an admin and an API token for them, and returns the
+// token's secret.
+func adminToken(t *testing.T, ctx context.Context, store *dlq.Store) string {
+	t.Helper()
+	now := time.Now()
+	if _, err := store.CreateUser(ctx, dlq.NewUser{Name: "ops", Role: dlq.RoleAdmin, PasswordHash: []byte("x"), Actor: dlq.Actor{Name: "t"}, Now: now}); err != nil {
+		t.Fatal(err)
+	}
+	secret, err := dlq.NewTokenSecret()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.CreateToken(ctx, dlq.NewToken{UserName: "ops", Hash: dlq.HashToken(secret), Actor: dlq.Actor{Name: "t"}, Now: now}); err != nil {
+		t.Fatal(err)
+	}
+	return secret
+}
+
+// exported counts the letters of task in the console's JSON export.
+func exported(t *testing.T, api consoleClient, task string) int {
+	t.Helper()
+	var letters []struct {
+		ID int64 `json:"id"`
+	}
+	api.decode(api.do(http.MethodGet, "/dead-letters/export.json?task="+task, "", http.StatusOK), &letters)
+	return len(letters)
+}
+
+// waitMetric waits until the console's /metrics has name with a value ok
+// accepts.
+func waitMetric(t *testing.T, api consoleClient, name string, ok func(float64) bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	var last string
+	for {
+		last = "absent"
+		for _, line := range strings.Split(string(api.do(http.MethodGet, "/metrics", "", http.StatusOK)), "\n") {
+			if v, found := strings.CutPrefix(line, name+" "); found {
+				last = v
+				if f, err := strconv.ParseFloat(v, 64); err == nil && ok(f) {
+					return
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s is %s after 30 s", name, last)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
