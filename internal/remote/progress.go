@@ -65,7 +65,7 @@ func (p *progress) show(op Operation) {
 	if p.bar == nil {
 		p.bar = progressbar.NewOptions64(max(op.Matched, 1), progressbar.OptionSetWriter(p.e.stdout),
 			progressbar.OptionSetDescription(desc), progressbar.OptionShowCount(), progressbar.OptionSetWidth(30),
-			progressbar.OptionSetPredictTime(true), progressbar.OptionThrottle(100*time.Millisecond))
+			progressbar.OptionSetPredictTime(true))
 	}
 	p.bar.Describe(desc)
 	_ = p.bar.Set64(min(op.Acted()+op.Skipped, max(op.Matched, 1)))
@@ -101,9 +101,9 @@ func watch(ctx context.Context, e env, c *Client, id int64, interval time.Durati
 		if t := tallyCanary(op.CanaryJobs); op.State == "canary" && t.settled() {
 			p.done()
 			if t.dead > 0 {
-				return fmt.Errorf("canary of operation %d: %d of %d jobs failed again; look at them with redrive letters list --status all --group ..., "+
-					"then cancel (redrive operations cancel %d) or release anyway (redrive operations release %d --wait)",
-					id, t.dead, t.succeeded+t.dead, id, id)
+				failedAgain(e, op.CanaryJobs)
+				return fmt.Errorf("canary of operation %d: %d of %d jobs failed again; cancel it (redrive operations cancel %d) "+
+					"or release it anyway (redrive operations release %d --wait)", id, t.dead, t.succeeded+t.dead, id, id)
 			}
 			fmt.Fprintf(e.stdout, "Canary of operation %d: all %d jobs succeeded. Release the rest: redrive operations release %d --wait\n",
 				id, t.succeeded, id)
@@ -132,4 +132,21 @@ func finished(e env, op Operation, took time.Duration) error {
 	}
 	fmt.Fprintf(e.stdout, "%s, in %s.\n", summary, took.Round(100*time.Millisecond))
 	return nil
+}
+
+// failedAgain lists a few of the canary's jobs that failed again, with
+// their errors, so the decision to cancel needs no other command.
+func failedAgain(e env, jobs []JobOutcome) {
+	shown := 0
+	for _, j := range jobs {
+		if j.State != "dead" || shown == 3 {
+			continue
+		}
+		shown++
+		msg := "no error recorded"
+		if j.LastError != nil {
+			msg = *j.LastError
+		}
+		fmt.Fprintf(e.stdout, "  job %d (replay of letter %d) failed again: %s\n", j.JobID, j.DeadLetterID, clip(msg, 120))
+	}
 }
