@@ -46,6 +46,7 @@ import (
 
 	"github.com/redrive/redrive/dlq"
 	"github.com/redrive/redrive/dlq/localpg"
+	"github.com/redrive/redrive/internal/remote"
 	"github.com/redrive/redrive/notify"
 	"github.com/redrive/redrive/replay"
 	"github.com/redrive/redrive/web"
@@ -111,7 +112,7 @@ Run 'redrive <command> -h' for the flags of each.
 // run is the whole program; main only wires the process to it.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		fmt.Fprint(stdout, usage)
+		fmt.Fprint(stdout, usage+"\nOn-call commands, over a console's API (internal/remote):\n"+remote.Usage)
 		if len(args) == 0 {
 			return errNoCommand
 		}
@@ -121,6 +122,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		"dev": runDev, "serve": runServe, "worker": runWorker, "migrate": runMigrate,
 		"enqueue": runEnqueue, "seed": runSeed, "user": runUser, "token": runToken,
 		"audit": runAudit, "purge": runPurge, "search": runSearch,
+	}
+	if remote.Handles(args[0]) {
+		err := remote.Run(ctx, args, getenv, stdout, stderr)
+		if ue := (*remote.UsageError)(nil); errors.As(err, &ue) {
+			return usagef("%s", ue.Msg)
+		}
+		return err
 	}
 	cmd, ok := cmds[args[0]]
 	if !ok {

@@ -125,18 +125,27 @@ type apiGroup struct {
 }
 
 // APIGroups answers GET /api/v1/groups?task=&sort=&limit= with the top
-// error groups and their daily inflow.
+// error groups and their daily inflow. sort is the groups page's (pending,
+// total, last_seen) or rate (api_groups_rate.go).
 func APIGroups(store GroupLister, now func() time.Time) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		ctx, cancel := context.WithTimeout(c.Request().Context(), readTimeout)
 		defer cancel()
-		f, err := dlq.ParseGroupFilter(c.QueryParams())
+		q, byRate := groupQuery(c.QueryParams())
+		f, err := dlq.ParseGroupFilter(q)
 		if err != nil {
-			return err
+			return groupSortHint(err)
+		}
+		limit := f.Limit
+		if byRate {
+			f.Limit = dlq.MaxGroupLimit
 		}
 		groups, spark, err := loadGroups(ctx, store, f, now())
 		if err != nil {
 			return err
+		}
+		if byRate {
+			groups = byInflowRate(groups, spark, limit)
 		}
 		out := struct {
 			Items []apiGroup `json:"items"`

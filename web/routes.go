@@ -36,6 +36,7 @@ func routes(e *echo.Echo, cfg Config, sec *security) error {
 	public.POST("/login", handlers.Login(sec.signIn, sec.sessions, cfg.Version))
 	public.POST("/logout", handlers.Logout(sec.sessions))
 	public.POST("/logout/everywhere", handlers.LogoutEverywhere(cfg.Store, sec.sessions, now))
+	public.GET(OpenAPIPath, openAPI())
 
 	e.GET("/", handlers.Overview(reads, cfg.Version), fresh)
 	e.GET(handlers.OverviewRefreshURL, handlers.OverviewFragment(reads))
@@ -87,6 +88,7 @@ func routes(e *echo.Echo, cfg Config, sec *security) error {
 	e.POST("/api/v1/dead-letters/:id/restore", handlers.APIRestore(cfg.Replay))
 	e.POST("/api/v1/dead-letters/replay", handlers.APIBulk(cfg.Replay, dlq.OpReplay, cfg.Now))
 	e.POST("/api/v1/dead-letters/discard", handlers.APIBulk(cfg.Replay, dlq.OpDiscard, cfg.Now))
+	e.GET("/api/v1/operations", handlers.APIOperations(store))
 	e.GET("/api/v1/operations/:id", handlers.APIOperation(store))
 	e.POST("/api/v1/operations/:id/cancel", handlers.APIChangeOperation(cfg.Replay.Cancel))
 	e.POST("/api/v1/operations/:id/release", handlers.APIChangeOperation(cfg.Replay.ReleaseCanary))

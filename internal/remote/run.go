@@ -1,0 +1,179 @@
+// Package remote is the on-call half of the redrive binary: commands that
+// talk to a console over HTTP(S) with an API token (REDRIVE_URL,
+// REDRIVE_TOKEN) instead of to the database. Each command group has its
+// file; client.go is the typed API client they share.
+package remote
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/term"
+)
+
+// Usage lists the remote commands, for the binary's help.
+const Usage = `  letters     list or show dead letters (letters list, letters show ID)
+  groups      the top error groups
+  replay      replay letters in bulk: --ids, --filter or --group
+  discard     discard letters in bulk: --ids, --filter or --group
+  operations  bulk operations: list, watch ID, cancel ID, release ID
+              (remote commands talk to a console: set REDRIVE_URL and REDRIVE_TOKEN)
+`
+
+// Environment variables of the remote commands.
+const (
+	EnvURL   = "REDRIVE_URL"
+	EnvToken = "REDRIVE_TOKEN"
+)
+
+// UsageError is a mistake on the command line (exit status 2).
+type UsageError struct{ Msg string }
+
+func (e *UsageError) Error() string { return e.Msg }
+
+func usagef(format string, args ...any) error {
+	return &UsageError{Msg: fmt.Sprintf(format, args...)}
+}
+
+// env is what a command runs with.
+type env struct {
+	getenv         func(string) string
+	stdout, stderr io.Writer
+	// terminal: stdout is a terminal, so progress is a live bar rather
+	// than one line per change.
+	terminal bool
+}
+
+type command func(ctx context.Context, e env, args []string) error
+
+var commands = map[string]command{
+	"letters":    runLetters,
+	"groups":     runGroups,
+	"replay":     func(ctx context.Context, e env, args []string) error { return runBulk(ctx, e, "replay", args) },
+	"discard":    func(ctx context.Context, e env, args []string) error { return runBulk(ctx, e, "discard", args) },
+	"operations": runOperations,
+}
+
+// Handles reports whether name is a remote command.
+func Handles(name string) bool {
+	_, ok := commands[name]
+	return ok
+}
+
+// Run runs the remote command args[0] with args[1:]. Errors the API
+// answered are *APIError, in the API's words; command-line mistakes are
+// *UsageError; -h is flag.ErrHelp.
+func Run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	e := env{getenv: getenv, stdout: stdout, stderr: stderr, terminal: isTerminal(stdout)}
+	return run(ctx, e, args)
+}
+
+func run(ctx context.Context, e env, args []string) error {
+	if len(args) == 0 {
+		return usagef("no command")
+	}
+	cmd, ok := commands[args[0]]
+	if !ok {
+		return usagef("%q is not a remote command", args[0])
+	}
+	return cmd(ctx, e, args[1:])
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+// client reads REDRIVE_URL and REDRIVE_TOKEN.
+func (e env) client() (*Client, error) {
+	base := e.getenv(EnvURL)
+	if base == "" {
+		return nil, usagef("set %s to the console's address, e.g. %s=https://redrive.example.com", EnvURL, EnvURL)
+	}
+	c, err := NewClient(base, e.getenv(EnvToken), nil)
+	if err != nil {
+		return nil, &UsageError{Msg: err.Error()}
+	}
+	return c, nil
+}
+
+// newFlags is a flag set whose errors and help go to stderr.
+func newFlags(name, summary string, e env) *flag.FlagSet {
+	fs := flag.NewFlagSet("redrive "+name, flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(e.stderr, "Usage: redrive %s\n\n%s\n\nNeeds %s and %s.\n\nFlags:\n", name, summary, EnvURL, EnvToken)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// parse parses args, letting flags follow positional arguments
+// ("show 12 --output json"), and returns the positional ones.
+func parse(fs *flag.FlagSet, args []string) ([]string, error) {
+	var rest []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, err
+			}
+			return nil, &UsageError{Msg: err.Error()}
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			return rest, nil
+		}
+		rest, args = append(rest, args[0]), args[1:]
+	}
+}
+
+// outputFlag is --output table|json.
+func outputFlag(fs *flag.FlagSet) *string {
+	return fs.String("output", "table", "table or json")
+}
+
+func checkOutput(o string) error {
+	if o != "table" && o != "json" {
+		return usagef("--output must be table or json, not %q", o)
+	}
+	return nil
+}
+
+// parseID reads a positive id argument.
+func parseID(what, s string) (int64, error) {
+	id, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || id < 1 {
+		return 0, usagef("%s must be a positive whole number, not %q", what, s)
+	}
+	return id, nil
+}
+
+// ago says how long before now t was, coarsely.
+func ago(now, t time.Time) string {
+	d := now.Sub(t)
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%ds ago", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm ago", int(d.Minutes()))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh ago", int(d.Hours()))
+	}
+	return fmt.Sprintf("%dd ago", int(d.Hours()/24))
+}
+
+// clip shortens s to n runes on one line.
+func clip(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if r := []rune(s); len(r) > n {
+		return string(r[:n-1]) + "…"
+	}
+	return s
+}

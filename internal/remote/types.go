@@ -1,0 +1,153 @@
+package remote
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// The API's answers as the CLI reads them. They are the client's own
+// types, not the server's: the contract is the OpenAPI document, and a
+// field the server adds later is ignored rather than breaking old CLIs.
+
+// Letter is a dead letter as the list shows it.
+type Letter struct {
+	ID          int64           `json:"id"`
+	JobID       int64           `json:"job_id"`
+	Task        string          `json:"task"`
+	Queue       string          `json:"queue"`
+	Args        json.RawMessage `json:"args"`
+	Kwargs      json.RawMessage `json:"kwargs"`
+	ErrorClass  string          `json:"error_class"`
+	Error       string          `json:"error"`
+	Attempts    int             `json:"attempts"`
+	MaxAttempts int             `json:"max_attempts"`
+	Reason      string          `json:"reason"`
+	Status      string          `json:"status"`
+	Fingerprint string          `json:"fingerprint"`
+	EnqueuedAt  time.Time       `json:"enqueued_at"`
+	FailedAt    time.Time       `json:"failed_at"`
+	ReplayOf    *int64          `json:"replay_of"`
+	ReplayedAt  *time.Time      `json:"replayed_at"`
+	ReplayJobID *int64          `json:"replay_job_id"`
+	DiscardedAt *time.Time      `json:"discarded_at"`
+}
+
+// LetterPage is one page of the list and the cursor of the next.
+type LetterPage struct {
+	Items      []Letter `json:"items"`
+	NextCursor *string  `json:"next_cursor"`
+}
+
+// Attempt is one failed attempt in a letter's history.
+type Attempt struct {
+	Attempt    int       `json:"attempt"`
+	At         time.Time `json:"at"`
+	Host       string    `json:"host"`
+	Version    string    `json:"version"`
+	Class      string    `json:"class"`
+	Message    string    `json:"message"`
+	Outcome    string    `json:"outcome"`
+	DurationMS int64     `json:"duration_ms"`
+}
+
+// LetterDetail is one letter with its traceback and history.
+type LetterDetail struct {
+	Letter
+	Traceback          string    `json:"traceback"`
+	TracebackTruncated bool      `json:"traceback_truncated"`
+	WorkerVersion      string    `json:"worker_version"`
+	History            []Attempt `json:"history"`
+	LaterLetters       []int64   `json:"later_letters"`
+}
+
+// Group is an error group: one fingerprint, one bug.
+type Group struct {
+	Fingerprint   string    `json:"fingerprint"`
+	Task          string    `json:"task"`
+	ErrorClass    string    `json:"error_class"`
+	SampleMessage string    `json:"sample_message"`
+	Total         int64     `json:"total"`
+	Pending       int64     `json:"pending"`
+	FirstSeen     time.Time `json:"first_seen"`
+	LastSeen      time.Time `json:"last_seen"`
+	Inflow        []int64   `json:"inflow"`
+}
+
+// BulkFilter is the list's filters, for a bulk action.
+type BulkFilter struct {
+	Task        string `json:"task,omitempty"`
+	Queue       string `json:"queue,omitempty"`
+	Reason      string `json:"reason,omitempty"`
+	ErrorClass  string `json:"error_class,omitempty"`
+	Q           string `json:"q,omitempty"`
+	Since       string `json:"since,omitempty"`
+	Until       string `json:"until,omitempty"`
+	Fingerprint string `json:"fingerprint,omitempty"`
+}
+
+// BulkRequest starts a bulk replay or discard.
+type BulkRequest struct {
+	IDs           []int64     `json:"ids,omitempty"`
+	Filter        *BulkFilter `json:"filter,omitempty"`
+	DryRun        bool        `json:"dry_run,omitempty"`
+	RatePerSecond float64     `json:"rate_per_second,omitempty"`
+	Canary        int         `json:"canary,omitempty"`
+	Reason        string      `json:"reason,omitempty"`
+	WaitSeconds   *float64    `json:"wait_seconds,omitempty"`
+}
+
+// JobOutcome is where one of a canary's jobs is.
+type JobOutcome struct {
+	DeadLetterID int64   `json:"dead_letter_id"`
+	JobID        int64   `json:"job_id"`
+	State        string  `json:"state"`
+	Attempt      int     `json:"attempt"`
+	LastError    *string `json:"last_error"`
+}
+
+// Operation is a bulk replay or discard.
+type Operation struct {
+	OperationID   *int64       `json:"operation_id"`
+	URL           string       `json:"url"`
+	Kind          string       `json:"kind"`
+	State         string       `json:"state"`
+	DryRun        bool         `json:"dry_run"`
+	Matched       int64        `json:"matched"`
+	Replayed      *int64       `json:"replayed"`
+	Discarded     *int64       `json:"discarded"`
+	Skipped       int64        `json:"skipped"`
+	MaxID         int64        `json:"max_id"`
+	Actor         string       `json:"actor"`
+	Reason        string       `json:"reason"`
+	RatePerSecond *float64     `json:"rate_per_second"`
+	Canary        int          `json:"canary"`
+	CanaryJobs    []JobOutcome `json:"canary_jobs"`
+	AuditEventID  *int64       `json:"audit_event_id"`
+	Error         *string      `json:"error"`
+	CreatedAt     *time.Time   `json:"created_at"`
+	FinishedAt    *time.Time   `json:"finished_at"`
+}
+
+// ID is the operation's id, 0 for a dry run.
+func (op Operation) ID() int64 {
+	if op.OperationID == nil {
+		return 0
+	}
+	return *op.OperationID
+}
+
+// Acted is how many letters the operation has replayed or discarded.
+func (op Operation) Acted() int64 {
+	switch {
+	case op.Replayed != nil:
+		return *op.Replayed
+	case op.Discarded != nil:
+		return *op.Discarded
+	}
+	return 0
+}
+
+// Finished reports whether the operation will do nothing more.
+func (op Operation) Finished() bool {
+	return op.State == "done" || op.State == "cancelled" || op.State == "failed"
+}

@@ -1,0 +1,334 @@
+package web_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/getkin/kin-openapi/openapi3filter"
+	"github.com/getkin/kin-openapi/routers"
+	"github.com/getkin/kin-openapi/routers/gorillamux"
+	"github.com/labstack/echo/v4"
+
+	"github.com/redrive/redrive/dlq"
+	"github.com/redrive/redrive/dlq/dlqtest"
+	"github.com/redrive/redrive/replay"
+	"github.com/redrive/redrive/web"
+	"github.com/redrive/redrive/web/webtest"
+)
+
+// The OpenAPI document (web/openapi.json) is written by hand; these tests
+// keep it honest against the routes and against real answers.
+
+// apiConsole is a real console on 127.0.0.1 with a bulk runner, an
+// operator's and a viewer's API token, and the OpenAPI document it serves.
+type apiConsole struct {
+	url, operator, viewer string
+	h                     http.Handler
+	db                    *dlqtest.DB
+	doc                   *openapi3.T
+	router                routers.Router
+}
+
+func newAPIConsole(t *testing.T) *apiConsole {
+	t.Helper()
+	db := dlqtest.NewDB(t)
+	store := dlq.NewStore(db.DB)
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := store.RegisterTasks(ctx, []string{"billing.charge", "email.send"}); err != nil {
+		t.Fatal(err)
+	}
+	runner := replay.NewRunner(replay.RunnerConfig{Store: store, PollInterval: 20 * time.Millisecond})
+	ran := make(chan error, 1)
+	go func() { ran <- runner.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-ran; err != nil {
+			t.Errorf("runner: %v", err)
+		}
+	})
+	h, err := web.NewServer(web.Config{Store: store, Replay: replay.NewService(replay.Config{Store: store, Wake: runner.Wake})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	webtest.CreateUser(t, store, "olga", dlq.RoleOperator)
+	webtest.CreateUser(t, store, "vic", dlq.RoleViewer)
+	c := &apiConsole{url: srv.URL, h: h, db: db, operator: webtest.Token(t, store, "olga"), viewer: webtest.Token(t, store, "vic")}
+
+	// The document as the server serves it, to anyone.
+	resp, err := http.Get(srv.URL + web.OpenAPIPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
+		t.Fatalf("GET %s without a token: %d %s %v", web.OpenAPIPath, resp.StatusCode, resp.Header.Get("Content-Type"), err)
+	}
+	if c.doc, err = openapi3.NewLoader().LoadFromData(raw); err != nil {
+		t.Fatalf("load the OpenAPI document: %v", err)
+	}
+	if err := c.doc.Validate(context.Background()); err != nil {
+		t.Fatalf("the OpenAPI document is not valid: %v", err)
+	}
+	if c.doc.OpenAPI != "3.1.0" || !c.doc.IsOpenAPI31OrLater() {
+		t.Fatalf("openapi %q, want 3.1.0", c.doc.OpenAPI)
+	}
+	if c.router, err = gorillamux.NewRouter(c.doc); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// TestOpenAPIDocumentsEveryRoute: every /api/ route registered in
+// routes.go is in the document with its method, and every operation in
+// the document is a registered route.
+func TestOpenAPIDocumentsEveryRoute(t *testing.T) {
+	t.Parallel()
+	c := newAPIConsole(t)
+	e, ok := c.h.(*echo.Echo)
+	if !ok {
+		t.Fatalf("web.NewServer returned %T, not *echo.Echo", c.h)
+	}
+	var registered, documented []string
+	for _, r := range e.Routes() {
+		if strings.HasPrefix(r.Path, "/api/") {
+			registered = append(registered, r.Method+" "+echoPathToOpenAPI(r.Path))
+		}
+	}
+	for path, item := range c.doc.Paths.Map() {
+		for method := range item.Operations() {
+			documented = append(documented, method+" "+path)
+		}
+	}
+	slices.Sort(registered)
+	registered = slices.Compact(registered)
+	slices.Sort(documented)
+	for _, r := range registered {
+		if !slices.Contains(documented, r) {
+			t.Errorf("route %s is not in the OpenAPI document", r)
+		}
+	}
+	for _, d := range documented {
+		if !slices.Contains(registered, d) {
+			t.Errorf("the OpenAPI document has %s, which is no route", d)
+		}
+	}
+	if len(registered) < 18 {
+		t.Fatalf("only %d API routes found: %v", len(registered), registered)
+	}
+}
+
+// echoPathToOpenAPI turns /a/:id/b into /a/{id}/b.
+func echoPathToOpenAPI(p string) string {
+	parts := strings.Split(p, "/")
+	for i, s := range parts {
+		if strings.HasPrefix(s, ":") {
+			parts[i] = "{" + s[1:] + "}"
+		}
+	}
+	return strings.Join(parts, "/")
+}
+
+// call sends one request to the real server, validates it (when valid)
+// and its answer against the document, checks the status and returns the
+// decoded body. Each operation's answers are tallied in seen.
+func (c *apiConsole) call(t *testing.T, seen map[string][]int, token, method, path, body string, want int) map[string]any {
+	t.Helper()
+	req, err := http.NewRequest(method, c.url+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	route, params, err := c.router.FindRoute(req)
+	if err != nil {
+		t.Fatalf("%s %s: not in the document: %v", method, path, err)
+	}
+	input := &openapi3filter.RequestValidationInput{Request: req, PathParams: params, Route: route,
+		Options: &openapi3filter.Options{AuthenticationFunc: openapi3filter.NoopAuthenticationFunc}}
+	if want < 300 {
+		// A request that should succeed must be one the document allows.
+		if err := openapi3filter.ValidateRequest(context.Background(), input); err != nil {
+			t.Errorf("%s %s: the request does not match the document: %v", method, path, err)
+		}
+		req.Body = io.NopCloser(strings.NewReader(body))
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != want {
+		t.Fatalf("%s %s: %d %s; want %d", method, path, resp.StatusCode, raw, want)
+	}
+	out := &openapi3filter.ResponseValidationInput{RequestValidationInput: input, Status: resp.StatusCode, Header: resp.Header,
+		Options: &openapi3filter.Options{IncludeResponseStatus: true, MultiError: true}}
+	out.SetBodyBytes(raw)
+	if err := openapi3filter.ValidateResponse(context.Background(), out); err != nil {
+		t.Errorf("%s %s: the %d answer does not match the document: %v\n%s", method, path, resp.StatusCode, err, raw)
+	}
+	key := route.Method + " " + route.Path
+	seen[key] = append(seen[key], resp.StatusCode)
+	var m map[string]any
+	if err := json.Unmarshal(raw, &m); err != nil {
+		t.Fatalf("%s %s: not a JSON object: %v", method, path, err)
+	}
+	if want >= 400 {
+		e, _ := m["error"].(map[string]any)
+		if e == nil || e["code"] == "" || e["message"] == "" {
+			t.Errorf("%s %s: error body %s has no code and message", method, path, raw)
+		}
+	}
+	return m
+}
+
+// TestOpenAPIResponsesMatch drives every API operation through a real
+// server on real Postgres, with answers that succeed and answers that
+// fail, and validates each request and answer against the document
+// (kin-openapi, JSON Schema 2020-12 for OpenAPI 3.1; an undocumented
+// status fails too). At the end, every documented operation must have
+// been seen to succeed and to fail.
+func TestOpenAPIResponsesMatch(t *testing.T) {
+	t.Parallel()
+	c := newAPIConsole(t)
+	seen := map[string][]int{}
+	op, vic := c.operator, c.viewer
+	letter := func(task string) int64 {
+		return dlqtest.InsertDeadLetter(t, c.db.DB, dlqtest.Letter{Task: task, Args: `[1, {"order": "A-1"}]`, Kwargs: `{"region": "eu"}`})
+	}
+	a, b, d := letter("billing.charge"), letter("billing.charge"), letter("email.send")
+	bulk := []int64{letter("email.send"), letter("email.send"), letter("email.send")}
+	id := func(n any) int64 { return int64(n.(float64)) }
+
+	c.call(t, seen, "", "GET", web.OpenAPIPath, "", 200)
+	// The document itself cannot fail; its 401 is a route that needs a token.
+	seen["GET "+web.OpenAPIPath] = append(seen["GET "+web.OpenAPIPath], 401)
+
+	// Reads.
+	c.call(t, seen, vic, "GET", "/api/v1/dead-letters?task=billing.charge&limit=1", "", 200)
+	c.call(t, seen, vic, "GET", "/api/v1/dead-letters?status=all", "", 200)
+	c.call(t, seen, "", "GET", "/api/v1/dead-letters", "", 401)
+	c.call(t, seen, "not-a-token", "GET", "/api/v1/dead-letters", "", 401)
+	c.call(t, seen, vic, "GET", "/api/v1/dead-letters?status=bogus&limit=0", "", 400)
+	c.call(t, seen, vic, "GET", fmt.Sprintf("/api/v1/dead-letters/%d", a), "", 200)
+	c.call(t, seen, vic, "GET", "/api/v1/dead-letters/99999999", "", 404)
+	c.call(t, seen, vic, "GET", "/api/v1/dead-letters/abc", "", 400)
+	c.call(t, seen, op, "POST", fmt.Sprintf("/api/v1/dead-letters/%d/reveal", a), "", 200)
+	c.call(t, seen, vic, "POST", fmt.Sprintf("/api/v1/dead-letters/%d/reveal", a), "", 403)
+	c.call(t, seen, vic, "GET", "/api/v1/groups", "", 200)
+	c.call(t, seen, vic, "GET", "/api/v1/groups?sort=rate&limit=1", "", 200)
+	c.call(t, seen, vic, "GET", "/api/v1/groups?sort=nope", "", 400)
+
+	// Actions on one letter.
+	c.call(t, seen, op, "POST", fmt.Sprintf("/api/v1/dead-letters/%d/replay", a), `{"reason": "fixed"}`, 200)
+	conflict := c.call(t, seen, op, "POST", fmt.Sprintf("/api/v1/dead-letters/%d/replay", a), "", 409)
+	if conflict["replay_job_id"] == nil {
+		t.Errorf("409 of a replayed letter without replay_job_id: %v", conflict)
+	}
+	c.call(t, seen, op, "POST", fmt.Sprintf("/api/v1/dead-letters/%d/replay", b), `{"args": {"not": "an array"}}`, 422)
+	c.call(t, seen, vic, "POST", fmt.Sprintf("/api/v1/dead-letters/%d/replay", b), "", 403)
+	c.call(t, seen, op, "POST", fmt.Sprintf("/api/v1/dead-letters/%d/discard", b), `{}`, 400)
+	c.call(t, seen, op, "POST", fmt.Sprintf("/api/v1/dead-letters/%d/discard", b), `{"reason": "test data"}`, 200)
+	c.call(t, seen, op, "POST", fmt.Sprintf("/api/v1/dead-letters/%d/restore", b), `{"reason": "not test data"}`, 200)
+	c.call(t, seen, op, "POST", fmt.Sprintf("/api/v1/dead-letters/%d/restore", b), "", 409)
+
+	// Bulk operations and following them.
+	body := func(ids []int64, extra string) string {
+		raw, _ := json.Marshal(ids)
+		return fmt.Sprintf(`{"ids": %s, "reason": "deploy 42"%s}`, raw, extra)
+	}
+	c.call(t, seen, op, "POST", "/api/v1/dead-letters/replay", body(bulk, `, "dry_run": true`), 200)
+	c.call(t, seen, op, "POST", "/api/v1/dead-letters/replay", `{"filter": {"since": "yesterday-ish"}}`, 400)
+	c.call(t, seen, op, "POST", "/api/v1/dead-letters/replay", `{"filters": {}}`, 400)
+	canary := c.call(t, seen, op, "POST", "/api/v1/dead-letters/replay", body(bulk, `, "canary": 1, "wait_seconds": 0`), 202)
+	canaryID := id(canary["operation_id"])
+	waitForState(t, c, canaryID, "canary")
+	c.call(t, seen, vic, "GET", fmt.Sprintf("/api/v1/operations/%d", canaryID), "", 202)
+	c.call(t, seen, op, "POST", fmt.Sprintf("/api/v1/operations/%d/cancel", canaryID), "", 200)
+	c.call(t, seen, op, "POST", fmt.Sprintf("/api/v1/operations/%d/cancel", canaryID), "", 409)
+	c.call(t, seen, op, "POST", fmt.Sprintf("/api/v1/operations/%d/release", canaryID), "{}", 409)
+	c.call(t, seen, vic, "GET", fmt.Sprintf("/api/v1/operations/%d", canaryID), "", 200)
+
+	canary = c.call(t, seen, op, "POST", "/api/v1/dead-letters/replay", body(bulk[1:], `, "canary": 1, "rate_per_second": 50`), 202)
+	released := c.call(t, seen, op, "POST", fmt.Sprintf("/api/v1/operations/%d/release", id(canary["operation_id"])), "", 202)
+	if released["state"] != "running" {
+		t.Errorf("released: %v", released)
+	}
+	waitForState(t, c, id(canary["operation_id"]), "done")
+	c.call(t, seen, op, "POST", "/api/v1/dead-letters/discard", body([]int64{d}, ""), 200)
+	c.call(t, seen, vic, "POST", "/api/v1/dead-letters/discard", body([]int64{d}, ""), 403)
+	c.call(t, seen, op, "POST", "/api/v1/dead-letters/discard", `{"ids": [1], "wait_seconds": 1000}`, 400)
+	c.call(t, seen, vic, "GET", "/api/v1/operations", "", 200)
+	c.call(t, seen, vic, "GET", "/api/v1/operations?state=done&limit=5", "", 200)
+	c.call(t, seen, vic, "GET", "/api/v1/operations?state=finished", "", 400)
+	c.call(t, seen, vic, "GET", "/api/v1/operations/99999999", "", 404)
+	c.call(t, seen, op, "POST", "/api/v1/operations/99999999/cancel", "", 404)
+	c.call(t, seen, op, "POST", "/api/v1/operations/x/release", "", 400)
+
+	// Jobs.
+	job := c.call(t, seen, op, "POST", "/api/v1/jobs", `{"task": "billing.charge", "args": [1], "idempotency_key": "k-1"}`, 201)
+	c.call(t, seen, op, "POST", "/api/v1/jobs", `{"task": "billing.charge", "args": [1], "idempotency_key": "k-1"}`, 200)
+	c.call(t, seen, op, "POST", "/api/v1/jobs", `{"task": "billing.charge", "max_atempts": 3}`, 400)
+	c.call(t, seen, vic, "GET", fmt.Sprintf("/api/v1/jobs/%d", id(job["id"])), "", 200)
+	c.call(t, seen, vic, "GET", "/api/v1/jobs/99999999", "", 404)
+	c.call(t, seen, op, "POST", "/api/v1/jobs/batch", `{"jobs": [{"task": "email.send"}, {"task": "email.send", "kwargs": {"to": "a@b.c"}}]}`, 201)
+	c.call(t, seen, op, "POST", "/api/v1/jobs/batch", `{"jobs": [{"task": ""}]}`, 400)
+
+	// The audit trail of all of the above.
+	c.call(t, seen, vic, "GET", "/api/v1/audit?limit=5", "", 200)
+	c.call(t, seen, vic, "GET", "/api/v1/audit?action=bogus", "", 400)
+
+	for path, item := range c.doc.Paths.Map() {
+		for method := range item.Operations() {
+			statuses := seen[method+" "+path]
+			ok := slices.ContainsFunc(statuses, func(s int) bool { return s < 300 })
+			failed := slices.ContainsFunc(statuses, func(s int) bool { return s >= 400 })
+			if !ok || !failed {
+				t.Errorf("%s %s: answers seen %v; want a success and an error", method, path, statuses)
+			}
+		}
+	}
+}
+
+// waitForState polls the operation until it reaches state.
+func waitForState(t *testing.T, c *apiConsole, id int64, state string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		req, _ := http.NewRequest("GET", fmt.Sprintf("%s/api/v1/operations/%d", c.url, id), nil)
+		req.Header.Set("Authorization", "Bearer "+c.viewer)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if bytes.Contains(raw, []byte(`"state":"`+state+`"`)) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("operation %d never reached %s: %s", id, state, raw)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
