@@ -22,7 +22,7 @@ func (s *Store) ExplainOperationBatch(ctx context.Context, opID int64, limit int
 	if err != nil {
 		return "", err
 	}
-	query, args, err := batchQuery(op, sel, limit)
+	query, args, err := batchQuery(op, sel, limit, 0, 1)
 	if err != nil {
 		return "", err
 	}

@@ -57,18 +57,21 @@ type Operation struct {
 	// none yet); batches walk on (failed_at, id).
 	CursorFailedAt *time.Time `db:"cursor_failed_at" json:"-"`
 	CursorID       int64      `db:"cursor_id" json:"-"`
-	Done           int64      `db:"done_count" json:"done"`
-	Skipped        int64      `db:"skipped" json:"skipped"`
-	PaceOrigin     *time.Time `db:"pace_origin" json:"-"`
-	AuditEventID   *int64     `db:"audit_event_id" json:"audit_event_id,omitempty"`
-	Error          *string    `db:"error" json:"error,omitempty"`
-	CreatedAt      time.Time  `db:"created_at" json:"created_at"`
-	UpdatedAt      time.Time  `db:"updated_at" json:"updated_at"`
-	FinishedAt     *time.Time `db:"finished_at" json:"finished_at,omitempty"`
+	// LaneCursors holds each lane's position once batches run in lanes
+	// (RunOperationLane).
+	LaneCursors  *json.RawMessage `db:"lane_cursors" json:"-"`
+	Done         int64            `db:"done_count" json:"done"`
+	Skipped      int64            `db:"skipped" json:"skipped"`
+	PaceOrigin   *time.Time       `db:"pace_origin" json:"-"`
+	AuditEventID *int64           `db:"audit_event_id" json:"audit_event_id,omitempty"`
+	Error        *string          `db:"error" json:"error,omitempty"`
+	CreatedAt    time.Time        `db:"created_at" json:"created_at"`
+	UpdatedAt    time.Time        `db:"updated_at" json:"updated_at"`
+	FinishedAt   *time.Time       `db:"finished_at" json:"finished_at,omitempty"`
 }
 
 const operationColumns = `id, kind, state, actor, reason, ids, filter, max_id, matched, rate_per_second, canary,
-	cursor_failed_at, cursor_id, done_count, skipped, pace_origin, audit_event_id, error, created_at, updated_at, finished_at`
+	cursor_failed_at, cursor_id, lane_cursors, done_count, skipped, pace_origin, audit_event_id, error, created_at, updated_at, finished_at`
 
 // Selection is what a bulk operation acts on: explicit letter ids, or every
 // letter matching a filter, bounded by MaxID so that letters arriving after
