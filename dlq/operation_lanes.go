@@ -3,6 +3,7 @@ package dlq
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -165,7 +166,7 @@ func (s *Store) RunOperationLane(ctx context.Context, opID int64, lane, lanes, b
 		res.Finished, res.State = true, OpDone
 		return finishOperation(ctx, tx, after, now)
 	})
-	if err == errLaneStopped {
+	if errors.Is(err, errLaneStopped) {
 		return BatchResult{State: OpCancelled}, nil
 	}
 	if err != nil {
@@ -176,4 +177,4 @@ func (s *Store) RunOperationLane(ctx context.Context, opID int64, lane, lanes, b
 
 // errLaneStopped rolls back a lane's batch whose operation stopped while
 // it ran.
-var errLaneStopped = fmt.Errorf("operation stopped")
+var errLaneStopped = errors.New("operation stopped")

@@ -95,6 +95,55 @@ func TestOperationLanes(t *testing.T) {
 		}
 	})
 
+	// A lane does not hold the operation's row while it works: a cancel
+	// that commits while a batch runs rolls that batch back.
+	t.Run("CancelWhileALaneWorksUndoesItsBatch", func(t *testing.T) {
+		t.Parallel()
+		store, db := setup(t)
+		insertLetters(t, db, 40)
+		op, err := store.CreateOperation(ctx, dlq.OperationParams{Kind: dlq.OpDiscard, Actor: alice, Reason: "bad batch",
+			Now: time.Now(), Selection: dlq.Selection{Filter: filterOf(t, "task=t.ok")}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cancelling, err := db.BeginTxx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cancelling.Rollback()
+		if _, err := cancelling.ExecContext(ctx, `UPDATE operations SET state = 'cancelled', finished_at = now() WHERE id = $1`, op.ID); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan dlq.BatchResult, 1)
+		go func() {
+			res, err := store.RunOperationLane(ctx, op.ID, 0, dlq.OperationLanes, 100, time.Now())
+			if err != nil {
+				t.Error(err)
+			}
+			done <- res
+		}()
+		deadline := time.Now().Add(10 * time.Second)
+		for count(t, db, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()
+			AND wait_event_type = 'Lock' AND query LIKE '%lane_cursors = jsonb_set%'`) == 0 {
+			if time.Now().After(deadline) {
+				t.Fatal("the lane never reached the operation's row")
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		if err := cancelling.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		if res := <-done; res.State != dlq.OpCancelled || res.Acted != 0 {
+			t.Fatalf("lane after the cancel: %+v, want cancelled with nothing acted on", res)
+		}
+		if n := count(t, db, `SELECT count(*) FROM dead_letters WHERE status <> 'pending'`); n != 0 {
+			t.Fatalf("%d letters changed by a batch that a cancel overtook", n)
+		}
+		if n := count(t, db, `SELECT count(*) FROM audit_event_letters`); n != 0 {
+			t.Fatalf("%d audit links from a batch that a cancel overtook", n)
+		}
+	})
+
 	t.Run("PacedAndCanaryRunInOneStream", func(t *testing.T) {
 		t.Parallel()
 		store, db := setup(t)
