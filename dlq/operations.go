@@ -53,19 +53,25 @@ type Operation struct {
 	Matched       int64            `db:"matched" json:"matched"`
 	RatePerSecond *float64         `db:"rate_per_second" json:"rate_per_second,omitempty"`
 	Canary        int              `db:"canary" json:"canary,omitempty"`
-	CursorID      int64            `db:"cursor_id" json:"-"`
-	Done          int64            `db:"done_count" json:"done"`
-	Skipped       int64            `db:"skipped" json:"skipped"`
-	PaceOrigin    *time.Time       `db:"pace_origin" json:"-"`
-	AuditEventID  *int64           `db:"audit_event_id" json:"audit_event_id,omitempty"`
-	Error         *string          `db:"error" json:"error,omitempty"`
-	CreatedAt     time.Time        `db:"created_at" json:"created_at"`
-	UpdatedAt     time.Time        `db:"updated_at" json:"updated_at"`
-	FinishedAt    *time.Time       `db:"finished_at" json:"finished_at,omitempty"`
+	// CursorFailedAt and CursorID are the last letter a batch saw (nil:
+	// none yet); batches walk on (failed_at, id).
+	CursorFailedAt *time.Time `db:"cursor_failed_at" json:"-"`
+	CursorID       int64      `db:"cursor_id" json:"-"`
+	// LaneCursors holds each lane's position once batches run in lanes
+	// (RunOperationLane).
+	LaneCursors  *json.RawMessage `db:"lane_cursors" json:"-"`
+	Done         int64            `db:"done_count" json:"done"`
+	Skipped      int64            `db:"skipped" json:"skipped"`
+	PaceOrigin   *time.Time       `db:"pace_origin" json:"-"`
+	AuditEventID *int64           `db:"audit_event_id" json:"audit_event_id,omitempty"`
+	Error        *string          `db:"error" json:"error,omitempty"`
+	CreatedAt    time.Time        `db:"created_at" json:"created_at"`
+	UpdatedAt    time.Time        `db:"updated_at" json:"updated_at"`
+	FinishedAt   *time.Time       `db:"finished_at" json:"finished_at,omitempty"`
 }
 
 const operationColumns = `id, kind, state, actor, reason, ids, filter, max_id, matched, rate_per_second, canary,
-	cursor_id, done_count, skipped, pace_origin, audit_event_id, error, created_at, updated_at, finished_at`
+	cursor_failed_at, cursor_id, lane_cursors, done_count, skipped, pace_origin, audit_event_id, error, created_at, updated_at, finished_at`
 
 // Selection is what a bulk operation acts on: explicit letter ids, or every
 // letter matching a filter, bounded by MaxID so that letters arriving after
@@ -108,6 +114,23 @@ func (s Selection) where(offset int) (string, []any) {
 		return "TRUE", nil
 	}
 	return clause, args
+}
+
+// pendingWhere is where's condition narrowed to pending letters, the only
+// ones a bulk action can change: a filter without a status then matches a
+// partial index on pending letters. A filter for another status keeps it
+// (and its batches act on nothing).
+func (s Selection) pendingWhere(offset int) (string, []any) {
+	if s.Filter != nil && s.Filter.Status == "" {
+		f := *s.Filter
+		f.Status = StatusPending
+		s.Filter = &f
+	}
+	if s.Filter == nil {
+		where, args := s.where(offset)
+		return where + " AND status = 'pending'", args
+	}
+	return s.where(offset)
 }
 
 // storedFilter is the filter as the operation keeps it: a query string with

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/redrive/redrive/dlq"
@@ -12,7 +13,7 @@ import (
 // OperationStore is what the Runner needs from dlq.
 type OperationStore interface {
 	RunnableOperations(ctx context.Context) ([]int64, error)
-	RunOperationBatch(ctx context.Context, opID int64, batchSize int, now time.Time) (dlq.BatchResult, error)
+	RunOperationLane(ctx context.Context, opID int64, lane, lanes, batchSize int, now time.Time) (dlq.BatchResult, error)
 	FailOperation(ctx context.Context, opID int64, cause string, now time.Time) error
 }
 
@@ -34,7 +35,11 @@ type RunnerConfig struct {
 	// it is also how a second console process picks up operations after a
 	// crash of the first. Default 1s.
 	PollInterval time.Duration
-	Now          func() time.Time
+	// Lanes is how many batches of one operation run at once (default
+	// dlq.OperationLanes); paced operations and canaries run one at a time
+	// whatever it says.
+	Lanes int
+	Now   func() time.Time
 }
 
 // Runner carries out bulk operations in the background, batch by batch, so
@@ -44,22 +49,29 @@ type RunnerConfig struct {
 type Runner struct {
 	cfg  RunnerConfig
 	wake chan struct{}
-	// failures counts each operation's batch failures in a row. Only the
-	// Run goroutine touches it.
-	failures map[int64]int
+	// failures counts each lane's batch failures in a row. Only the
+	// lanes' goroutines touch it, under mu.
+	mu       sync.Mutex
+	failures map[laneKey]int
+}
+
+type laneKey struct {
+	op   int64
+	lane int
 }
 
 // NewRunner returns a Runner.
 func NewRunner(cfg RunnerConfig) *Runner {
 	cfg.BatchSize = cmp.Or(cfg.BatchSize, 2000)
 	cfg.PollInterval = cmp.Or(cfg.PollInterval, time.Second)
+	cfg.Lanes = max(cmp.Or(cfg.Lanes, dlq.OperationLanes), 1)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Runner{cfg: cfg, wake: make(chan struct{}, 1), failures: map[int64]int{}}
+	return &Runner{cfg: cfg, wake: make(chan struct{}, 1), failures: map[laneKey]int{}}
 }
 
 // Wake tells the runner there is new work; it never blocks.
@@ -100,19 +112,37 @@ func (r *Runner) runAll(ctx context.Context) {
 	}
 }
 
-// runOne runs batches of one operation while it has work. Operations take
-// turns only between runAll passes; one large operation runs to its end
-// first, which keeps each operation's pace origin meaningful.
+// runOne runs the lanes of one operation, each batch after batch while it
+// has work, and returns when all of them stop. Operations take turns only
+// between runAll passes; one large operation runs to its end first, which
+// keeps each operation's pace origin meaningful.
 func (r *Runner) runOne(ctx context.Context, id int64) {
+	var wg sync.WaitGroup
+	for lane := range r.cfg.Lanes {
+		wg.Go(func() { r.runLane(ctx, id, lane) })
+	}
+	wg.Wait()
+}
+
+// runLane runs batches of one lane back to back, without pausing: a paced
+// operation's pace is in its jobs' run_at, not in the runner.
+func (r *Runner) runLane(ctx context.Context, id int64, lane int) {
+	key := laneKey{id, lane}
 	for ctx.Err() == nil {
-		res, err := r.cfg.Store.RunOperationBatch(ctx, id, r.cfg.BatchSize, r.cfg.Now())
+		res, err := r.cfg.Store.RunOperationLane(ctx, id, lane, r.cfg.Lanes, r.cfg.BatchSize, r.cfg.Now())
 		if err != nil {
 			if ctx.Err() != nil {
 				return
 			}
-			r.failures[id]++
-			if r.failures[id] < maxBatchFailures {
-				r.cfg.Logger.Error("operation batch failed; will retry", "operation_id", id, "failures", r.failures[id], "err", err)
+			r.mu.Lock()
+			r.failures[key]++
+			failures := r.failures[key]
+			if failures >= maxBatchFailures {
+				delete(r.failures, key)
+			}
+			r.mu.Unlock()
+			if failures < maxBatchFailures {
+				r.cfg.Logger.Error("operation batch failed; will retry", "operation_id", id, "lane", lane, "failures", failures, "err", err)
 				return
 			}
 			// The same batch failing again and again, with the database
@@ -121,12 +151,12 @@ func (r *Runner) runOne(ctx context.Context, id int64) {
 			r.cfg.Logger.Error("operation batch keeps failing; stopping the operation", "operation_id", id, "err", err)
 			if ferr := r.cfg.Store.FailOperation(ctx, id, err.Error(), r.cfg.Now()); ferr != nil {
 				r.cfg.Logger.Error("stop failing operation", "operation_id", id, "err", ferr)
-				return
 			}
-			delete(r.failures, id)
 			return
 		}
-		delete(r.failures, id)
+		r.mu.Lock()
+		delete(r.failures, key)
+		r.mu.Unlock()
 		if res.Finished || res.State != dlq.OpRunning || (res.Acted == 0 && res.Skipped == 0) {
 			if res.Finished {
 				r.cfg.Logger.Info("operation finished", "operation_id", id)
