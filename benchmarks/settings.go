@@ -85,11 +85,24 @@ type Profile struct {
 	// and ID are filled in by the process). The zero Config is Redrive's
 	// defaults.
 	Redrive worker.Config
+	// RedriveByProcs, when it has an entry for a run's number of worker
+	// processes, is each process's worker.Config in such a run instead of
+	// Redrive: the slots one process should have depend on how many
+	// processes share the two cores.
+	RedriveByProcs map[int]worker.Config
 	// RiverMaxWorkers is QueueConfig.MaxWorkers of River's default queue.
 	RiverMaxWorkers int
 	// RiverPoolConns is the pgx pool size of each River process; 0 keeps
 	// pgxpool's default (the larger of 4 and the number of CPUs).
 	RiverPoolConns int
+}
+
+// forProcs is p as each of procs worker processes runs it.
+func (p Profile) forProcs(procs int) Profile {
+	if c, ok := p.RedriveByProcs[procs]; ok {
+		p.Redrive = c
+	}
+	return p
 }
 
 // defaultProfile is each engine as it comes: Redrive's zero worker.Config

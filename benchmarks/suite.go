@@ -66,11 +66,17 @@ func (s *suite) prepare(ctx context.Context) error {
 			}
 			return name, s.c.vacuum(ctx, name)
 		}
-		if t.noop, err = fill(kindNoop, s.sizes.DrainJobs); err != nil {
-			return err
+		// A filled template takes a while: build only those that the
+		// steps to run (--only) copy.
+		if s.needs("drain") {
+			if t.noop, err = fill(kindNoop, s.sizes.DrainJobs); err != nil {
+				return err
+			}
 		}
-		if t.fail, err = fill(kindFail, s.sizes.DeadLetterJobs); err != nil {
-			return err
+		if s.needs("dead-lettering") {
+			if t.fail, err = fill(kindFail, s.sizes.DeadLetterJobs); err != nil {
+				return err
+			}
 		}
 		s.templates[e.Name()] = t
 		s.log.Info("templates ready", "engine", e.Name(), "took", time.Since(start).Round(time.Millisecond))
@@ -84,12 +90,9 @@ type step struct {
 	run  func(ctx context.Context, e engine, round int) error
 }
 
-// run measures everything, round by round. Within a round each
-// measurement runs for Redrive and River back to back; the order flips
-// every round (Redrive first, then River first, ...) so that neither
-// engine always gets the warmer or the cooler machine. A failed step is
-// logged and shown as failed; the others go on.
-func (s *suite) run(ctx context.Context) {
+// steps are the measurements of each round, in order (the console's
+// comes after them).
+func (s *suite) steps() []step {
 	steps := []step{}
 	for _, p := range []Profile{defaultProfile(), bestProfile()} {
 		for _, n := range processCounts() {
@@ -97,11 +100,30 @@ func (s *suite) run(ctx context.Context) {
 				run: func(ctx context.Context, e engine, round int) error { return s.drain(ctx, e, p, n, round) }})
 		}
 	}
-	steps = append(steps,
+	return append(steps,
 		step{name: "latency", run: s.latency},
 		step{name: "batch enqueue", run: s.enqueue},
 		step{name: "dead-lettering", run: s.deadLetter},
 	)
+}
+
+// needs reports whether a step to run has a name starting with prefix.
+func (s *suite) needs(prefix string) bool {
+	for _, st := range s.steps() {
+		if strings.HasPrefix(st.name, prefix) && s.wanted(st.name) {
+			return true
+		}
+	}
+	return false
+}
+
+// run measures everything, round by round. Within a round each
+// measurement runs for Redrive and River back to back; the order flips
+// every round (Redrive first, then River first, ...) so that neither
+// engine always gets the warmer or the cooler machine. A failed step is
+// logged and shown as failed; the others go on.
+func (s *suite) run(ctx context.Context) {
+	steps := s.steps()
 	for round := range s.sizes.Runs {
 		order := engines()
 		if round%2 == 1 {
