@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/lib/pq"
 	"github.com/redrive/redrive/dlq"
+	"github.com/redrive/redrive/dlq/dlqtest"
 )
 
 // copyBatch is a batch big enough for COPY, without idempotency keys, with
@@ -153,4 +155,47 @@ func TestEnqueueManyByCopy(t *testing.T) {
 			}
 		}
 	})
+}
+
+// COPY runs inside the batch's transaction, so a transaction pooler keeps
+// it on one server connection: batches from many clients over a pool of
+// few connections all land whole.
+func TestEnqueueManyByCopyThroughATransactionPooler(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, db := setup(t)
+	_, dsn := dlqtest.Bouncer(t, db, "transaction")
+	pooled, err := dlq.Open(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pooled.Close()
+	ps := dlq.NewStore(pooled)
+	var mu sync.Mutex
+	seen := map[int64]bool{}
+	var errs []error
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for range 5 {
+				ids, err := ps.EnqueueMany(ctx, copyBatch(100, time.Now()))
+				mu.Lock()
+				if err != nil {
+					errs = append(errs, err)
+				}
+				for _, id := range ids {
+					seen[id] = true
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if len(errs) > 0 {
+		t.Fatalf("%d of 40 batches failed through the pooler, e.g. %v", len(errs), errs[0])
+	}
+	var n int
+	if err := db.Get(&n, `SELECT count(*) FROM jobs`); err != nil || n != 4000 || len(seen) != 4000 {
+		t.Fatalf("%d jobs in the table, %d distinct ids returned; want 4,000 of each (%v)", n, len(seen), err)
+	}
 }
