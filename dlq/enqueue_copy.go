@@ -29,7 +29,12 @@ SELECT ARRAY(SELECT name FROM tasks WHERE name = ANY($1)),
 
 // copyJobsSQL names the columns enqueueByCopy writes; the others take
 // their defaults (created_at is now(), as run_at is when not given).
-const copyJobsSQL = `COPY jobs (id, queue, task, args, kwargs, max_attempts, run_at, timeout_ms) FROM STDIN`
+// copyPlainJobsSQL is the same for a batch in which no job sets run_at or
+// a timeout: fewer values to encode and parse per row.
+const (
+	copyJobsSQL      = `COPY jobs (id, queue, task, args, kwargs, max_attempts, run_at, timeout_ms) FROM STDIN`
+	copyPlainJobsSQL = `COPY jobs (id, queue, task, args, kwargs, max_attempts) FROM STDIN`
+)
 
 // copyTx returns q's transaction when q is one: lib/pq runs COPY only
 // inside a transaction. It returns nil otherwise.
@@ -49,7 +54,8 @@ func copyTx(q sqlx.ExtContext) *sql.Tx {
 // notifies idle workers fires for COPY as for INSERT.
 //
 // A job without a run_at gets the transaction's now(), the very value the
-// column's default would have given it. COPY works behind PgBouncer in
+// column's default gives it (and does give it when no job of the batch
+// sets one). COPY works behind PgBouncer in
 // transaction mode: it runs inside the caller's transaction, which keeps
 // its server connection throughout.
 func enqueueByCopy(ctx context.Context, tx *sql.Tx, b *batch) ([]int64, error) {
@@ -66,22 +72,32 @@ func enqueueByCopy(ctx context.Context, tx *sql.Tx, b *batch) ([]int64, error) {
 	if len(ids) != b.n {
 		return nil, fmt.Errorf("enqueue batch: reserved %d ids for %d jobs", len(ids), b.n)
 	}
-	stmt, err := tx.PrepareContext(ctx, copyJobsSQL)
+	plain := b.plain()
+	query := copyJobsSQL
+	if plain {
+		query = copyPlainJobsSQL
+	}
+	stmt, err := tx.PrepareContext(ctx, query)
 	if err != nil {
 		return nil, fmt.Errorf("enqueue batch: copy: %w", translate(err))
 	}
 	defer stmt.Close()
 	for i := range b.n {
-		runAt := now
-		if !b.runAts[i].IsZero() {
-			runAt = b.runAts[i]
+		if plain {
+			_, err = stmt.ExecContext(ctx, ids[i], b.queues[i], b.taskOf[i], b.args[i], b.kwargs[i], b.maxAttempts[i])
+		} else {
+			runAt := now
+			if !b.runAts[i].IsZero() {
+				runAt = b.runAts[i]
+			}
+			var timeout any
+			if b.timeouts[i] > 0 {
+				timeout = b.timeouts[i]
+			}
+			_, err = stmt.ExecContext(ctx, ids[i], b.queues[i], b.taskOf[i], b.args[i], b.kwargs[i],
+				b.maxAttempts[i], runAt, timeout)
 		}
-		var timeout any
-		if b.timeouts[i] > 0 {
-			timeout = b.timeouts[i]
-		}
-		if _, err := stmt.ExecContext(ctx, ids[i], b.queues[i], b.taskOf[i], b.args[i], b.kwargs[i],
-			b.maxAttempts[i], runAt, timeout); err != nil {
+		if err != nil {
 			return nil, fmt.Errorf("enqueue batch: copy: %w", translate(err))
 		}
 	}
@@ -90,4 +106,15 @@ func enqueueByCopy(ctx context.Context, tx *sql.Tx, b *batch) ([]int64, error) {
 		return nil, fmt.Errorf("enqueue batch: copy: %w", translate(err))
 	}
 	return ids, nil
+}
+
+// plain reports whether no job of b sets run_at or a timeout: both columns
+// can then be left to their defaults.
+func (b *batch) plain() bool {
+	for i := range b.n {
+		if !b.runAts[i].IsZero() || b.timeouts[i] > 0 {
+			return false
+		}
+	}
+	return true
 }
