@@ -188,14 +188,30 @@ func (w *Worker) heartbeat(ctx context.Context) {
 // but it does not know of: a claim that committed after the worker stopped
 // waiting for it. Their handlers never ran; see dlq.HandBackOrphans.
 // It returns how many it handed back.
+//
+// It looks first without holding up claims (dlq.OrphanSuspects), because
+// the look can take long under load, and there is almost never anything
+// to find: holding claims off meanwhile stalled a busy worker for seconds
+// at every heartbeat. A claim that commits while it looks makes suspects
+// of jobs that are not orphans; the hand-back, with claims held off, tells
+// them apart.
 func (w *Worker) handBackOrphans(ctx context.Context) int {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), handBackTimeout)
 	defer cancel()
+	suspects, err := w.store.OrphanSuspects(ctx, w.cfg.ID, w.since, w.knownLeases(time.Now()))
+	if err != nil {
+		w.noteFailure(err)
+		w.log.Warn("looking for orphaned claims failed; trying again at the next heartbeat", "err", err)
+		return 0
+	}
+	if len(suspects) == 0 {
+		return 0
+	}
 	w.claiming.Lock()
 	defer w.claiming.Unlock()
 	a := dlq.Attempt{At: w.cfg.NowFunc(), Worker: w.cfg.ID, Host: w.host, Version: w.cfg.Version,
 		Message: "the claim's reply never reached the worker (it timed out or its connection broke); the job was handed back unrun"}
-	orphans, err := w.store.HandBackOrphans(ctx, w.cfg.ID, w.since, w.knownLeases(time.Now()), a)
+	orphans, err := w.store.HandBackOrphans(ctx, w.cfg.ID, w.since, w.knownLeases(time.Now()), suspects, a)
 	switch {
 	case err != nil:
 		w.noteFailure(err)
