@@ -126,10 +126,8 @@ func (w *Worker) start(jobsCtx context.Context, job dlq.Job, leaseUntil time.Tim
 	w.active[lease] = a
 	w.running++
 	w.mu.Unlock()
-	w.jobs.Go(func() {
-		defer cancel(nil)
-		w.execute(ctx, a)
-	})
+	w.jobs.Add(1)
+	go w.execute(ctx, cancel, a)
 }
 
 // heartbeatLoop renews the leases of running jobs and the worker's row
