@@ -88,6 +88,8 @@ func (s *suite) prepare(ctx context.Context) error {
 type step struct {
 	name string
 	run  func(ctx context.Context, e engine, round int) error
+	// redriveOnly steps have no River counterpart.
+	redriveOnly bool
 }
 
 // steps are the measurements of each round, in order (the console's
@@ -103,6 +105,7 @@ func (s *suite) steps() []step {
 	return append(steps,
 		step{name: "latency", run: s.latency},
 		step{name: "batch enqueue", run: s.enqueue},
+		step{name: "batch enqueue HTTP", run: s.enqueueHTTP, redriveOnly: true},
 		step{name: "dead-lettering", run: s.deadLetter},
 	)
 }
@@ -136,6 +139,9 @@ func (s *suite) run(ctx context.Context) {
 			for _, e := range order {
 				if ctx.Err() != nil {
 					return
+				}
+				if st.redriveOnly && e.Name() != (redriveEngine{}).Name() {
+					continue
 				}
 				s.do(ctx, fmt.Sprintf("round %d/%d: %s, %s", round+1, s.sizes.Runs, st.name, e.Name()),
 					func(ctx context.Context) error { return st.run(ctx, e, round) })
