@@ -7,8 +7,15 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
+	"runtime/pprof"
 	"strings"
 )
+
+// cpuProfileEnv names a folder: when set, each worker child writes a CPU
+// profile of its run there (engine-pid.pprof), for `go tool pprof`.
+const cpuProfileEnv = "BENCH_CPUPROFILE"
 
 // runChild is a worker process of a throughput or dead-letter run (the
 // harness re-executes itself as `child`): it builds the engine's worker,
@@ -19,6 +26,7 @@ func runChild(ctx context.Context, args []string, stdin io.Reader, stdout io.Wri
 	engineName := fs.String("engine", "", "Redrive or River")
 	profileName := fs.String("profile", "", "a profile of settings.go")
 	dsn := fs.String("dsn", "", "the run's database")
+	procs := fs.Int("procs", 1, "how many worker processes the run has")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -30,7 +38,7 @@ func runChild(ctx context.Context, args []string, stdin io.Reader, stdout io.Wri
 	if err != nil {
 		return err
 	}
-	run, closeFn, err := e.Worker(ctx, *dsn, p)
+	run, closeFn, err := e.Worker(ctx, *dsn, p.forProcs(*procs))
 	if err != nil {
 		return err
 	}
@@ -59,8 +67,31 @@ func runChild(ctx context.Context, args []string, stdin io.Reader, stdout io.Wri
 	case <-ctx.Done():
 		return nil
 	}
+	if dir := os.Getenv(cpuProfileEnv); dir != "" {
+		stop, err := profileCPU(filepath.Join(dir, fmt.Sprintf("%s-%d.pprof", e.Name(), os.Getpid())))
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
 	if err := run(ctx); err != nil && !errors.Is(err, context.Canceled) {
 		return fmt.Errorf("%s worker: %w", e.Name(), err)
 	}
 	return nil
+}
+
+// profileCPU starts a CPU profile written to path; stop ends it.
+func profileCPU(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("cpu profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("cpu profile: %w", err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
 }

@@ -18,6 +18,10 @@ const pollEvery = 50 * time.Millisecond
 type drainOutcome struct {
 	took time.Duration
 	cost dbCost
+	// cpu is the worker processes' CPU time, user and system, from start
+	// to exit: on a shared machine a steadier measure of the client's
+	// work than the rate.
+	cpu time.Duration
 }
 
 // drain measures throughput: procs worker processes with profile p drain
@@ -33,6 +37,8 @@ func (s *suite) drain(ctx context.Context, e engine, p Profile, procs, round int
 	s.record(keys[0], e, round, perSecond(s.sizes.DrainJobs, out.took))
 	s.record(keys[1], e, round, out.cost.ExecMS/n)
 	s.record(keys[2], e, round, float64(out.cost.WALBytes)/n)
+	s.log.Info("per job", "engine", e.Name(), "profile", p.Name, "procs", procs,
+		"worker_cpu_us", number(float64(out.cpu.Microseconds())/n), "statements", number(float64(out.cost.Calls)/n))
 	return nil
 }
 
@@ -80,6 +86,11 @@ func (s *suite) work(ctx context.Context, e engine, template string, p Profile, 
 		stopped = true
 		if err := shutdownAll(kids); err != nil {
 			return err
+		}
+		for _, k := range kids {
+			if st := k.cmd.ProcessState; st != nil {
+				out.cpu += st.UserTime() + st.SystemTime()
+			}
 		}
 		if out.cost, err = meter.stop(ctx); err != nil {
 			return err

@@ -3,8 +3,15 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
+	"os"
+	"strings"
 	"time"
 )
+
+// statementsEnv, when set, makes each metered run print its costliest
+// statements to standard error: where a run's database time went.
+const statementsEnv = "BENCH_STATEMENTS"
 
 // dbCost is what one database's statements cost the server, summed over
 // pg_stat_statements: execution time and the WAL they wrote (full-page
@@ -71,5 +78,42 @@ func (m *costMeter) stop(ctx context.Context) (dbCost, error) {
 	if err != nil {
 		return dbCost{}, err
 	}
+	if os.Getenv(statementsEnv) != "" {
+		if err := m.c.writeStatements(ctx, os.Stderr, m.name); err != nil {
+			return dbCost{}, err
+		}
+	}
 	return after.sub(m.before), nil
+}
+
+const topStatementsSQL = `
+SELECT s.calls, s.rows, s.total_exec_time, s.wal_records, s.wal_bytes, s.shared_blks_hit + s.shared_blks_read, s.query
+FROM pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid
+WHERE d.datname = $1 AND s.userid = 'postgres'::regrole
+ORDER BY s.total_exec_time DESC LIMIT 8`
+
+// writeStatements prints the costliest statements of database name since
+// the last reset: calls, rows, total and mean time, WAL and buffers.
+func (c *cluster) writeStatements(ctx context.Context, w io.Writer, name string) error {
+	rows, err := c.admin.Query(ctx, topStatementsSQL, name)
+	if err != nil {
+		return fmt.Errorf("read pg_stat_statements: %w", err)
+	}
+	defer rows.Close()
+	fmt.Fprintf(w, "statements of %s:\n", name)
+	for rows.Next() {
+		var calls, nrows, walRecords, walBytes, blocks int64
+		var total float64
+		var query string
+		if err := rows.Scan(&calls, &nrows, &total, &walRecords, &walBytes, &blocks, &query); err != nil {
+			return fmt.Errorf("read pg_stat_statements: %w", err)
+		}
+		query = strings.Join(strings.Fields(query), " ")
+		if len(query) > 110 {
+			query = query[:110]
+		}
+		fmt.Fprintf(w, "  calls=%d rows=%d total=%.0fms mean=%.3fms wal_rec=%d wal_bytes=%d blks=%d  %s\n",
+			calls, nrows, total, total/float64(max(calls, 1)), walRecords, walBytes, blocks, query)
+	}
+	return rows.Err()
 }

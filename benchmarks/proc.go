@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -82,7 +83,7 @@ type workerChild struct {
 // grace, and then some.
 const childStopGrace = 45 * time.Second
 
-func startWorkerChild(self string, e engine, dsn string, p Profile, index int) (*workerChild, error) {
+func startWorkerChild(self string, e engine, dsn string, p Profile, index, procs int) (*workerChild, error) {
 	stdinR, stdinW, err := os.Pipe()
 	if err != nil {
 		return nil, fmt.Errorf("child pipe: %w", err)
@@ -94,7 +95,8 @@ func startWorkerChild(self string, e engine, dsn string, p Profile, index int) (
 		return nil, fmt.Errorf("child pipe: %w", err)
 	}
 	name := fmt.Sprintf("%s worker %d", e.Name(), index)
-	proc, err := startProcess(name, self, []string{"child", "--engine", e.Name(), "--profile", p.Name, "--dsn", dsn},
+	proc, err := startProcess(name, self, []string{"child", "--engine", e.Name(), "--profile", p.Name, "--dsn", dsn,
+		"--procs", strconv.Itoa(procs)},
 		nil, stdinR, stdoutW, syscall.SIGKILL)
 	stdinR.Close()
 	stdoutW.Close()
@@ -160,7 +162,7 @@ func (c *workerChild) shutdown() error {
 func startChildren(ctx context.Context, self string, e engine, dsn string, p Profile, n int) ([]*workerChild, error) {
 	var kids []*workerChild
 	for i := range n {
-		k, err := startWorkerChild(self, e, dsn, p, i+1)
+		k, err := startWorkerChild(self, e, dsn, p, i+1, n)
 		if err != nil {
 			shutdownAll(kids)
 			return nil, err

@@ -7,6 +7,8 @@ import (
 	"runtime"
 	"strings"
 	"time"
+
+	"github.com/redrive/redrive/worker"
 )
 
 // report is everything printed around the table: when, on what, with
@@ -35,7 +37,8 @@ func (rp report) write(w io.Writer, s *suite) {
 	}
 	fmt.Fprintf(w, "- PostgreSQL (private cluster, same settings every run): %s\n", strings.Join(pg, ", "))
 	for _, p := range []Profile{defaultProfile(), bestProfile()} {
-		fmt.Fprintf(w, "- %s: Redrive %s; River MaxWorkers=%d%s\n", p.Name, describeRedrive(p), p.RiverMaxWorkers, describePool(p))
+		fmt.Fprintf(w, "- %s: Redrive %s%s; River MaxWorkers=%d%s\n", p.Name, describeRedrive(p.Redrive), describeByProcs(p),
+			p.RiverMaxWorkers, describePool(p))
 	}
 	fmt.Fprintf(w, "- dead-lettering uses %q with 1 process; latency uses defaults with LISTEN/NOTIFY on, %d jobs %s apart\n\n",
 		deadLetterProfile().Name, rp.sizes.LatencySamples, rp.sizes.LatencyGap)
@@ -47,9 +50,23 @@ func (rp report) write(w io.Writer, s *suite) {
 	s.writeErrors(w)
 }
 
-// describeRedrive lists the worker.Config fields a profile sets.
-func describeRedrive(p Profile) string {
-	c := p.Redrive
+// describeByProcs lists the configs a profile uses instead with more
+// processes, e.g. " (2 processes: worker.Config{Concurrency=500} each)".
+func describeByProcs(p Profile) string {
+	var parts []string
+	for _, n := range processCounts() {
+		if c, ok := p.RedriveByProcs[n]; ok {
+			parts = append(parts, fmt.Sprintf("%d process%s: %s each", n, plural(n), describeRedrive(c)))
+		}
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return " (" + strings.Join(parts, "; ") + ")"
+}
+
+// describeRedrive lists the fields a worker.Config sets.
+func describeRedrive(c worker.Config) string {
 	var parts []string
 	add := func(name string, set bool, v any) {
 		if set {

@@ -66,11 +66,17 @@ func (s *suite) prepare(ctx context.Context) error {
 			}
 			return name, s.c.vacuum(ctx, name)
 		}
-		if t.noop, err = fill(kindNoop, s.sizes.DrainJobs); err != nil {
-			return err
+		// A filled template takes a while: build only those that the
+		// steps to run (--only) copy.
+		if s.needs("drain") {
+			if t.noop, err = fill(kindNoop, s.sizes.DrainJobs); err != nil {
+				return err
+			}
 		}
-		if t.fail, err = fill(kindFail, s.sizes.DeadLetterJobs); err != nil {
-			return err
+		if s.needs("dead-lettering") {
+			if t.fail, err = fill(kindFail, s.sizes.DeadLetterJobs); err != nil {
+				return err
+			}
 		}
 		s.templates[e.Name()] = t
 		s.log.Info("templates ready", "engine", e.Name(), "took", time.Since(start).Round(time.Millisecond))
@@ -82,6 +88,36 @@ func (s *suite) prepare(ctx context.Context) error {
 type step struct {
 	name string
 	run  func(ctx context.Context, e engine, round int) error
+	// redriveOnly steps have no River counterpart.
+	redriveOnly bool
+}
+
+// steps are the measurements of each round, in order (the console's
+// comes after them).
+func (s *suite) steps() []step {
+	steps := []step{}
+	for _, p := range []Profile{defaultProfile(), bestProfile()} {
+		for _, n := range processCounts() {
+			steps = append(steps, step{name: fmt.Sprintf("drain %s ×%d", p.Name, n),
+				run: func(ctx context.Context, e engine, round int) error { return s.drain(ctx, e, p, n, round) }})
+		}
+	}
+	return append(steps,
+		step{name: "latency", run: s.latency},
+		step{name: "batch enqueue", run: s.enqueue},
+		step{name: "batch enqueue HTTP", run: s.enqueueHTTP, redriveOnly: true},
+		step{name: "dead-lettering", run: s.deadLetter},
+	)
+}
+
+// needs reports whether a step to run has a name starting with prefix.
+func (s *suite) needs(prefix string) bool {
+	for _, st := range s.steps() {
+		if strings.HasPrefix(st.name, prefix) && s.wanted(st.name) {
+			return true
+		}
+	}
+	return false
 }
 
 // run measures everything, round by round. Within a round each
@@ -90,18 +126,7 @@ type step struct {
 // engine always gets the warmer or the cooler machine. A failed step is
 // logged and shown as failed; the others go on.
 func (s *suite) run(ctx context.Context) {
-	steps := []step{}
-	for _, p := range []Profile{defaultProfile(), bestProfile()} {
-		for _, n := range processCounts() {
-			steps = append(steps, step{name: fmt.Sprintf("drain %s ×%d", p.Name, n),
-				run: func(ctx context.Context, e engine, round int) error { return s.drain(ctx, e, p, n, round) }})
-		}
-	}
-	steps = append(steps,
-		step{name: "latency", run: s.latency},
-		step{name: "batch enqueue", run: s.enqueue},
-		step{name: "dead-lettering", run: s.deadLetter},
-	)
+	steps := s.steps()
 	for round := range s.sizes.Runs {
 		order := engines()
 		if round%2 == 1 {
@@ -114,6 +139,9 @@ func (s *suite) run(ctx context.Context) {
 			for _, e := range order {
 				if ctx.Err() != nil {
 					return
+				}
+				if st.redriveOnly && e.Name() != (redriveEngine{}).Name() {
+					continue
 				}
 				s.do(ctx, fmt.Sprintf("round %d/%d: %s, %s", round+1, s.sizes.Runs, st.name, e.Name()),
 					func(ctx context.Context) error { return st.run(ctx, e, round) })

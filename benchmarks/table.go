@@ -42,6 +42,8 @@ func metrics(sz Sizes) []metric {
 		metric{key: "latency.p95", label: "Enqueue-to-start on an idle worker, p95", unit: "ms", lowerBetter: true, river: true},
 		metric{key: "enqueue", river: true, unit: "jobs/s",
 			label: fmt.Sprintf("Batch enqueue through the Go API, %s per batch", count(sz.EnqueueBatch))},
+		metric{key: "enqueue.http", unit: "jobs/s",
+			label: fmt.Sprintf("Batch enqueue through the HTTP API (POST /api/v1/jobs/batch), %s per request", count(sz.EnqueueBatch))},
 		metric{key: "deadletter.rate", river: true, unit: "letters/s",
 			label: fmt.Sprintf("Dead-letter %s permanently failing jobs (%s, 1 process)", count(sz.DeadLetterJobs), deadLetterProfile().Name)},
 		metric{key: "deadletter.misjudged", river: true, unit: "letters", lowerBetter: true,

@@ -165,6 +165,11 @@ func checkTasksKnown(ctx context.Context, q sqlx.QueryerContext, tasks []string)
 	if err := sqlx.SelectContext(ctx, q, &known, knownTasksSQL, pq.Array(tasks)); err != nil {
 		return fmt.Errorf("check tasks: %w", err)
 	}
+	return unknownTask(tasks, known)
+}
+
+// unknownTask refuses the first of tasks missing from known.
+func unknownTask(tasks, known []string) error {
 	seen := make(map[string]bool, len(known))
 	for _, k := range known {
 		seen[k] = true
@@ -194,45 +199,23 @@ const jobIDsByKeysSQL = `SELECT id, idempotency_key FROM jobs WHERE idempotency_
 // every job is valid and all are enqueued, or nothing is and the error names
 // the first bad one. It returns one job id per input, in input order; an
 // input whose idempotency key was used before gets the earlier job's id.
+//
+// A batch of at least copyMinBatch jobs without idempotency keys, enqueued
+// in a transaction (q is a *sqlx.Tx, as in Store.EnqueueMany), goes in
+// with COPY instead; see enqueueByCopy.
 func EnqueueMany(ctx context.Context, q sqlx.ExtContext, params []EnqueueParams) ([]int64, error) {
-	if len(params) == 0 {
-		return nil, &ValidationError{Fields: map[string]string{"jobs": "must not be empty"}}
-	}
-	if len(params) > MaxBatch {
-		return nil, &ValidationError{Fields: map[string]string{"jobs": fmt.Sprintf("at most %d jobs per batch", MaxBatch)}}
-	}
-	n := len(params)
-	queues, tasks, args, kwargs, keys := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-	maxAttempts, timeouts := make([]int64, n), make([]int64, n)
-	runAts := make([]*string, n)
-	taskSet := map[string]bool{}
-	for i, p := range params {
-		p, err := p.normalise()
-		if err != nil {
-			ve := err.(*ValidationError)
-			fields := make(map[string]string, len(ve.Fields))
-			for k, v := range ve.Fields {
-				fields[fmt.Sprintf("jobs[%d].%s", i, k)] = v
-			}
-			return nil, &ValidationError{Fields: fields}
-		}
-		queues[i], tasks[i], args[i], kwargs[i], keys[i] = p.Queue, p.Task, string(p.Args), string(p.Kwargs), p.IdempotencyKey
-		maxAttempts[i], timeouts[i] = int64(p.MaxAttempts), p.Timeout.Milliseconds()
-		if !p.RunAt.IsZero() {
-			s := p.RunAt.UTC().Format(time.RFC3339Nano)
-			runAts[i] = &s
-		}
-		taskSet[p.Task] = true
-	}
-	uniqueTasks := make([]string, 0, len(taskSet))
-	for t := range taskSet {
-		uniqueTasks = append(uniqueTasks, t)
-	}
-	if err := checkTasksKnown(ctx, q, uniqueTasks); err != nil {
+	b, err := newBatch(params)
+	if err != nil {
 		return nil, err
 	}
-	rows, err := q.QueryxContext(ctx, insertJobsSQL, pq.Array(queues), pq.Array(tasks), pq.Array(args),
-		pq.Array(kwargs), pq.Array(keys), pq.Array(maxAttempts), pq.Array(runAts), pq.Array(timeouts))
+	if tx := copyTx(q); tx != nil && b.keyless && b.n >= copyMinBatch {
+		return enqueueByCopy(ctx, tx, b)
+	}
+	if err := checkTasksKnown(ctx, q, b.tasks); err != nil {
+		return nil, err
+	}
+	rows, err := q.QueryxContext(ctx, insertJobsSQL, pq.Array(b.queues), pq.Array(b.taskOf), pq.Array(b.args),
+		pq.Array(b.kwargs), pq.Array(b.keys), pq.Array(b.maxAttempts), pq.Array(b.runAtText()), pq.Array(b.timeouts))
 	if err != nil {
 		return nil, fmt.Errorf("enqueue batch: %w", translate(err))
 	}
@@ -255,14 +238,14 @@ func EnqueueMany(ctx context.Context, q sqlx.ExtContext, params []EnqueueParams)
 		return nil, fmt.Errorf("enqueue batch: %w", translate(err))
 	}
 	rows.Close()
-	if err := fillExistingKeys(ctx, q, keys, byKey); err != nil {
+	if err := fillExistingKeys(ctx, q, b.keys, byKey); err != nil {
 		return nil, err
 	}
 	// RETURNING follows insertion order, which follows ord, so keyless ids
 	// line up with keyless inputs in order.
-	ids := make([]int64, n)
+	ids := make([]int64, b.n)
 	next := 0
-	for i, k := range keys {
+	for i, k := range b.keys {
 		if k != "" {
 			ids[i] = byKey[k]
 			continue
@@ -271,6 +254,64 @@ func EnqueueMany(ctx context.Context, q sqlx.ExtContext, params []EnqueueParams)
 		next++
 	}
 	return ids, nil
+}
+
+// batch is a validated EnqueueMany input, column by column.
+type batch struct {
+	n                                  int
+	queues, taskOf, args, kwargs, keys []string
+	maxAttempts, timeouts              []int64
+	runAts                             []time.Time // zero: now
+	tasks                              []string    // distinct
+	keyless                            bool
+}
+
+// newBatch normalises and validates params, naming the first bad job.
+func newBatch(params []EnqueueParams) (*batch, error) {
+	if len(params) == 0 {
+		return nil, &ValidationError{Fields: map[string]string{"jobs": "must not be empty"}}
+	}
+	if len(params) > MaxBatch {
+		return nil, &ValidationError{Fields: map[string]string{"jobs": fmt.Sprintf("at most %d jobs per batch", MaxBatch)}}
+	}
+	n := len(params)
+	b := &batch{n: n, queues: make([]string, n), taskOf: make([]string, n), args: make([]string, n),
+		kwargs: make([]string, n), keys: make([]string, n), maxAttempts: make([]int64, n), timeouts: make([]int64, n),
+		runAts: make([]time.Time, n), keyless: true}
+	taskSet := map[string]bool{}
+	for i, p := range params {
+		p, err := p.normalise()
+		if err != nil {
+			ve := err.(*ValidationError)
+			fields := make(map[string]string, len(ve.Fields))
+			for k, v := range ve.Fields {
+				fields[fmt.Sprintf("jobs[%d].%s", i, k)] = v
+			}
+			return nil, &ValidationError{Fields: fields}
+		}
+		b.queues[i], b.taskOf[i], b.args[i], b.kwargs[i], b.keys[i] = p.Queue, p.Task, string(p.Args), string(p.Kwargs), p.IdempotencyKey
+		b.maxAttempts[i], b.timeouts[i], b.runAts[i] = int64(p.MaxAttempts), p.Timeout.Milliseconds(), p.RunAt
+		if p.IdempotencyKey != "" {
+			b.keyless = false
+		}
+		if !taskSet[p.Task] {
+			taskSet[p.Task] = true
+			b.tasks = append(b.tasks, p.Task)
+		}
+	}
+	return b, nil
+}
+
+// runAtText is run_at for unnest: NULL (now) or the time as text.
+func (b *batch) runAtText() []*string {
+	out := make([]*string, b.n)
+	for i, t := range b.runAts {
+		if !t.IsZero() {
+			s := t.UTC().Format(time.RFC3339Nano)
+			out[i] = &s
+		}
+	}
+	return out
 }
 
 // fillExistingKeys looks up the jobs of keys that the batch insert skipped

@@ -47,26 +47,38 @@ UPDATE jobs j
 SET state = 'running', attempt = j.attempt + 1, lease_owner = $3,
 	lease_expires_at = now() + $4 * interval '1 millisecond', attempted_at = now()
 WHERE j.id = ANY(ARRAY(SELECT next_id FROM next))
-RETURNING ` + jobColumns
+RETURNING ` + claimedColumns
+
+// claimedColumns are jobColumns less those the claim itself sets to
+// values Claim knows: state, lease_owner and lease_expires_at (attempted_at
+// plus the lease, the same sum the UPDATE makes). Fewer columns to send and
+// parse, a timestamp among them, on the path every job takes.
+const claimedColumns = `id, queue, task, args, kwargs, idempotency_key, attempt,
+	max_attempts, run_at, last_error, errors, created_at, attempted_at, finished_at, replay_of, timeout_ms`
 
 // Claim leases up to limit due jobs from queues to worker for lease. The
 // rows are scanned by hand: on the claim path, sqlx's reflection cost more
 // than the rest of the client's work per job. The destinations follow
-// jobColumns; TestClaimReturnsEveryColumn keeps the two in step.
+// claimedColumns; TestClaimReturnsEveryColumn checks the result against
+// the job as the store reads it.
 func (s *Store) Claim(ctx context.Context, worker string, queues []string, limit int, lease time.Duration) ([]Job, error) {
-	rows, err := s.db.QueryContext(ctx, claimSQL, pq.Array(queues), limit, worker, lease.Milliseconds())
+	leaseMS := lease.Milliseconds()
+	rows, err := s.db.QueryContext(ctx, claimSQL, pq.Array(queues), limit, worker, leaseMS)
 	if err != nil {
 		return nil, fmt.Errorf("claim jobs: %w", err)
 	}
 	defer rows.Close()
 	jobs := make([]Job, 0, limit)
 	for rows.Next() {
-		var j Job
-		if err := rows.Scan(&j.ID, &j.Queue, &j.Task, &j.Args, &j.Kwargs, &j.IdempotencyKey, &j.State, &j.Attempt,
-			&j.MaxAttempts, &j.RunAt, &j.LeaseOwner, &j.LeaseExpiresAt, &j.LastError, &j.Errors,
-			&j.CreatedAt, &j.AttemptedAt, &j.FinishedAt, &j.ReplayOf, &j.TimeoutMS); err != nil {
+		j := Job{State: StateRunning}
+		var attemptedAt time.Time
+		if err := rows.Scan(&j.ID, &j.Queue, &j.Task, &j.Args, &j.Kwargs, &j.IdempotencyKey, &j.Attempt,
+			&j.MaxAttempts, &j.RunAt, &j.LastError, &j.Errors,
+			&j.CreatedAt, &attemptedAt, &j.FinishedAt, &j.ReplayOf, &j.TimeoutMS); err != nil {
 			return nil, fmt.Errorf("claim jobs: %w", err)
 		}
+		expires, owner := attemptedAt.Add(time.Duration(leaseMS)*time.Millisecond), worker
+		j.AttemptedAt, j.LeaseExpiresAt, j.LeaseOwner = &attemptedAt, &expires, &owner
 		jobs = append(jobs, j)
 	}
 	if err := rows.Err(); err != nil {
@@ -213,23 +225,47 @@ WITH orphans AS (
 	UPDATE jobs j SET state = CASE WHEN j.attempt > 1 THEN 'retrying' ELSE 'available' END,
 		attempt = j.attempt - 1, lease_owner = NULL, lease_expires_at = NULL,
 		errors = j.errors || jsonb_build_array(jsonb_set($4::jsonb, '{attempt}', to_jsonb(j.attempt)))
-	WHERE j.state = 'running' AND j.lease_owner = $1 AND j.attempted_at >= $5
+	WHERE j.id = ANY($6::bigint[]) AND j.state = 'running' AND j.lease_owner = $1 AND j.attempted_at >= $5
 		AND NOT EXISTS (SELECT 1 FROM unnest($2::bigint[], $3::int[]) AS held(id, attempt)
 			WHERE held.id = j.id AND held.attempt = j.attempt)
 	RETURNING j.id, j.queue
 )
 SELECT id FROM orphans, LATERAL (SELECT pg_notify('redrive_jobs', queue)) notified`
 
-// HandBackOrphans returns to the queue every job running under worker's
-// lease, claimed since since, except those in held, giving back their
-// attempts, and returns their ids. since is when this process started, by
+// orphanSuspectsSQL is handBackOrphansSQL's test as a plain read: it locks
+// nothing and changes nothing. Finding running jobs by owner walks every
+// entry jobs_running_lease_idx still holds, and at thousands of jobs a
+// second the entries of jobs finished since the last vacuum are many:
+// under load this took seconds.
+const orphanSuspectsSQL = `
+SELECT j.id FROM jobs j
+WHERE j.state = 'running' AND j.lease_owner = $1 AND j.attempted_at >= $4
+	AND NOT EXISTS (SELECT 1 FROM unnest($2::bigint[], $3::int[]) AS held(id, attempt)
+		WHERE held.id = j.id AND held.attempt = j.attempt)`
+
+// OrphanSuspects returns the jobs that HandBackOrphans would hand back
+// now, without touching them. It takes no lock, so the caller need not
+// hold off claiming while it runs, and a job it names may since have
+// joined held: HandBackOrphans, given the suspects, checks again.
+func (s *Store) OrphanSuspects(ctx context.Context, worker string, since time.Time, held []Lease) ([]int64, error) {
+	ids, attempts := leaseArrays(held)
+	var suspects []int64
+	if err := s.db.SelectContext(ctx, &suspects, orphanSuspectsSQL, worker, pq.Array(ids), pq.Array(attempts), since); err != nil {
+		return nil, fmt.Errorf("look for orphaned jobs: %w", err)
+	}
+	return suspects, nil
+}
+
+// HandBackOrphans returns to the queue every job among suspects (see
+// OrphanSuspects) running under worker's lease, claimed since since,
+// except those in held, giving back their attempts, and returns their ids. since is when this process started, by
 // the database's clock (Store.Now): a job claimed before that was claimed
 // by an earlier process with the same worker id, which may have died
 // running it, and must spend its attempt through the rescuer; otherwise a
 // job that kills its worker would be handed back for ever. The caller must
 // hold off claiming while it runs: a claim committed but not yet in held
 // would be handed back too.
-func (s *Store) HandBackOrphans(ctx context.Context, worker string, since time.Time, held []Lease, a Attempt) ([]int64, error) {
+func (s *Store) HandBackOrphans(ctx context.Context, worker string, since time.Time, held []Lease, suspects []int64, a Attempt) ([]int64, error) {
 	a.Outcome, a.Class = OutcomeInterrupted, ClaimLostClass
 	entry, err := json.Marshal(a)
 	if err != nil {
@@ -237,7 +273,8 @@ func (s *Store) HandBackOrphans(ctx context.Context, worker string, since time.T
 	}
 	ids, attempts := leaseArrays(held)
 	var orphans []int64
-	if err := s.db.SelectContext(ctx, &orphans, handBackOrphansSQL, worker, pq.Array(ids), pq.Array(attempts), entry, since); err != nil {
+	if err := s.db.SelectContext(ctx, &orphans, handBackOrphansSQL, worker, pq.Array(ids), pq.Array(attempts), entry, since,
+		pq.Array(suspects)); err != nil {
 		return nil, fmt.Errorf("hand back orphaned jobs: %w", err)
 	}
 	return orphans, nil

@@ -229,9 +229,12 @@ func idSet(ids []int64) map[int64]int64 {
 // settle reports each written outcome and releases its claim. An outcome
 // missing from written had lost its lease: another claim owns the job now.
 func (c *completer) settle(batch []outcome, written map[int64]int64) {
-	m := c.w.metrics
+	m := &tally{m: c.w.metrics}
+	defer m.flush()
 	debug := c.w.log.Enabled(context.Background(), slog.LevelDebug)
-	for _, o := range batch {
+	leases := make([]dlq.Lease, len(batch))
+	for i, o := range batch {
+		leases[i] = o.lease
 		job, a := o.active.job, o.attempt
 		letter, ok := written[o.lease.JobID]
 		switch {
@@ -249,8 +252,8 @@ func (c *completer) settle(batch []outcome, written map[int64]int64) {
 			m.observe(job.Task, job.Queue, outcomeDead, a.DurationMS)
 			o.log.get().Warn("job dead-lettered", "reason", o.d.reason, "class", a.Class, "err", a.Message, "dead_letter_id", letter)
 		}
-		c.w.release(o.lease)
 	}
+	c.w.release(leases...)
 }
 
 // abandon gives up on writing an outcome: the job keeps its lease until it

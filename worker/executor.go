@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -52,17 +53,29 @@ func decide(attempt, maxAttempts int, err, stop error, retryDelay func(attempt i
 	}
 }
 
-// execute runs one claimed job and records its outcome.
-func (w *Worker) execute(ctx context.Context, a *activeJob) {
-	job := a.job
+// execute runs one claimed job and records its outcome. It runs in the
+// job's own goroutine, counted in w.jobs, which the outcome's recording
+// releases; cancel ends the job's context once it has.
+func (w *Worker) execute(ctx context.Context, cancel context.CancelCauseFunc, a *activeJob) {
 	log := newJobLog(w.log, &a.job)
 	start := w.cfg.NowFunc()
-	var err error
-	if t, ok := w.tasks[job.Task]; ok {
-		err = w.runHandler(ctx, t, job, log)
-	} else {
-		err = Permanent(&unknownTaskError{task: job.Task, worker: w.cfg.ID, known: w.taskNames})
+	done := func(err error) {
+		defer w.jobs.Done()
+		defer cancel(nil)
+		w.record(ctx, a, log, start, err)
 	}
+	t, ok := w.tasks[a.job.Task]
+	if !ok {
+		done(Permanent(&unknownTaskError{task: a.job.Task, worker: w.cfg.ID, known: w.taskNames}))
+		return
+	}
+	w.runHandler(ctx, t, a.job, log, done)
+}
+
+// record decides what becomes of a job whose handler returned err (or was
+// abandoned with it) and hands the outcome to the completer.
+func (w *Worker) record(ctx context.Context, a *activeJob, log *jobLog, start time.Time, err error) {
+	job := a.job
 	// Why the worker cancelled the job, read the moment the handler
 	// returned: a shutdown that cancels it only later must not turn a
 	// finished failure into a hand-back.
@@ -86,18 +99,23 @@ func (w *Worker) execute(ctx context.Context, a *activeJob) {
 	}
 }
 
-// runHandler calls the task's handler under its timeout and turns a panic
-// into an error. When the job's own deadline, rather than one inside the
-// handler, ended the context, the error says so.
+// runHandler calls the task's handler under its timeout, turning a panic
+// into an error, and passes its result to done. When the job's own
+// deadline, rather than one inside the handler, ended the context, the
+// error says so.
 //
 // A handler that ignores its cancelled context (a read without a deadline,
 // a deadlock) would otherwise hold its job in running for ever, the
-// heartbeat renewing the lease. After abandonAfter it is abandoned: the
-// attempt fails (or, at shutdown, is handed back) and the slot is freed.
-// Go cannot stop a goroutine, so the handler's own goroutine is left to
-// finish whenever it does; its outcome is discarded, and should it ever
-// return, nothing it says is recorded.
-func (w *Worker) runHandler(ctx context.Context, t task, job dlq.Job, log *jobLog) error {
+// heartbeat renewing the lease. abandonAfter past the cancellation it is
+// abandoned: done gets an error (at shutdown the job is then handed back)
+// and the slot is freed. Go cannot stop a goroutine, so the handler is
+// left to finish whenever it does; should it ever return, nothing it says
+// is recorded.
+//
+// The handler runs on the caller's goroutine, and a timer watches it only
+// once its context has ended: one goroutine per job, not two, on the path
+// every job takes.
+func (w *Worker) runHandler(ctx context.Context, t task, job dlq.Job, log *jobLog, done func(error)) {
 	// The job's own timeout, else its task's, else the default; never
 	// over the operator's cap.
 	limit := cmp.Or(job.Timeout(), t.opts.Timeout, w.cfg.DefaultTimeout)
@@ -106,27 +124,30 @@ func (w *Worker) runHandler(ctx context.Context, t task, job dlq.Job, log *jobLo
 	}
 	deadline := &timeoutError{task: job.Task, after: limit}
 	hctx, cancel := context.WithTimeoutCause(ctx, limit, deadline)
-	defer cancel()
-	result := make(chan error, 1) // buffered: an abandoned handler must not block on it
-	go func() { result <- callHandler(withLogger(hctx, log), t.handler, &job) }()
-	var err error
-	select {
-	case err = <-result:
-	case <-hctx.Done():
-		abandon := time.NewTimer(abandonAfter)
-		defer abandon.Stop()
-		select {
-		case err = <-result:
-		case <-abandon.C:
+	// Exactly one of the handler's return and its abandonment reports.
+	var settled atomic.Bool
+	settle := func(err error) {
+		if err != nil && context.Cause(hctx) == deadline {
+			err = &timeoutError{task: job.Task, after: limit, err: err}
+		}
+		cancel()
+		done(err)
+	}
+	stopWatch := context.AfterFunc(hctx, func() {
+		time.AfterFunc(abandonAfter, func() {
+			if !settled.CompareAndSwap(false, true) {
+				return
+			}
 			log.get().Error("handler ignored cancellation and was abandoned; its goroutine may still be running",
 				"cause", context.Cause(hctx), "waited", abandonAfter)
-			err = &abandonedError{task: job.Task, after: abandonAfter, cause: context.Cause(hctx)}
-		}
+			settle(&abandonedError{task: job.Task, after: abandonAfter, cause: context.Cause(hctx)})
+		})
+	})
+	err := callHandler(withLogger(hctx, log), t.handler, &job)
+	stopWatch()
+	if settled.CompareAndSwap(false, true) {
+		settle(err)
 	}
-	if err != nil && context.Cause(hctx) == deadline {
-		return &timeoutError{task: job.Task, after: limit, err: err}
-	}
-	return err
 }
 
 func callHandler(ctx context.Context, h Handler, job *Job) (err error) {

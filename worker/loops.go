@@ -82,9 +82,7 @@ func (w *Worker) claim(jobsCtx context.Context, limit int) (int, error) {
 	leaseUntil := time.Now().Add(w.cfg.LeaseDuration)
 	w.claiming.Lock()
 	jobs, err := w.store.Claim(ctx, w.cfg.ID, w.cfg.Queues, limit, w.cfg.LeaseDuration)
-	for _, job := range jobs {
-		w.start(jobsCtx, job, leaseUntil)
-	}
+	w.start(jobsCtx, jobs, leaseUntil)
 	w.claiming.Unlock()
 	if err != nil {
 		w.noteFailure(err)
@@ -102,34 +100,49 @@ func (w *Worker) claim(jobsCtx context.Context, limit int) (int, error) {
 	return len(jobs), nil
 }
 
-// start runs one claimed job in its own goroutine. The job is in the active
-// set before start returns, so the claim loop's next count of free slots
-// includes it.
-func (w *Worker) start(jobsCtx context.Context, job dlq.Job, leaseUntil time.Time) {
-	ctx, cancel := context.WithCancelCause(jobsCtx)
-	a := &activeJob{job: job, cancel: cancel}
-	a.leaseNanos.Store(leaseUntil.UnixNano())
-	lease := dlq.LeaseOf(w.cfg.ID, job)
-	w.mu.Lock()
-	// An earlier claim of the same job by this worker can only have an
-	// earlier attempt: look those up rather than scan every active claim.
-	for attempt := 1; attempt < lease.Attempt; attempt++ {
-		l := dlq.Lease{Worker: lease.Worker, JobID: job.ID, Attempt: attempt}
-		if old := w.active[l]; old != nil && !old.finished.Load() {
-			// This worker stalled past the old lease, the job was rescued,
-			// and now it is ours again under a new one: the stale run
-			// must stop (its writes would be refused anyway).
-			w.log.Warn("lease lost; cancelling handler", "job_id", job.ID, "task", job.Task, "attempt", l.Attempt)
-			old.cancel(errLeaseLost)
-		}
+// start runs each claimed job in its own goroutine. The jobs are in the
+// active set before start returns, so the claim loop's next count of free
+// slots includes them; they join it under one lock, not one each.
+func (w *Worker) start(jobsCtx context.Context, jobs []dlq.Job, leaseUntil time.Time) {
+	if len(jobs) == 0 {
+		return
 	}
-	w.active[lease] = a
-	w.running++
+	type started struct {
+		ctx    context.Context
+		cancel context.CancelCauseFunc
+		a      *activeJob
+	}
+	runs := make([]started, len(jobs))
+	for i, job := range jobs {
+		ctx, cancel := context.WithCancelCause(jobsCtx)
+		a := &activeJob{job: job, cancel: cancel}
+		a.leaseNanos.Store(leaseUntil.UnixNano())
+		runs[i] = started{ctx: ctx, cancel: cancel, a: a}
+	}
+	w.mu.Lock()
+	for _, r := range runs {
+		job := r.a.job
+		lease := dlq.LeaseOf(w.cfg.ID, job)
+		// An earlier claim of the same job by this worker can only have an
+		// earlier attempt: look those up rather than scan every active claim.
+		for attempt := 1; attempt < lease.Attempt; attempt++ {
+			l := dlq.Lease{Worker: lease.Worker, JobID: job.ID, Attempt: attempt}
+			if old := w.active[l]; old != nil && !old.finished.Load() {
+				// This worker stalled past the old lease, the job was rescued,
+				// and now it is ours again under a new one: the stale run
+				// must stop (its writes would be refused anyway).
+				w.log.Warn("lease lost; cancelling handler", "job_id", job.ID, "task", job.Task, "attempt", l.Attempt)
+				old.cancel(errLeaseLost)
+			}
+		}
+		w.active[lease] = r.a
+	}
+	w.running += len(runs)
 	w.mu.Unlock()
-	w.jobs.Go(func() {
-		defer cancel(nil)
-		w.execute(ctx, a)
-	})
+	w.jobs.Add(len(runs))
+	for _, r := range runs {
+		go w.execute(r.ctx, r.cancel, r.a)
+	}
 }
 
 // heartbeatLoop renews the leases of running jobs and the worker's row
@@ -188,14 +201,30 @@ func (w *Worker) heartbeat(ctx context.Context) {
 // but it does not know of: a claim that committed after the worker stopped
 // waiting for it. Their handlers never ran; see dlq.HandBackOrphans.
 // It returns how many it handed back.
+//
+// It looks first without holding up claims (dlq.OrphanSuspects), because
+// the look can take long under load, and there is almost never anything
+// to find: holding claims off meanwhile stalled a busy worker for seconds
+// at every heartbeat. A claim that commits while it looks makes suspects
+// of jobs that are not orphans; the hand-back, with claims held off, tells
+// them apart.
 func (w *Worker) handBackOrphans(ctx context.Context) int {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), handBackTimeout)
 	defer cancel()
+	suspects, err := w.store.OrphanSuspects(ctx, w.cfg.ID, w.since, w.knownLeases(time.Now()))
+	if err != nil {
+		w.noteFailure(err)
+		w.log.Warn("looking for orphaned claims failed; trying again at the next heartbeat", "err", err)
+		return 0
+	}
+	if len(suspects) == 0 {
+		return 0
+	}
 	w.claiming.Lock()
 	defer w.claiming.Unlock()
 	a := dlq.Attempt{At: w.cfg.NowFunc(), Worker: w.cfg.ID, Host: w.host, Version: w.cfg.Version,
 		Message: "the claim's reply never reached the worker (it timed out or its connection broke); the job was handed back unrun"}
-	orphans, err := w.store.HandBackOrphans(ctx, w.cfg.ID, w.since, w.knownLeases(time.Now()), a)
+	orphans, err := w.store.HandBackOrphans(ctx, w.cfg.ID, w.since, w.knownLeases(time.Now()), suspects, a)
 	switch {
 	case err != nil:
 		w.noteFailure(err)

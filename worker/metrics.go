@@ -54,3 +54,33 @@ func (m *metrics) observe(task, queue, outcome string, durationMS int64) {
 	m.outcomes.WithLabelValues(task, queue, outcome).Inc()
 	m.duration.WithLabelValues(task, outcome).Observe(float64(durationMS) / 1000)
 }
+
+// tally folds a batch of outcomes into the metrics. A batch is mostly one
+// task, queue and outcome after another, so it looks the labels up once
+// per run of equal labels, not twice per job, and adds each run's count
+// at once. flush must be called at the end.
+type tally struct {
+	m                    *metrics
+	task, queue, outcome string
+	n                    int
+	duration             prometheus.Observer
+}
+
+func (t *tally) observe(task, queue, outcome string, durationMS int64) {
+	if t.n == 0 || task != t.task || queue != t.queue || outcome != t.outcome {
+		t.flush()
+		if t.duration == nil || task != t.task || outcome != t.outcome {
+			t.duration = t.m.duration.WithLabelValues(task, outcome)
+		}
+		t.task, t.queue, t.outcome = task, queue, outcome
+	}
+	t.n++
+	t.duration.Observe(float64(durationMS) / 1000)
+}
+
+func (t *tally) flush() {
+	if t.n > 0 {
+		t.m.outcomes.WithLabelValues(t.task, t.queue, t.outcome).Add(float64(t.n))
+		t.n = 0
+	}
+}

@@ -315,10 +315,12 @@ func (w *Worker) handlerReturned(a *activeJob) {
 	signal(w.slotFreed)
 }
 
-// release forgets a claim whose outcome was written or given up on.
-func (w *Worker) release(l dlq.Lease) {
+// release forgets claims whose outcomes were written or given up on.
+func (w *Worker) release(leases ...dlq.Lease) {
 	w.mu.Lock()
-	delete(w.active, l)
+	for _, l := range leases {
+		delete(w.active, l)
+	}
 	w.mu.Unlock()
 	signal(w.slotFreed)
 }
