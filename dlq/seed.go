@@ -423,6 +423,13 @@ func (s *Store) SeedDeadLetters(ctx context.Context, n int, now time.Time) (int,
 	if err != nil {
 		return inserted, err
 	}
+	// The letters' search rows, after the letters (migration 00016): the
+	// same statement as the console's indexer, in large batches, side by
+	// side. A console running meanwhile indexes some of them itself; SKIP
+	// LOCKED keeps the two out of each other's way.
+	if err := s.seedIndexSearch(ctx, workers); err != nil {
+		return inserted, err
+	}
 	// Leave the table as a console wants it: GIN pending lists merged (or
 	// the next ordinary insert would pay for merging them, and every search
 	// would scan them), and fresh statistics, so the first queries are
@@ -437,6 +444,66 @@ func (s *Store) SeedDeadLetters(ctx context.Context, n int, now time.Time) (int,
 }
 
 const seedSettingsSQL = `SET LOCAL work_mem = '256MB'; SET LOCAL gin_pending_list_limit = '64MB'`
+
+// seedIndexBatch is how many letters one seed indexing statement takes:
+// large, because a GIN index takes many rows at once far more cheaply
+// than a few at a time, and small enough that a batch's rows fit work_mem.
+const seedIndexBatch = 25_000
+
+// seedIndexSearch builds the search rows of every queued letter on workers
+// connections at once.
+func (s *Store) seedIndexSearch(ctx context.Context, workers int) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		mu       sync.Mutex
+		firstErr error
+		wg       sync.WaitGroup
+	)
+	for range workers {
+		wg.Go(func() {
+			for {
+				n, err := s.seedIndexOnce(ctx)
+				if err != nil {
+					mu.Lock()
+					if firstErr == nil {
+						firstErr = err
+						cancel()
+					}
+					mu.Unlock()
+					return
+				}
+				if n < seedIndexBatch {
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return firstErr
+}
+
+// seedIndexOnce indexes one batch in its own transaction, with the seed's
+// settings: a pending list large enough for the whole batch is merged
+// into the trigram index in one pass.
+func (s *Store) seedIndexOnce(ctx context.Context) (int64, error) {
+	tx, err := s.db.BeginTxx(ctx, nil)
+	if err != nil {
+		return 0, fmt.Errorf("seed: index search: %w", err)
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, seedSettingsSQL); err != nil {
+		return 0, fmt.Errorf("seed: index search: %w", err)
+	}
+	var n int64
+	if err := tx.GetContext(ctx, &n, `SELECT dead_letter_search_index($1)`, seedIndexBatch); err != nil {
+		return 0, fmt.Errorf("seed: index search: %w", translate(err))
+	}
+	if err := tx.Commit(); err != nil {
+		return 0, fmt.Errorf("seed: index search: commit: %w", err)
+	}
+	return n, nil
+}
 
 // cleanGINPendingSQL merges the pending list of every GIN index on the
 // letters and their search text, whichever migrations created them.
