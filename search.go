@@ -36,11 +36,12 @@ func masker(auth web.AuthConfig) (dlq.Masker, error) {
 }
 
 // applyMaskPolicy writes the console's mask settings to the database and
-// returns what rebuilds the search rows built under others: run it beside
-// the console, since on a million letters it takes minutes, during which
-// searches skip those rows. A rebuild that fails is logged, not fatal:
-// the rows it left stay out of search until the next start or `redrive
-// search rebuild`.
+// returns the console's search upkeep: it rebuilds the search rows built
+// under other settings and, until ctx ends, indexes new letters for search
+// (migration 00016). Run it beside the console, since on a million letters
+// a rebuild takes minutes, during which searches skip those rows. A
+// rebuild that fails is logged, not fatal: the rows it left stay out of
+// search until the next start or `redrive search rebuild`.
 func applyMaskPolicy(ctx context.Context, store *dlq.Store, auth web.AuthConfig, logger *slog.Logger) (func(context.Context), error) {
 	m, err := masker(auth)
 	if err != nil {
@@ -56,25 +57,38 @@ func applyMaskPolicy(ctx context.Context, store *dlq.Store, auth web.AuthConfig,
 			"keys", strings.Join(m.Patterns(), ","), "patterns", len(m.TextPatterns()))
 	}
 	return func(ctx context.Context) {
-		st, err := store.MaskPolicy(ctx)
-		if err != nil {
-			logger.Error("search rebuild", "err", err)
-			return
-		}
-		if st.Stale == 0 {
-			return
-		}
-		start := time.Now()
-		logger.Info("search rebuild started", "stale", st.Stale)
-		n, err := store.RebuildSearch(ctx, 0, nil)
-		if err != nil {
-			if ctx.Err() == nil {
-				logger.Error("search rebuild stopped; run `redrive search rebuild` or restart to finish", "rebuilt", n, "err", err)
-			}
-			return
-		}
-		logger.Info("search rebuild done", "rebuilt", n, "took", time.Since(start).Round(time.Millisecond))
+		// New letters are indexed beside the rebuild, so that a rebuild of a
+		// million rows does not keep them out of search for minutes.
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			store.RunSearchIndexer(ctx, dlq.SearchIndexerConfig{Logger: logger})
+		}()
+		defer func() { <-done }()
+		rebuildStale(ctx, store, logger)
 	}, nil
+}
+
+// rebuildStale rebuilds the search rows built under other mask settings.
+func rebuildStale(ctx context.Context, store *dlq.Store, logger *slog.Logger) {
+	st, err := store.MaskPolicy(ctx)
+	if err != nil {
+		logger.Error("search rebuild", "err", err)
+		return
+	}
+	if st.Stale == 0 {
+		return
+	}
+	start := time.Now()
+	logger.Info("search rebuild started", "stale", st.Stale)
+	n, err := store.RebuildSearch(ctx, 0, nil)
+	if err != nil {
+		if ctx.Err() == nil {
+			logger.Error("search rebuild stopped; run `redrive search rebuild` or restart to finish", "rebuilt", n, "err", err)
+		}
+		return
+	}
+	logger.Info("search rebuild done", "rebuilt", n, "took", time.Since(start).Round(time.Millisecond))
 }
 
 func runSearch(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
@@ -84,8 +98,9 @@ func runSearch(ctx context.Context, args []string, getenv func(string) string, s
 	}
 	fs := newFlagSet("search rebuild", "Store these mask settings (the console's --mask-keys and --mask-patterns) as\n"+
 		"the search's, then rebuild every letter's search text built under other\n"+
-		"settings, in batches, while dead-lettering goes on. The console does this\n"+
-		"at start by itself; this is for running it by hand, or to the end.", stderr)
+		"settings, in batches, while dead-lettering goes on, and index the letters\n"+
+		"written since a console last ran. The console does both by itself; this is\n"+
+		"for running them by hand, or to the end.", stderr)
 	var c common
 	var a authFlags
 	c.register(fs)
@@ -126,5 +141,12 @@ func runSearch(ctx context.Context, args []string, getenv func(string) string, s
 		return err
 	}
 	fmt.Fprintf(stdout, "rebuilt %d letters' search text in %s\n", n, time.Since(start).Round(time.Millisecond))
+	// Letters written while no console ran are still queued for search.
+	start = time.Now()
+	indexed, err := store.IndexSearch(ctx, *batch)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "indexed %d new letters for search in %s\n", indexed, time.Since(start).Round(time.Millisecond))
 	return nil
 }

@@ -34,6 +34,10 @@ type DeadLetterPage struct {
 	Letters []DeadLetter
 	// Next continues after the last letter; nil on the last page.
 	Next *Cursor
+	// NotYetSearchable, on a search (Filter.Q), counts the letters written
+	// too recently to be indexed for search yet (SearchBacklog): search
+	// cannot have found them.
+	NotYetSearchable int64
 }
 
 // Count is how many letters match a filter. When Exact is false, N is
@@ -117,6 +121,11 @@ func (s *Store) ListDeadLetters(ctx context.Context, f Filter) (DeadLetterPage, 
 	page, err := s.listPage(ctx, f, limit)
 	if err != nil {
 		return DeadLetterPage{}, fmt.Errorf("list dead letters: %w", err)
+	}
+	if f.Q != "" {
+		if page.NotYetSearchable, err = s.SearchBacklog(ctx); err != nil {
+			return DeadLetterPage{}, fmt.Errorf("list dead letters: %w", err)
+		}
 	}
 	return page, nil
 }

@@ -64,6 +64,10 @@ func apiLetter(d dlq.DeadLetter) LetterJSON {
 type apiLetterPage struct {
 	Items      []LetterJSON `json:"items"`
 	NextCursor *string      `json:"next_cursor"`
+	// NotYetSearchable, only on a search (q), is how many letters were
+	// written too recently to be searchable yet: search could not find
+	// them, whatever they say.
+	NotYetSearchable *int64 `json:"not_yet_searchable,omitempty"`
 }
 
 // APIDeadLetters answers GET /api/v1/dead-letters with one page of letters
@@ -89,6 +93,9 @@ func APIDeadLetters(store DeadLetterLister, now func() time.Time) echo.HandlerFu
 		if page.Next != nil {
 			s := page.Next.String()
 			out.NextCursor = &s
+		}
+		if f.Q != "" {
+			out.NotYetSearchable = &page.NotYetSearchable
 		}
 		return c.JSON(http.StatusOK, out)
 	}

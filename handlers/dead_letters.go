@@ -166,6 +166,8 @@ func letterResults(f dlq.Filter, page dlq.DeadLetterPage, count dlq.Count) views
 		FirstPage:  f.After == nil,
 		NewestURL:  "/dead-letters" + query(f.FirstPage()),
 		ClearURL:   "/dead-letters",
+
+		NotYetSearchable: page.NotYetSearchable,
 	}
 	switch {
 	case count.TooSlow:

@@ -66,6 +66,9 @@ type DeadLetterResults struct {
 	ClearURL   string
 	ExportCSV  string
 	ExportJSON string
+	// NotYetSearchable, on a search, counts the letters written too
+	// recently to be indexed for search: the results cannot include them.
+	NotYetSearchable int64
 
 	// The bulk form: whether the requester may act, the CSRF token, and the
 	// filter (no page, no cursor) that "select all matching" acts on.

@@ -85,7 +85,20 @@ func InsertDeadLetter(t testing.TB, db *sqlx.DB, l Letter) int64 {
 	if err != nil {
 		t.Fatalf("insert dead letter: %v", err)
 	}
+	if err := IndexSearch(context.Background(), db); err != nil {
+		t.Fatal(err)
+	}
 	return id
+}
+
+// IndexSearch builds the search rows of the letters written since the last
+// call, as the console's background indexer would a moment later
+// (migration 00016), so that a test can search for a letter it just wrote.
+func IndexSearch(ctx context.Context, db *sqlx.DB) error {
+	if _, err := db.ExecContext(ctx, `SELECT dead_letter_search_index(2147483647)`); err != nil {
+		return fmt.Errorf("index search: %w", err)
+	}
+	return nil
 }
 
 // seedLettersSQL makes $1 letters in one set-based statement, shaped like a
@@ -165,6 +178,9 @@ func SeedDeadLetters(ctx context.Context, db *sqlx.DB, n int, now time.Time) err
 		done += batch
 	}
 	if err := tx.Commit(); err != nil {
+		return err
+	}
+	if err := IndexSearch(ctx, db); err != nil {
 		return err
 	}
 	// As autovacuum would leave a table at rest: statistics for the planner
