@@ -439,3 +439,54 @@ func (s *Store) PauseByID(ctx context.Context, id int64) (Pause, error) {
 	}
 	return p, nil
 }
+
+// WaitingJobs counts the jobs of a queue or a task that are waiting to run
+// (available or retrying, due or not), for the pause form.
+func (s *Store) WaitingJobs(ctx context.Context, kind, name string) (int64, error) {
+	column := "task"
+	if kind == PauseQueue {
+		column = "queue"
+	}
+	var n int64
+	err := s.db.GetContext(ctx, &n, `SELECT count(*) FROM jobs WHERE `+column+` = $1 AND state IN ('available', 'retrying')`, name)
+	if err != nil {
+		return 0, fmt.Errorf("waiting jobs of %s %s: %w", kind, name, translate(err))
+	}
+	return n, nil
+}
+
+// QueueWait is how long the oldest due job of a queue has been waiting.
+type QueueWait struct {
+	Queue  string    `db:"queue"`
+	Oldest time.Time `db:"oldest"`
+}
+
+// queueWaitsSQL finds each queue with jobs waiting by skipping through
+// jobs_claimable_idx (one probe per queue, not a scan of the backlog),
+// then takes each queue's first due entry: the index is in run_at order.
+const queueWaitsSQL = `
+WITH RECURSIVE queues AS (
+	(SELECT queue FROM jobs WHERE state IN ('available', 'retrying') ORDER BY queue LIMIT 1)
+	UNION ALL
+	SELECT (SELECT j.queue FROM jobs j WHERE j.state IN ('available', 'retrying') AND j.queue > q.queue ORDER BY j.queue LIMIT 1)
+	FROM queues q WHERE q.queue IS NOT NULL
+)
+SELECT q.queue, w.run_at AS oldest
+FROM queues q
+CROSS JOIN LATERAL (
+	SELECT run_at FROM jobs j WHERE j.queue = q.queue AND j.state IN ('available', 'retrying') AND j.run_at <= now()
+	ORDER BY j.run_at, j.id LIMIT 1
+) w
+WHERE q.queue IS NOT NULL
+ORDER BY q.queue`
+
+// QueueWaits returns, per queue with due jobs waiting, the run_at of the
+// oldest: how long it has waited. Paused work counts: a forgotten pause
+// shows as an age that keeps growing.
+func (s *Store) QueueWaits(ctx context.Context) ([]QueueWait, error) {
+	var out []QueueWait
+	if err := s.db.SelectContext(ctx, &out, queueWaitsSQL); err != nil {
+		return nil, fmt.Errorf("queue waits: %w", translate(err))
+	}
+	return out, nil
+}

@@ -60,5 +60,8 @@ func Meta(c echo.Context, title, active, version string) views.PageMeta {
 	if tok, ok := c.Get(csrfKey).(string); ok {
 		m.CSRFToken = tok
 	}
+	if notices, ok := c.Get(pausesKey).([]views.PauseNotice); ok && len(notices) > 0 {
+		m.Pauses, m.PauseKey = notices, newFormKey()
+	}
 	return m
 }

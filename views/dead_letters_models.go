@@ -159,6 +159,8 @@ type GroupsView struct {
 	Limit    int
 	AtLimit  bool // the page shows only the top Limit groups
 	Problems map[string]string
+	// Pause offers each row's task a pause link (nil: no pause links).
+	Pause *PauseLinks
 }
 
 // GroupRow is one error group.

@@ -94,6 +94,9 @@ func NewServer(cfg Config) (http.Handler, error) {
 	if err := cfg.Registry.Register(newAuditHeadCollector(cfg.Store, cfg.Logger)); err != nil {
 		return nil, fmt.Errorf("register audit head metric: %w", err)
 	}
+	if err := cfg.Registry.Register(newPauseCollector(cfg.Store, cfg.Logger)); err != nil {
+		return nil, fmt.Errorf("register pause metrics: %w", err)
+	}
 	e.Use(
 		requestID(sec.trust),
 		requestLogger(cfg.Logger),
