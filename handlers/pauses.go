@@ -150,7 +150,7 @@ func mayPause(c echo.Context) error {
 // PausesPage renders /pauses: what is paused, the pause form, what ended.
 func PausesPage(store PauseStore, now func() time.Time, version string) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		f := views.PauseForm{Kind: dlq.PauseTask, Durations: pauseDurations}
+		f := views.PauseForm{Kind: dlq.PauseTask, Durations: pauseDurations, Now: now()}
 		return renderPauses(c, store, version, f, http.StatusOK, doneFlashPause(c.QueryParam("done"), c.QueryParam("what")))
 	}
 }
@@ -215,7 +215,7 @@ type PauseCounter interface {
 
 // NewPausePage renders /pauses/new?task=NAME (or ?queue=NAME): the form
 // one click away from a group, a queue or a task.
-func NewPausePage(store PauseCounter, version string) echo.HandlerFunc {
+func NewPausePage(store PauseCounter, now func() time.Time, version string) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		if err := mayPause(c); err != nil {
 			return err
@@ -228,7 +228,7 @@ func NewPausePage(store PauseCounter, version string) echo.HandlerFunc {
 			return BadRequest("invalid_target", "Say what to pause: /pauses/new?task=payments.charge or /pauses/new?queue=payments (%s).", joinProblems(problems))
 		}
 		meta := Meta(c, "Pause "+kind+" "+name, "", version)
-		f := views.PauseForm{Kind: kind, Name: name, Durations: pauseDurations, For: "1h", Key: newFormKey(),
+		f := views.PauseForm{Kind: kind, Name: name, Durations: pauseDurations, For: "1h", Key: newFormKey(), Now: now(),
 			CSRFToken: meta.CSRFToken, Waiting: -1, Open: openPauseOf(c, kind, name)}
 		if n, err := store.WaitingJobs(c.Request().Context(), kind, name); err == nil {
 			f.Waiting = n
@@ -244,9 +244,9 @@ func PauseForm(store PauseStore, now func() time.Time, version string) echo.Hand
 		if err := mayPause(c); err != nil {
 			return err
 		}
-		f := views.PauseForm{Kind: formText(c, "kind"), Name: formText(c, "name"), Reason: formText(c, "reason"),
-			For: formText(c, "for"), Until: formText(c, "until"), Durations: pauseDurations, Key: c.FormValue("key")}
 		t := now()
+		f := views.PauseForm{Kind: formText(c, "kind"), Name: formText(c, "name"), Reason: formText(c, "reason"),
+			For: formText(c, "for"), Until: formText(c, "until"), Durations: pauseDurations, Key: c.FormValue("key"), Now: t}
 		until, problems := parseExpiry(t, f.For, f.Until)
 		if len(problems) == 0 {
 			res, err := store.PauseWork(c.Request().Context(), dlq.PauseParams{Kind: f.Kind, Name: f.Name, Reason: f.Reason,

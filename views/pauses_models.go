@@ -49,6 +49,8 @@ type PauseForm struct {
 	// unknown); Open is the pause already holding it, if any.
 	Waiting int64
 	Open    *PauseNotice
+	// Now is the time the form was shown, to help with "until 14:30".
+	Now time.Time
 }
 
 // PausesPage lists the open pauses, the form to pause something, and the

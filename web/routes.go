@@ -94,7 +94,7 @@ func routes(e *echo.Echo, cfg Config, sec *security) error {
 	// Pausing and resuming need the operator role, as every POST does.
 	e.Use(handlers.PauseBanner(cfg.Store, cfg.Now))
 	e.GET("/pauses", handlers.PausesPage(cfg.Store, cfg.Now, cfg.Version))
-	e.GET("/pauses/new", handlers.NewPausePage(cfg.Store, cfg.Version))
+	e.GET("/pauses/new", handlers.NewPausePage(cfg.Store, cfg.Now, cfg.Version))
 	e.POST("/pauses", handlers.PauseForm(cfg.Store, cfg.Now, cfg.Version))
 	e.POST("/pauses/:id/resume", handlers.ResumeForm(cfg.Store, cfg.Now, cfg.Version))
 	e.GET("/api/v1/pauses", handlers.APIPauses(cfg.Store))
