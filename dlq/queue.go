@@ -38,11 +38,11 @@ import (
 // the first job it may take: O(paused jobs due ahead), measured in the
 // README ("During an incident: pause"). The task is compared
 // concatenated with the empty string, an expression without statistics:
-// compared bare, with the
-// list unknown at planning time, Postgres guessed from jobs.task's few
-// distinct values that almost no row would pass, and sorted the queue's
-// whole backlog instead of walking the index (TestClaimCostIsFlat).
-// NOT ARRAY[task] <@ list plans as well, but cost 25% more per paused row.
+// compared bare, with the list unknown at planning time, Postgres guessed
+// from jobs.task's few distinct values that almost no row would pass, and
+// sorted the queue's whole backlog instead of walking the index
+// (TestClaimCostIsFlat). NOT ARRAY[task] <@ list plans as well, but cost
+// 25% more per paused row.
 const claimSQL = `
 WITH next AS (
 	SELECT due.id AS next_id
