@@ -130,6 +130,13 @@ func TestPauseConsole(t *testing.T) {
 	if _, vdoc := a.page(t, a.vic, "/groups"); vdoc.Find(`[data-testid="pause-task-link"]`).Length() != 0 {
 		t.Fatal("a viewer is offered the pause link")
 	}
+	// So does the group's list of letters, and the jobs page of the task.
+	groupHref := doc.Find(`[data-testid="group-link"]`).First().AttrOr("href", "")
+	for _, path := range []string{groupHref, "/dead-letters?task=billing.charge", "/jobs?task=billing.charge"} {
+		if _, d := a.page(t, a.olga, path); d.Find(`a[href="/pauses/new?task=billing.charge"]`).Length() != 1 {
+			t.Errorf("%s offers no pause of its task", path)
+		}
+	}
 	rec, doc := a.page(t, a.olga, "/pauses/new?task=billing.charge")
 	if rec.Code != http.StatusOK {
 		t.Fatalf("form: %d", rec.Code)

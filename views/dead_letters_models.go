@@ -44,6 +44,10 @@ type DeadLettersView struct {
 	// Invalid is set when the filter was refused: the form shows the
 	// problems and no results are shown.
 	Invalid bool
+	// PauseTask is the one task the list shows (a task or a group's
+	// filter), offered a pause link; "" offers none.
+	PauseTask string
+	Pause     *PauseLinks
 }
 
 // DeadLetterResults is the part of the list page that a filter changes:
