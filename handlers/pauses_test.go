@@ -159,6 +159,9 @@ func TestPauseConsole(t *testing.T) {
 			t.Errorf("banner %q lacks %q", strings.Join(strings.Fields(text), " "), want)
 		}
 	}
+	if strings.Contains(text, "@") {
+		t.Errorf("banner shows template text: %q", strings.Join(strings.Fields(text), " "))
+	}
 	if banner.Find(`[data-testid="pause-resume"]`).Length() != 0 {
 		t.Error("a viewer sees the resume button")
 	}
@@ -173,5 +176,9 @@ func TestPauseConsole(t *testing.T) {
 	}
 	if _, doc = a.page(t, a.olga, "/jobs"); doc.Find(`[data-testid="pause-banner"]`).Length() != 0 {
 		t.Fatal("the banner outlived the resume")
+	}
+	_, doc = a.page(t, a.olga, "/pauses")
+	if ended := doc.Find(`[data-testid="pause-row"]`).Text(); !strings.Contains(ended, "resumed by olga") || strings.Contains(ended, "@") {
+		t.Errorf("ended pauses: %q", strings.Join(strings.Fields(ended), " "))
 	}
 }
