@@ -33,6 +33,9 @@ var actionTexts = map[string]string{
 	dlq.ActionSignInFailed:  "Failed to sign in",
 	dlq.ActionUserChange:    "Changed a user",
 	dlq.ActionTokenChange:   "Changed an API token",
+	dlq.ActionPause:         "Paused",
+	dlq.ActionResume:        "Resumed",
+	dlq.ActionPauseExpired:  "Pause expired",
 }
 
 func actionText(action string) string {

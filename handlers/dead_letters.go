@@ -76,6 +76,10 @@ func DeadLetters(store DeadLetterLister, now func() time.Time, version string) e
 		v.Results = letterResults(f, page, count)
 		v.Results.CanAct, v.Results.CSRFToken = meta.CanAct, meta.CSRFToken
 		v.Results.FilterQuery = selectionQuery(f)
+		v.PauseTask, v.Pause = f.Task, pauseLinks(meta)
+		if f.Fingerprint != "" && len(page.Letters) > 0 {
+			v.PauseTask = page.Letters[0].Task // a group is one task's
+		}
 		if wantsFragment(c) {
 			// The form sends every field, empty ones too; the address bar
 			// gets the short canonical form of the same filter.

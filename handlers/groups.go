@@ -44,6 +44,7 @@ func Groups(store GroupLister, now func() time.Time, version string) echo.Handle
 			return err
 		}
 		v.Sort, v.Limit, v.AtLimit = f.Sort, f.Limit, len(groups) == f.Limit
+		v.Pause = pauseLinks(meta)
 		for _, g := range groups {
 			v.Rows = append(v.Rows, groupRow(g, spark[g.Fingerprint]))
 		}

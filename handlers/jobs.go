@@ -52,6 +52,7 @@ func Jobs(store JobLister, now func() time.Time, version string) echo.HandlerFun
 		if err != nil {
 			return err
 		}
+		p.Pause = pauseLinks(meta)
 		return Render(c, http.StatusOK, views.Layout(meta, views.Jobs(p)))
 	}
 }

@@ -16,6 +16,7 @@ import (
 // OverviewReader reads the front page's numbers.
 type OverviewReader interface {
 	Overview(ctx context.Context) (dlq.Overview, error)
+	PausesWithBacklog(ctx context.Context) ([]dlq.ActivePause, error)
 }
 
 // overviewTimeout bounds the overview's queries: the page polls itself, and
@@ -57,7 +58,13 @@ func loadOverview(c echo.Context, store OverviewReader) (views.OverviewPage, err
 	if err != nil {
 		return views.OverviewPage{}, err
 	}
-	return overviewPage(o), nil
+	pauses, err := store.PausesWithBacklog(ctx)
+	if err != nil {
+		return views.OverviewPage{}, err
+	}
+	page := overviewPage(o)
+	page.Pauses = pauseRows(pauses)
+	return page, nil
 }
 
 // maxStaleNamed is how many stale workers the overview's warning names;

@@ -64,5 +64,8 @@ func Meta(c echo.Context, title, active, version string) views.PageMeta {
 	if s, ok := c.Get(readStateKey).(dlq.ReadState); ok {
 		m.ReadNotice = readNotice(s)
 	}
+	if notices, ok := c.Get(pausesKey).([]views.PauseNotice); ok && len(notices) > 0 {
+		m.Pauses, m.PauseKey = notices, newFormKey()
+	}
 	return m
 }

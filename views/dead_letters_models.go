@@ -44,6 +44,10 @@ type DeadLettersView struct {
 	// Invalid is set when the filter was refused: the form shows the
 	// problems and no results are shown.
 	Invalid bool
+	// PauseTask is the one task the list shows (a task or a group's
+	// filter), offered a pause link; "" offers none.
+	PauseTask string
+	Pause     *PauseLinks
 }
 
 // DeadLetterResults is the part of the list page that a filter changes:
@@ -162,6 +166,8 @@ type GroupsView struct {
 	Limit    int
 	AtLimit  bool // the page shows only the top Limit groups
 	Problems map[string]string
+	// Pause offers each row's task a pause link (nil: no pause links).
+	Pause *PauseLinks
 }
 
 // GroupRow is one error group.

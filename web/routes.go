@@ -95,6 +95,19 @@ func routes(e *echo.Echo, cfg Config, sec *security) error {
 	e.GET("/api/v1/audit", handlers.APIAudit(store, cfg.Now))
 	// --- end of issue 4 routes.
 
+	// --- Pauses (issue 14): every page's banner, the pause pages, the API.
+	// Pausing and resuming need the operator role, as every POST does.
+	e.Use(handlers.PauseBanner(cfg.Store, cfg.Now))
+	e.GET("/pauses", handlers.PausesPage(cfg.Store, cfg.Now, cfg.Version))
+	e.GET("/pauses/new", handlers.NewPausePage(cfg.Store, cfg.Now, cfg.Version))
+	e.POST("/pauses", handlers.PauseForm(cfg.Store, cfg.Now, cfg.Version))
+	e.POST("/pauses/:id/resume", handlers.ResumeForm(cfg.Store, cfg.Now, cfg.Version))
+	e.GET("/api/v1/pauses", handlers.APIPauses(cfg.Store))
+	e.POST("/api/v1/pauses", handlers.APIPause(cfg.Store, cfg.Now))
+	e.DELETE("/api/v1/pauses/:id", handlers.APIResume(cfg.Store, cfg.Now))
+	e.POST("/api/v1/pauses/:id/resume", handlers.APIResume(cfg.Store, cfg.Now))
+	// --- end of pause routes.
+
 	// Users and API tokens: admins only.
 	admin := e.Group("/admin", requireRole(dlq.RoleAdmin))
 	admin.GET("", handlers.AdminRedirect())

@@ -107,6 +107,9 @@ func NewServer(cfg Config) (http.Handler, error) {
 			return nil, fmt.Errorf("register read replica metrics: %w", err)
 		}
 	}
+	if err := cfg.Registry.Register(newPauseCollector(cfg.Store, cfg.Logger)); err != nil {
+		return nil, fmt.Errorf("register pause metrics: %w", err)
+	}
 	e.Use(
 		requestID(sec.trust),
 		requestLogger(cfg.Logger),

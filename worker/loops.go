@@ -305,6 +305,7 @@ func (w *Worker) rescue(ctx context.Context) {
 	if w.lostDatabaseWithin(w.cfg.RestartGrace) {
 		return
 	}
+	w.expirePauses(ctx)
 	for {
 		res, err := w.store.RescueExpired(ctx, rescueBatch, w.cfg.ID, w.cfg.NowFunc(), w.cfg.RestartGrace)
 		if err != nil {
