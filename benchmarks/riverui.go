@@ -166,7 +166,7 @@ func (s *suite) serveRiverUI(ctx context.Context, dsn string) (*server, error) {
 			return srv, nil
 		} else if time.Now().After(deadline) {
 			srv.close()
-			return nil, fmt.Errorf("River UI not ready within 30s: %w", err)
+			return nil, fmt.Errorf("river ui not ready within 30s: %w", err)
 		}
 		if err := pause(ctx, 100*time.Millisecond); err != nil {
 			srv.close()
