@@ -8,7 +8,8 @@
 //
 //	go run . --redrive ../bin/redrive [--quick] [--out ../bench/latest.md]
 //
-// The binary re-executes itself as `child` for each worker process.
+// The binary re-executes itself as `child` for each worker process, and as
+// `riverui` for River UI in the console step.
 package main
 
 import (
@@ -40,6 +41,9 @@ func main() {
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if len(args) > 0 && args[0] == "child" {
 		return runChild(ctx, args[1:], stdin, stdout)
+	}
+	if len(args) > 0 && args[0] == "riverui" {
+		return runRiverUI(ctx, args[1:], stderr)
 	}
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)

@@ -61,15 +61,21 @@ func (s *suite) serve(ctx context.Context, dsn string) (*server, error) {
 	if err != nil {
 		return nil, err
 	}
-	srv := &server{proc: proc, base: "http://" + addr, token: strings.TrimSpace(out), client: &http.Client{
-		Timeout:   time.Minute,
-		Transport: &http.Transport{MaxIdleConnsPerHost: 100, MaxConnsPerHost: 100},
-	}}
+	srv := &server{proc: proc, base: "http://" + addr, token: strings.TrimSpace(out), client: benchClient()}
 	if err := srv.waitReady(ctx, 30*time.Second); err != nil {
 		srv.close()
 		return nil, err
 	}
 	return srv, nil
+}
+
+// benchClient is the HTTP client every console measure uses, Redrive's
+// and River UI's alike.
+func benchClient() *http.Client {
+	return &http.Client{
+		Timeout:   time.Minute,
+		Transport: &http.Transport{MaxIdleConnsPerHost: 100, MaxConnsPerHost: 100},
+	}
 }
 
 func (srv *server) waitReady(ctx context.Context, d time.Duration) error {
@@ -94,7 +100,9 @@ func (srv *server) do(ctx context.Context, method, path, body string) (int, []by
 	if err != nil {
 		return 0, nil, fmt.Errorf("request %s: %w", path, err)
 	}
-	req.Header.Set("Authorization", "Bearer "+srv.token)
+	if srv.token != "" {
+		req.Header.Set("Authorization", "Bearer "+srv.token)
+	}
 	if body != "" {
 		req.Header.Set("Content-Type", "application/json")
 	}

@@ -27,6 +27,9 @@ type suite struct {
 	// only, when set, keeps the steps whose name contains it: a quicker
 	// loop while working on one figure. The table is then partial.
 	only string
+	// riverUIDB is River's database for the console step, built in its
+	// first round (riverUIData).
+	riverUIDB string
 }
 
 // wanted reports whether the step called name is to run.

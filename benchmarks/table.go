@@ -52,9 +52,14 @@ func metrics(sz Sizes) []metric {
 		metric{key: "size", label: "Database size per million letters (letters, search, summaries)", unit: "MiB", lowerBetter: true},
 	)
 	for _, pg := range consolePages() {
+		vs := ""
+		if pg.riverUI != "" {
+			vs = "; River: " + riverUILabel(pg.riverUI)
+		}
 		out = append(out,
-			metric{key: "page." + pg.name + ".p50", label: fmt.Sprintf("%s page, p50 (%s letters)", pg.label, count(sz.Letters)), unit: "ms", lowerBetter: true},
-			metric{key: "page." + pg.name + ".p95", label: fmt.Sprintf("%s page, p95", pg.label), unit: "ms", lowerBetter: true})
+			metric{key: "page." + pg.name + ".p50", label: fmt.Sprintf("%s, p50 (%s letters%s)", pg.label, count(sz.Letters), vs),
+				unit: "ms", lowerBetter: true, river: pg.riverUI != ""},
+			metric{key: "page." + pg.name + ".p95", label: fmt.Sprintf("%s, p95", pg.label), unit: "ms", lowerBetter: true, river: pg.riverUI != ""})
 	}
 	out = append(out,
 		metric{key: "rss.idle", label: "Console RSS, idle", unit: "MiB", lowerBetter: true},

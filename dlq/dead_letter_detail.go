@@ -3,6 +3,8 @@ package dlq
 import (
 	"context"
 	"fmt"
+
+	"github.com/lib/pq"
 )
 
 // Caps on what one letter's detail returns. A traceback of a recursion gone
@@ -34,29 +36,36 @@ type DeadLetterDetail struct {
 func (d DeadLetterDetail) TracebackTruncated() bool { return d.TracebackLen > TracebackCap }
 
 // getDeadLetterSQL caps the traceback, and each attempt's traceback in the
-// history, in the database, so a huge one never leaves Postgres whole.
+// history, in the database, so a huge one never leaves Postgres whole. A
+// history shorter than the cap as a whole has no attempt to cut, and goes
+// out as it is stored, without taking it apart. The letters its replays
+// produced come in the same statement: one round trip per page view.
 const getDeadLetterSQL = `
 SELECT id, job_id, queue, task, args, kwargs, idempotency_key, error_class, error_message,
 	left(traceback, $2) AS traceback, length(traceback) AS traceback_len,
 	attempts, max_attempts, reason, fingerprint, worker_version, enqueued_at, failed_at,
 	replay_of, replayed_at, replayed_by, replay_job_id, discarded_at, discarded_by, discard_reason, status,
+	CASE WHEN octet_length(history::text) <= $3 THEN history ELSE
 	(SELECT coalesce(jsonb_agg(CASE WHEN length(e->>'traceback') > $3
 			THEN jsonb_set(e, '{traceback}', to_jsonb(left(e->>'traceback', $3)))
 			ELSE e END ORDER BY ord), '[]'::jsonb)
-	 FROM jsonb_array_elements(history) WITH ORDINALITY AS h(e, ord)) AS history
-FROM dead_letters WHERE id = $1`
-
-const laterLettersSQL = `SELECT id FROM dead_letters WHERE replay_of = $1 ORDER BY id LIMIT $2`
+	 FROM jsonb_array_elements(history) WITH ORDINALITY AS h(e, ord)) END AS history,
+	ARRAY(SELECT l.id FROM dead_letters l WHERE l.replay_of = d.id ORDER BY l.id LIMIT $4) AS later_letters
+FROM dead_letters d WHERE id = $1`
 
 // GetDeadLetter returns one letter with its (capped) traceback, history and
 // lineage, or ErrNotFound.
 func (s *Store) GetDeadLetter(ctx context.Context, id int64) (DeadLetterDetail, error) {
-	var d DeadLetterDetail
-	if err := s.db.GetContext(ctx, &d, getDeadLetterSQL, id, TracebackCap, AttemptTracebackCap); err != nil {
+	var row struct {
+		DeadLetterDetail
+		Later pq.Int64Array `db:"later_letters"`
+	}
+	if err := s.db.GetContext(ctx, &row, getDeadLetterSQL, id, TracebackCap, AttemptTracebackCap, maxLaterLetters); err != nil {
 		return DeadLetterDetail{}, fmt.Errorf("get dead letter %d: %w", id, translate(err))
 	}
-	if err := s.db.SelectContext(ctx, &d.LaterLetters, laterLettersSQL, id, maxLaterLetters); err != nil {
-		return DeadLetterDetail{}, fmt.Errorf("get dead letter %d: later letters: %w", id, translate(err))
+	d := row.DeadLetterDetail
+	if len(row.Later) > 0 {
+		d.LaterLetters = row.Later
 	}
 	return d, nil
 }

@@ -18,11 +18,22 @@ import (
 // error_class: see migrations) serves any page as one short range scan.
 
 // listColumns is deadLetterColumns without the traceback and history, which
-// can be large and which no list shows.
+// can be large and which no list shows. scanListRow reads them in this
+// order.
 const listColumns = `id, job_id, queue, task, args, kwargs, idempotency_key,
 	error_class, error_message, attempts, max_attempts, reason,
 	fingerprint, worker_version, enqueued_at, failed_at, replay_of, replayed_at,
 	replayed_by, replay_job_id, discarded_at, discarded_by, discard_reason, status`
+
+// scanListRow reads one row of listColumns, in their order. Every page
+// view reads a page of these: scanning into the fields by hand, rather
+// than through sqlx's reflection, was a third of the list's time in Go.
+func scanListRow(rows *sql.Rows, d *DeadLetter) error {
+	return rows.Scan(&d.ID, &d.JobID, &d.Queue, &d.Task, &d.Args, &d.Kwargs, &d.IdempotencyKey,
+		&d.ErrorClass, &d.ErrorMessage, &d.Attempts, &d.MaxAttempts, &d.Reason,
+		&d.Fingerprint, &d.WorkerVersion, &d.EnqueuedAt, &d.FailedAt, &d.ReplayOf, &d.ReplayedAt,
+		&d.ReplayedBy, &d.ReplayJobID, &d.DiscardedAt, &d.DiscardedBy, &d.DiscardReason, &d.Status)
+}
 
 // LetterCountCap is where a count that has to read letters stops: past it the
 // console says "10,000+", because an exact count of a million rows on
@@ -137,8 +148,19 @@ func (s *Store) listPage(ctx context.Context, f Filter, limit int) (DeadLetterPa
 	args = append(args, limit+1)
 	q := `SELECT ` + listColumns + ` FROM dead_letters ` + where +
 		` ORDER BY failed_at DESC, id DESC LIMIT $` + strconv.Itoa(len(args))
-	var letters []DeadLetter
-	if err := s.db.SelectContext(ctx, &letters, q, args...); err != nil {
+	rows, err := s.db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return DeadLetterPage{}, translate(err)
+	}
+	defer rows.Close()
+	letters := make([]DeadLetter, 0, limit+1)
+	for rows.Next() {
+		letters = append(letters, DeadLetter{})
+		if err := scanListRow(rows, &letters[len(letters)-1]); err != nil {
+			return DeadLetterPage{}, translate(err)
+		}
+	}
+	if err := rows.Err(); err != nil {
 		return DeadLetterPage{}, translate(err)
 	}
 	page := DeadLetterPage{Letters: letters}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // MaskPlaceholder replaces a sensitive value wherever arguments are shown.
@@ -76,9 +77,24 @@ func (m Masker) Sensitive(key string) bool {
 // masked are kept as they were. JSON that cannot be read is hidden whole:
 // failing closed shows less, never more.
 func (m Masker) Mask(raw json.RawMessage) (json.RawMessage, bool) {
-	if len(m.patterns) == 0 || len(bytes.TrimSpace(raw)) == 0 {
+	if len(m.patterns) == 0 || len(bytes.TrimSpace(raw)) == 0 || m.plain(raw) {
 		return raw, false
 	}
+	return m.maskSlow(raw)
+}
+
+// maskSlow is Mask past the quick test. Valid JSON is copied in one pass
+// over its bytes (maskScan); anything else goes through the token decoder,
+// which decides what an error hides exactly as it always has.
+func (m Masker) maskSlow(raw json.RawMessage) (json.RawMessage, bool) {
+	if json.Valid(raw) {
+		return m.maskScan(raw)
+	}
+	return m.maskTokens(raw)
+}
+
+// maskTokens masks raw token by token with encoding/json's decoder.
+func (m Masker) maskTokens(raw json.RawMessage) (json.RawMessage, bool) {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
 	var out bytes.Buffer
@@ -95,6 +111,27 @@ func (m Masker) Mask(raw json.RawMessage) (json.RawMessage, bool) {
 		return raw, false
 	}
 	return out.Bytes(), true
+}
+
+// plain reports, without decoding raw, that it is valid JSON in which no
+// key is sensitive, so that masking would leave it as it is and take no
+// secret from it: most arguments are like that, and decoding them token by
+// token is most of what masking a page costs. A key is sensitive when its
+// lower-case form contains a pattern; written without escapes, a key's
+// lower-case form is part of raw's, so a raw whose lower-case form holds
+// no pattern has no sensitive key. Anything with a backslash (an escape
+// can spell a key) or invalid UTF-8 takes the decoding path.
+func (m Masker) plain(raw []byte) bool {
+	if bytes.IndexByte(raw, '\\') >= 0 || !utf8.Valid(raw) {
+		return false
+	}
+	lower := bytes.ToLower(raw)
+	for _, p := range m.patterns {
+		if bytes.Contains(lower, []byte(p)) {
+			return false
+		}
+	}
+	return json.Valid(raw)
 }
 
 // copyValue copies one JSON value from dec to out, replacing it with the

@@ -169,13 +169,27 @@ type TextMask struct {
 // TextMask returns the mask of a letter's (or a job's) error text: the
 // values its arguments hide, and the extra patterns.
 func (m Masker) TextMask(args, kwargs json.RawMessage) TextMask {
+	return m.textMask(m.needsMask(args), m.needsMask(kwargs))
+}
+
+// needsMask returns raw when masking may change it or take a secret from
+// it, and nil when it is empty or plain.
+func (m Masker) needsMask(raw json.RawMessage) json.RawMessage {
+	if len(m.patterns) == 0 || len(bytes.TrimSpace(raw)) == 0 || m.plain(raw) {
+		return nil
+	}
+	return raw
+}
+
+// textMask is TextMask of arguments already through needsMask.
+func (m Masker) textMask(args, kwargs json.RawMessage) TextMask {
 	t := TextMask{patterns: m.text}
-	if len(m.patterns) == 0 {
+	if len(m.patterns) == 0 || (args == nil && kwargs == nil) {
 		return t
 	}
 	seen := map[string]bool{}
 	for _, raw := range []json.RawMessage{args, kwargs} {
-		if len(bytes.TrimSpace(raw)) == 0 {
+		if raw == nil {
 			continue
 		}
 		var v any
@@ -249,13 +263,21 @@ func (m Masker) MaskText(s string, args, kwargs json.RawMessage) string {
 // error message, traceback and each attempt's message and traceback. The
 // secrets are read from the real arguments, so call it on the letter as
 // stored.
+//
+// Each argument is looked at once: one with no sensitive key (most are)
+// is neither decoded for secrets nor copied for display.
 func (m Masker) MaskLetter(d *DeadLetter) {
-	t := m.TextMask(d.Args, d.Kwargs)
+	args, kwargs := m.needsMask(d.Args), m.needsMask(d.Kwargs)
+	t := m.textMask(args, kwargs)
 	d.ErrorMessage = t.Apply(d.ErrorMessage)
 	d.Traceback = t.Apply(d.Traceback)
 	d.History = t.applyAttempts(d.History)
-	d.Args, _ = m.Mask(d.Args)
-	d.Kwargs, _ = m.Mask(d.Kwargs)
+	if args != nil {
+		d.Args, _ = m.maskSlow(args)
+	}
+	if kwargs != nil {
+		d.Kwargs, _ = m.maskSlow(kwargs)
+	}
 }
 
 // MaskJob masks a job for display like MaskLetter: arguments, last error

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/redrive/redrive/dlq"
 	"github.com/redrive/redrive/replay"
@@ -87,8 +88,25 @@ type letterFormState struct {
 func renderLetter(ctx context.Context, c echo.Context, p LetterPage, d dlq.DeadLetterDetail, status int, st letterFormState) error {
 	v := detailView(d, p.LogsTemplate)
 	meta := Meta(c, fmt.Sprintf("Dead letter %d · %s", d.ID, d.Task), "dead-letters", p.Version)
-	audit, err := p.Audit.ListAudit(ctx, dlq.AuditFilter{DeadLetterID: d.ID, Limit: letterAuditLimit})
-	if err != nil {
+	// The letter's audit entries and the version warning are independent
+	// reads: side by side, the page waits for the slower one only.
+	var audit dlq.AuditPage
+	var versionWarning string
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() (err error) {
+		audit, err = p.Audit.ListAudit(gctx, dlq.AuditFilter{DeadLetterID: d.ID, Limit: letterAuditLimit})
+		return err
+	})
+	if d.Status == dlq.StatusPending && meta.CanAct {
+		g.Go(func() error {
+			// A warning that cannot be computed is not worth failing the page.
+			if w, err := p.Actions.VersionWarning(gctx, d.DeadLetter, versionStaleAfter); err == nil {
+				versionWarning = w
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
 		return err
 	}
 	for _, e := range audit.Entries {
@@ -119,12 +137,7 @@ func renderLetter(ctx context.Context, c echo.Context, p LetterPage, d dlq.DeadL
 	if st.doneID != 0 {
 		a.Result = resultNotice(audit.Entries, st.doneID, st.repeated)
 	}
-	if d.Status == dlq.StatusPending && a.CanAct {
-		// A warning that cannot be computed is not worth failing the page.
-		if w, err := p.Actions.VersionWarning(ctx, d.DeadLetter, versionStaleAfter); err == nil {
-			a.VersionWarning = w
-		}
-	}
+	a.VersionWarning = versionWarning
 	v.Actions = a
 	return Render(c, status, views.Layout(meta, views.DeadLetterDetail(v)))
 }

@@ -77,6 +77,7 @@ func BenchmarkDeadLetterPages(b *testing.B) {
 		{"Groups/Pending", "/groups"},
 		{"Groups/LastSeen", "/groups?sort=last_seen"},
 		{"API/List", "/api/v1/dead-letters?limit=100"},
+		{"API/List50", "/api/v1/dead-letters?limit=50"},
 		{"API/Detail", fmt.Sprintf("/api/v1/dead-letters/%d", id)},
 		{"API/Groups", "/api/v1/groups"},
 	}
