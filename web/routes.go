@@ -43,8 +43,8 @@ func routes(e *echo.Echo, cfg Config, sec *security) error {
 	e.POST("/api/v1/jobs", handlers.APIEnqueueJob(store))
 	e.POST("/api/v1/jobs/batch", handlers.APIEnqueueBatch(store))
 
-	// Dead letters and error groups (read side; replay and discard come with
-	// the replay feature). Static paths win over :id in echo's router.
+	// Dead letters and error groups, read side. Static paths win over :id in
+	// echo's router.
 	letter := handlers.DeadLetter(handlers.LetterPage{Letters: store, Audit: store, Actions: cfg.Replay,
 		LogsTemplate: cfg.LogsURLTemplate, Version: cfg.Version})
 	e.GET("/dead-letters", handlers.DeadLetters(store, cfg.Now, cfg.Version))
@@ -58,7 +58,7 @@ func routes(e *echo.Echo, cfg Config, sec *security) error {
 	e.POST("/api/v1/dead-letters/:id/reveal", handlers.RevealArgs(cfg.Store, now, handlers.APIRevealedArgs(store)))
 	e.GET("/api/v1/groups", handlers.APIGroups(store, cfg.Now))
 
-	// --- Actions on dead letters, bulk operations, the audit trail (issue 4).
+	// Actions on dead letters, bulk operations, the audit trail.
 	// Every POST changes something or leads to a change: the access rules
 	// above require the operator role and a CSRF token (forms carry _csrf
 	// and a one-time key); replay.Service checks the role again. Pages read
@@ -88,7 +88,6 @@ func routes(e *echo.Echo, cfg Config, sec *security) error {
 	e.POST("/api/v1/operations/:id/cancel", handlers.APIChangeOperation(cfg.Replay.Cancel))
 	e.POST("/api/v1/operations/:id/release", handlers.APIChangeOperation(cfg.Replay.ReleaseCanary))
 	e.GET("/api/v1/audit", handlers.APIAudit(store, cfg.Now))
-	// --- end of issue 4 routes.
 
 	// Users and API tokens: admins only.
 	admin := e.Group("/admin", requireRole(dlq.RoleAdmin))
