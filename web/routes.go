@@ -45,8 +45,11 @@ func routes(e *echo.Echo, cfg Config, sec *security) error {
 
 	// Dead letters and error groups, read side. Static paths win over :id in
 	// echo's router.
-	letter := handlers.DeadLetter(handlers.LetterPage{Letters: store, Audit: store, Actions: cfg.Replay,
-		LogsTemplate: cfg.LogsURLTemplate, Version: cfg.Version})
+	// One letter page, read through the masking store: shown by GET, and
+	// again by the actions below when they re-render it with a problem.
+	letterPage := handlers.LetterPage{Letters: store, Audit: store, Actions: cfg.Replay,
+		LogsTemplate: cfg.LogsURLTemplate, Version: cfg.Version}
+	letter := handlers.DeadLetter(letterPage)
 	e.GET("/dead-letters", handlers.DeadLetters(store, cfg.Now, cfg.Version))
 	e.GET("/dead-letters/export.csv", handlers.ExportDeadLetters(store, cfg.Logger, cfg.Now, handlers.ExportCSV))
 	e.GET("/dead-letters/export.json", handlers.ExportDeadLetters(store, cfg.Logger, cfg.Now, handlers.ExportJSON))
@@ -63,8 +66,6 @@ func routes(e *echo.Echo, cfg Config, sec *security) error {
 	// above require the operator role and a CSRF token (forms carry _csrf
 	// and a one-time key); replay.Service checks the role again. Pages read
 	// letters and the audit trail through the masking store.
-	letterPage := handlers.LetterPage{Letters: store, Audit: store, Actions: cfg.Replay,
-		LogsTemplate: cfg.LogsURLTemplate, Version: cfg.Version}
 	e.POST("/dead-letters/:id/replay", handlers.ReplayLetter(letterPage))
 	e.POST("/dead-letters/:id/discard", handlers.DiscardLetter(letterPage))
 	e.POST("/dead-letters/:id/restore", handlers.RestoreLetter(letterPage))
