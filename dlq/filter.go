@@ -248,6 +248,23 @@ func (f Filter) Narrowed() bool {
 		f.Q != "" || !f.Since.IsZero() || !f.Until.IsZero() || f.Status != StatusPending
 }
 
+// Pinned encodes f as a bulk operation selects by it: no page size, no
+// cursor, and relative times ("24h") fixed to the instant they meant when
+// the filter was parsed. A bulk form carries it, and an operation stores it,
+// so that confirming a minute later, or resuming tomorrow, selects what was
+// shown and confirmed.
+func (f Filter) Pinned() url.Values {
+	v := f.FirstPage().Values()
+	v.Del("limit")
+	if !f.Since.IsZero() {
+		v.Set("since", f.Since.At.UTC().Format(time.RFC3339Nano))
+	}
+	if !f.Until.IsZero() {
+		v.Set("until", f.Until.At.UTC().Format(time.RFC3339Nano))
+	}
+	return v
+}
+
 // FirstPage returns f without its cursor: the newest page of the same view.
 func (f Filter) FirstPage() Filter {
 	f.After = nil
