@@ -91,11 +91,11 @@ func ParseFilter(v url.Values, now time.Time) (Filter, error) {
 		Q:           get("q"),
 		Limit:       DefaultLimit,
 	}
-	if f.Task != "" && !namePattern.MatchString(f.Task) {
-		problems["task"] = "must be 1-200 letters, digits or . _ : -"
+	if msg := TaskNameProblem(f.Task); f.Task != "" && msg != "" {
+		problems["task"] = msg
 	}
-	if f.Queue != "" && (!namePattern.MatchString(f.Queue) || len(f.Queue) > 100) {
-		problems["queue"] = "must be 1-100 letters, digits or . _ : -"
+	if msg := QueueNameProblem(f.Queue); f.Queue != "" && msg != "" {
+		problems["queue"] = msg
 	}
 	if f.Reason != "" && !f.Reason.Valid() {
 		problems["reason"] = "must be one of exhausted, permanent, lease_expired"
