@@ -352,9 +352,9 @@ func (w *workerFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&w.grace, "shutdown-grace", 30*time.Second, "on SIGTERM, how long in-flight jobs may finish before they are cancelled and handed back (env REDRIVE_SHUTDOWN_GRACE)")
 	fs.DurationVar(&w.lease, "lease", 30*time.Second, "how long a claimed job is held without a heartbeat before another worker may take it (env REDRIVE_LEASE)")
 	fs.DurationVar(&w.timeout, "job-timeout", 5*time.Minute, "longest one attempt may run: the limit of jobs whose task and enqueue set none, and a cap on those that set a longer one (env REDRIVE_JOB_TIMEOUT)")
-	fs.DurationVar(&w.retryBase, "retry-base", time.Second, "backoff before the first retry; doubles each attempt (env REDRIVE_RETRY_BASE)")
+	fs.DurationVar(&w.retryBase, "retry-base", worker.DefaultRetryBase, "backoff before the first retry; doubles each attempt (env REDRIVE_RETRY_BASE)")
 	fs.StringVar(&w.metricsAddr, "metrics-addr", "", "serve the worker's Prometheus metrics on this address, e.g. :9090 (env REDRIVE_METRICS_ADDR; empty: off)")
-	fs.DurationVar(&w.retryCap, "retry-cap", time.Hour, "longest backoff between attempts (env REDRIVE_RETRY_CAP)")
+	fs.DurationVar(&w.retryCap, "retry-cap", worker.DefaultRetryCap, "longest backoff between attempts (env REDRIVE_RETRY_CAP)")
 	fs.DurationVar(&w.retain, "retain-succeeded", worker.DefaultRetainSucceeded, "how long succeeded jobs are kept before the cleaner deletes them; negative: for ever (env REDRIVE_RETAIN_SUCCEEDED)")
 	fs.StringVar(&w.listenURL, "listen-database-url", "", "a direct connection to Postgres for LISTEN, when DATABASE_URL goes through a transaction pooler (env REDRIVE_LISTEN_DATABASE_URL; default: DATABASE_URL unless it is pooled, else polling only)")
 }
