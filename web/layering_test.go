@@ -16,29 +16,31 @@ const mod = "github.com/redrive/redrive"
 // belongs to. A new package fails TestLayering until it is given a part
 // here, so that its arrows are decided rather than discovered.
 var parts = map[string]string{
-	mod:                  "cmd",
-	mod + "/dlq":         "store",
-	mod + "/replay":      "replay",
-	mod + "/worker":      "worker",
-	mod + "/worker/demo": "demo",
-	mod + "/handlers":    "handlers",
-	mod + "/views":       "views",
-	mod + "/web":         "web",
-	mod + "/migrations":  "migrations",
-	mod + "/static":      "static",
-	mod + "/dlq/localpg": "localpg",
-	mod + "/dlq/dlqtest": "testkit",
-	mod + "/web/webtest": "testkit",
-	mod + "/e2e":         "suite",
-	mod + "/reliability": "suite",
+	mod:                   "cmd",
+	mod + "/internal/cli": "cmd",
+	mod + "/dlq":          "store",
+	mod + "/replay":       "replay",
+	mod + "/worker":       "worker",
+	mod + "/worker/demo":  "demo",
+	mod + "/handlers":     "handlers",
+	mod + "/views":        "views",
+	mod + "/web":          "web",
+	mod + "/migrations":   "migrations",
+	mod + "/static":       "static",
+	mod + "/dlq/localpg":  "localpg",
+	mod + "/dlq/dlqtest":  "testkit",
+	mod + "/web/webtest":  "testkit",
+	mod + "/e2e":          "suite",
+	mod + "/reliability":  "suite",
 }
 
 // arrows are the imports a part's code may make, besides its own part.
 // They point one way: handlers -> replay/store -> database. The README's
 // Architecture section lists the same arrows.
 var arrows = map[string][]string{
-	// The binary wires everything: the store, the replay service, the
-	// worker with the demo tasks, the console, and a private Postgres.
+	// The binary (main and internal/cli) wires everything: the store, the
+	// replay service, the worker with the demo tasks, the console, and a
+	// private Postgres.
 	"cmd":      {"store", "replay", "worker", "demo", "web", "localpg"},
 	"store":    {"migrations"}, // the store migrates its own schema
 	"replay":   {"store"},
@@ -54,16 +56,17 @@ var arrows = map[string][]string{
 	"static":     {},
 	"localpg":    {},
 	"testkit":    {"store", "localpg"},
-	"suite":      {"store", "replay", "worker", "demo", "web", "localpg", "testkit"},
+	"suite":      {"cmd", "store", "replay", "worker", "demo", "web", "localpg", "testkit"},
 }
 
 // testArrows are the imports a part's tests may make besides its arrows:
 // every test may use the test kit; handler tests drive the real server.
 var testArrows = map[string][]string{
-	"cmd":      {"testkit"},
-	"store":    {"testkit"},
-	"replay":   {"testkit"},
-	"worker":   {"testkit", "localpg"},
+	"cmd":    {"testkit"},
+	"store":  {"testkit"},
+	"replay": {"testkit"},
+	// The worker's process tests run their child workers as the binary does.
+	"worker":   {"testkit", "localpg", "cmd"},
 	"demo":     {"testkit"},
 	"handlers": {"testkit", "web"},
 	"views":    {},
