@@ -16,22 +16,22 @@ const mod = "github.com/redrive/redrive"
 // belongs to. A new package fails TestLayering until it is given a part
 // here, so that its arrows are decided rather than discovered.
 var parts = map[string]string{
-	mod:                   "cmd",
-	mod + "/internal/cli": "cmd",
-	mod + "/dlq":          "store",
-	mod + "/replay":       "replay",
-	mod + "/worker":       "worker",
-	mod + "/worker/demo":  "demo",
-	mod + "/handlers":     "handlers",
-	mod + "/views":        "views",
-	mod + "/web":          "web",
-	mod + "/migrations":   "migrations",
-	mod + "/static":       "static",
-	mod + "/dlq/localpg":  "localpg",
-	mod + "/dlq/dlqtest":  "testkit",
-	mod + "/web/webtest":  "testkit",
-	mod + "/e2e":          "suite",
-	mod + "/reliability":  "suite",
+	mod:                       "cmd",
+	mod + "/internal/cli":     "cmd",
+	mod + "/dlq":              "store",
+	mod + "/replay":           "replay",
+	mod + "/worker":           "worker",
+	mod + "/worker/demo":      "demo",
+	mod + "/handlers":         "handlers",
+	mod + "/views":            "views",
+	mod + "/web":              "web",
+	mod + "/migrations":       "migrations",
+	mod + "/static":           "static",
+	mod + "/internal/localpg": "localpg",
+	mod + "/dlq/dlqtest":      "testkit",
+	mod + "/web/webtest":      "testkit",
+	mod + "/e2e":              "suite",
+	mod + "/reliability":      "suite",
 }
 
 // arrows are the imports a part's code may make, besides its own part.

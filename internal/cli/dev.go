@@ -10,7 +10,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/redrive/redrive/dlq"
-	"github.com/redrive/redrive/dlq/localpg"
+	"github.com/redrive/redrive/internal/localpg"
 	"github.com/redrive/redrive/worker"
 	"github.com/redrive/redrive/worker/demo"
 )
