@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"regexp"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -22,8 +21,6 @@ const (
 	MaxJobTimeout   = 24 * time.Hour
 	maxPayloadBytes = 1 << 20 // args + kwargs of one job
 )
-
-var namePattern = regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,200}$`)
 
 // EnqueueParams describes a job to enqueue. Zero values take defaults.
 type EnqueueParams struct {
@@ -61,11 +58,11 @@ func (p EnqueueParams) normalise() (EnqueueParams, error) {
 	switch {
 	case p.Task == "":
 		problems["task"] = "is required"
-	case !namePattern.MatchString(p.Task):
-		problems["task"] = "must be 1-200 letters, digits or . _ : -"
+	case TaskNameProblem(p.Task) != "":
+		problems["task"] = TaskNameProblem(p.Task)
 	}
-	if !namePattern.MatchString(p.Queue) || len(p.Queue) > 100 {
-		problems["queue"] = "must be 1-100 letters, digits or . _ : -"
+	if msg := QueueNameProblem(p.Queue); msg != "" {
+		problems["queue"] = msg
 	}
 	if p.MaxAttempts < 1 || p.MaxAttempts > MaxMaxAttempts {
 		problems["max_attempts"] = fmt.Sprintf("must be between 1 and %d", MaxMaxAttempts)

@@ -91,11 +91,11 @@ func ParseFilter(v url.Values, now time.Time) (Filter, error) {
 		Q:           get("q"),
 		Limit:       DefaultLimit,
 	}
-	if f.Task != "" && !namePattern.MatchString(f.Task) {
-		problems["task"] = "must be 1-200 letters, digits or . _ : -"
+	if msg := TaskNameProblem(f.Task); f.Task != "" && msg != "" {
+		problems["task"] = msg
 	}
-	if f.Queue != "" && (!namePattern.MatchString(f.Queue) || len(f.Queue) > 100) {
-		problems["queue"] = "must be 1-100 letters, digits or . _ : -"
+	if msg := QueueNameProblem(f.Queue); f.Queue != "" && msg != "" {
+		problems["queue"] = msg
 	}
 	if f.Reason != "" && !f.Reason.Valid() {
 		problems["reason"] = "must be one of exhausted, permanent, lease_expired"
@@ -246,6 +246,23 @@ func (f Filter) Values() url.Values {
 func (f Filter) Narrowed() bool {
 	return f.Task != "" || f.Queue != "" || f.Reason != "" || f.ErrorClass != "" || f.Fingerprint != "" ||
 		f.Q != "" || !f.Since.IsZero() || !f.Until.IsZero() || f.Status != StatusPending
+}
+
+// Pinned encodes f as a bulk operation selects by it: no page size, no
+// cursor, and relative times ("24h") fixed to the instant they meant when
+// the filter was parsed. A bulk form carries it, and an operation stores it,
+// so that confirming a minute later, or resuming tomorrow, selects what was
+// shown and confirmed.
+func (f Filter) Pinned() url.Values {
+	v := f.FirstPage().Values()
+	v.Del("limit")
+	if !f.Since.IsZero() {
+		v.Set("since", f.Since.At.UTC().Format(time.RFC3339Nano))
+	}
+	if !f.Until.IsZero() {
+		v.Set("until", f.Until.At.UTC().Format(time.RFC3339Nano))
+	}
+	return v
 }
 
 // FirstPage returns f without its cursor: the newest page of the same view.

@@ -66,8 +66,8 @@ func ParseGroupFilter(v url.Values) (GroupFilter, error) {
 	get := func(k string) string { return strings.TrimSpace(v.Get(k)) }
 	problems := map[string]string{}
 	f := GroupFilter{Task: get("task"), Sort: get("sort"), Limit: DefaultGroupLimit}
-	if f.Task != "" && !namePattern.MatchString(f.Task) {
-		problems["task"] = "must be 1-200 letters, digits or . _ : -"
+	if msg := TaskNameProblem(f.Task); f.Task != "" && msg != "" {
+		problems["task"] = msg
 	}
 	if f.Sort == "" {
 		f.Sort = GroupSortPending

@@ -44,16 +44,16 @@ func ParseJobFilter(q url.Values) (JobFilter, error) {
 		}
 	}
 	for _, p := range []struct {
-		key string
-		dst *string
-		max int
-	}{{"queue", &f.Queue, 100}, {"task", &f.Task, 200}} {
+		key     string
+		dst     *string
+		problem func(string) string
+	}{{"queue", &f.Queue, QueueNameProblem}, {"task", &f.Task, TaskNameProblem}} {
 		v := q.Get(p.key)
 		if v == "" {
 			continue
 		}
-		if !namePattern.MatchString(v) || len(v) > p.max {
-			problems[p.key] = fmt.Sprintf("must be 1-%d letters, digits or . _ : -", p.max)
+		if msg := p.problem(v); msg != "" {
+			problems[p.key] = msg
 			continue
 		}
 		*p.dst = v

@@ -133,18 +133,9 @@ func (s Selection) pendingWhere(offset int) (string, []any) {
 	return s.where(offset)
 }
 
-// storedFilter is the filter as the operation keeps it: a query string with
-// relative times resolved, so resuming tomorrow selects what was confirmed today.
+// storedFilter is the filter as the operation keeps it: pinned (Filter.Pinned).
 func storedFilter(f Filter) json.RawMessage {
-	v := f.FirstPage().Values()
-	v.Del("limit")
-	if !f.Since.IsZero() {
-		v.Set("since", f.Since.At.UTC().Format(time.RFC3339Nano))
-	}
-	if !f.Until.IsZero() {
-		v.Set("until", f.Until.At.UTC().Format(time.RFC3339Nano))
-	}
-	return mustJSON(v)
+	return mustJSON(f.Pinned())
 }
 
 func loadFilter(raw json.RawMessage) (Filter, error) {

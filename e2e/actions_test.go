@@ -2,10 +2,8 @@ package e2e
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"regexp"
 	"strings"
@@ -17,8 +15,7 @@ import (
 
 	"github.com/redrive/redrive/dlq"
 	"github.com/redrive/redrive/dlq/dlqtest"
-	"github.com/redrive/redrive/replay"
-	"github.com/redrive/redrive/web"
+	redrive "github.com/redrive/redrive/internal/cli"
 	"github.com/redrive/redrive/web/webtest"
 )
 
@@ -31,47 +28,18 @@ import (
 // needs a task some worker registered.
 var actionTasks = []string{"billing.charge", "email.send", "reports.build"}
 
-// startActionServer is startServer plus what actions need, as runConsole
-// builds them: a replay service that wakes a runner running beside the
-// server. It returns the base URL and the store.
+// startActionServer is startServer with the tasks the fixtures' letters
+// belong to registered, and a runner that polls quickly. It returns the
+// base URL and the store.
 func startActionServer(t *testing.T, db *dlqtest.DB) (string, *dlq.Store) {
 	t.Helper()
 	logger := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
 	store := dlq.NewStore(db.DB)
-	ctx, cancel := context.WithCancel(context.Background())
-	if err := store.RegisterTasks(ctx, actionTasks); err != nil {
+	if err := store.RegisterTasks(context.Background(), actionTasks); err != nil {
 		t.Fatal(err)
 	}
-	runner := replay.NewRunner(replay.RunnerConfig{Store: store, Logger: logger, PollInterval: 100 * time.Millisecond})
-	handler, err := web.NewServer(web.Config{Store: store, Logger: logger, Version: "e2e",
-		Replay: replay.NewService(replay.Config{Store: store, Logger: logger, Wake: runner.Wake})})
-	if err != nil {
-		t.Fatalf("build server: %v", err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("listen: %v", err)
-	}
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 60 * time.Second,
-		WriteTimeout: 60 * time.Second, IdleTimeout: time.Minute, ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
-	served, ran := make(chan error, 1), make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-	go func() { ran <- runner.Run(ctx) }()
-	t.Cleanup(func() {
-		shutdown, done := context.WithTimeout(context.Background(), 5*time.Second)
-		defer done()
-		if err := srv.Shutdown(shutdown); err != nil {
-			t.Errorf("stop server: %v", err)
-		}
-		if err := <-served; !errors.Is(err, http.ErrServerClosed) {
-			t.Errorf("server: %v", err)
-		}
-		cancel()
-		if err := <-ran; err != nil {
-			t.Errorf("runner: %v", err)
-		}
-	})
-	return "http://" + ln.Addr().String(), store
+	base, _ := serveConsole(t, redrive.ConsoleConfig{Store: store, Logger: logger, Version: "e2e", RunnerPollInterval: 100 * time.Millisecond})
+	return base, store
 }
 
 // signInOlga signs the page in as olga, an operator.

@@ -16,7 +16,7 @@ import (
 
 	"github.com/redrive/redrive/dlq"
 	"github.com/redrive/redrive/dlq/dlqtest"
-	"github.com/redrive/redrive/web"
+	redrive "github.com/redrive/redrive/internal/cli"
 )
 
 // Helpers every browser test uses: a server per test, a page per test,
@@ -88,10 +88,23 @@ func screenshot(t *testing.T, page playwright.Page, name string) {
 func startServer(t *testing.T, db *dlqtest.DB) string {
 	t.Helper()
 	logger := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
-	handler, err := web.NewServer(web.Config{Store: dlq.NewStore(db.DB), Logger: logger, Version: "e2e"})
+	base, _ := serveConsole(t, redrive.ConsoleConfig{Store: dlq.NewStore(db.DB), Logger: logger, Version: "e2e"})
+	return base
+}
+
+// serveConsole builds the console with redrive.NewConsole, as `redrive serve`
+// does, serves it on a free port of 127.0.0.1 and runs what runs beside it
+// (the bulk-operation runner) until the test ends. It returns the base URL.
+func serveConsole(t *testing.T, cfg redrive.ConsoleConfig) (string, *redrive.Console) {
+	t.Helper()
+	logger := cfg.Logger
+	ctx, cancel := context.WithCancel(context.Background())
+	console, err := redrive.NewConsole(ctx, cfg)
 	if err != nil {
-		t.Fatalf("build server: %v", err)
+		cancel()
+		t.Fatalf("build console: %v", err)
 	}
+	handler := console.Handler
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatalf("listen: %v", err)
@@ -104,19 +117,24 @@ func startServer(t *testing.T, db *dlqtest.DB) string {
 		IdleTimeout:       time.Minute,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
-	served := make(chan error, 1)
+	served, ran := make(chan error, 1), make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
+	go func() { ran <- console.Run(ctx) }()
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := srv.Shutdown(ctx); err != nil {
+		shutdown, done := context.WithTimeout(context.Background(), 5*time.Second)
+		defer done()
+		if err := srv.Shutdown(shutdown); err != nil {
 			t.Errorf("stop server: %v", err)
 		}
 		if err := <-served; !errors.Is(err, http.ErrServerClosed) {
 			t.Errorf("server: %v", err)
 		}
+		cancel()
+		if err := <-ran; err != nil && !errors.Is(err, context.Canceled) {
+			t.Errorf("console: %v", err)
+		}
 	})
-	return "http://" + ln.Addr().String()
+	return "http://" + ln.Addr().String(), console
 }
 
 // TestHarnessServesHealth checks the harness itself end to end: a server on

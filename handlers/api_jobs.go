@@ -159,17 +159,32 @@ func APIEnqueueBatch(store BatchEnqueuer) echo.HandlerFunc {
 // trailing data. Every failure is a 400 that says what and where, except a
 // body over the size limit, which the limit middleware turns into 413.
 func decodeJSON(c echo.Context, dst any, known string) error {
-	body, err := io.ReadAll(c.Request().Body)
+	body, err := readBody(c)
 	if err != nil {
-		var he *echo.HTTPError
-		if errors.As(err, &he) {
-			return he // 413 from the body limit
-		}
-		return BadRequest("unreadable_body", "could not read the request body: %v", err)
+		return err
 	}
 	if len(bytes.TrimSpace(body)) == 0 {
 		return BadRequest("empty_body", "the request body is empty; send a JSON object")
 	}
+	return decodeBody(body, dst, known)
+}
+
+// readBody reads the whole request body.
+func readBody(c echo.Context) ([]byte, error) {
+	body, err := io.ReadAll(c.Request().Body)
+	if err != nil {
+		var he *echo.HTTPError
+		if errors.As(err, &he) {
+			return nil, he // 413 from the body limit
+		}
+		return nil, BadRequest("unreadable_body", "could not read the request body: %v", err)
+	}
+	return body, nil
+}
+
+// decodeBody is the one JSON decoding rule of the API: strict (unknown
+// fields, malformed JSON and trailing data are 400s that say where).
+func decodeBody(body []byte, dst any, known string) error {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(dst); err != nil {

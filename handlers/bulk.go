@@ -212,19 +212,10 @@ func renderConfirm(c echo.Context, svc BulkService, b bulkForm, status int, prob
 	return Render(c, status, views.Layout(meta, views.BulkConfirm(v)))
 }
 
-// selectionQuery is a filter as a bulk form carries it: no page size, no
-// cursor, and relative times ("24h") fixed to the instant they meant when
-// the page was made, so confirming a minute later selects the same letters.
+// selectionQuery is a filter as a bulk form carries it: pinned
+// (dlq.Filter.Pinned), as the operation will store it.
 func selectionQuery(f dlq.Filter) string {
-	v := f.FirstPage().Values()
-	v.Del("limit")
-	if !f.Since.IsZero() {
-		v.Set("since", f.Since.At.UTC().Format(time.RFC3339Nano))
-	}
-	if !f.Until.IsZero() {
-		v.Set("until", f.Until.At.UTC().Format(time.RFC3339Nano))
-	}
-	return v.Encode()
+	return f.Pinned().Encode()
 }
 
 func plural(n int, one, many string) string {

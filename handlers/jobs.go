@@ -276,7 +276,7 @@ func attemptRow(a dlq.Attempt) views.AttemptRow {
 	r := views.AttemptRow{
 		N: a.Attempt, At: a.At, Worker: a.Worker, Host: a.Host, Version: a.Version,
 		Class: a.Class, Message: a.Message, Traceback: a.Traceback,
-		Outcome: jobOutcomeText(a.Outcome), Kind: string(a.Outcome),
+		Outcome: outcomeText(a.Outcome), Kind: string(a.Outcome),
 	}
 	if a.DurationMS > 0 {
 		r.Duration = millis(a.DurationMS)
@@ -285,23 +285,6 @@ func attemptRow(a dlq.Attempt) views.AttemptRow {
 		r.RetryIn = millis(a.RetryInMS)
 	}
 	return r
-}
-
-func jobOutcomeText(o dlq.Outcome) string {
-	switch o {
-	case dlq.OutcomeRetry:
-		return "failed, retried"
-	case dlq.OutcomeDead:
-		return "failed, dead-lettered"
-	case dlq.OutcomeLeaseExpired:
-		return "worker vanished (lease expired)"
-	case dlq.OutcomeInterrupted:
-		return "interrupted at shutdown"
-	case "":
-		return "failed"
-	default:
-		return string(o)
-	}
 }
 
 // millis writes a millisecond count: "850 ms", "4.2 s", then spanText.

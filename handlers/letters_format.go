@@ -72,7 +72,9 @@ func humanDuration(d time.Duration) string {
 	}
 }
 
-// outcomeText says what an attempt's outcome meant.
+// outcomeText says what an attempt's outcome meant, on the job page and on
+// the dead letter's attempts alike (an attempt with no outcome recorded
+// reads as failed, as the job page always said).
 func outcomeText(o dlq.Outcome) string {
 	switch o {
 	case dlq.OutcomeRetry:
@@ -80,9 +82,11 @@ func outcomeText(o dlq.Outcome) string {
 	case dlq.OutcomeDead:
 		return "failed, dead-lettered"
 	case dlq.OutcomeLeaseExpired:
-		return "worker vanished"
+		return "worker vanished (lease expired)"
 	case dlq.OutcomeInterrupted:
 		return "interrupted by shutdown (not counted)"
+	case "":
+		return "failed"
 	default:
 		return string(o)
 	}

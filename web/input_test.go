@@ -3,10 +3,12 @@ package web_test
 import (
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/redrive/redrive/dlq"
 	"github.com/redrive/redrive/dlq/dlqtest"
@@ -100,5 +102,43 @@ func TestHeadIsAnsweredLikeGet(t *testing.T) {
 		if head.StatusCode != get.StatusCode || head.StatusCode == http.StatusMethodNotAllowed || len(body) != 0 {
 			t.Errorf("HEAD %s: %d with %d bytes, GET: %d", path, head.StatusCode, len(body), get.StatusCode)
 		}
+	}
+}
+
+// A HEAD response carries no body on the wire either: Go's client never
+// reads one, so this speaks HTTP over a raw connection. A body there would
+// be read as the start of the next response on a kept-alive connection.
+func TestHeadSendsNoBodyOnTheWire(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	srv := httptest.NewServer(e.h)
+	defer srv.Close()
+	conn, err := net.Dial("tcp", srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if err := conn.SetDeadline(time.Now().Add(10 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	// Two requests on one connection: HEAD, then GET; the second response
+	// must start right where the first one's header ends.
+	if _, err := io.WriteString(conn, "HEAD /healthz HTTP/1.1\r\nHost: test\r\n\r\n"+
+		"GET /healthz HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := io.ReadAll(conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, rest, ok := strings.Cut(string(raw), "\r\n\r\n")
+	if !ok || !strings.HasPrefix(first, "HTTP/1.1 200") {
+		t.Fatalf("HEAD /healthz: %q", raw)
+	}
+	if !strings.HasPrefix(rest, "HTTP/1.1 200") {
+		t.Errorf("HEAD /healthz sent a body: after its header came %q, not the GET's response", rest)
+	}
+	if _, body, _ := strings.Cut(rest, "\r\n\r\n"); body != "ok" {
+		t.Errorf("GET /healthz after a HEAD: body %q, want ok", body)
 	}
 }

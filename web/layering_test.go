@@ -1,51 +1,178 @@
 package web_test
 
 import (
+	"encoding/json"
+	"errors"
+	"io"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 )
 
-// TestLayering keeps the dependency arrows of STYLE.md honest: views touch
-// no database, handlers hold no SQL, the store knows nothing of HTTP.
+const mod = "github.com/redrive/redrive"
+
+// parts maps every package of the module to the part of the design it
+// belongs to. A new package fails TestLayering until it is given a part
+// here, so that its arrows are decided rather than discovered.
+var parts = map[string]string{
+	mod:                       "cmd",
+	mod + "/internal/cli":     "cmd",
+	mod + "/dlq":              "store",
+	mod + "/replay":           "replay",
+	mod + "/worker":           "worker",
+	mod + "/worker/demo":      "demo",
+	mod + "/handlers":         "handlers",
+	mod + "/views":            "views",
+	mod + "/web":              "web",
+	mod + "/migrations":       "migrations",
+	mod + "/static":           "static",
+	mod + "/internal/localpg": "localpg",
+	mod + "/internal/remote":  "remote",
+	mod + "/notify":           "notify",
+	mod + "/dlq/dlqtest":      "testkit",
+	mod + "/web/webtest":      "testkit",
+	mod + "/e2e":              "suite",
+	mod + "/reliability":      "suite",
+}
+
+// arrows are the imports a part's code may make, besides its own part.
+// They point one way: handlers -> replay/store -> database. The README's
+// Architecture section lists the same arrows.
+var arrows = map[string][]string{
+	// The binary (main and internal/cli) wires everything: the store, the
+	// replay service, the worker with the demo tasks, the console, the
+	// notification sender, a private Postgres, and the remote CLI.
+	"cmd":      {"store", "replay", "worker", "demo", "web", "localpg", "notify", "remote"},
+	"store":    {"migrations"}, // the store migrates its own schema
+	"replay":   {"store"},
+	"worker":   {"store"},
+	"demo":     {"worker", "store"},
+	"handlers": {"store", "replay", "views"},
+	"views":    {},
+	// The console: its handlers and views, the store for sessions, users
+	// and tokens, replay for the service it hands the handlers, and its
+	// static files. The error handler reads the errors of store and replay.
+	"web":        {"handlers", "views", "store", "replay", "static"},
+	"migrations": {},
+	"static":     {},
+	"localpg":    {},
+	// Notifications read the store's outbox and post webhooks.
+	"notify": {"store"},
+	// The remote CLI speaks HTTP to a console and nothing else: it has its
+	// own types for the API's answers.
+	"remote":  {},
+	"testkit": {"store", "localpg"},
+	"suite":   {"cmd", "store", "replay", "worker", "demo", "web", "localpg", "testkit"},
+}
+
+// testArrows are the imports a part's tests may make besides its arrows:
+// every test may use the test kit; handler tests drive the real server.
+var testArrows = map[string][]string{
+	"cmd":    {"testkit"},
+	"store":  {"testkit"},
+	"replay": {"testkit"},
+	// The worker's process tests run their child workers as the binary does.
+	"worker":   {"testkit", "localpg", "cmd"},
+	"demo":     {"testkit"},
+	"handlers": {"testkit", "web"},
+	"views":    {},
+	"web":      {"testkit"},
+	"localpg":  {},
+	"testkit":  {},
+	"suite":    {},
+	"notify":   {"testkit"},
+	// The remote CLI is tested against a real console and worker.
+	"remote": {"testkit", "store", "replay", "web", "worker"},
+}
+
+// Packages outside the module that some parts must never reach.
+var (
+	sqlPkgs  = []string{"database/sql", "github.com/jmoiron/sqlx", "github.com/lib/pq"}
+	httpPkgs = []string{"github.com/labstack/echo/v4", "github.com/a-h/templ", "github.com/gorilla/sessions"}
+)
+
+// forbidden lists, per part, outside packages it must not reach at all
+// (deps, transitively) or must not import itself (imports): a handler
+// reaches sqlx through the store, but must never write SQL.
+var forbidden = map[string]struct{ deps, imports []string }{
+	"views":    {deps: append(slices.Clone(sqlPkgs), "github.com/labstack/echo/v4")},
+	"handlers": {imports: sqlPkgs},
+	"store":    {deps: httpPkgs},
+	"replay":   {deps: httpPkgs},
+	"worker":   {deps: httpPkgs},
+	"demo":     {deps: httpPkgs},
+	"localpg":  {deps: httpPkgs},
+	"notify":   {deps: httpPkgs},
+	"remote":   {deps: sqlPkgs},
+}
+
+type listedPackage struct {
+	ImportPath                               string
+	Imports, Deps, TestImports, XTestImports []string
+}
+
+// TestLayering checks every import edge of every package against the
+// parts and arrows above, and fails on any edge not drawn there.
 func TestLayering(t *testing.T) {
 	t.Parallel()
-	const mod = "github.com/redrive/redrive/"
-	// Transitive rules say a package must not reach another at all (views
-	// never reach the database). Direct rules say a package must not import
-	// another itself: handlers import dlq for its types and errors, and dlq
-	// in turn imports sqlx, but a handler must never write SQL.
-	rules := []struct {
-		pkg       string
-		direct    bool
-		forbidden []string
-	}{
-		{"views", false, []string{mod + "dlq", mod + "replay", mod + "worker", "github.com/jmoiron/sqlx", "database/sql", "github.com/lib/pq", "github.com/labstack/echo/v4"}},
-		{"handlers", true, []string{"github.com/jmoiron/sqlx", "database/sql", "github.com/lib/pq", mod + "web"}},
-		{"dlq", false, []string{"github.com/labstack/echo/v4", "github.com/a-h/templ", mod + "views", mod + "handlers", mod + "web", mod + "replay", mod + "worker"}},
-		{"replay", false, []string{"github.com/labstack/echo/v4", "github.com/a-h/templ", mod + "views", mod + "handlers", mod + "web"}},
-		{"worker", false, []string{"github.com/labstack/echo/v4", "github.com/a-h/templ", mod + "views", mod + "handlers", mod + "web", mod + "replay"}},
+	out, err := exec.Command("go", "list", "-json=ImportPath,Imports,Deps,TestImports,XTestImports", mod+"/...").Output()
+	if err != nil {
+		var exit *exec.ExitError
+		if errors.As(err, &exit) {
+			t.Fatalf("go list: %v\n%s", err, exit.Stderr)
+		}
+		t.Fatalf("go list: %v", err)
 	}
-	for _, r := range rules {
-		args := []string{"list", "-deps", "-f", "{{.ImportPath}}", mod + r.pkg}
-		if r.direct {
-			args = []string{"list", "-f", `{{join .Imports "\n"}}`, mod + r.pkg + "/..."}
+	dec := json.NewDecoder(strings.NewReader(string(out)))
+	seen := 0
+	for {
+		var p listedPackage
+		if err := dec.Decode(&p); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			t.Fatalf("decode go list: %v", err)
 		}
-		out, err := exec.Command("go", args...).CombinedOutput()
-		if err != nil {
-			if strings.Contains(string(out), "no Go files") {
-				continue // a package not written yet has no arrows to check
+		seen++
+		part, ok := parts[p.ImportPath]
+		if !ok {
+			t.Errorf("%s has no part: add it to parts in web/layering_test.go and decide its arrows", p.ImportPath)
+			continue
+		}
+		checkEdges(t, p.ImportPath, part, p.Imports, arrows[part])
+		tests := slices.Concat(arrows[part], testArrows[part])
+		checkEdges(t, p.ImportPath+" (tests)", part, slices.Concat(p.TestImports, p.XTestImports), tests)
+		for _, f := range forbidden[part].deps {
+			if slices.Contains(p.Deps, f) {
+				t.Errorf("%s (%s) must not depend on %s", p.ImportPath, part, f)
 			}
-			t.Fatalf("go list %s: %v\n%s", r.pkg, err, out)
 		}
-		deps := map[string]bool{}
-		for _, d := range strings.Fields(string(out)) {
-			deps[d] = true
-		}
-		for _, f := range r.forbidden {
-			if deps[f] {
-				t.Errorf("%s must not depend on %s", r.pkg, f)
+		for _, f := range forbidden[part].imports {
+			if slices.Contains(p.Imports, f) {
+				t.Errorf("%s (%s) must not import %s", p.ImportPath, part, f)
 			}
+		}
+	}
+	if seen == 0 {
+		t.Fatal("go list found no packages")
+	}
+}
+
+// checkEdges fails on each import of the module that goes from part to a
+// part not in allowed.
+func checkEdges(t *testing.T, from, part string, imports, allowed []string) {
+	t.Helper()
+	for _, imp := range imports {
+		if imp != mod && !strings.HasPrefix(imp, mod+"/") {
+			continue
+		}
+		to, ok := parts[imp]
+		if !ok {
+			t.Errorf("%s imports %s, which has no part", from, imp)
+			continue
+		}
+		if to != part && !slices.Contains(allowed, to) {
+			t.Errorf("%s (%s) must not import %s (%s): not an arrow in web/layering_test.go", from, part, imp, to)
 		}
 	}
 }

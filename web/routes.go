@@ -47,10 +47,13 @@ func routes(e *echo.Echo, cfg Config, sec *security) error {
 	e.POST("/api/v1/jobs", handlers.APIEnqueueJob(store))
 	e.POST("/api/v1/jobs/batch", handlers.APIEnqueueBatch(store))
 
-	// Dead letters and error groups (read side; replay and discard come with
-	// the replay feature). Static paths win over :id in echo's router.
-	letter := handlers.DeadLetter(handlers.LetterPage{Letters: store, Audit: store, Actions: cfg.Replay,
-		LogsTemplate: cfg.LogsURLTemplate, Version: cfg.Version})
+	// Dead letters and error groups, read side. Static paths win over :id in
+	// echo's router.
+	// One letter page, read through the masking store: shown by GET, and
+	// again by the actions below when they re-render it with a problem.
+	letterPage := handlers.LetterPage{Letters: store, Audit: store, Actions: cfg.Replay,
+		LogsTemplate: cfg.LogsURLTemplate, Version: cfg.Version}
+	letter := handlers.DeadLetter(letterPage)
 	e.GET("/dead-letters", handlers.DeadLetters(reads, cfg.Now, cfg.Version), fresh)
 	e.GET("/dead-letters/export.csv", handlers.ExportDeadLetters(reads, cfg.Logger, cfg.Now, handlers.ExportCSV))
 	e.GET("/dead-letters/export.json", handlers.ExportDeadLetters(reads, cfg.Logger, cfg.Now, handlers.ExportJSON))
@@ -62,13 +65,11 @@ func routes(e *echo.Echo, cfg Config, sec *security) error {
 	e.POST("/api/v1/dead-letters/:id/reveal", handlers.RevealArgs(cfg.Store, now, handlers.APIRevealedArgs(store)))
 	e.GET("/api/v1/groups", handlers.APIGroups(store, cfg.Now))
 
-	// --- Actions on dead letters, bulk operations, the audit trail (issue 4).
+	// Actions on dead letters, bulk operations, the audit trail.
 	// Every POST changes something or leads to a change: the access rules
 	// above require the operator role and a CSRF token (forms carry _csrf
 	// and a one-time key); replay.Service checks the role again. Pages read
 	// letters and the audit trail through the masking store.
-	letterPage := handlers.LetterPage{Letters: store, Audit: store, Actions: cfg.Replay,
-		LogsTemplate: cfg.LogsURLTemplate, Version: cfg.Version}
 	e.POST("/dead-letters/:id/replay", handlers.ReplayLetter(letterPage))
 	e.POST("/dead-letters/:id/discard", handlers.DiscardLetter(letterPage))
 	e.POST("/dead-letters/:id/restore", handlers.RestoreLetter(letterPage))
@@ -93,7 +94,6 @@ func routes(e *echo.Echo, cfg Config, sec *security) error {
 	e.POST("/api/v1/operations/:id/cancel", handlers.APIChangeOperation(cfg.Replay.Cancel))
 	e.POST("/api/v1/operations/:id/release", handlers.APIChangeOperation(cfg.Replay.ReleaseCanary))
 	e.GET("/api/v1/audit", handlers.APIAudit(store, cfg.Now))
-	// --- end of issue 4 routes.
 
 	// --- Pauses (issue 14): every page's banner, the pause pages, the API.
 	// Pausing and resuming need the operator role, as every POST does.

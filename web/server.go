@@ -90,8 +90,6 @@ func NewServer(cfg Config) (http.Handler, error) {
 	e.HTTPErrorHandler = errorHandler(cfg.Logger)
 	sec := newSecurity(cfg.Store, cfg.Auth, cfg.Logger)
 	e.IPExtractor = sec.trust.ipExtractor()
-	e.Pre(headAsGet)
-
 	metrics, err := newHTTPMetrics(cfg.Registry)
 	if err != nil {
 		return nil, err
@@ -138,7 +136,7 @@ func NewServer(cfg Config) (http.Handler, error) {
 	if err := routes(e, cfg, sec); err != nil {
 		return nil, err
 	}
-	return e, nil
+	return headAsGet(e), nil
 }
 
 // securityHeaders sets a strict Content-Security-Policy: no inline script or
@@ -172,14 +170,17 @@ func requestLogger(logger *slog.Logger) echo.MiddlewareFunc {
 }
 
 // headAsGet answers HEAD like GET (load balancers and uptime checks probe
-// /healthz with HEAD). echo routes HEAD only where asked to; net/http
-// already drops the body of a response to HEAD, so routing it as GET is
-// all it takes. Everything a GET may not do, a HEAD may not either.
-func headAsGet(next echo.HandlerFunc) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		if r := c.Request(); r.Method == http.MethodHead {
+// /healthz with HEAD): echo routes HEAD only where asked to. The GET runs
+// on a copy of the request, because net/http decides from its own request,
+// the original, to hold back the body of a response to HEAD; rewriting that
+// one sent the body, which a kept-alive connection reads as the start of
+// the next response. Everything a GET may not do, a HEAD may not either.
+func headAsGet(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodHead {
+			r = r.WithContext(r.Context()) // a shallow copy
 			r.Method = http.MethodGet
 		}
-		return next(c)
-	}
+		next.ServeHTTP(w, r)
+	})
 }

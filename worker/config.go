@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"os"
-	"regexp"
 	"runtime/debug"
 	"time"
 
@@ -130,8 +129,6 @@ type Config struct {
 	NowFunc func() time.Time
 }
 
-var queuePattern = regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,100}$`)
-
 // withDefaults fills every zero field.
 func (c Config) withDefaults() Config {
 	host := hostname()
@@ -176,8 +173,8 @@ func (c Config) validate() error {
 		errs = append(errs, errors.New("ID must be at most 200 bytes"))
 	}
 	for _, q := range c.Queues {
-		if !queuePattern.MatchString(q) {
-			errs = append(errs, fmt.Errorf("queue %q: must be 1-100 letters, digits or . _ : -", q))
+		if msg := dlq.QueueNameProblem(q); msg != "" {
+			errs = append(errs, fmt.Errorf("queue %q: %s", q, msg))
 		}
 	}
 	if c.Concurrency < 1 || c.Concurrency > 10_000 {

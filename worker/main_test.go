@@ -18,6 +18,7 @@ import (
 
 	"github.com/redrive/redrive/dlq"
 	"github.com/redrive/redrive/dlq/dlqtest"
+	"github.com/redrive/redrive/internal/cli"
 	"github.com/redrive/redrive/worker"
 )
 
@@ -38,7 +39,7 @@ func TestMain(m *testing.M) {
 }
 
 // runChild runs a worker against REDRIVE_CHILD_DSN until SIGTERM or SIGINT,
-// the way main wires it, logging to stderr for the parent to show.
+// the way `redrive worker` wires it (cli.RunWorker), logging to stderr for the parent to show.
 func runChild() int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
@@ -63,17 +64,13 @@ func runChild() int {
 		return time.Duration(n) * time.Millisecond
 	}
 	conc, _ := strconv.Atoi(os.Getenv("REDRIVE_CHILD_CONCURRENCY"))
-	w, err := worker.New(dlq.NewStore(db), worker.Config{
+	err = cli.RunWorker(ctx, dlq.NewStore(db), worker.Config{
 		Registry: reg, ID: os.Getenv("REDRIVE_CHILD_ID"), Concurrency: conc,
 		LeaseDuration: ms("REDRIVE_CHILD_LEASE_MS"), HeartbeatInterval: ms("REDRIVE_CHILD_LEASE_MS") / 5,
 		PollInterval: 20 * time.Millisecond, RescueInterval: 50 * time.Millisecond, RestartGrace: time.Millisecond,
 		ShutdownGrace: ms("REDRIVE_CHILD_GRACE_MS"), Logger: logger, Version: "child-test",
 	})
 	if err != nil {
-		logger.Error("child: new worker", "err", err)
-		return 2
-	}
-	if err := w.Run(ctx); err != nil {
 		logger.Error("child: run", "err", err)
 		return 1
 	}

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/redrive/redrive/dlq"
-	"github.com/redrive/redrive/dlq/localpg"
+	"github.com/redrive/redrive/internal/localpg"
 	"github.com/redrive/redrive/worker"
 )
 

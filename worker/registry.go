@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"regexp"
 	"slices"
 	"time"
 
@@ -34,9 +33,6 @@ type task struct {
 	opts    TaskOptions
 }
 
-// taskNamePattern mirrors the jobs.task CHECK constraint.
-var taskNamePattern = regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,200}$`)
-
 // Registry maps task names to handlers. Build it before calling New; it is
 // not safe for concurrent use.
 type Registry struct {
@@ -53,8 +49,8 @@ func NewRegistry() *Registry {
 // negative timeout), since those are caught the first time the program
 // starts.
 func (r *Registry) Register(name string, h Handler, opts TaskOptions) {
-	if !taskNamePattern.MatchString(name) {
-		panic(fmt.Sprintf("worker: invalid task name %q: must be 1-200 letters, digits or . _ : -", name))
+	if msg := dlq.TaskNameProblem(name); msg != "" {
+		panic(fmt.Sprintf("worker: invalid task name %q: %s", name, msg))
 	}
 	if h == nil {
 		panic(fmt.Sprintf("worker: nil handler for task %q", name))

@@ -10,13 +10,14 @@ import (
 
 // Defaults for RetryPolicy. One second is about how long a restarting
 // dependency or a failover takes to come back, so the first retry is likely
-// to succeed; the cap of 30 minutes keeps a job that failed during a long
-// outage from sleeping for hours after the outage ends.
+// to succeed; the cap of an hour keeps a job that failed during a long
+// outage from sleeping for many hours after the outage ends. The binary's
+// --retry-base and --retry-cap default to these too.
 const (
 	// DefaultRetryBase is the ceiling of the first retry's delay.
 	DefaultRetryBase = time.Second
 	// DefaultRetryCap bounds every retry delay.
-	DefaultRetryCap = 30 * time.Minute
+	DefaultRetryCap = time.Hour
 )
 
 // RetryPolicy spaces the retries of a job that failed transiently:
@@ -30,7 +31,7 @@ const (
 type RetryPolicy struct {
 	// Base is the ceiling of the first retry's delay. Default 1s.
 	Base time.Duration
-	// Cap bounds every delay. Default 30m.
+	// Cap bounds every delay. Default DefaultRetryCap (1h).
 	Cap time.Duration
 	// RandFunc returns a number in [0, 1); it must be safe for concurrent
 	// use. Default math/rand/v2's Float64. Tests pass a fixed value: one

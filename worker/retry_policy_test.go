@@ -52,7 +52,7 @@ func TestRetryPolicy(t *testing.T) {
 	t.Run("DefaultsAreOneSecondToThirtyMinutes", func(t *testing.T) {
 		t.Parallel()
 		d := RetryPolicy{}.withDefaults()
-		if d.Base != time.Second || d.Cap != 30*time.Minute || d.RandFunc == nil {
+		if d.Base != time.Second || d.Cap != time.Hour || d.RandFunc == nil {
 			t.Fatalf("defaults: %+v", d)
 		}
 		if err := d.validate(); err != nil {

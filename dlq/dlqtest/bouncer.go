@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/redrive/redrive/dlq/localpg"
+	"github.com/redrive/redrive/internal/localpg"
 )
 
 // Bouncer starts a private PgBouncer in front of db's server in mode

@@ -23,7 +23,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/redrive/redrive/dlq"
-	"github.com/redrive/redrive/dlq/localpg"
+	"github.com/redrive/redrive/internal/localpg"
 )
 
 // server is the one Postgres server of this test binary. It is package

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/redrive/redrive/dlq"
-	"github.com/redrive/redrive/dlq/localpg"
+	"github.com/redrive/redrive/internal/localpg"
 )
 
 // Private is a Postgres server of one test's own, with one migrated

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redrive/redrive/dlq/localpg"
+	"github.com/redrive/redrive/internal/localpg"
 )
 
 // Replica starts a streaming replica of p (pg_basebackup -R, a second

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -13,7 +13,7 @@ import (
 func TestRemoteCommandsAreWired(t *testing.T) {
 	var out, errOut bytes.Buffer
 	noEnv := func(string) string { return "" }
-	if err := run(context.Background(), []string{"help"}, noEnv, &out, &errOut); err != nil {
+	if err := run(context.Background(), []string{"help"}, env{getenv: noEnv, stdout: &out, stderr: &errOut}); err != nil {
 		t.Fatal(err)
 	}
 	for _, cmd := range []string{"letters", "groups", "replay", "discard", "operations", "REDRIVE_URL"} {
@@ -21,7 +21,7 @@ func TestRemoteCommandsAreWired(t *testing.T) {
 			t.Errorf("help lacks %s:\n%s", cmd, out.String())
 		}
 	}
-	err := run(context.Background(), []string{"groups"}, noEnv, &out, &errOut)
+	err := run(context.Background(), []string{"groups"}, env{getenv: noEnv, stdout: &out, stderr: &errOut})
 	if err == nil || !strings.Contains(err.Error(), "REDRIVE_URL") || exitCode(err) != 2 {
 		t.Fatalf("groups without REDRIVE_URL: %v (exit %d); want a usage error naming REDRIVE_URL", err, exitCode(err))
 	}

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redrive/redrive/dlq/localpg"
+	"github.com/redrive/redrive/internal/localpg"
 )
 
 // A replica started from a running cluster is a hot standby that follows

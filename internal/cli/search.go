@@ -1,10 +1,8 @@
-package main
+package cli
 
 import (
 	"context"
-	"flag"
 	"fmt"
-	"io"
 	"log/slog"
 	"strings"
 	"time"
@@ -17,10 +15,6 @@ import (
 // settings to the database at start, and the search rows built under other
 // settings are rebuilt in the background; `redrive search rebuild` does
 // the same by hand.
-
-func (a *authFlags) registerMaskPatterns(fs *flag.FlagSet) {
-	fs.StringVar(&a.maskPatterns, "mask-patterns", "", "regular expressions (Go syntax, one per line) also hidden in error messages and tracebacks, e.g. card numbers or tokens (env REDRIVE_MASK_PATTERNS)")
-}
 
 // masker builds the masker the console's settings describe, as web does.
 func masker(auth web.AuthConfig) (dlq.Masker, error) {
@@ -91,30 +85,26 @@ func rebuildStale(ctx context.Context, store *dlq.Store, logger *slog.Logger) {
 	logger.Info("search rebuild done", "rebuilt", n, "took", time.Since(start).Round(time.Millisecond))
 }
 
-func runSearch(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+func runSearch(ctx context.Context, args []string, e env) error {
 	if len(args) == 0 || args[0] != "rebuild" {
-		fmt.Fprintln(stderr, "Usage: redrive search rebuild [flags]")
+		fmt.Fprintln(e.stderr, "Usage: redrive search rebuild [flags]")
 		return usagef("the search command has one subcommand: rebuild")
 	}
 	fs := newFlagSet("search rebuild", "Store these mask settings (the console's --mask-keys and --mask-patterns) as\n"+
 		"the search's, then rebuild every letter's search text built under other\n"+
 		"settings, in batches, while dead-lettering goes on, and index the letters\n"+
 		"written since a console last ran. The console does both by itself; this is\n"+
-		"for running them by hand, or to the end.", stderr)
-	var c common
-	var a authFlags
-	c.register(fs)
-	fs.StringVar(&a.maskKeys, "mask-keys", strings.Join(dlq.DefaultMaskKeys, ","), "argument keys whose values are hidden: comma-separated, case-insensitive substrings (env REDRIVE_MASK_KEYS)")
-	a.registerMaskPatterns(fs)
-	batch := fs.Int("batch", dlq.DefaultRebuildBatch, "search rows rebuilt per statement")
-	if err := parse(fs, args[1:], getenv); err != nil {
-		return err
-	}
-	m, err := masker(web.AuthConfig{MaskKeys: dlq.ParseMaskKeys(a.maskKeys), MaskPatterns: dlq.ParseMaskPatterns(a.maskPatterns)})
+		"for running them by hand, or to the end.", e.stderr)
+	register(fs, databaseOptions, []string{"mask-keys", "mask-patterns", "batch"})
+	f, err := parse(fs, args[1:], e.getenv)
 	if err != nil {
 		return err
 	}
-	db, err := c.open(ctx)
+	m, err := masker(web.AuthConfig{MaskKeys: dlq.ParseMaskKeys(f.str("mask-keys")), MaskPatterns: dlq.ParseMaskPatterns(f.str("mask-patterns"))})
+	if err != nil {
+		return err
+	}
+	db, err := openDB(ctx, f.str("database-url"))
 	if err != nil {
 		return err
 	}
@@ -128,25 +118,25 @@ func runSearch(ctx context.Context, args []string, getenv func(string) string, s
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "mask settings %s (version %d); %d letters to rebuild\n",
+	fmt.Fprintf(e.stdout, "mask settings %s (version %d); %d letters to rebuild\n",
 		map[bool]string{true: "stored", false: "unchanged"}[changed], st.Version, st.Stale)
 	start, last := time.Now(), time.Now()
-	n, err := store.RebuildSearch(ctx, *batch, func(done int64) {
+	n, err := store.RebuildSearch(ctx, f.integer("batch"), func(done int64) {
 		if time.Since(last) >= 5*time.Second {
 			last = time.Now()
-			fmt.Fprintf(stdout, "  %d rebuilt\n", done)
+			fmt.Fprintf(e.stdout, "  %d rebuilt\n", done)
 		}
 	})
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "rebuilt %d letters' search text in %s\n", n, time.Since(start).Round(time.Millisecond))
+	fmt.Fprintf(e.stdout, "rebuilt %d letters' search text in %s\n", n, time.Since(start).Round(time.Millisecond))
 	// Letters written while no console ran are still queued for search.
 	start = time.Now()
-	indexed, err := store.IndexSearch(ctx, *batch)
+	indexed, err := store.IndexSearch(ctx, f.integer("batch"))
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "indexed %d new letters for search in %s\n", indexed, time.Since(start).Round(time.Millisecond))
+	fmt.Fprintf(e.stdout, "indexed %d new letters for search in %s\n", indexed, time.Since(start).Round(time.Millisecond))
 	return nil
 }

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -49,21 +49,21 @@ func TestWorkerAndConsoleBehindPgBouncer(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	addr := freeAddr(t)
-	env := map[string]string{
+	vars := map[string]string{
 		"DATABASE_URL": pooled, "REDRIVE_ADDR": addr, "REDRIVE_SESSION_KEYS": strings.Repeat("ab", 32),
 		"REDRIVE_LOG_LEVEL": "info",
 	}
-	getenv := func(k string) string { return env[k] }
+	getenv := func(k string) string { return vars[k] }
 	var logs syncBuffer
 
 	// Migrations refuse the pooler, saying what to do, and run given a
 	// direct URL.
-	err := run(ctx, []string{"migrate"}, getenv, io.Discard, &logs)
+	err := run(ctx, []string{"migrate"}, env{getenv: getenv, stdout: io.Discard, stderr: &logs})
 	if err == nil || !strings.Contains(err.Error(), "REDRIVE_MIGRATE_DATABASE_URL") {
 		t.Fatalf("migrate through the pooler: %v, want a refusal naming REDRIVE_MIGRATE_DATABASE_URL", err)
 	}
-	env["REDRIVE_MIGRATE_DATABASE_URL"] = db.DSN
-	if err := run(ctx, []string{"migrate"}, getenv, io.Discard, &logs); err != nil {
+	vars["REDRIVE_MIGRATE_DATABASE_URL"] = db.DSN
+	if err := run(ctx, []string{"migrate"}, env{getenv: getenv, stdout: io.Discard, stderr: &logs}); err != nil {
 		t.Fatalf("migrate with REDRIVE_MIGRATE_DATABASE_URL: %v", err)
 	}
 
@@ -86,10 +86,10 @@ func TestWorkerAndConsoleBehindPgBouncer(t *testing.T) {
 	}
 
 	done := make(chan error, 2)
-	go func() { done <- run(ctx, []string{"serve"}, getenv, io.Discard, &logs) }()
+	go func() { done <- run(ctx, []string{"serve"}, env{getenv: getenv, stdout: io.Discard, stderr: &logs}) }()
 	go func() {
 		done <- run(ctx, []string{"worker", "--demo-tasks", "--queues", "default", "--concurrency", "40",
-			"--retry-base", "20ms", "--retry-cap", "100ms"}, getenv, io.Discard, &logs)
+			"--retry-base", "20ms", "--retry-cap", "100ms"}, env{getenv: getenv, stdout: io.Discard, stderr: &logs})
 	}()
 	api := consoleClient{t: t, base: "http://" + addr, token: secret}
 	api.waitUp()

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -36,7 +36,7 @@ func TestConsoleReadsFromAStreamingReplica(t *testing.T) {
 	dlqtest.InsertDeadLetter(t, db.DB, dlqtest.Letter{Task: "billing.charge"})
 
 	addr := freeAddr(t)
-	env := map[string]string{
+	vars := map[string]string{
 		"DATABASE_URL": db.DSN, "REDRIVE_READ_DATABASE_URL": replicaDSN, "REDRIVE_READ_MAX_LAG": "8s",
 		"REDRIVE_ADDR": addr, "REDRIVE_SESSION_KEYS": strings.Repeat("ab", 32), "REDRIVE_LOG_LEVEL": "info",
 	}
@@ -48,7 +48,7 @@ func TestConsoleReadsFromAStreamingReplica(t *testing.T) {
 	})
 	done := make(chan error, 1)
 	go func() {
-		done <- run(ctx, []string{"serve"}, func(k string) string { return env[k] }, io.Discard, &logs)
+		done <- run(ctx, []string{"serve"}, env{getenv: func(k string) string { return vars[k] }, stdout: io.Discard, stderr: &logs})
 	}()
 	api := consoleClient{t: t, base: "http://" + addr, token: secret}
 	api.waitUp()

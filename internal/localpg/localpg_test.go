@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/redrive/redrive/dlq/localpg"
+	"github.com/redrive/redrive/internal/localpg"
 )
 
 func TestStartRefusesAPortInUse(t *testing.T) {

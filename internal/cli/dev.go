@@ -1,0 +1,130 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/redrive/redrive/dlq"
+	"github.com/redrive/redrive/internal/localpg"
+	"github.com/redrive/redrive/worker"
+	"github.com/redrive/redrive/worker/demo"
+)
+
+// devDefaults make a first look lively: all demo queues, quick retries.
+var devDefaults = map[string]string{
+	"addr": "127.0.0.1:8080", "queues": "default,payments,emails", "retry-base": "500ms", "retry-cap": "10s", "shutdown-grace": "5s",
+	// Retries of the demo traffic would bury the banner; dead letters still show.
+	"log-level": "warn",
+}
+
+func runDev(ctx context.Context, args []string, e env) error {
+	fs := newFlagSet("dev", "Everything in one process for a first look: a private Postgres cluster\n(unless DATABASE_URL is set), migrations, the demo tasks, a demo producer\nthat keeps a realistic mix of jobs flowing, a worker and the console.", e.stderr)
+	register(fs, databaseOptions, consoleOptions, workerOptions, []string{"data-dir", "demo-rate", "migrate-database-url"})
+	setDefaults(fs, devDefaults)
+	f, err := parse(fs, args, e.getenv)
+	if err != nil {
+		return err
+	}
+	logger, err := newLogger(f, e.stderr)
+	if err != nil {
+		return err
+	}
+	// Without REDRIVE_SESSION_KEYS, dev signs with a key of this process
+	// only: a restart signs everyone out, which is fine on a laptop.
+	auth, err := authConfig(f, true)
+	if err != nil {
+		return err
+	}
+	databaseURL := f.str("database-url")
+	if databaseURL == "" {
+		url, stop, err := startDevPostgres(ctx, f.str("data-dir"), e.stdout)
+		if err != nil {
+			return err
+		}
+		defer func() {
+			if err := stop(); err != nil {
+				logger.Error("stop postgres", "err", err)
+			}
+		}()
+		databaseURL = url
+	}
+	db, err := openDB(ctx, databaseURL)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	if _, err := migrate(ctx, db, f.str("migrate-database-url"), logger); err != nil {
+		return err
+	}
+	listen, err := listenDSN(ctx, f.str("listen-database-url"), db, databaseURL, logger)
+	if err != nil {
+		return err
+	}
+	store := dlq.NewStore(db)
+	reg := worker.NewRegistry()
+	demo.Register(reg, db)
+	// Register the demo tasks before the producer starts, so its first
+	// enqueue does not race the worker's start-up.
+	if err := store.RegisterTasks(ctx, reg.Tasks()); err != nil {
+		return err
+	}
+	adminPassword, err := ensureDevAdmin(ctx, store)
+	if err != nil {
+		return err
+	}
+	console, err := NewConsole(ctx, ConsoleConfig{Store: store, Logger: logger, Registry: newMetricsRegistry(), Auth: auth,
+		LogsURLTemplate: f.str("logs-url-template"), Notify: notifyConfig(f), Reads: readConfig(f, databaseURL)})
+	if err != nil {
+		return err
+	}
+	producer, err := demo.NewProducer(demo.ProducerConfig{Store: store, Rate: f.float("demo-rate"), Logger: logger})
+	if err != nil {
+		return err
+	}
+	cfg := workerConfig(f, logger, listen)
+	cfg.Registry = reg
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		return console.Serve(gctx, f.str("addr"), func(url string) {
+			printDevBanner(e.stdout, url, adminPassword, databaseURL, f.float("demo-rate"), f.str("queues"))
+		})
+	})
+	g.Go(func() error { return RunWorker(gctx, store, cfg) })
+	g.Go(func() error { return producer.Run(gctx) })
+	return g.Wait()
+}
+
+// startDevPostgres starts (or reuses) the private cluster under dataDir
+// and returns the URL of its redrive database and what stops it.
+func startDevPostgres(ctx context.Context, dataDir string, stdout io.Writer) (string, func() error, error) {
+	dir, err := filepath.Abs(filepath.Join(dataDir, "postgres"))
+	if err != nil {
+		return "", nil, err
+	}
+	fmt.Fprintf(stdout, "Starting a private PostgreSQL for %s ...\n", dir)
+	cluster, err := localpg.Start(ctx, localpg.Config{Dir: dir, Port: 54329, Durable: true})
+	if err != nil {
+		return "", nil, err
+	}
+	if why := cluster.Moved(); why != "" {
+		fmt.Fprintf(stdout, "%s.\n", why)
+	}
+	fmt.Fprintf(stdout, "PostgreSQL data: %s\n", cluster.Dir())
+	if err := dlq.EnsureDatabase(ctx, cluster.DSN("postgres"), "redrive"); err != nil {
+		return "", nil, errors.Join(err, cluster.Stop())
+	}
+	return cluster.DSN("redrive"), cluster.Stop, nil
+}
+
+func printDevBanner(w io.Writer, url, password, databaseURL string, rate float64, queues string) {
+	fmt.Fprintf(w, "\nRedrive is running: %s\n", url)
+	fmt.Fprintf(w, "Sign in as %s with the password %s (dev only: a new one each start).\n", devAdmin, password)
+	fmt.Fprintf(w, "Database: %s\n", databaseURL)
+	fmt.Fprintf(w, "Demo traffic: %.1f jobs/s on queues %s; dead letters appear within a minute.\n", rate, queues)
+	fmt.Fprintf(w, "Press Ctrl-C to stop.\n\n")
+}
