@@ -33,6 +33,9 @@ var actionTexts = map[string]string{
 	dlq.ActionSignInFailed:  "Failed to sign in",
 	dlq.ActionUserChange:    "Changed a user",
 	dlq.ActionTokenChange:   "Changed an API token",
+	dlq.ActionJobRunNow:     "Ran jobs now",
+	dlq.ActionJobKill:       "Killed jobs to the dead letters",
+	dlq.ActionJobCancel:     "Asked to cancel a running job",
 }
 
 func actionText(action string) string {
