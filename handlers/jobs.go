@@ -52,6 +52,9 @@ func Jobs(store JobLister, now func() time.Time, version string) echo.HandlerFun
 		if err != nil {
 			return err
 		}
+		if meta.CanAct {
+			p.Bulk = jobsBulkBar(meta, f, p.Count) // job_actions.go
+		}
 		return Render(c, http.StatusOK, views.Layout(meta, views.Jobs(p)))
 	}
 }
@@ -197,6 +200,7 @@ func JobDetail(store JobReader, now func() time.Time, version string) echo.Handl
 			return err
 		}
 		p := jobDetailPage(job, now())
+		p.Actions = jobActionsPanel(c, job, now()) // job_actions.go
 		if job.State == dlq.StateDead {
 			letter, err := store.DeadLetterIDForJob(ctx, job.ID)
 			switch {
