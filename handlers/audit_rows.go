@@ -33,8 +33,8 @@ var actionTexts = map[string]string{
 	dlq.ActionSignInFailed:  "Failed to sign in",
 	dlq.ActionUserChange:    "Changed a user",
 	dlq.ActionTokenChange:   "Changed an API token",
-	dlq.ActionJobRunNow:     "Ran jobs now",
-	dlq.ActionJobKill:       "Killed jobs to the dead letters",
+	dlq.ActionJobRunNow:     "Ran now",
+	dlq.ActionJobKill:       "Killed to the dead letters",
 	dlq.ActionJobCancel:     "Asked to cancel a running job",
 }
 

@@ -300,6 +300,8 @@ func jobOutcomeText(o dlq.Outcome) string {
 		return "worker vanished (lease expired)"
 	case dlq.OutcomeInterrupted:
 		return "interrupted at shutdown"
+	case dlq.OutcomeKilled:
+		return "killed by an operator"
 	case "":
 		return "failed"
 	default:

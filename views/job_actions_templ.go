@@ -123,7 +123,7 @@ func JobActions(a JobActionsView) templ.Component {
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 8, "<p class=\"grow muted note\">Its next attempt starts as soon as a worker of its queue is free; the attempt count is unchanged.</p><button class=\"btn primary\" type=\"submit\" data-testid=\"run-now\">Run now</button></form>")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 8, "<p class=\"grow muted\"><small>Its next attempt starts as soon as a worker of its queue is free; its attempt count is unchanged.</small></p><button class=\"btn primary\" type=\"submit\" data-testid=\"run-now\">Run now</button></form>")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
@@ -167,7 +167,7 @@ func JobActions(a JobActionsView) templ.Component {
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 13, "\" maxlength=\"1000\" required placeholder=\"e.g. poison payload, fix in review\" data-testid=\"kill-reason\"></label> <button class=\"btn danger\" type=\"submit\" data-testid=\"kill\">Kill to the dead letters</button></form><p class=\"muted note\">A killed job stops retrying and becomes a dead letter with reason <code>killed</code>, its attempts so far kept; replay it from there once it is fixed.</p>")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 13, "\" maxlength=\"1000\" required placeholder=\"e.g. poison payload, fix in review\" data-testid=\"kill-reason\"></label> <button class=\"btn danger\" type=\"submit\" data-testid=\"kill\">Kill to the dead letters</button></form><p class=\"muted\"><small>A killed job stops retrying and becomes a dead letter with reason <code>killed</code>, its attempts so far kept; replay it from there once it is fixed.</small></p>")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
@@ -211,7 +211,7 @@ func JobActions(a JobActionsView) templ.Component {
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 18, "\" maxlength=\"1000\" required placeholder=\"e.g. stuck on a dead connection\" data-testid=\"cancel-reason\"></label> <label class=\"check-inline\"><input type=\"checkbox\" name=\"retry\" value=\"1\" data-testid=\"cancel-retry\"> retry it afterwards</label> <button class=\"btn danger\" type=\"submit\" data-testid=\"cancel\">Cancel the running attempt</button></form><p class=\"muted note\">The worker holding it is told at once and cancels the handler's context; the job is then dead-lettered as <code>cancelled</code> (or retried, when ticked and attempts are left). A handler that ignores cancellation is abandoned after a few seconds.</p>")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 18, "\" maxlength=\"1000\" required placeholder=\"e.g. stuck on a dead connection\" data-testid=\"cancel-reason\"></label> <label class=\"check-inline\"><input type=\"checkbox\" name=\"retry\" value=\"1\" data-testid=\"cancel-retry\"> retry it afterwards</label> <button class=\"btn danger\" type=\"submit\" data-testid=\"cancel\">Cancel the running attempt</button></form><p class=\"muted\"><small>The worker holding it is told at once and cancels the handler's context; the job is then dead-lettered as <code>cancelled</code> (or retried, when ticked and attempts are left). A handler that ignores cancellation is abandoned after a few seconds.</small></p>")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}

@@ -93,3 +93,30 @@ func TestOperatorCancel(t *testing.T) {
 		})
 	}
 }
+
+// TestOperatorRunNow: a job scheduled an hour ahead runs as soon as an
+// operator asks, on a live worker.
+func TestOperatorRunNow(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t)
+	ran := make(chan struct{}, 1)
+	b.reg.Register("test.task", func(ctx context.Context, job *worker.Job) error {
+		ran <- struct{}{}
+		return nil
+	}, worker.TaskOptions{})
+	cfg := b.config("w-run-now")
+	cfg.PollInterval, cfg.ListenDSN = time.Minute, b.db.DSN // only the notification can wake it in time
+	b.start(t, cfg)
+	id := b.enqueue(t, dlq.EnqueueParams{Task: "test.task", RunAt: time.Now().Add(time.Hour)})
+	select {
+	case <-ran:
+		t.Fatal("the job ran before its time")
+	case <-time.After(300 * time.Millisecond):
+	}
+	if _, err := b.store.ActOnJob(ctx, dlq.JobActionParams{Action: dlq.JobRunNow, ID: id, SeenState: dlq.StateAvailable,
+		SeenAttempt: new(int), Actor: dlq.Actor{Name: "alice"}, Now: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	b.waitJob(t, id, dlq.StateSucceeded, 5*time.Second)
+}
