@@ -35,6 +35,12 @@ func TestKillPoisonJobFromItsPage(t *testing.T) {
 	page := newPage(t)
 	signInOlga(t, page, base, db)
 
+	_, err = page.Goto(base + "/jobs?queue=payments")
+	must(t, err)
+	must(t, expect.Locator(page.GetByTestId("jobs-bulk")).ToBeVisible())
+	must(t, expect.Locator(page.GetByTestId("job-select")).ToHaveCount(1))
+	screenshot(t, page, "job-actions-list-bulk-bar")
+
 	_, err = page.Goto(fmt.Sprintf("%s/jobs/%d", base, id))
 	must(t, err)
 	must(t, expect.Locator(page.GetByTestId("run-now")).ToBeVisible())

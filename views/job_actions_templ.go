@@ -123,7 +123,7 @@ func JobActions(a JobActionsView) templ.Component {
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 8, "<p class=\"grow muted\"><small>Its next attempt starts as soon as a worker of its queue is free; its attempt count is unchanged.</small></p><button class=\"btn primary\" type=\"submit\" data-testid=\"run-now\">Run now</button></form>")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 8, "<p class=\"muted\" style=\"flex: 1 1 18rem; margin: 0;\"><small>Its next attempt starts as soon as a worker of its queue is free; its attempt count is unchanged.</small></p><button class=\"btn primary\" type=\"submit\" data-testid=\"run-now\">Run now</button></form>")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
