@@ -52,8 +52,7 @@ func TestOperatorCancel(t *testing.T) {
 			}
 			b.start(t, cfg)
 			if c.listen {
-				// Let the listener connect before the notification is sent.
-				time.Sleep(300 * time.Millisecond)
+				b.waitListening(t)
 			}
 			id := b.enqueue(t, dlq.EnqueueParams{Task: "test.task", MaxAttempts: 3})
 			select {
@@ -108,6 +107,7 @@ func TestOperatorRunNow(t *testing.T) {
 	cfg := b.config("w-run-now")
 	cfg.PollInterval, cfg.ListenDSN = time.Minute, b.db.DSN // only the notification can wake it in time
 	b.start(t, cfg)
+	b.waitListening(t)
 	id := b.enqueue(t, dlq.EnqueueParams{Task: "test.task", RunAt: time.Now().Add(time.Hour)})
 	select {
 	case <-ran:
@@ -119,4 +119,15 @@ func TestOperatorRunNow(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.waitJob(t, id, dlq.StateSucceeded, 5*time.Second)
+}
+
+// waitListening waits until the worker's LISTEN connection is up: it
+// listens to the cancel channel first, so the jobs channel's LISTEN means
+// both are.
+func (b *bundle) waitListening(t *testing.T) {
+	t.Helper()
+	waitFor(t, 5*time.Second, "the LISTEN connection", func() bool {
+		return b.count(t, `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND query = 'LISTEN "redrive_jobs"'`) == 1
+	})
 }

@@ -39,9 +39,11 @@ func (w *Worker) listen(ctx context.Context) {
 	// run it aside so shutdown is not held hostage by an unreachable server.
 	listening := make(chan error, 1)
 	go func() {
-		err := l.Listen(notifyChannel)
+		// Operators' cancels of running jobs (cancel.go) first: once the
+		// jobs channel is listened to, both are.
+		err := l.Listen(dlq.CancelNotifyChannel)
 		if err == nil {
-			err = l.Listen(dlq.CancelNotifyChannel) // operators' cancels of running jobs (cancel.go)
+			err = l.Listen(notifyChannel)
 		}
 		listening <- err
 	}()
