@@ -58,8 +58,8 @@ func mayActOnJobs(a Actor) error {
 	return nil
 }
 
-// Act applies one action to one job. A kill needs no reason, but one is
-// asked for in the console; every reason is bounded.
+// Act applies one action to one job. A kill needs a reason (it is the
+// letter's only explanation); every reason is bounded.
 func (s *JobService) Act(ctx context.Context, r JobRequest) (dlq.JobActionResult, error) {
 	if err := mayActOnJobs(r.Actor); err != nil {
 		return dlq.JobActionResult{}, err
@@ -86,6 +86,9 @@ func checkJobRequest(a dlq.JobAction, reason string, retry bool) error {
 	}
 	if retry && a != dlq.JobCancel {
 		problems["retry"] = "applies to cancel only"
+	}
+	if a == dlq.JobKill && strings.TrimSpace(reason) == "" {
+		problems["reason"] = "a reason is required to kill: the next person will ask why the job was dropped"
 	}
 	if err := checkReason(reason); err != nil {
 		problems["reason"] = err.(*dlq.ValidationError).Fields["reason"]
