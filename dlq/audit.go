@@ -27,6 +27,9 @@ const (
 	ActionSignInFailed  = "sign_in_failed"
 	ActionUserChange    = "user_change"
 	ActionTokenChange   = "token_change"
+	ActionJobRunNow     = "job_run_now"
+	ActionJobKill       = "job_kill"
+	ActionJobCancel     = "job_cancel"
 	genesisHash         = "0000000000000000000000000000000000000000000000000000000000000000"
 	auditChainLockKey   = 7_240_117_311 // pg_advisory_xact_lock key that serialises the chain
 	auditTimePrecision  = time.Microsecond

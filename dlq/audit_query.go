@@ -22,7 +22,7 @@ import (
 var AuditActions = []string{
 	ActionReplay, ActionEditReplay, ActionDiscard, ActionRestore, ActionBulkStart, ActionBulkFinish,
 	ActionBulkCancel, ActionCanaryRelease, ActionPurge, ActionRevealArgs, ActionSignIn, ActionSignInFailed,
-	ActionUserChange, ActionTokenChange,
+	ActionUserChange, ActionTokenChange, ActionJobRunNow, ActionJobKill, ActionJobCancel,
 }
 
 // Page sizes of the audit list.

@@ -17,10 +17,14 @@ const (
 	// ReasonLeaseExpired: the job's worker vanished on its last attempt (a
 	// crash, an OOM kill), so the job is presumed to kill its worker.
 	ReasonLeaseExpired Reason = "lease_expired"
+	// ReasonKilled: an operator sent a waiting job to the dead letters.
+	ReasonKilled Reason = "killed"
+	// ReasonCancelled: an operator cancelled a running job's attempt.
+	ReasonCancelled Reason = "cancelled"
 )
 
 // Reasons lists every reason in display order.
-var Reasons = []Reason{ReasonExhausted, ReasonPermanent, ReasonLeaseExpired}
+var Reasons = []Reason{ReasonExhausted, ReasonPermanent, ReasonLeaseExpired, ReasonKilled, ReasonCancelled}
 
 // Valid reports whether r is a known reason.
 func (r Reason) Valid() bool {

@@ -79,6 +79,8 @@ const (
 	OutcomeDead         Outcome = "dead"          // the job was dead-lettered after this attempt
 	OutcomeLeaseExpired Outcome = "lease_expired" // the worker vanished; rescued by another worker
 	OutcomeInterrupted  Outcome = "interrupted"   // handed back at shutdown; does not count
+	OutcomeKilled       Outcome = "killed"        // an operator sent the waiting job to the dead letters
+	OutcomeCancelled    Outcome = "cancelled"     // an operator cancelled the running attempt
 )
 
 // Attempt is one entry of a job's error history: what happened on one try.

@@ -36,6 +36,9 @@ var actionTexts = map[string]string{
 	dlq.ActionPause:         "Paused",
 	dlq.ActionResume:        "Resumed",
 	dlq.ActionPauseExpired:  "Pause expired",
+	dlq.ActionJobRunNow:     "Ran now",
+	dlq.ActionJobKill:       "Killed to the dead letters",
+	dlq.ActionJobCancel:     "Asked to cancel a running job",
 }
 
 func actionText(action string) string {

@@ -53,6 +53,9 @@ func Jobs(store JobLister, now func() time.Time, version string) echo.HandlerFun
 			return err
 		}
 		p.Pause = pauseLinks(meta)
+		if meta.CanAct {
+			p.Bulk = jobsBulkBar(meta, f, p.Count) // job_actions.go
+		}
 		return Render(c, http.StatusOK, views.Layout(meta, views.Jobs(p)))
 	}
 }
@@ -198,6 +201,7 @@ func JobDetail(store JobReader, now func() time.Time, version string) echo.Handl
 			return err
 		}
 		p := jobDetailPage(job, now())
+		p.Actions = jobActionsPanel(c, job, now()) // job_actions.go
 		if job.State == dlq.StateDead {
 			letter, err := store.DeadLetterIDForJob(ctx, job.ID)
 			switch {

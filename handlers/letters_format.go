@@ -41,6 +41,10 @@ func why(d dlq.DeadLetter) string {
 		return fmt.Sprintf("Permanent error at attempt %d: the handler said retrying cannot help.", d.Attempts)
 	case dlq.ReasonLeaseExpired:
 		return fmt.Sprintf("Lease expired: the worker vanished on attempt %d/%d (a crash or an OOM kill), so the job is presumed to kill its worker.", d.Attempts, d.MaxAttempts)
+	case dlq.ReasonKilled:
+		return fmt.Sprintf("Killed by an operator after %d/%d attempts, before it could run again; the history's last entry says who and why.", d.Attempts, d.MaxAttempts)
+	case dlq.ReasonCancelled:
+		return fmt.Sprintf("Cancelled by an operator while attempt %d/%d ran; the history's last entry says who and why.", d.Attempts, d.MaxAttempts)
 	default:
 		return string(d.Reason)
 	}
@@ -85,6 +89,10 @@ func outcomeText(o dlq.Outcome) string {
 		return "worker vanished (lease expired)"
 	case dlq.OutcomeInterrupted:
 		return "interrupted by shutdown (not counted)"
+	case dlq.OutcomeKilled:
+		return "killed by an operator"
+	case dlq.OutcomeCancelled:
+		return "cancelled by an operator"
 	case "":
 		return "failed"
 	default:

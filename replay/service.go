@@ -30,10 +30,16 @@ func (e *EditError) Error() string { return e.Field + ": " + e.Message }
 // ConfirmError means a large bulk action was not confirmed by typing its size.
 type ConfirmError struct {
 	Expected int64
+	// Things is what is counted: "letters" unless set ("jobs").
+	Things string
 }
 
 func (e *ConfirmError) Error() string {
-	return fmt.Sprintf("this acts on %d letters: type the number %d to confirm", e.Expected, e.Expected)
+	things := e.Things
+	if things == "" {
+		things = "letters"
+	}
+	return fmt.Sprintf("this acts on %d %s: type the number %d to confirm", e.Expected, things, e.Expected)
 }
 
 // TypedConfirmationOver is the size above which a bulk action in the

@@ -46,6 +46,7 @@ func routes(e *echo.Echo, cfg Config, sec *security) error {
 	e.GET("/api/v1/jobs/:id", handlers.APIJob(store))
 	e.POST("/api/v1/jobs", handlers.APIEnqueueJob(store))
 	e.POST("/api/v1/jobs/batch", handlers.APIEnqueueBatch(store))
+	liveJobRoutes(e, cfg, store) // run now, kill, cancel (job_routes.go)
 
 	// Dead letters and error groups, read side. Static paths win over :id in
 	// echo's router.

@@ -40,6 +40,13 @@ func decide(attempt, maxAttempts int, err, stop error, retryDelay func(attempt i
 		return decision{act: actComplete}
 	case errors.Is(stop, errLeaseLost):
 		return decision{act: actDiscard}
+	case cancelRequest(stop) != nil:
+		// An operator cancelled the attempt (cancel.go): whatever the
+		// handler returned, it did not finish.
+		if cancelRequest(stop).req.Retry && attempt < maxAttempts {
+			return decision{act: actRetry, delay: retryDelay(attempt)}
+		}
+		return decision{act: actDeadLetter, reason: dlq.ReasonCancelled}
 	case errors.Is(stop, errShutdown):
 		// The failure is most likely the cancellation itself, which is not
 		// the job's fault.
@@ -86,6 +93,9 @@ func (w *Worker) record(ctx context.Context, a *activeJob, log *jobLog, start ti
 		return w.cfg.RetryPolicy.nextRetryDelay(attempt, w.cfg.RetryPolicy.RandFunc)
 	})
 	attempt := w.failedAttempt(&job, err, start)
+	if c := cancelRequest(stop); c != nil && err != nil {
+		attempt = cancelledAttempt(attempt, c, err)
+	}
 	lease := dlq.LeaseOf(w.cfg.ID, job)
 	switch d.act {
 	case actComplete, actRetry, actDeadLetter:

@@ -176,6 +176,7 @@ func (w *Worker) heartbeat(ctx context.Context) {
 		} else {
 			w.renewed(renewed, leaseUntil)
 			w.cancelLost(held, renewed)
+			w.checkCancels(ctx, renewed)
 		}
 	}
 	if w.handBackOrphans(ctx) > 0 {

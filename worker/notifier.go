@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/lib/pq"
+
+	"github.com/redrive/redrive/dlq"
 )
 
 // notifyChannel is where the jobs table's insert trigger announces new work;
@@ -36,7 +38,15 @@ func (w *Worker) listen(ctx context.Context) {
 	// Listen blocks until the first connection is up, which may be never:
 	// run it aside so shutdown is not held hostage by an unreachable server.
 	listening := make(chan error, 1)
-	go func() { listening <- l.Listen(notifyChannel) }()
+	go func() {
+		// Operators' cancels of running jobs (cancel.go) first: once the
+		// jobs channel is listened to, both are.
+		err := l.Listen(dlq.CancelNotifyChannel)
+		if err == nil {
+			err = l.Listen(notifyChannel)
+		}
+		listening <- err
+	}()
 	// A closure, so closeListener sees listening as it is at return: nil
 	// once Listen has answered.
 	defer func() { w.closeListener(l, listening) }()
@@ -57,8 +67,11 @@ func (w *Worker) listen(ctx context.Context) {
 				return
 			}
 			// nil means the connection was re-established and notifications
-			// may have been lost meanwhile: look for work anyway.
-			if n == nil || slices.Contains(w.cfg.Queues, n.Extra) {
+			// may have been lost meanwhile: look for work anyway (a lost
+			// cancel is found by the next heartbeat).
+			if n != nil && n.Channel == dlq.CancelNotifyChannel {
+				w.cancelNotified(n.Extra)
+			} else if n == nil || slices.Contains(w.cfg.Queues, n.Extra) {
 				signal(w.wake)
 			}
 			idle.Reset(listenPingAfter)
