@@ -97,9 +97,9 @@ func newAPIConsole(t *testing.T) *apiConsole {
 func TestOpenAPIDocumentsEveryRoute(t *testing.T) {
 	t.Parallel()
 	c := newAPIConsole(t)
-	e, ok := c.h.(*echo.Echo)
+	e, ok := c.h.(interface{ Routes() []*echo.Route })
 	if !ok {
-		t.Fatalf("web.NewServer returned %T, not *echo.Echo", c.h)
+		t.Fatalf("web.NewServer returned %T, which does not list its routes", c.h)
 	}
 	var registered, documented []string
 	for _, r := range e.Routes() {

@@ -175,12 +175,17 @@ func requestLogger(logger *slog.Logger) echo.MiddlewareFunc {
 // the original, to hold back the body of a response to HEAD; rewriting that
 // one sent the body, which a kept-alive connection reads as the start of
 // the next response. Everything a GET may not do, a HEAD may not either.
-func headAsGet(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodHead {
-			r = r.WithContext(r.Context()) // a shallow copy
-			r.Method = http.MethodGet
-		}
-		next.ServeHTTP(w, r)
-	})
+//
+// It keeps the echo server's other methods (Routes, for the tests that
+// check the routes against the API's document).
+func headAsGet(e *echo.Echo) http.Handler { return headServer{e} }
+
+type headServer struct{ *echo.Echo }
+
+func (s headServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodHead {
+		r = r.WithContext(r.Context()) // a shallow copy
+		r.Method = http.MethodGet
+	}
+	s.Echo.ServeHTTP(w, r)
 }
