@@ -108,6 +108,11 @@ type PauseParams struct {
 	Now time.Time
 	// Key, when set, makes the pause happen once however often it is sent.
 	Key string
+	// Expiry, when set, is the expiry as the request wrote it ("30m",
+	// "14:30"). The key's request is then compared by it rather than by
+	// Until: a duration or a time of day names a later instant on every
+	// retry, which would make each retry look like another request.
+	Expiry string
 }
 
 // Valid lists what is wrong with p, field by field.
@@ -187,7 +192,11 @@ func (s *Store) PauseWork(ctx context.Context, p PauseParams) (PauseResult, erro
 		if p.Until != nil {
 			until = p.Until.UTC()
 		}
-		hash := requestHash(ActionPause, p.Kind, p.Name, p.Reason, until)
+		var expiry any = until
+		if p.Expiry != "" {
+			expiry = p.Expiry
+		}
+		hash := requestHash(ActionPause, p.Kind, p.Name, p.Reason, expiry)
 		repeated, err := onceWithKey(ctx, tx, p.Key, p.Actor, ActionPause, hash, &res, func() error {
 			if _, err := expirePausesInTx(ctx, tx, p.Now, "kind = $1 AND name = $2", p.Kind, p.Name); err != nil {
 				return err

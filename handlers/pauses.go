@@ -139,6 +139,16 @@ func parseExpiry(now time.Time, forText, untilText string) (*time.Time, map[stri
 	return nil, nil
 }
 
+// expiryAsSent is the expiry as the request wrote it, for the request's
+// idempotency key (dlq.PauseParams.Expiry): empty when there is none.
+func expiryAsSent(forText, untilText string) string {
+	forText, untilText = strings.TrimSpace(forText), strings.TrimSpace(untilText)
+	if forText == "" && untilText == "" {
+		return ""
+	}
+	return "for " + forText + ", until " + untilText
+}
+
 // mayPause refuses a requester who may not pause or resume.
 func mayPause(c echo.Context) error {
 	if ActorFrom(c).Role.CanAct() {
@@ -250,7 +260,7 @@ func PauseForm(store PauseStore, now func() time.Time, version string) echo.Hand
 		until, problems := parseExpiry(t, f.For, f.Until)
 		if len(problems) == 0 {
 			res, err := store.PauseWork(c.Request().Context(), dlq.PauseParams{Kind: f.Kind, Name: f.Name, Reason: f.Reason,
-				Until: until, Actor: ActorFrom(c).Actor, Now: t, Key: f.Key})
+				Until: until, Expiry: expiryAsSent(f.For, f.Until), Actor: ActorFrom(c).Actor, Now: t, Key: f.Key})
 			var ve *dlq.ValidationError
 			switch {
 			case err == nil:
@@ -355,7 +365,7 @@ func APIPause(store PauseStore, now func() time.Time) echo.HandlerFunc {
 			return &dlq.ValidationError{Fields: problems}
 		}
 		res, err := store.PauseWork(c.Request().Context(), dlq.PauseParams{Kind: kind, Name: name, Reason: b.Reason,
-			Until: until, Actor: ActorFrom(c).Actor, Now: t, Key: c.Request().Header.Get(idempotencyKey)})
+			Until: until, Expiry: expiryAsSent(b.For, b.Until), Actor: ActorFrom(c).Actor, Now: t, Key: c.Request().Header.Get(idempotencyKey)})
 		if err != nil {
 			return err
 		}

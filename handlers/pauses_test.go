@@ -48,6 +48,39 @@ func TestPauseAPI(t *testing.T) {
 		}
 	})
 
+	// A retry of the same pause with the same Idempotency-Key answers the
+	// first pause (200, repeated) even when its expiry is relative: "for"
+	// and a time of day name a later instant on every retry, and must not
+	// make the retry look like another request (422).
+	t.Run("KeyRepeatsARelativeExpiry", func(t *testing.T) {
+		t.Parallel()
+		a := newActions(t)
+		for i, body := range []string{
+			`{"task": "billing.charge", "reason": "provider down", "for": "30m"}`,
+			`{"queue": "default", "reason": "deploy", "until": "23:59"}`,
+		} {
+			key := []string{"Idempotency-Key", fmt.Sprintf("K-pause-%d", i)}
+			rec, first := a.api(t, a.olgaAPI, http.MethodPost, "/api/v1/pauses", body, key...)
+			if rec.Code != http.StatusCreated {
+				t.Fatalf("%s: %d %v", body, rec.Code, first)
+			}
+			time.Sleep(5 * time.Millisecond) // the retry comes later, as retries do
+			rec, again := a.api(t, a.olgaAPI, http.MethodPost, "/api/v1/pauses", body, key...)
+			if rec.Code != http.StatusOK || again["repeated"] != true ||
+				num(again["pause"].(map[string]any)["id"]) != num(first["pause"].(map[string]any)["id"]) {
+				t.Fatalf("%s sent again with its key: %d %v; want 200 repeating pause %v", body, rec.Code, again, first["pause"])
+			}
+			// Another expiry with the same key is another request.
+			other := strings.Replace(strings.Replace(body, "30m", "45m", 1), "23:59", "23:58", 1)
+			if rec, body := a.api(t, a.olgaAPI, http.MethodPost, "/api/v1/pauses", other, key...); rec.Code != http.StatusUnprocessableEntity {
+				t.Fatalf("%s with the key of another: %d %v; want 422", other, rec.Code, body)
+			}
+		}
+		if n := a.count(t, `SELECT count(*) FROM audit_events WHERE action = 'pause'`); n != 2 {
+			t.Fatalf("%d pause audit entries, want 2", n)
+		}
+	})
+
 	t.Run("ViewerCannotPauseOrResume", func(t *testing.T) {
 		t.Parallel()
 		a := newActions(t)

@@ -146,9 +146,18 @@ func echoPathToOpenAPI(p string) string {
 // decoded body. Each operation's answers are tallied in seen.
 func (c *apiConsole) call(t *testing.T, seen map[string][]int, token, method, path, body string, want int) map[string]any {
 	t.Helper()
+	return c.callKey(t, seen, token, "", method, path, body, want)
+}
+
+// callKey is call with an Idempotency-Key header (none when key is "").
+func (c *apiConsole) callKey(t *testing.T, seen map[string][]int, token, key, method, path, body string, want int) map[string]any {
+	t.Helper()
 	req, err := http.NewRequest(method, c.url+path, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if key != "" {
+		req.Header.Set("Idempotency-Key", key)
 	}
 	if body != "" {
 		req.Header.Set("Content-Type", "application/json")
@@ -187,8 +196,8 @@ func (c *apiConsole) call(t *testing.T, seen map[string][]int, token, method, pa
 	if err := openapi3filter.ValidateResponse(context.Background(), out); err != nil {
 		t.Errorf("%s %s: the %d answer does not match the document: %v\n%s", method, path, resp.StatusCode, err, raw)
 	}
-	key := route.Method + " " + route.Path
-	seen[key] = append(seen[key], resp.StatusCode)
+	op := route.Method + " " + route.Path
+	seen[op] = append(seen[op], resp.StatusCode)
 	var m map[string]any
 	if err := json.Unmarshal(raw, &m); err != nil {
 		t.Fatalf("%s %s: not a JSON object: %v", method, path, err)
@@ -298,6 +307,8 @@ func TestOpenAPIResponsesMatch(t *testing.T) {
 	c.call(t, seen, vic, "GET", "/api/v1/audit?limit=5", "", 200)
 	c.call(t, seen, vic, "GET", "/api/v1/audit?action=bogus", "", 400)
 
+	exercisePauses(t, c, seen)
+
 	for path, item := range c.doc.Paths.Map() {
 		for method := range item.Operations() {
 			statuses := seen[method+" "+path]
@@ -331,4 +342,83 @@ func waitForState(t *testing.T, c *apiConsole, id int64, state string) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// exercisePauses drives the pause API (issue 14) through each of its
+// answers: a task paused for a duration, a queue until a time of day and
+// another until a timestamp, a key sent twice and reused, each way of
+// being refused, and both ways of resuming, twice.
+func exercisePauses(t *testing.T, c *apiConsole, seen map[string][]int) {
+	t.Helper()
+	op, vic := c.operator, c.viewer
+	id := func(m map[string]any) int64 { return int64(m["pause"].(map[string]any)["id"].(float64)) }
+	fields := func(m map[string]any) map[string]any {
+		f, _ := m["error"].(map[string]any)["fields"].(map[string]any)
+		return f
+	}
+
+	c.call(t, seen, vic, "GET", "/api/v1/pauses", "", 200)
+	c.call(t, seen, "", "GET", "/api/v1/pauses", "", 401)
+	c.call(t, seen, vic, "GET", "/api/v1/pauses?recent=0", "", 400)
+
+	task := `{"task": "billing.charge", "reason": "incident 7", "for": "1h"}`
+	first := c.callKey(t, seen, op, "pause-1", "POST", "/api/v1/pauses", task, 201)
+	if p := first["pause"].(map[string]any); p["kind"] != "task" || p["name"] != "billing.charge" || p["until"] == nil || first["repeated"] != false {
+		t.Errorf("a task paused for 1h: %v", first)
+	}
+	again := c.callKey(t, seen, op, "pause-1", "POST", "/api/v1/pauses", task, 200)
+	if id(again) != id(first) || again["repeated"] != true {
+		t.Errorf("the same key and body again: %v, want pause %d repeated", again, id(first))
+	}
+	c.callKey(t, seen, op, "pause-1", "POST", "/api/v1/pauses", `{"task": "billing.charge", "reason": "another"}`, 422)
+	conflict := c.call(t, seen, op, "POST", "/api/v1/pauses", `{"task": "billing.charge", "reason": "me too"}`, 409)
+	if msg, _ := conflict["error"].(map[string]any)["message"].(string); !strings.Contains(msg, "already paused") || !strings.Contains(msg, "incident 7") {
+		t.Errorf("409 of a paused task does not name the open pause: %v", conflict)
+	}
+	c.call(t, seen, vic, "POST", "/api/v1/pauses", `{"task": "email.send", "reason": "viewer"}`, 403)
+	if f := fields(c.call(t, seen, op, "POST", "/api/v1/pauses", `{"task": "email.send"}`, 400)); f["reason"] == nil {
+		t.Errorf("no reason: fields %v, want reason", f)
+	}
+	if f := fields(c.call(t, seen, op, "POST", "/api/v1/pauses", `{"queue": "default", "task": "email.send", "reason": "r"}`, 400)); f["queue"] == nil {
+		t.Errorf("queue and task: fields %v, want queue", f)
+	}
+	if f := fields(c.call(t, seen, op, "POST", "/api/v1/pauses", `{"queue": "default", "reason": "r", "until": "soon"}`, 400)); f["until"] == nil {
+		t.Errorf("until soon: fields %v, want until", f)
+	}
+	if f := fields(c.call(t, seen, op, "POST", "/api/v1/pauses", `{"queue": "default", "reason": "r", "for": "-5m"}`, 400)); f["for"] == nil {
+		t.Errorf("for -5m: fields %v, want for", f)
+	}
+	c.call(t, seen, op, "POST", "/api/v1/pauses", `{"queue": "default", "reason": "r", "colour": "red"}`, 400)
+
+	byClock := c.call(t, seen, op, "POST", "/api/v1/pauses", `{"queue": "default", "reason": "deploy", "until": "23:59"}`, 201)
+	at := time.Now().UTC().Add(2 * time.Hour).Format(time.RFC3339)
+	byStamp := c.call(t, seen, op, "POST", "/api/v1/pauses", `{"queue": "reports", "reason": "deploy", "until": "`+at+`"}`, 201)
+	list := c.call(t, seen, vic, "GET", "/api/v1/pauses?recent=10", "", 200)
+	if open, _ := list["pauses"].([]any); len(open) != 3 {
+		t.Errorf("open pauses: %v, want 3", list["pauses"])
+	}
+
+	// Resume by DELETE and by POST .../resume, each twice: the second is
+	// a 409 saying how it ended (or, with the same key, the first answer).
+	del := fmt.Sprintf("/api/v1/pauses/%d", id(first))
+	ended := c.call(t, seen, op, "DELETE", del, `{"reason": "fixed"}`, 200)
+	if p := ended["pause"].(map[string]any); p["resumed_by"] != "olga" || p["resumed_at"] == nil || p["expired"] != false {
+		t.Errorf("resumed: %v", ended)
+	}
+	if msg, _ := c.call(t, seen, op, "DELETE", del, "", 409)["error"].(map[string]any)["message"].(string); !strings.Contains(msg, "already ended") {
+		t.Errorf("resumed twice: %q, want already ended", msg)
+	}
+	resume := fmt.Sprintf("/api/v1/pauses/%d/resume", id(byClock))
+	c.callKey(t, seen, op, "resume-1", "POST", resume, "", 200)
+	if again := c.callKey(t, seen, op, "resume-1", "POST", resume, "", 200); again["repeated"] != true {
+		t.Errorf("the same resume key again: %v, want repeated", again)
+	}
+	c.call(t, seen, op, "POST", resume, `{}`, 409)
+	c.call(t, seen, vic, "POST", fmt.Sprintf("/api/v1/pauses/%d/resume", id(byStamp)), "", 403)
+	c.call(t, seen, vic, "DELETE", fmt.Sprintf("/api/v1/pauses/%d", id(byStamp)), "", 403)
+	c.call(t, seen, op, "POST", "/api/v1/pauses/99999999/resume", "", 404)
+	c.call(t, seen, op, "DELETE", "/api/v1/pauses/99999999", "", 404)
+	c.call(t, seen, op, "DELETE", "/api/v1/pauses/x", "", 400)
+	c.call(t, seen, op, "POST", fmt.Sprintf("/api/v1/pauses/%d/resume", id(byStamp)), `{"reason": 5}`, 400)
+	c.call(t, seen, op, "POST", fmt.Sprintf("/api/v1/pauses/%d/resume", id(byStamp)), `{"reason": "done"}`, 200)
 }

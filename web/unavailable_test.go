@@ -64,6 +64,10 @@ func TestDatabaseOutageAnswers503(t *testing.T) {
 		{http.MethodGet, "/api/v1/dead-letters", ""},
 		{http.MethodGet, "/api/v1/jobs/1", ""},
 		{http.MethodPost, "/api/v1/dead-letters/1/replay", `{}`},
+		{http.MethodGet, "/api/v1/pauses", ""},
+		{http.MethodPost, "/api/v1/pauses", `{"task":"outage.task","reason":"outage","for":"1h"}`},
+		{http.MethodDelete, "/api/v1/pauses/1", ""},
+		{http.MethodPost, "/api/v1/pauses/1/resume", `{"reason":"over"}`},
 	} {
 		rec := api(c.method, c.path, c.body)
 		var body struct {
