@@ -20,6 +20,8 @@ const (
 	NotifyOperationDone      = "operation_done"
 	NotifyOperationFailed    = "operation_failed"
 	NotifyOperationCancelled = "operation_cancelled"
+	NotifyPauseBegan         = "pause_began"
+	NotifyPauseExpired       = "pause_expired"
 )
 
 // The states of a delivery.
@@ -46,11 +48,14 @@ type NotificationEvent struct {
 	At      time.Time       `db:"created_at"`
 }
 
-// ConsolePath is the console page the event is about: the group's letters
-// or the operation.
+// ConsolePath is the console page the event is about: the group's letters,
+// the operation, or the pauses.
 func (e NotificationEvent) ConsolePath() string {
 	if strings.HasPrefix(e.Kind, "operation_") {
 		return "/operations/" + url.PathEscape(e.Subject)
+	}
+	if strings.HasPrefix(e.Kind, "pause_") {
+		return "/pauses"
 	}
 	return "/dead-letters?" + url.Values{"fingerprint": {e.Subject}, "status": {StatusAll}}.Encode()
 }

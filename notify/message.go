@@ -82,6 +82,27 @@ func (s *Sender) compose(ctx context.Context, ev dlq.NotificationEvent) (Message
 		if op.Error != nil && *op.Error != "" {
 			m.Text += "\nError: " + clip(*op.Error, 300)
 		}
+	case dlq.NotifyPauseBegan, dlq.NotifyPauseExpired:
+		id, err := strconv.ParseInt(ev.Subject, 10, 64)
+		if err != nil {
+			return Message{}, fmt.Errorf("event %d: pause id %q: %w", ev.ID, ev.Subject, err)
+		}
+		p, err := s.cfg.Store.PauseByID(ctx, id)
+		if err != nil {
+			return Message{}, err
+		}
+		if ev.Kind == dlq.NotifyPauseBegan {
+			m.Title = fmt.Sprintf("Paused: %s, by %s", p.Target(), p.PausedBy)
+			m.Text = "Why: " + clip(p.Reason, 300)
+			if p.Until != nil {
+				m.Text += "\nUntil " + p.Until.UTC().Format(time.RFC3339) + ", then it resumes by itself."
+			} else {
+				m.Text += "\nUntil someone resumes it."
+			}
+		} else {
+			m.Title = fmt.Sprintf("Pause expired: %s runs again", p.Target())
+			m.Text = fmt.Sprintf("Paused by %s since %s: %s", p.PausedBy, p.PausedAt.UTC().Format(time.RFC3339), clip(p.Reason, 300))
+		}
 	default:
 		m.Title = "Redrive: " + ev.Kind
 	}

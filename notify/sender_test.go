@@ -295,4 +295,45 @@ func TestNotifications(t *testing.T) {
 			t.Errorf("message %+v", m)
 		}
 	})
+
+	// A pause that begins, and one that expires by itself, are announced;
+	// a resume by hand is the operator's own doing and is not.
+	t.Run("PauseBeganAndExpiredAreAnnounced", func(t *testing.T) {
+		t.Parallel()
+		e := setup(t)
+		r := newReceiver(t, ok)
+		e.run(t, "console-1", r.URL, nil)
+		var expiring, manual int64
+		if err := e.db.Get(&expiring, `INSERT INTO pauses (kind, name, reason, paused_by, until)
+			VALUES ('task', 'payments.charge', 'provider down', 'olga', now() + interval '1 hour') RETURNING id`); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.db.Get(&manual, `INSERT INTO pauses (kind, name, reason, paused_by)
+			VALUES ('queue', 'emails', 'smtp relay down', 'olga') RETURNING id`); err != nil {
+			t.Fatal(err)
+		}
+		e.db.MustExec(`UPDATE pauses SET resumed_at = now(), resumed_by = 'expiry', expired = true WHERE id = $1`, expiring)
+		e.db.MustExec(`UPDATE pauses SET resumed_at = now(), resumed_by = 'olga' WHERE id = $1`, manual)
+		waitFor(t, 10*time.Second, "three notifications", func() bool { return len(r.received()) >= 3 })
+		time.Sleep(300 * time.Millisecond)
+		var titles []string
+		for _, b := range r.received() {
+			var m notify.Message
+			if err := json.Unmarshal(b, &m); err != nil {
+				t.Fatal(err)
+			}
+			if !strings.HasSuffix(m.URL, "/pauses") {
+				t.Errorf("link %q; want the pauses page", m.URL)
+			}
+			titles = append(titles, m.Event+": "+m.Title)
+		}
+		want := []string{
+			"pause_began: Paused: task payments.charge, by olga",
+			"pause_began: Paused: queue emails, by olga",
+			"pause_expired: Pause expired: task payments.charge runs again",
+		}
+		if strings.Join(titles, "\n") != strings.Join(want, "\n") {
+			t.Errorf("notifications:\n%s\nwant:\n%s", strings.Join(titles, "\n"), strings.Join(want, "\n"))
+		}
+	})
 }
