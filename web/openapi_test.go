@@ -308,6 +308,7 @@ func TestOpenAPIResponsesMatch(t *testing.T) {
 	c.call(t, seen, vic, "GET", "/api/v1/audit?action=bogus", "", 400)
 
 	exercisePauses(t, c, seen)
+	exerciseJobActions(t, c, seen)
 
 	for path, item := range c.doc.Paths.Map() {
 		for method := range item.Operations() {
@@ -421,4 +422,129 @@ func exercisePauses(t *testing.T, c *apiConsole, seen map[string][]int) {
 	c.call(t, seen, op, "DELETE", "/api/v1/pauses/x", "", 400)
 	c.call(t, seen, op, "POST", fmt.Sprintf("/api/v1/pauses/%d/resume", id(byStamp)), `{"reason": 5}`, 400)
 	c.call(t, seen, op, "POST", fmt.Sprintf("/api/v1/pauses/%d/resume", id(byStamp)), `{"reason": "done"}`, 200)
+}
+
+// exerciseJobActions drives the actions on live jobs (issue 14) through
+// each of their answers: run now and kill of a retrying job and cancel of
+// a running one, a key sent twice and reused, a job that changed since it
+// was seen, each way of being refused, and both bulk actions by ids and by
+// filter. The killed job's letter and history are read back, so their
+// reason and outcome (killed) are checked against the document too.
+func exerciseJobActions(t *testing.T, c *apiConsole, seen map[string][]int) {
+	t.Helper()
+	op, vic := c.operator, c.viewer
+	// waiting inserts a job that failed once and retries in an hour.
+	waiting := func(queue string) int64 {
+		var id int64
+		err := c.db.Get(&id, `INSERT INTO jobs (task, queue, state, attempt, run_at, last_error, errors)
+			VALUES ('billing.charge', $1, 'retrying', 1, now() + interval '1 hour', 'CardError: declined',
+				'[{"attempt":1,"at":"2026-01-01T00:00:00Z","class":"CardError","message":"declined","outcome":"retry"}]')
+			RETURNING id`, queue)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	// running inserts a job on its first attempt, held by a worker that
+	// never comes (there is none in this console), so it stays running.
+	running := func() int64 {
+		var id int64
+		err := c.db.Get(&id, `INSERT INTO jobs (task, queue, state, attempt, run_at, attempted_at, lease_owner, lease_expires_at)
+			VALUES ('email.send', 'default', 'running', 1, now(), now(), 'pod-7', now() + interval '1 hour') RETURNING id`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	jobPath := func(id int64, action string) string { return fmt.Sprintf("/api/v1/jobs/%d/%s", id, action) }
+	errOf := func(m map[string]any) (string, map[string]any) {
+		e, _ := m["error"].(map[string]any)
+		msg, _ := e["message"].(string)
+		f, _ := e["fields"].(map[string]any)
+		return msg, f
+	}
+	soon, doomed, held, later := waiting("default"), waiting("default"), running(), waiting("reports")
+
+	// Run now.
+	seenRetrying := `{"seen_state": "retrying", "seen_attempt": 1}`
+	first := c.callKey(t, seen, op, "run-now-1", "POST", jobPath(soon, "run-now"), seenRetrying, 200)
+	if first["state"] != "retrying" || first["repeated"] != false || first["dead_letter_id"] != nil {
+		t.Errorf("run now: %v", first)
+	}
+	if again := c.callKey(t, seen, op, "run-now-1", "POST", jobPath(soon, "run-now"), seenRetrying, 200); again["repeated"] != true ||
+		again["audit_event_id"] != first["audit_event_id"] {
+		t.Errorf("run now with the same key: %v, want the first answer repeated", again)
+	}
+	c.callKey(t, seen, op, "run-now-1", "POST", jobPath(soon, "run-now"), `{"reason": "another"}`, 422)
+	if msg, _ := errOf(c.call(t, seen, op, "POST", jobPath(soon, "run-now"), "", 409)); !strings.Contains(msg, "already due") {
+		t.Errorf("run now of a due job: %q, want already due", msg)
+	}
+	if _, f := errOf(c.call(t, seen, op, "POST", jobPath(later, "run-now"), `{"retry": true}`, 400)); f["retry"] == nil {
+		t.Errorf("run now with retry: fields %v, want retry", f)
+	}
+	c.call(t, seen, vic, "POST", jobPath(later, "run-now"), "", 403)
+	c.call(t, seen, op, "POST", "/api/v1/jobs/abc/run-now", "", 400)
+	c.call(t, seen, op, "POST", jobPath(99999999, "run-now"), "", 404)
+
+	// Kill, then read the letter and the job back.
+	if _, f := errOf(c.call(t, seen, op, "POST", jobPath(doomed, "kill"), `{}`, 400)); f["reason"] == nil {
+		t.Errorf("kill without a reason: fields %v, want reason", f)
+	}
+	c.call(t, seen, op, "POST", jobPath(doomed, "kill"), `{"reason": "poison", "colour": "red"}`, 400)
+	killed := c.call(t, seen, op, "POST", jobPath(doomed, "kill"), `{"reason": "poison", "seen_state": "retrying", "seen_attempt": 1}`, 200)
+	if killed["state"] != "dead" || killed["dead_letter_id"] == nil {
+		t.Fatalf("kill: %v", killed)
+	}
+	if msg, _ := errOf(c.call(t, seen, op, "POST", jobPath(doomed, "kill"), `{"reason": "again", "seen_state": "retrying"}`, 409)); !strings.Contains(msg, "the job changed") {
+		t.Errorf("kill of a job that changed: %q, want the job changed", msg)
+	}
+	letter := c.call(t, seen, vic, "GET", fmt.Sprintf("/api/v1/dead-letters/%d", int64(killed["dead_letter_id"].(float64))), "", 200)
+	if letter["reason"] != "killed" {
+		t.Errorf("the killed job's letter: reason %v, want killed", letter["reason"])
+	}
+	c.call(t, seen, vic, "GET", fmt.Sprintf("/api/v1/jobs/%d", doomed), "", 200)
+	c.call(t, seen, vic, "POST", jobPath(later, "kill"), `{"reason": "viewer"}`, 403)
+	c.call(t, seen, op, "POST", jobPath(99999999, "kill"), `{"reason": "gone"}`, 404)
+
+	// Cancel: the job stays running until its worker hears of it.
+	cancelled := c.call(t, seen, op, "POST", jobPath(held, "cancel"), `{"reason": "stuck", "retry": true, "seen_state": "running", "seen_attempt": 1}`, 200)
+	if cancelled["state"] != "running" || cancelled["repeated"] != false {
+		t.Errorf("cancel: %v", cancelled)
+	}
+	if msg, _ := errOf(c.call(t, seen, op, "POST", jobPath(later, "cancel"), "", 409)); !strings.Contains(msg, "not running") {
+		t.Errorf("cancel of a waiting job: %q, want not running", msg)
+	}
+	if _, f := errOf(c.call(t, seen, op, "POST", jobPath(held, "cancel"), `{"seen_state": "sleeping"}`, 400)); f["seen_state"] == nil {
+		t.Errorf("cancel seen sleeping: fields %v, want seen_state", f)
+	}
+	c.call(t, seen, vic, "POST", jobPath(held, "cancel"), "", 403)
+	c.call(t, seen, op, "POST", jobPath(99999999, "cancel"), "", 404)
+
+	// In bulk: run now by ids (with a key), kill by filter.
+	ids := fmt.Sprintf(`{"ids": [%d, %d, 99999999]}`, later, doomed)
+	bulk := c.callKey(t, seen, op, "bulk-run-1", "POST", "/api/v1/jobs/run-now", ids, 200)
+	if bulk["action"] != "run_now" || bulk["matched"] != 1.0 || bulk["changed"] != 1.0 || bulk["repeated"] != false {
+		t.Errorf("bulk run now of one waiting job, one dead and one missing: %v", bulk)
+	}
+	if again := c.callKey(t, seen, op, "bulk-run-1", "POST", "/api/v1/jobs/run-now", ids, 200); again["repeated"] != true {
+		t.Errorf("bulk run now with the same key: %v, want repeated", again)
+	}
+	c.callKey(t, seen, op, "bulk-run-1", "POST", "/api/v1/jobs/run-now", fmt.Sprintf(`{"ids": [%d]}`, later), 422)
+	if _, f := errOf(c.call(t, seen, op, "POST", "/api/v1/jobs/run-now", `{"ids": [1], "filter": {}}`, 400)); f["selection"] == nil {
+		t.Errorf("ids and filter: fields %v, want selection", f)
+	}
+	c.call(t, seen, op, "POST", "/api/v1/jobs/run-now", "", 400)
+	c.call(t, seen, vic, "POST", "/api/v1/jobs/run-now", `{"ids": [1]}`, 403)
+
+	swept := c.call(t, seen, op, "POST", "/api/v1/jobs/kill", fmt.Sprintf(`{"filter": {"queue": "default", "state": "retrying"}, "reason": "bad batch", "max_id": %d}`, later), 200)
+	if swept["action"] != "kill" || swept["changed"] != 1.0 {
+		t.Errorf("bulk kill of the default queue's retrying jobs (only %d is left): %v", soon, swept)
+	}
+	if _, f := errOf(c.call(t, seen, op, "POST", "/api/v1/jobs/kill", fmt.Sprintf(`{"ids": [%d]}`, later), 400)); f["reason"] == nil {
+		t.Errorf("bulk kill without a reason: fields %v, want reason", f)
+	}
+	if _, f := errOf(c.call(t, seen, op, "POST", "/api/v1/jobs/kill", `{"filter": {"state": "sleeping"}, "reason": "r"}`, 400)); f["state"] == nil {
+		t.Errorf("bulk kill of state sleeping: fields %v, want state", f)
+	}
+	c.call(t, seen, vic, "POST", "/api/v1/jobs/kill", `{"ids": [1], "reason": "viewer"}`, 403)
 }

@@ -68,6 +68,11 @@ func TestDatabaseOutageAnswers503(t *testing.T) {
 		{http.MethodPost, "/api/v1/pauses", `{"task":"outage.task","reason":"outage","for":"1h"}`},
 		{http.MethodDelete, "/api/v1/pauses/1", ""},
 		{http.MethodPost, "/api/v1/pauses/1/resume", `{"reason":"over"}`},
+		{http.MethodPost, "/api/v1/jobs/1/run-now", ""},
+		{http.MethodPost, "/api/v1/jobs/1/kill", `{"reason":"outage"}`},
+		{http.MethodPost, "/api/v1/jobs/1/cancel", `{}`},
+		{http.MethodPost, "/api/v1/jobs/run-now", `{"ids":[1]}`},
+		{http.MethodPost, "/api/v1/jobs/kill", `{"filter":{"queue":"default"},"reason":"outage"}`},
 	} {
 		rec := api(c.method, c.path, c.body)
 		var body struct {
