@@ -3,6 +3,7 @@ package worker_test
 import (
 	"context"
 	"errors"
+	"net/url"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -359,6 +360,32 @@ func TestListenNotify(t *testing.T) {
 		// Seconds at most, on a loaded machine; never the minute of a poll.
 		b.waitJob(t, id, dlq.StateSucceeded, 5*time.Second)
 		t.Logf("picked up %s after enqueue", time.Since(enqueued))
+	})
+
+	// A job enqueued after the worker's first claim but before its LISTEN
+	// took hold notified nobody. Once LISTEN is up the worker looks once,
+	// so the job does not wait a poll interval (a minute here). It used to.
+	t.Run("AJobEnqueuedBeforeListenTookHoldIsNotLeftForThePoll", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.reg.Register("test.task", func(ctx context.Context, job *worker.Job) error { return nil }, worker.TaskOptions{})
+		u, err := url.Parse(b.db.DSN)
+		if err != nil {
+			t.Fatal(err)
+		}
+		proxy := startCutProxy(t, u.Host)
+		proxy.cut() // the LISTEN connection cannot be made yet
+		cfg := b.config("w-listen-late")
+		cfg.PollInterval = time.Minute
+		cfg.ListenDSN = proxy.dsn(t, b.db.DSN)
+		b.start(t, cfg)
+		waitFor(t, 5*time.Second, "the worker to register", func() bool {
+			return b.count(t, `SELECT count(*) FROM workers WHERE id = 'w-listen-late'`) == 1
+		})
+		id := b.enqueue(t, dlq.EnqueueParams{Task: "test.task"}) // its NOTIFY reaches no one
+		time.Sleep(300 * time.Millisecond)
+		proxy.restore()
+		b.waitJob(t, id, dlq.StateSucceeded, 15*time.Second)
 	})
 }
 

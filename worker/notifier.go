@@ -60,6 +60,11 @@ func (w *Worker) listen(ctx context.Context) {
 		case err := <-listening:
 			if err != nil {
 				w.log.Warn("listen for job notifications failed; polling only", "err", err)
+			} else {
+				// A job enqueued after the first claim but before LISTEN took
+				// hold sent its notification to nobody: look once now, or it
+				// waits for the next poll.
+				signal(w.wake)
 			}
 			listening = nil
 		case n, ok := <-l.Notify:
