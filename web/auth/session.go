@@ -2,6 +2,7 @@ package auth
 
 import (
 	"context"
+	"crypto/hkdf"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
@@ -68,11 +69,19 @@ type sessionData struct {
 
 func newSessions(cfg Config, trust ProxyTrust, revoker sessionRevoker) *Sessions {
 	// Each configured key yields an HMAC key and an AES-256 key, derived
-	// separately so neither is used for two purposes. securecookie encodes
-	// with the first pair and decodes with any: key rotation.
+	// separately (HKDF, one info string each) so neither is used for two
+	// purposes. securecookie encodes with the first pair and decodes with
+	// any: key rotation. After every key's HKDF pairs come its legacy
+	// pairs, which only ever decode: cookies signed before the switch to
+	// HKDF stay valid until they expire (at most one session lifetime),
+	// instead of signing everyone out at the upgrade; each rewrite of such a
+	// cookie (sign-in, the once-a-minute touch) signs it with HKDF.
 	var pairs [][]byte
 	for _, k := range cfg.SessionKeys {
-		pairs = append(pairs, derive(k, "redrive session signing"), derive(k, "redrive session encryption"))
+		pairs = append(pairs, deriveKey(k, signingPurpose), deriveKey(k, encryptionPurpose))
+	}
+	for _, k := range cfg.SessionKeys {
+		pairs = append(pairs, legacyDeriveKey(k, signingPurpose), legacyDeriveKey(k, encryptionPurpose))
 	}
 	store := sessions.NewCookieStore(pairs...)
 	// The codecs refuse cookies older than the lifetime on their own too.
@@ -80,7 +89,29 @@ func newSessions(cfg Config, trust ProxyTrust, revoker sessionRevoker) *Sessions
 	return &Sessions{store: store, revoker: revoker, lifetime: cfg.SessionLifetime, idle: cfg.SessionIdle, trust: trust, now: cfg.Now}
 }
 
-func derive(key []byte, purpose string) []byte {
+// What each derived key is for: HKDF's info, and the legacy derivation's
+// message.
+const (
+	signingPurpose    = "redrive session signing"
+	encryptionPurpose = "redrive session encryption"
+)
+
+// deriveKey is the 32-byte key for purpose from a configured session key
+// (HKDF-SHA256, RFC 5869, no salt: the configured keys are random already).
+func deriveKey(key []byte, purpose string) []byte {
+	k, err := hkdf.Key(sha256.New, key, nil, purpose, sha256.Size)
+	if err != nil {
+		// Only a length over 255 hash sizes, or a FIPS-mode key under 112
+		// bits, is refused; Config.Validate allows neither.
+		panic(fmt.Sprintf("derive session key: %v", err))
+	}
+	return k
+}
+
+// legacyDeriveKey is the derivation before HKDF, HMAC-SHA256(key,
+// purpose). No HKDF call gives the same bytes (HKDF-Expand appends a
+// counter byte to the info), so it is kept to verify the cookies it signed.
+func legacyDeriveKey(key []byte, purpose string) []byte {
 	m := hmac.New(sha256.New, key)
 	m.Write([]byte(purpose))
 	return m.Sum(nil)
