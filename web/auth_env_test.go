@@ -14,6 +14,7 @@ import (
 	"github.com/redrive/redrive/dlq"
 	"github.com/redrive/redrive/dlq/dlqtest"
 	"github.com/redrive/redrive/web"
+	"github.com/redrive/redrive/web/auth"
 	"github.com/redrive/redrive/web/webtest"
 )
 
@@ -50,7 +51,7 @@ func newEnv(t *testing.T, opts ...func(*web.Config)) env {
 	db := dlqtest.NewDB(t)
 	store := dlq.NewStore(db.DB)
 	clk := &clock{t: time.Now()}
-	cfg := web.Config{Store: store, Auth: web.AuthConfig{Now: clk.Now}}
+	cfg := web.Config{Store: store, Auth: auth.Config{Now: clk.Now}}
 	for _, o := range opts {
 		o(&cfg)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/redrive/redrive/dlq"
 	"github.com/redrive/redrive/dlq/dlqtest"
 	"github.com/redrive/redrive/web"
+	"github.com/redrive/redrive/web/auth"
 	"github.com/redrive/redrive/web/webtest"
 )
 
@@ -120,14 +121,14 @@ func TestSessionCookie(t *testing.T) {
 		}
 	})
 	t.Run("KeyRotation", func(t *testing.T) {
-		rotated, err := web.NewServer(web.Config{Store: e.store, Auth: web.AuthConfig{SessionKeys: [][]byte{newKey, oldKey}}})
+		rotated, err := web.NewServer(web.Config{Store: e.store, Auth: auth.Config{SessionKeys: [][]byte{newKey, oldKey}}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if !signedIn(rotated, cookie) {
 			t.Error("a cookie signed with the old key stops working while the old key is still listed")
 		}
-		dropped, err := web.NewServer(web.Config{Store: e.store, Auth: web.AuthConfig{SessionKeys: [][]byte{newKey}}})
+		dropped, err := web.NewServer(web.Config{Store: e.store, Auth: auth.Config{SessionKeys: [][]byte{newKey}}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/redrive/redrive/dlq"
-	"github.com/redrive/redrive/web"
+	"github.com/redrive/redrive/web/auth"
 	"github.com/redrive/redrive/web/webtest"
 )
 
@@ -120,7 +120,7 @@ func TestSignInParallelGuessesCountedFirst(t *testing.T) {
 	}
 	wg.Wait()
 	checked := e.count(t, `SELECT count(*) FROM login_attempts WHERE outcome IN ('failed', 'succeeded')`)
-	if limit := (web.Throttle{}).Defaults().AddrSlowAfter; checked > limit {
+	if limit := (auth.Throttle{}).Defaults().AddrSlowAfter; checked > limit {
 		t.Errorf("%d passwords checked for one address at once, want at most %d", checked, limit)
 	}
 }

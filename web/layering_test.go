@@ -25,6 +25,7 @@ var parts = map[string]string{
 	mod + "/handlers":         "handlers",
 	mod + "/views":            "views",
 	mod + "/web":              "web",
+	mod + "/web/auth":         "auth",
 	mod + "/migrations":       "migrations",
 	mod + "/static":           "static",
 	mod + "/internal/localpg": "localpg",
@@ -43,17 +44,22 @@ var arrows = map[string][]string{
 	// The binary (main and internal/cli) wires everything: the store, the
 	// replay service, the worker with the demo tasks, the console, the
 	// notification sender, a private Postgres, and the remote CLI.
-	"cmd":      {"store", "replay", "worker", "demo", "web", "localpg", "notify", "remote"},
+	"cmd":      {"store", "replay", "worker", "demo", "web", "auth", "localpg", "notify", "remote"},
 	"store":    {"migrations"}, // the store migrates its own schema
 	"replay":   {"store"},
 	"worker":   {"store"},
 	"demo":     {"worker", "store"},
 	"handlers": {"store", "replay", "views"},
 	"views":    {},
-	// The console: its handlers and views, the store for sessions, users
-	// and tokens, replay for the service it hands the handlers, and its
-	// static files. The error handler reads the errors of store and replay.
-	"web":        {"handlers", "views", "store", "replay", "static"},
+	// The console: its handlers and views, auth for the middleware that
+	// decides who is asking and what they may do, the store for the reads
+	// it hands the handlers, replay for the service, and its static files.
+	// The error handler reads the errors of store and replay.
+	"web": {"handlers", "views", "auth", "store", "replay", "static"},
+	// Sessions, sign-in, tokens, SSO, CSRF and access rules: users and
+	// tokens come from the store; the principal and the request errors it
+	// hands on are the handlers' types.
+	"auth":       {"store", "handlers"},
 	"migrations": {},
 	"static":     {},
 	"localpg":    {},
@@ -63,7 +69,7 @@ var arrows = map[string][]string{
 	// own types for the API's answers.
 	"remote":  {},
 	"testkit": {"store", "localpg"},
-	"suite":   {"cmd", "store", "replay", "worker", "demo", "web", "localpg", "testkit"},
+	"suite":   {"cmd", "store", "replay", "worker", "demo", "web", "auth", "localpg", "testkit"},
 }
 
 // testArrows are the imports a part's tests may make besides its arrows:
@@ -78,6 +84,7 @@ var testArrows = map[string][]string{
 	"handlers": {"testkit", "web"},
 	"views":    {},
 	"web":      {"testkit"},
+	"auth":     {"testkit"},
 	"localpg":  {},
 	"testkit":  {},
 	"suite":    {},
@@ -98,6 +105,7 @@ var (
 var forbidden = map[string]struct{ deps, imports []string }{
 	"views":    {deps: append(slices.Clone(sqlPkgs), "github.com/labstack/echo/v4")},
 	"handlers": {imports: sqlPkgs},
+	"auth":     {imports: sqlPkgs},
 	"store":    {deps: httpPkgs},
 	"replay":   {deps: httpPkgs},
 	"worker":   {deps: httpPkgs},

@@ -12,6 +12,7 @@ import (
 	"github.com/redrive/redrive/dlq"
 	"github.com/redrive/redrive/dlq/dlqtest"
 	"github.com/redrive/redrive/web"
+	"github.com/redrive/redrive/web/auth"
 )
 
 // The secrets of one letter, quoted by its error as a careless decode
@@ -110,7 +111,7 @@ func TestMaskPatternRefused(t *testing.T) {
 	t.Parallel()
 	store := dlq.NewStore(dlqtest.NewDB(t).DB)
 	for _, p := range []string{`(unclosed`, `x*`} {
-		_, err := web.NewServer(web.Config{Store: store, Auth: web.AuthConfig{MaskPatterns: []string{p}}})
+		_, err := web.NewServer(web.Config{Store: store, Auth: auth.Config{MaskPatterns: []string{p}}})
 		if err == nil || !strings.Contains(err.Error(), p) {
 			t.Errorf("pattern %q: err %v", p, err)
 		}

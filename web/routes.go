@@ -6,36 +6,37 @@ import (
 
 	"github.com/redrive/redrive/dlq"
 	"github.com/redrive/redrive/handlers"
+	"github.com/redrive/redrive/web/auth"
 )
 
 // routes mounts every route of the console. It is the one place to read to
 // know what the server answers.
 //
-// Access is default-deny (auth_access.go): only routes registered through
+// Access is default-deny (web/auth/access.go): only routes registered through
 // public below answer anonymous requests. Every other route needs someone
 // signed in (session, API token or SSO proxy); GETs need the viewer role,
 // every other method the operator role and a CSRF token (or a bearer
 // token), and /admin the admin role — whichever group, if any, a route is
 // added to.
-func routes(e *echo.Echo, cfg Config, sec *security) error {
+func routes(e *echo.Echo, cfg Config, sec *auth.Security) error {
 	// Pages, the API and exports read through the masking store: sensitive
 	// argument values, and what error text quotes of them, are hidden unless
 	// an operator reveals them (audited).
-	store := handlers.MaskedReads{Store: cfg.Store, Masker: sec.masker}
+	store := handlers.MaskedReads{Store: cfg.Store, Masker: sec.Masker()}
 	// The heavy reads go to the read replica when there is one (fresh lets
 	// their pages say how fresh they are); see readStore for what stays.
-	reads, fresh := readStore(cfg, sec.masker, store)
+	reads, fresh := readStore(cfg, sec.Masker(), store)
 	now := cfg.Auth.Now
 
-	public := publicRoutes{e: e, acl: sec.acl}
+	public := sec.Public(e)
 	public.GET("/healthz", handlers.Healthz())
 	public.GET("/readyz", handlers.Readyz(store))
 	public.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(cfg.Registry, promhttp.HandlerOpts{})),
-		metricsGuard(cfg.Auth.MetricsToken))
+		auth.MetricsGuard(cfg.Auth.MetricsToken))
 	public.GET("/login", handlers.LoginForm(cfg.Version, cfg.Auth.AuthHeader != ""))
-	public.POST("/login", handlers.Login(sec.signIn, sec.sessions, cfg.Version))
-	public.POST("/logout", handlers.Logout(sec.sessions))
-	public.POST("/logout/everywhere", handlers.LogoutEverywhere(cfg.Store, sec.sessions, now))
+	public.POST("/login", handlers.Login(sec.SignIn(), sec.Sessions(), cfg.Version))
+	public.POST("/logout", handlers.Logout(sec.Sessions()))
+	public.POST("/logout/everywhere", handlers.LogoutEverywhere(cfg.Store, sec.Sessions(), now))
 	public.GET(OpenAPIPath, openAPI())
 
 	e.GET("/", handlers.Overview(reads, cfg.Version), fresh)
@@ -110,7 +111,7 @@ func routes(e *echo.Echo, cfg Config, sec *security) error {
 	// --- end of pause routes.
 
 	// Users and API tokens: admins only.
-	admin := e.Group("/admin", requireRole(dlq.RoleAdmin))
+	admin := e.Group("/admin", auth.RequireRole(dlq.RoleAdmin))
 	admin.GET("", handlers.AdminRedirect())
 	admin.GET("/users", handlers.Admin(cfg.Store, cfg.Version))
 	admin.POST("/users", handlers.AdminAddUser(cfg.Store, now, cfg.Version))

@@ -1,5 +1,6 @@
-// Package web assembles the console's HTTP server: echo, middleware,
-// sessions, every route (routes.go), static files and the one error handler.
+// Package web assembles the console's HTTP server: echo, the middleware in
+// order, every route (routes.go), static files and the one error handler.
+// Who is asking and what they may do is the auth package's business.
 package web
 
 import (
@@ -18,6 +19,7 @@ import (
 	"github.com/redrive/redrive/dlq"
 	"github.com/redrive/redrive/replay"
 	"github.com/redrive/redrive/static"
+	"github.com/redrive/redrive/web/auth"
 )
 
 // Config holds the server's dependencies and settings.
@@ -40,9 +42,9 @@ type Config struct {
 	// runner's next poll).
 	Replay *replay.Service
 	// Auth configures sign-in, sessions, tokens, the SSO proxy and masking
-	// (auth_config.go). Every route but health, metrics, sign-in and static
+	// (web/auth). Every route but health, metrics, sign-in and static
 	// files needs someone signed in.
-	Auth AuthConfig
+	Auth auth.Config
 	// Replica, when set, serves the console's heavy reads (lists, search,
 	// groups, the overview, exports, the jobs and workers pages) from a
 	// streaming replica, falling back to Store while it lags or is down
@@ -77,7 +79,7 @@ func (c *Config) validate() error {
 	if c.Auth.Now == nil {
 		c.Auth.Now = c.Now
 	}
-	return c.Auth.validate()
+	return c.Auth.Validate()
 }
 
 // NewServer returns the console's HTTP handler with every route mounted.
@@ -88,8 +90,8 @@ func NewServer(cfg Config) (http.Handler, error) {
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = errorHandler(cfg.Logger)
-	sec := newSecurity(cfg.Store, cfg.Auth, cfg.Logger)
-	e.IPExtractor = sec.trust.ipExtractor()
+	sec := auth.New(cfg.Store, cfg.Auth, cfg.Logger)
+	e.IPExtractor = sec.Trust().IPExtractor()
 	metrics, err := newHTTPMetrics(cfg.Registry)
 	if err != nil {
 		return nil, err
@@ -109,22 +111,22 @@ func NewServer(cfg Config) (http.Handler, error) {
 		return nil, fmt.Errorf("register pause metrics: %w", err)
 	}
 	e.Use(
-		requestID(sec.trust),
+		requestID(sec.Trust()),
 		requestLogger(cfg.Logger),
 		middleware.RecoverWithConfig(middleware.RecoverConfig{
 			// The stack goes to the log through the error handler, never to the client.
 			DisablePrintStack: true,
 		}),
 		securityHeaders(),
-		hsts(sec.trust),
+		hsts(sec.Trust()),
 		middleware.BodyLimit(cfg.BodyLimit),
 		metrics.middleware,
 		refuseUnstorableInput(),
 		// Who is asking, then may they, then did the request come from our
 		// own pages: in that order, after routing, so c.Path() is known.
-		sec.auth.middleware,
-		sec.acl.middleware,
-		csrf(sec.sessions),
+		sec.Authenticate,
+		sec.Authorize,
+		sec.CSRF,
 	)
 
 	assets, err := fs.Sub(static.FS, ".")

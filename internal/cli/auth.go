@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/redrive/redrive/dlq"
-	"github.com/redrive/redrive/web"
+	"github.com/redrive/redrive/web/auth"
 )
 
 // The access-control side of the binary: the console's sign-in settings
@@ -22,31 +22,31 @@ var errNoSessionKey = errors.New("no session key: set REDRIVE_SESSION_KEYS (or -
 // authConfig builds the web settings from the console's options. Outside
 // dev a session key is required: an ephemeral one would sign everyone out
 // at each restart and break sessions across instances, silently.
-func authConfig(f flags, dev bool) (web.AuthConfig, error) {
-	keys, err := web.ParseSessionKeys(f.str("session-keys"))
+func authConfig(f flags, dev bool) (auth.Config, error) {
+	keys, err := auth.ParseSessionKeys(f.str("session-keys"))
 	if err != nil {
-		return web.AuthConfig{}, fmt.Errorf("--session-keys: %w", err)
+		return auth.Config{}, fmt.Errorf("--session-keys: %w", err)
 	}
 	if len(keys) == 0 && !dev {
-		return web.AuthConfig{}, errNoSessionKey
+		return auth.Config{}, errNoSessionKey
 	}
-	proxies, err := web.ParseTrustedProxies(f.str("trusted-proxies"))
+	proxies, err := auth.ParseTrustedProxies(f.str("trusted-proxies"))
 	if err != nil {
-		return web.AuthConfig{}, fmt.Errorf("--trusted-proxies: %w", err)
+		return auth.Config{}, fmt.Errorf("--trusted-proxies: %w", err)
 	}
-	roles, err := web.ParseProxyRoles(f.str("proxy-roles"))
+	roles, err := auth.ParseProxyRoles(f.str("proxy-roles"))
 	if err != nil {
-		return web.AuthConfig{}, fmt.Errorf("--proxy-roles: %w", err)
+		return auth.Config{}, fmt.Errorf("--proxy-roles: %w", err)
 	}
 	role := dlq.Role(f.str("proxy-default-role"))
 	if !role.Valid() {
-		return web.AuthConfig{}, usagef("--proxy-default-role must be viewer, operator or admin, not %q", role)
+		return auth.Config{}, usagef("--proxy-default-role must be viewer, operator or admin, not %q", role)
 	}
 	authHeader := f.str("auth-header")
 	if authHeader != "" && len(proxies) == 0 {
-		return web.AuthConfig{}, usagef("--auth-header needs --trusted-proxies: the header is believed only from those addresses")
+		return auth.Config{}, usagef("--auth-header needs --trusted-proxies: the header is believed only from those addresses")
 	}
-	return web.AuthConfig{
+	return auth.Config{
 		SessionKeys: keys, SessionLifetime: f.duration("session-lifetime"), SessionIdle: f.duration("session-idle"),
 		TrustedProxies: proxies, AuthHeader: authHeader, ProxyRoles: roles, ProxyDefaultRole: role,
 		MetricsToken: f.str("metrics-token"), MaskKeys: dlq.ParseMaskKeys(f.str("mask-keys")),

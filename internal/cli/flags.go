@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/redrive/redrive/dlq"
-	"github.com/redrive/redrive/web"
+	"github.com/redrive/redrive/web/auth"
 	"github.com/redrive/redrive/worker"
 )
 
@@ -37,8 +37,8 @@ var options = []option{
 	{"migrate", "REDRIVE_MIGRATE", false, "apply pending migrations before serving"},
 	{"logs-url-template", "REDRIVE_LOGS_URL_TEMPLATE", "", "link each attempt to your logs or traces: {job_id}, {task}, {from}, {to} are filled in"},
 	{"session-keys", "REDRIVE_SESSION_KEYS", "", "comma-separated hex keys that sign session cookies; the first signs, all verify; make one with `openssl rand -hex 32` (required by serve)"},
-	{"session-lifetime", "REDRIVE_SESSION_LIFETIME", web.DefaultSessionLifetime, "a session ends this long after sign-in"},
-	{"session-idle", "REDRIVE_SESSION_IDLE", web.DefaultSessionIdle, "a session ends after this long without a request"},
+	{"session-lifetime", "REDRIVE_SESSION_LIFETIME", auth.DefaultSessionLifetime, "a session ends this long after sign-in"},
+	{"session-idle", "REDRIVE_SESSION_IDLE", auth.DefaultSessionIdle, "a session ends after this long without a request"},
 	{"trusted-proxies", "REDRIVE_TRUSTED_PROXIES", "", "CIDRs of reverse proxies whose X-Forwarded-* and auth header are believed"},
 	{"auth-header", "REDRIVE_AUTH_HEADER", "", "header in which a trusted proxy names the signed-in user, e.g. X-Forwarded-Email (empty: no SSO)"},
 	{"proxy-roles", "REDRIVE_PROXY_ROLES", "", "roles of SSO users: alice@x.com=admin,bob@x.com=operator"},

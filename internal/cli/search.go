@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/redrive/redrive/dlq"
-	"github.com/redrive/redrive/web"
+	"github.com/redrive/redrive/web/auth"
 )
 
 // The masked search text (migration 00010): the console writes its mask
@@ -17,12 +17,12 @@ import (
 // the same by hand.
 
 // masker builds the masker the console's settings describe, as web does.
-func masker(auth web.AuthConfig) (dlq.Masker, error) {
-	keys := auth.MaskKeys
+func masker(ac auth.Config) (dlq.Masker, error) {
+	keys := ac.MaskKeys
 	if keys == nil {
 		keys = dlq.DefaultMaskKeys
 	}
-	m, err := dlq.NewMaskPolicy(keys, auth.MaskPatterns)
+	m, err := dlq.NewMaskPolicy(keys, ac.MaskPatterns)
 	if err != nil {
 		return dlq.Masker{}, usagef("--mask-keys / --mask-patterns: %v", err)
 	}
@@ -36,8 +36,8 @@ func masker(auth web.AuthConfig) (dlq.Masker, error) {
 // a rebuild takes minutes, during which searches skip those rows. A
 // rebuild that fails is logged, not fatal: the rows it left stay out of
 // search until the next start or `redrive search rebuild`.
-func applyMaskPolicy(ctx context.Context, store *dlq.Store, auth web.AuthConfig, logger *slog.Logger) (func(context.Context), error) {
-	m, err := masker(auth)
+func applyMaskPolicy(ctx context.Context, store *dlq.Store, ac auth.Config, logger *slog.Logger) (func(context.Context), error) {
+	m, err := masker(ac)
 	if err != nil {
 		return nil, err
 	}
@@ -100,7 +100,7 @@ func runSearch(ctx context.Context, args []string, e env) error {
 	if err != nil {
 		return err
 	}
-	m, err := masker(web.AuthConfig{MaskKeys: dlq.ParseMaskKeys(f.str("mask-keys")), MaskPatterns: dlq.ParseMaskPatterns(f.str("mask-patterns"))})
+	m, err := masker(auth.Config{MaskKeys: dlq.ParseMaskKeys(f.str("mask-keys")), MaskPatterns: dlq.ParseMaskPatterns(f.str("mask-patterns"))})
 	if err != nil {
 		return err
 	}

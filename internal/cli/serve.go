@@ -19,6 +19,7 @@ import (
 	"github.com/redrive/redrive/notify"
 	"github.com/redrive/redrive/replay"
 	"github.com/redrive/redrive/web"
+	"github.com/redrive/redrive/web/auth"
 )
 
 func runServe(ctx context.Context, args []string, e env) error {
@@ -66,7 +67,7 @@ type ConsoleConfig struct {
 	Version string
 	// Registry collects the console's metrics; nil: a fresh one.
 	Registry        *prometheus.Registry
-	Auth            web.AuthConfig
+	Auth            auth.Config
 	LogsURLTemplate string
 	// RunnerPollInterval is how often the bulk-operation runner looks for
 	// work it was not woken for; zero: the runner's default.

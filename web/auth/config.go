@@ -1,4 +1,4 @@
-package web
+package auth
 
 import (
 	"cmp"
@@ -13,11 +13,11 @@ import (
 	"github.com/redrive/redrive/dlq"
 )
 
-// AuthConfig is how the console decides who is asking and what they may
+// Config is how the console decides who is asking and what they may
 // do. The zero value is usable: sessions get an ephemeral key (every
 // restart signs everyone out), no proxy is trusted, the default key
 // patterns are masked and /metrics is open.
-type AuthConfig struct {
+type Config struct {
 	// SessionKeys sign and verify session cookies: the first signs, all
 	// verify, so a key can be rotated by putting the new one first and
 	// dropping the old one a session lifetime later. Each is at least 32
@@ -65,7 +65,8 @@ const (
 	minSessionKeyBytes     = 32
 )
 
-func (a *AuthConfig) validate() error {
+// Validate fills in the defaults and checks the rest.
+func (a *Config) Validate() error {
 	a.SessionLifetime = cmp.Or(a.SessionLifetime, DefaultSessionLifetime)
 	a.SessionIdle = cmp.Or(a.SessionIdle, DefaultSessionIdle)
 	a.ProxyDefaultRole = cmp.Or(a.ProxyDefaultRole, dlq.RoleViewer)

@@ -1,4 +1,4 @@
-package web
+package auth
 
 import (
 	"crypto/hmac"
@@ -44,7 +44,7 @@ var (
 // adds that header by itself, so there is nothing to forge. A browser
 // without a session gets a signed-out one on its first page, so the
 // sign-in form has a token too (no login CSRF).
-func csrf(sessions *sessionManager) echo.MiddlewareFunc {
+func csrf(sessions *Sessions) echo.MiddlewareFunc {
 	origins := http.NewCrossOriginProtection()
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
@@ -86,9 +86,9 @@ func csrf(sessions *sessionManager) echo.MiddlewareFunc {
 // rewrites Host (nginx does by default) says it in X-Forwarded-Host, and
 // an Origin is compared with that. Anyone else's X-Forwarded-Host is
 // ignored.
-func asProxied(r *http.Request, trust proxyTrust) *http.Request {
+func asProxied(r *http.Request, trust ProxyTrust) *http.Request {
 	host := r.Header.Get("X-Forwarded-Host")
-	if host == "" || host == r.Host || !trust.trusted(r) {
+	if host == "" || host == r.Host || !trust.Trusted(r) {
 		return r
 	}
 	r2 := r.WithContext(r.Context())

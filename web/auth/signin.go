@@ -1,4 +1,4 @@
-package web
+package auth
 
 import (
 	"cmp"
@@ -134,8 +134,8 @@ type signInStore interface {
 	FinishLoginAttempt(ctx context.Context, r dlq.LoginResult) error
 }
 
-// signIn checks passwords under the throttle (handlers.SignInService).
-type signIn struct {
+// SignIn checks passwords under the throttle (handlers.SignInService).
+type SignIn struct {
 	store    signInStore
 	throttle Throttle
 	now      func() time.Time
@@ -146,7 +146,7 @@ type signIn struct {
 // dlq.ErrBadCredentials, whatever was wrong, or a *dlq.ThrottledError when
 // there were too many; both are recorded, and the audit trail gets every
 // success and every checked failure.
-func (s *signIn) SignIn(ctx context.Context, name, password string, actor dlq.Actor) (dlq.User, error) {
+func (s *SignIn) SignIn(ctx context.Context, name, password string, actor dlq.Actor) (dlq.User, error) {
 	now, t := s.now(), s.throttle
 	id, h, err := s.store.StartLoginAttempt(ctx, dlq.LoginAttempt{
 		Name: name, Addr: actor.RemoteAddr, Now: now, Limit: t.limit(),

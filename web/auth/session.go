@@ -1,7 +1,8 @@
-package web
+package auth
 
 import (
 	"context"
+	"crypto/hkdf"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
@@ -33,7 +34,7 @@ const seenResolution = time.Minute
 // sidBytes is the size of a session's secret.
 const sidBytes = 32
 
-// sessionManager keeps sessions in a gorilla/sessions cookie store. The
+// Sessions keeps sessions in a gorilla/sessions cookie store. The
 // cookie holds the user's id, their session epoch, two times and a random
 // secret: who the user is and what they may do is read from the database
 // on every request, so that disabling someone or changing their role takes
@@ -41,12 +42,12 @@ const sidBytes = 32
 //
 // A browser that has not signed in gets a session too, with no user: its
 // secret is what the sign-in form's CSRF token is tied to.
-type sessionManager struct {
+type Sessions struct {
 	store    *sessions.CookieStore
 	revoker  sessionRevoker
 	lifetime time.Duration
 	idle     time.Duration
-	trust    proxyTrust
+	trust    ProxyTrust
 	now      func() time.Time
 }
 
@@ -66,29 +67,59 @@ type sessionData struct {
 	SeenAt     time.Time
 }
 
-func newSessionManager(cfg AuthConfig, trust proxyTrust, revoker sessionRevoker) *sessionManager {
+func newSessions(cfg Config, trust ProxyTrust, revoker sessionRevoker) *Sessions {
 	// Each configured key yields an HMAC key and an AES-256 key, derived
-	// separately so neither is used for two purposes. securecookie encodes
-	// with the first pair and decodes with any: key rotation.
+	// separately (HKDF, one info string each) so neither is used for two
+	// purposes. securecookie encodes with the first pair and decodes with
+	// any: key rotation. After every key's HKDF pairs come its legacy
+	// pairs, which only ever decode: cookies signed before the switch to
+	// HKDF stay valid until they expire (at most one session lifetime),
+	// instead of signing everyone out at the upgrade; each rewrite of such a
+	// cookie (sign-in, the once-a-minute touch) signs it with HKDF.
 	var pairs [][]byte
 	for _, k := range cfg.SessionKeys {
-		pairs = append(pairs, derive(k, "redrive session signing"), derive(k, "redrive session encryption"))
+		pairs = append(pairs, deriveKey(k, signingPurpose), deriveKey(k, encryptionPurpose))
+	}
+	for _, k := range cfg.SessionKeys {
+		pairs = append(pairs, legacyDeriveKey(k, signingPurpose), legacyDeriveKey(k, encryptionPurpose))
 	}
 	store := sessions.NewCookieStore(pairs...)
 	// The codecs refuse cookies older than the lifetime on their own too.
 	store.MaxAge(int(cfg.SessionLifetime / time.Second))
-	return &sessionManager{store: store, revoker: revoker, lifetime: cfg.SessionLifetime, idle: cfg.SessionIdle, trust: trust, now: cfg.Now}
+	return &Sessions{store: store, revoker: revoker, lifetime: cfg.SessionLifetime, idle: cfg.SessionIdle, trust: trust, now: cfg.Now}
 }
 
-func derive(key []byte, purpose string) []byte {
+// What each derived key is for: HKDF's info, and the legacy derivation's
+// message.
+const (
+	signingPurpose    = "redrive session signing"
+	encryptionPurpose = "redrive session encryption"
+)
+
+// deriveKey is the 32-byte key for purpose from a configured session key
+// (HKDF-SHA256, RFC 5869, no salt: the configured keys are random already).
+func deriveKey(key []byte, purpose string) []byte {
+	k, err := hkdf.Key(sha256.New, key, nil, purpose, sha256.Size)
+	if err != nil {
+		// Only a length over 255 hash sizes, or a FIPS-mode key under 112
+		// bits, is refused; Config.Validate allows neither.
+		panic(fmt.Sprintf("derive session key: %v", err))
+	}
+	return k
+}
+
+// legacyDeriveKey is the derivation before HKDF, HMAC-SHA256(key,
+// purpose). No HKDF call gives the same bytes (HKDF-Expand appends a
+// counter byte to the info), so it is kept to verify the cookies it signed.
+func legacyDeriveKey(key []byte, purpose string) []byte {
 	m := hmac.New(sha256.New, key)
 	m.Write([]byte(purpose))
 	return m.Sum(nil)
 }
 
 // cookieName is the session cookie's name for r.
-func (m *sessionManager) cookieName(r *http.Request) string {
-	if m.trust.https(r) {
+func (m *Sessions) cookieName(r *http.Request) string {
+	if m.trust.HTTPS(r) {
 		return secureSessionCookie
 	}
 	return sessionCookie
@@ -105,7 +136,7 @@ const (
 
 // load reads and checks the session cookie. Only its signature, contents
 // and times: whether its user still holds it is the authenticator's call.
-func (m *sessionManager) load(r *http.Request) (sessionData, sessionState) {
+func (m *Sessions) load(r *http.Request) (sessionData, sessionState) {
 	name := m.cookieName(r)
 	if _, err := r.Cookie(name); err != nil {
 		return sessionData{}, noSession
@@ -131,13 +162,13 @@ func (m *sessionManager) load(r *http.Request) (sessionData, sessionState) {
 
 // fresh reports whether a session is within both its lifetime and its
 // idle timeout at now.
-func (m *sessionManager) fresh(d sessionData, now time.Time) bool {
+func (m *Sessions) fresh(d sessionData, now time.Time) bool {
 	return now.Before(d.SignedInAt.Add(m.lifetime)) && now.Before(d.SeenAt.Add(m.idle)) &&
 		!d.SignedInAt.After(now.Add(time.Minute)) // not from the future (clock skew aside)
 }
 
 // write sets the session cookie to d.
-func (m *sessionManager) write(c echo.Context, d sessionData) error {
+func (m *Sessions) write(c echo.Context, d sessionData) error {
 	r := c.Request()
 	s := sessions.NewSession(m.store, m.cookieName(r))
 	s.Values["uid"] = d.UserID
@@ -151,10 +182,10 @@ func (m *sessionManager) write(c echo.Context, d sessionData) error {
 	return m.store.Save(r, c.Response(), s)
 }
 
-func (m *sessionManager) options(r *http.Request, maxAge int) *sessions.Options {
+func (m *Sessions) options(r *http.Request, maxAge int) *sessions.Options {
 	return &sessions.Options{
 		Path: "/", MaxAge: maxAge, HttpOnly: true, SameSite: http.SameSiteLaxMode,
-		Secure: m.trust.https(r),
+		Secure: m.trust.HTTPS(r),
 	}
 }
 
@@ -176,16 +207,16 @@ func dropSetCookie(c echo.Context, name string) {
 }
 
 // clear tells the browser to forget the session cookie.
-func (m *sessionManager) clear(c echo.Context) {
+func (m *Sessions) clear(c echo.Context) {
 	r := c.Request()
 	dropSetCookie(c, m.cookieName(r))
 	c.SetCookie(&http.Cookie{Name: m.cookieName(r), Value: "", Path: "/", MaxAge: -1, HttpOnly: true,
-		SameSite: http.SameSiteLaxMode, Secure: m.trust.https(r)})
+		SameSite: http.SameSiteLaxMode, Secure: m.trust.HTTPS(r)})
 	c.Set(sessionContextKey, nil)
 }
 
 // touch records activity, rewriting the cookie at most once a minute.
-func (m *sessionManager) touch(c echo.Context, d sessionData) error {
+func (m *Sessions) touch(c echo.Context, d sessionData) error {
 	now := m.now()
 	if now.Sub(d.SeenAt) < seenResolution {
 		return nil
@@ -198,10 +229,10 @@ func (m *sessionManager) touch(c echo.Context, d sessionData) error {
 const sessionContextKey = "redrive.session"
 
 // remember makes d the request's current session.
-func (m *sessionManager) remember(c echo.Context, d sessionData) { c.Set(sessionContextKey, &d) }
+func (m *Sessions) remember(c echo.Context, d sessionData) { c.Set(sessionContextKey, &d) }
 
 // current is the request's session, if the authenticator found a good one.
-func (m *sessionManager) current(c echo.Context) (sessionData, bool) {
+func (m *Sessions) current(c echo.Context) (sessionData, bool) {
 	d, ok := c.Get(sessionContextKey).(*sessionData)
 	if !ok || d == nil {
 		return sessionData{}, false
@@ -222,7 +253,7 @@ func sidHash(sid []byte) []byte {
 
 // startSignedOut gives a browser without a session a signed-out one, for
 // the CSRF token of the forms it is about to be shown.
-func (m *sessionManager) startSignedOut(c echo.Context) (sessionData, error) {
+func (m *Sessions) startSignedOut(c echo.Context) (sessionData, error) {
 	now := m.now()
 	d := sessionData{SID: newSID(), SignedInAt: now, SeenAt: now}
 	if err := m.write(c, d); err != nil {
@@ -236,7 +267,7 @@ func (m *sessionManager) startSignedOut(c echo.Context) (sessionData, error) {
 // came with the request, so a session planted before sign-in is never
 // promoted (no fixation), and the CSRF token of the signed-out session is
 // worth nothing afterwards.
-func (m *sessionManager) Start(c echo.Context, u dlq.User) error {
+func (m *Sessions) Start(c echo.Context, u dlq.User) error {
 	now := m.now()
 	return m.write(c, sessionData{UserID: u.ID, Epoch: u.SessionEpoch, SID: newSID(), SignedInAt: now, SeenAt: now})
 }
@@ -244,7 +275,7 @@ func (m *sessionManager) Start(c echo.Context, u dlq.User) error {
 // End signs the requester out: the session is recorded as revoked, so a
 // copy of its cookie is signed out too at its next request, and the
 // browser is told to forget the cookie.
-func (m *sessionManager) End(c echo.Context) error {
+func (m *Sessions) End(c echo.Context) error {
 	if d, ok := m.current(c); ok && d.UserID != 0 {
 		err := m.revoker.RevokeSession(c.Request().Context(), sidHash(d.SID), d.UserID, d.SignedInAt.Add(m.lifetime), m.now())
 		if err != nil {

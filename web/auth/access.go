@@ -1,4 +1,4 @@
-package web
+package auth
 
 import (
 	"net/http"
@@ -12,8 +12,8 @@ import (
 )
 
 // access is the console's authorisation policy, default-deny: a route is
-// open to anonymous requests only if routes.go registered it through
-// public; every other route needs someone signed in, and then a role:
+// open to anonymous requests only if web/routes.go registered it through
+// Security.Public; every other route needs someone signed in, and then a role:
 //
 //	/admin and below       admin
 //	POST, PUT, PATCH, ...  operator (anything that may change something)
@@ -38,22 +38,22 @@ func routeKey(method, path string) string {
 
 func isStaticPath(path string) bool { return path == "/static*" }
 
-// publicRoutes registers routes that need no sign-in. It is the only way
+// PublicRoutes registers routes that need no sign-in. It is the only way
 // to make one.
-type publicRoutes struct {
+type PublicRoutes struct {
 	e   *echo.Echo
 	acl *access
 }
 
 // GET registers a public GET route.
-func (p publicRoutes) GET(path string, h echo.HandlerFunc, m ...echo.MiddlewareFunc) {
+func (p PublicRoutes) GET(path string, h echo.HandlerFunc, m ...echo.MiddlewareFunc) {
 	p.e.GET(path, h, m...)
 	p.acl.public[routeKey(http.MethodGet, path)] = true
 }
 
 // POST registers a public POST route (sign-in, sign-out). CSRF still
 // applies to it.
-func (p publicRoutes) POST(path string, h echo.HandlerFunc, m ...echo.MiddlewareFunc) {
+func (p PublicRoutes) POST(path string, h echo.HandlerFunc, m ...echo.MiddlewareFunc) {
 	p.e.POST(path, h, m...)
 	p.acl.public[routeKey(http.MethodPost, path)] = true
 }
@@ -100,9 +100,9 @@ func (a *access) middleware(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
-// requireRole is access's rule as route middleware, for a group whose
+// RequireRole is access's rule as route middleware, for a group whose
 // need is higher than its methods say (the admin pages' GETs).
-func requireRole(need dlq.Role) echo.MiddlewareFunc {
+func RequireRole(need dlq.Role) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			p, ok := handlers.PrincipalFrom(c)

@@ -1,4 +1,4 @@
-package web
+package auth
 
 import (
 	"context"
@@ -33,18 +33,18 @@ type authStore interface {
 
 // authenticator finds out who is making a request: a bearer token, else a
 // trusted proxy's SSO header, else a session cookie, else nobody. It only
-// establishes identity; access (below) decides what the identity may do.
+// establishes identity; access (access.go) decides what the identity may do.
 type authenticator struct {
 	store    authStore
-	sessions *sessionManager
-	trust    proxyTrust
-	cfg      AuthConfig
+	sessions *Sessions
+	trust    ProxyTrust
+	cfg      Config
 	logger   *slog.Logger
 }
 
 func (a *authenticator) middleware(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		// Probes, metrics (metricsGuard has its own token) and static files
+		// Probes, metrics (MetricsGuard has its own token) and static files
 		// need nobody: no database lookup for each of them.
 		if quietPath(c.Path()) {
 			return next(c)
@@ -115,7 +115,7 @@ func (a *authenticator) fromProxy(c echo.Context) (handlers.Principal, bool, err
 	if name == "" {
 		return handlers.Principal{}, false, nil
 	}
-	if !a.trust.trusted(r) {
+	if !a.trust.Trusted(r) {
 		a.logger.Debug("ignored the SSO header from an untrusted address", "remote_addr", r.RemoteAddr)
 		return handlers.Principal{}, false, nil
 	}
@@ -169,10 +169,10 @@ func (a *authenticator) fromSession(c echo.Context) error {
 	return a.sessions.touch(c, d)
 }
 
-// metricsGuard requires the metrics token on /metrics when one is set. It
+// MetricsGuard requires the metrics token on /metrics when one is set. It
 // is compared as SHA-256 digests in constant time, so neither its content
 // nor its length leaks through timing.
-func metricsGuard(token string) echo.MiddlewareFunc {
+func MetricsGuard(token string) echo.MiddlewareFunc {
 	want := sha256.Sum256([]byte(token))
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
