@@ -157,8 +157,12 @@ type GroupsView struct {
 	Sorts    []Option
 	Rows     []GroupRow
 	Limit    int
-	AtLimit  bool // the page shows only the top Limit groups
 	Problems map[string]string
+	// Page is the page shown (1-based); PrevHref and NextHref link to its
+	// neighbours, "" at either end.
+	Page     int
+	PrevHref string
+	NextHref string
 }
 
 // GroupRow is one error group.
@@ -175,6 +179,10 @@ type GroupRow struct {
 	LastSeen      time.Time
 	ListHref      string // pending letters of the group
 	AllHref       string // every letter of the group
+	Href          string // the group's page
+	LastHour      string
+	New           bool // first seen within the last hour
+	Spiking       bool // the last hour far above its usual rate
 	Spark         Spark
 }
 

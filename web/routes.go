@@ -57,6 +57,7 @@ func routes(e *echo.Echo, cfg Config, sec *security) error {
 	e.GET("/dead-letters/:id", letter)
 	e.POST("/dead-letters/:id/reveal", handlers.RevealArgs(cfg.Store, now, letter))
 	e.GET("/groups", handlers.Groups(reads, cfg.Now, cfg.Version), fresh)
+	e.GET("/groups/:fingerprint", handlers.GroupPage(reads, cfg.Now, cfg.Version), fresh)
 	e.GET("/api/v1/dead-letters", handlers.APIDeadLetters(store, cfg.Now))
 	e.GET("/api/v1/dead-letters/:id", handlers.APIDeadLetter(store))
 	e.POST("/api/v1/dead-letters/:id/reveal", handlers.RevealArgs(cfg.Store, now, handlers.APIRevealedArgs(store)))
