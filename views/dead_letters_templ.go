@@ -285,7 +285,7 @@ func bulkBar(r DeadLetterResults) templ.Component {
 			return templ_7745c5c3_Err
 		}
 		if r.CanAct {
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 18, "<span class=\"bulk-buttons\"><button class=\"btn small\" type=\"submit\" name=\"action\" value=\"replay\" data-testid=\"bulk-replay\">Replay selected…</button> <button class=\"btn small\" type=\"submit\" name=\"action\" value=\"discard\" data-testid=\"bulk-discard\">Discard selected…</button></span> <span class=\"muted note\">Nothing happens before a confirmation page.</span>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 18, "<span class=\"bulk-buttons\"><button class=\"btn small\" type=\"submit\" name=\"action\" value=\"replay\" data-needs-selection data-testid=\"bulk-replay\">Replay selected…</button> <button class=\"btn small\" type=\"submit\" name=\"action\" value=\"discard\" data-needs-selection data-testid=\"bulk-discard\">Discard selected…</button></span> <span class=\"muted note\">Nothing happens before a confirmation page.</span>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
