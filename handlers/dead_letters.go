@@ -76,6 +76,7 @@ func DeadLetters(store DeadLetterLister, now func() time.Time, version string) e
 		v.Results = letterResults(f, page, count)
 		v.Results.CanAct, v.Results.CSRFToken = meta.CanAct, meta.CSRFToken
 		v.Results.FilterQuery = selectionQuery(f)
+		v.Results.NewerURL = listNewer(f, page)
 		if wantsFragment(c) {
 			// The form sends every field, empty ones too; the address bar
 			// gets the short canonical form of the same filter.

@@ -66,6 +66,9 @@ type DeadLetterResults struct {
 	ClearURL   string
 	ExportCSV  string
 	ExportJSON string
+	// NewerURL is polled for letters newer than the page's newest ("" for
+	// no poll).
+	NewerURL string
 
 	// The bulk form: whether the requester may act, the CSRF token, and the
 	// filter (no page, no cursor) that "select all matching" acts on.

@@ -54,6 +54,7 @@ func routes(e *echo.Echo, cfg Config, sec *security) error {
 	e.GET("/dead-letters", handlers.DeadLetters(reads, cfg.Now, cfg.Version), fresh)
 	e.GET("/dead-letters/export.csv", handlers.ExportDeadLetters(reads, cfg.Logger, cfg.Now, handlers.ExportCSV))
 	e.GET("/dead-letters/export.json", handlers.ExportDeadLetters(reads, cfg.Logger, cfg.Now, handlers.ExportJSON))
+	e.GET(handlers.NewerURL, handlers.DeadLettersNewer(reads, cfg.Now))
 	e.GET("/dead-letters/:id", letter)
 	e.POST("/dead-letters/:id/reveal", handlers.RevealArgs(cfg.Store, now, letter))
 	e.GET("/groups", handlers.Groups(reads, cfg.Now, cfg.Version), fresh)
