@@ -86,6 +86,7 @@ type letterFormState struct {
 // renderLetter renders a letter's page with its actions in state st.
 func renderLetter(ctx context.Context, c echo.Context, p LetterPage, d dlq.DeadLetterDetail, status int, st letterFormState) error {
 	v := detailView(d, p.LogsTemplate)
+	v.CrumbHref = crumbHref(c)
 	meta := Meta(c, fmt.Sprintf("Dead letter %d · %s", d.ID, d.Task), "dead-letters", p.Version)
 	audit, err := p.Audit.ListAudit(ctx, dlq.AuditFilter{DeadLetterID: d.ID, Limit: letterAuditLimit})
 	if err != nil {

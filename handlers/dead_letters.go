@@ -188,7 +188,7 @@ func letterResults(f dlq.Filter, page dlq.DeadLetterPage, count dlq.Count) views
 	for _, d := range page.Letters {
 		r.Rows = append(r.Rows, views.DeadLetterRow{
 			ID:          d.ID,
-			Href:        fmt.Sprintf("/dead-letters/%d", d.ID),
+			Href:        fmt.Sprintf("/dead-letters/%d", d.ID) + crumbParam(f),
 			Task:        d.Task,
 			Queue:       d.Queue,
 			ErrorClass:  d.ErrorClass,

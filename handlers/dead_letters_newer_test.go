@@ -2,6 +2,7 @@ package handlers_test
 
 import (
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 )
@@ -33,5 +34,22 @@ func TestListSaysWhenNewLettersArrive(t *testing.T) {
 	}
 	if rec, _ := c.page(t, "/dead-letters/newer?after=x"); rec.Code != http.StatusBadRequest {
 		t.Fatalf("bad after: %d", rec.Code)
+	}
+}
+
+// A letter opened from a filtered list leads back to that list.
+func TestLetterBreadcrumbKeepsTheFilter(t *testing.T) {
+	t.Parallel()
+	c := newConsole(t)
+	c.insertLetters(t, 2, "billing.charge", "fp-charge", "1 hour")
+	_, list := c.page(t, "/dead-letters?task=billing.charge")
+	href := byTestID(list.Selection, "letter-link").First().AttrOr("href", "")
+	_, doc := c.page(t, href)
+	if got := byTestID(doc.Selection, "crumb-list").AttrOr("href", ""); got != "/dead-letters?task=billing.charge" {
+		t.Fatalf("breadcrumb of %q leads to %q", href, got)
+	}
+	_, doc = c.page(t, strings.Split(href, "?")[0]+"?list="+url.QueryEscape("%zz"))
+	if got := byTestID(doc.Selection, "crumb-list").AttrOr("href", ""); got != "/dead-letters" {
+		t.Fatalf("a damaged filter: breadcrumb %q", got)
 	}
 }

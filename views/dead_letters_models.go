@@ -94,6 +94,7 @@ type DeadLetterDetailView struct {
 	Fingerprint    string
 	GroupHref      string
 	ListHref       string // the list of this letter's group
+	CrumbHref      string // the list this letter was opened from, filter kept
 
 	Args, Kwargs         string // pretty-printed JSON
 	ArgsNote, KwargsNote string // set when the payload was too large to show whole
