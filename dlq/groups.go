@@ -22,6 +22,9 @@ type ErrorGroup struct {
 	Pending       int64     `db:"pending" json:"pending"`
 	FirstSeen     time.Time `db:"first_seen" json:"first_seen"`
 	LastSeen      time.Time `db:"last_seen" json:"last_seen"`
+	// LastHour counts the letters that failed in the 60 minutes before the
+	// read (the database clock): what "is it still breaking" needs.
+	LastHour int64 `db:"last_hour" json:"last_hour"`
 	// SampleArgs and SampleKwargs are the arguments of the letter the
 	// sample message comes from, so that the message can be masked as
 	// that letter's is (Masker.MaskText); never shown themselves.
@@ -35,22 +38,33 @@ const (
 	GroupSortPending  = "pending"
 	GroupSortTotal    = "total"
 	GroupSortLastSeen = "last_seen"
+	// GroupSortNewest puts the groups first seen most recently first: a
+	// bug that started 13 minutes ago with 34 letters is news, however
+	// long the old backlogs are.
+	GroupSortNewest = "newest"
+	// GroupSortLastHour puts the groups with the most letters in the last
+	// hour first: what is breaking right now.
+	GroupSortLastHour = "last_hour"
 )
 
 // GroupSorts lists the orders in display order.
-var GroupSorts = []string{GroupSortPending, GroupSortTotal, GroupSortLastSeen}
+var GroupSorts = []string{GroupSortPending, GroupSortNewest, GroupSortLastHour, GroupSortTotal, GroupSortLastSeen}
 
 var groupOrder = map[string]string{
 	GroupSortPending:  "pending DESC, last_seen DESC, fingerprint",
 	GroupSortTotal:    "total DESC, last_seen DESC, fingerprint",
 	GroupSortLastSeen: "last_seen DESC, fingerprint",
+	GroupSortNewest:   "first_seen DESC, fingerprint",
+	GroupSortLastHour: "last_hour DESC, pending DESC, last_seen DESC, fingerprint",
 }
 
-// Group list sizes: the page is a bounded top-N, not a paginated list. A
-// fleet with more than 200 distinct live bugs narrows by task.
+// Group list sizes. Pages of groups go by number (OFFSET): error_groups
+// holds one row per bug, hundreds or a few thousand, not one per letter,
+// so skipping rows is cheap and a page number is what people share.
 const (
 	DefaultGroupLimit = 200
 	MaxGroupLimit     = 500
+	MaxGroupPage      = 1000
 )
 
 // GroupFilter selects and orders error groups.
@@ -58,6 +72,13 @@ type GroupFilter struct {
 	Task  string
 	Sort  string
 	Limit int
+	// Page is the 1-based page of Limit groups (0 means 1).
+	Page int
+	// PendingOnly leaves out groups with nothing pending (the overview).
+	PendingOnly bool
+	// Peek returns one group beyond the page, if there is one, so that a
+	// pager knows whether a next page exists.
+	Peek bool
 }
 
 // ParseGroupFilter reads a GroupFilter from a query string, or returns a
@@ -72,7 +93,15 @@ func ParseGroupFilter(v url.Values) (GroupFilter, error) {
 	if f.Sort == "" {
 		f.Sort = GroupSortPending
 	} else if _, ok := groupOrder[f.Sort]; !ok {
-		problems["sort"] = "must be one of pending, total, last_seen"
+		problems["sort"] = "must be one of " + strings.Join(GroupSorts, ", ")
+	}
+	if s := get("page"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > MaxGroupPage {
+			problems["page"] = fmt.Sprintf("must be a whole number from 1 to %d", MaxGroupPage)
+		} else {
+			f.Page = n
+		}
 	}
 	if s := get("limit"); s != "" {
 		n, err := strconv.Atoi(s)
@@ -88,21 +117,33 @@ func ParseGroupFilter(v url.Values) (GroupFilter, error) {
 	return f, nil
 }
 
-const groupColumns = `fingerprint, task, error_class, sample_message, total, pending, first_seen, last_seen`
+const groupColumns = `fingerprint, task, error_class, sample_message, total, pending, first_seen, last_seen, ` + lastHourColumn
+
+// lastHourColumn counts a group's letters of the last hour from the
+// (fingerprint, failed_at) index. Only groups seen within the hour can have
+// any, so the others cost nothing, and the count stops at 100,000 so a
+// flood costs a bounded index range.
+const lastHourColumn = `CASE WHEN last_seen > now() - interval '1 hour' THEN (
+	SELECT count(*) FROM (SELECT 1 FROM dead_letters d WHERE d.fingerprint = error_groups.fingerprint
+		AND d.failed_at > now() - interval '1 hour' LIMIT 100000) h) ELSE 0 END AS last_hour`
 
 // groupSampleJoin finds, for each group g, the arguments of the newest
 // letter whose message is the group's sample (the summary trigger keeps the
 // newest letter's message): one probe of the (fingerprint, failed_at) index
 // per group. It looks at the newest few letters only; a group whose sample
 // is none of them (ties, a purge) gets no arguments, and its message is
-// then hidden whole (sampleText).
+// then hidden whole (sampleText). Such a group comes back with the JSON
+// null rather than SQL NULL, which a json.RawMessage cannot scan (that
+// used to fail the whole page with a 500).
 const groupSampleJoin = `
 LEFT JOIN LATERAL (
 	SELECT x.args AS sample_args, x.kwargs AS sample_kwargs
 	FROM (SELECT d.args, d.kwargs, d.error_message FROM dead_letters d
 		WHERE d.fingerprint = g.fingerprint ORDER BY d.failed_at DESC, d.id DESC LIMIT 20) x
 	WHERE x.error_message = g.sample_message LIMIT 1
-) sample ON true`
+) found ON true
+CROSS JOIN LATERAL (SELECT coalesce(found.sample_args, 'null') AS sample_args,
+	coalesce(found.sample_kwargs, 'null') AS sample_kwargs) sample`
 
 // ListGroups returns the top groups in f's order.
 func (s *Store) ListGroups(ctx context.Context, f GroupFilter) ([]ErrorGroup, error) {
@@ -114,10 +155,19 @@ func (s *Store) ListGroups(ctx context.Context, f GroupFilter) ([]ErrorGroup, er
 	if limit < 1 || limit > MaxGroupLimit {
 		limit = DefaultGroupLimit
 	}
-	q := `SELECT g.*, sample.* FROM (SELECT ` + groupColumns + ` FROM error_groups WHERE ($1::text IS NULL OR task = $1)
-		ORDER BY ` + order + ` LIMIT $2) g` + groupSampleJoin + ` ORDER BY ` + order
+	offset := 0
+	if f.Page > 1 {
+		offset = (min(f.Page, MaxGroupPage) - 1) * limit
+	}
+	q := `SELECT g.*, sample.* FROM (SELECT ` + groupColumns + ` FROM error_groups
+		WHERE ($1::text IS NULL OR task = $1) AND (NOT $4 OR pending > 0)
+		ORDER BY ` + order + ` LIMIT $2 OFFSET $3) g` + groupSampleJoin + ` ORDER BY ` + order
+	fetch := limit
+	if f.Peek {
+		fetch++
+	}
 	var groups []ErrorGroup
-	if err := s.db.SelectContext(ctx, &groups, q, nullable(f.Task), limit); err != nil {
+	if err := s.db.SelectContext(ctx, &groups, q, nullable(f.Task), fetch, offset, f.PendingOnly); err != nil {
 		return nil, fmt.Errorf("list error groups: %w", translate(err))
 	}
 	return groups, nil
@@ -168,8 +218,36 @@ func (s *Store) GroupInflow(ctx context.Context, fingerprints []string, now time
 // say what the message quotes, so it is hidden whole when anything is
 // masked at all.
 func (m Masker) MaskSample(msg string, args, kwargs json.RawMessage) string {
-	if args == nil && kwargs == nil && msg != "" && (len(m.Patterns()) > 0 || len(m.TextPatterns()) > 0) {
+	if noJSON(args) && noJSON(kwargs) && msg != "" && (len(m.Patterns()) > 0 || len(m.TextPatterns()) > 0) {
 		return MaskPlaceholder
 	}
 	return m.MaskText(msg, args, kwargs)
+}
+
+// GroupHours is how many hourly buckets a group's page charts.
+const GroupHours = 24
+
+// groupHourlySQL reads one group's letters per hour from the hourly
+// summary: its primary key (fingerprint, hour, queue) makes it one short
+// index range.
+const groupHourlySQL = `
+SELECT hour AS bucket, sum(n)::bigint AS n FROM dead_letter_inflow
+WHERE fingerprint = $1 AND hour >= $2 AND hour < $3 GROUP BY hour`
+
+// GroupHourly returns a group's letters per UTC hour over the GroupHours
+// hours ending with now's hour, oldest first, gaps filled with 0.
+func (s *Store) GroupHourly(ctx context.Context, fingerprint string, now time.Time) ([]InflowBucket, error) {
+	end := now.UTC().Truncate(time.Hour).Add(time.Hour)
+	start := end.Add(-GroupHours * time.Hour)
+	var got []InflowBucket
+	if err := s.db.SelectContext(ctx, &got, groupHourlySQL, fingerprint, start, end); err != nil {
+		return nil, fmt.Errorf("group hourly inflow: %w", translate(err))
+	}
+	return bucketize(got, start, end, time.Hour), nil
+}
+
+// noJSON: no arguments were found (nil, or the JSON null groupSampleJoin
+// stands in with).
+func noJSON(v json.RawMessage) bool {
+	return v == nil || string(v) == "null"
 }

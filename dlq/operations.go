@@ -205,7 +205,7 @@ func (s *Store) PreviewSelection(ctx context.Context, sel Selection, sampleSize 
 	}
 	if err := s.db.SelectContext(ctx, &p.Sample, `
 		SELECT `+deadLetterColumns+` FROM dead_letters WHERE status = 'pending' AND `+where+`
-		ORDER BY id DESC LIMIT `+strconv.Itoa(sampleSize), args...); err != nil {
+		ORDER BY failed_at DESC, id DESC LIMIT `+strconv.Itoa(sampleSize), args...); err != nil {
 		return Preview{}, fmt.Errorf("preview selection: sample: %w", err)
 	}
 	return p, nil

@@ -28,7 +28,11 @@ func TestGroupsLeadToTheirLetters(t *testing.T) {
 	must(t, err)
 	pending, err := first.Locator(`[data-testid="group-pending"]`).TextContent()
 	must(t, err)
+	// The group's page first, then its pending letters in the list.
 	must(t, first.Locator(`[data-testid="group-link"]`).Click())
+	must(t, expect.Page(page).ToHaveURL(base+"/groups/"+fingerprint))
+	must(t, expect.Locator(page.Locator(`[data-testid="group-pending"]`)).ToHaveText(strings.TrimSpace(pending)))
+	must(t, page.Locator(`[data-testid="group-pending"]`).Click())
 	must(t, expect.Page(page).ToHaveURL(base+"/dead-letters?fingerprint="+fingerprint))
 	must(t, expect.Locator(page.Locator(`[data-testid="filter-fingerprint"]`)).ToHaveValue(fingerprint))
 	// The list counts exactly what the group said was pending.
@@ -37,7 +41,10 @@ func TestGroupsLeadToTheirLetters(t *testing.T) {
 	// A short page for the picture: 400 letters make 300 groups.
 	_, err = page.Goto(base + "/groups?limit=15")
 	must(t, err)
-	must(t, expect.Locator(page.Locator(`[data-testid="groups-limit"]`)).ToContainText("top 15 groups"))
+	must(t, expect.Locator(page.Locator(`[data-testid="groups-pager"]`)).ToContainText("Page 1 · 15 groups a page"))
+	must(t, page.Locator(`[data-testid="groups-next"]`).Click())
+	must(t, expect.Locator(page.Locator(`[data-testid="group-row"]`)).ToHaveCount(15))
+	must(t, expect.Locator(page.Locator(`[data-testid="groups-prev"]`)).ToBeVisible())
 	screenshot(t, page, "groups")
 
 	// Sorting is a whitelist; anything else is a friendly 400.

@@ -87,6 +87,7 @@ type letterFormState struct {
 // renderLetter renders a letter's page with its actions in state st.
 func renderLetter(ctx context.Context, c echo.Context, p LetterPage, d dlq.DeadLetterDetail, status int, st letterFormState) error {
 	v := detailView(d, p.LogsTemplate)
+	v.CrumbHref = crumbHref(c)
 	meta := Meta(c, fmt.Sprintf("Dead letter %d · %s", d.ID, d.Task), "dead-letters", p.Version)
 	// The letter's audit entries and the version warning are independent
 	// reads: side by side, the page waits for the slower one only.

@@ -43,6 +43,30 @@ type bulkForm struct {
 	// The confirmation form's choices, as typed.
 	rate, canarySize, typed, reason, key string
 	canaryOn                             bool
+	// fresh is a first showing of the confirmation: the safe defaults
+	// apply (safeDefaults); a form sent back keeps what the operator chose.
+	fresh bool
+}
+
+// Above safeDefaultsOver letters, a replay's confirmation starts with a
+// canary of safeCanary letters and a pace of safePace per second filled in:
+// a mistake then costs ten letters and a stop, not the whole backlog at
+// once. The operator can change or clear both.
+const (
+	safeDefaultsOver = 1000
+	safeCanary       = "10"
+	safePace         = "50"
+)
+
+// safeDefaults fills in the canary and pace of a fresh, large replay.
+func safeDefaults(b *bulkForm, matched int64) {
+	if !b.fresh || b.kind != dlq.OpReplay || matched <= safeDefaultsOver {
+		return
+	}
+	b.canaryOn, b.canarySize = true, safeCanary
+	if b.rate == "" {
+		b.rate = safePace
+	}
 }
 
 // parseBulkForm reads the action and the selection: a filter when "all
@@ -104,6 +128,7 @@ func BulkConfirmPage(svc BulkService, now func() time.Time, version string) echo
 			return err
 		}
 		b.canarySize = "5"
+		b.fresh = true
 		return renderConfirm(c, svc, b, http.StatusOK, nil, version)
 	}
 }
@@ -182,6 +207,7 @@ func renderConfirm(c echo.Context, svc BulkService, b bulkForm, status int, prob
 	if err != nil {
 		return err
 	}
+	safeDefaults(&b, p.Matched)
 	verb := "Replay"
 	if b.kind == dlq.OpDiscard {
 		verb = "Discard"

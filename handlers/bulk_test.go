@@ -170,7 +170,9 @@ func TestBulkFromTheList(t *testing.T) {
 		if n := a.count(t, `SELECT count(*) FROM operations`); n != 0 {
 			t.Fatal("started without the right number")
 		}
-		rec = a.submit(t, a.olga, confirm, `[data-testid="confirm-form"]`, url.Values{"typed": {"1,001"}})
+		// Over 1,000 the canary and pace start filled in; this operator
+		// clears both (TestBulkConfirmationSafeDefaults checks them).
+		rec = a.submit(t, a.olga, confirm, `[data-testid="confirm-form"]`, url.Values{"typed": {"1,001"}, "canary": {""}, "rate_per_second": {""}})
 		if op := a.waitOperation(t, operationFrom(t, rec), dlq.OpDone); op.Done != 1001 {
 			t.Fatalf("replayed %d", op.Done)
 		}

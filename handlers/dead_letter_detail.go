@@ -46,7 +46,7 @@ func detailView(d dlq.DeadLetterDetail, logsTemplate string) views.DeadLetterDet
 		WorkerVersion: d.WorkerVersion,
 		Fingerprint:   d.Fingerprint,
 		GroupHref:     "/groups?" + url.Values{"task": {d.Task}}.Encode(),
-		ListHref:      "/dead-letters?" + url.Values{"fingerprint": {d.Fingerprint}, "status": {dlq.StatusAll}}.Encode(),
+		ListHref:      GroupHref(d.Fingerprint),
 		ErrorClass:    d.ErrorClass,
 		ErrorMessage:  d.ErrorMessage,
 		ReplayedAt:    d.ReplayedAt,

@@ -80,6 +80,7 @@ func DeadLetters(store DeadLetterLister, now func() time.Time, version string) e
 		if f.Fingerprint != "" && len(page.Letters) > 0 {
 			v.PauseTask = page.Letters[0].Task // a group is one task's
 		}
+		v.Results.NewerURL = listNewer(f, page)
 		if wantsFragment(c) {
 			// The form sends every field, empty ones too; the address bar
 			// gets the short canonical form of the same filter.
@@ -193,7 +194,7 @@ func letterResults(f dlq.Filter, page dlq.DeadLetterPage, count dlq.Count) views
 	for _, d := range page.Letters {
 		r.Rows = append(r.Rows, views.DeadLetterRow{
 			ID:          d.ID,
-			Href:        fmt.Sprintf("/dead-letters/%d", d.ID),
+			Href:        fmt.Sprintf("/dead-letters/%d", d.ID) + crumbParam(f),
 			Task:        d.Task,
 			Queue:       d.Queue,
 			ErrorClass:  d.ErrorClass,

@@ -332,7 +332,7 @@ func TestDeadLetterDetail(t *testing.T) {
 	if got := doc.Find(`[data-testid="job-link"]`).AttrOr("href", ""); got != "/jobs/777" {
 		t.Fatalf("job link %q", got)
 	}
-	if got := doc.Find(`[data-testid="group-link"]`).AttrOr("href", ""); got != "/dead-letters?fingerprint=fp-orders&status=all" {
+	if got := doc.Find(`[data-testid="group-link"]`).AttrOr("href", ""); got != "/groups/fp-orders" {
 		t.Fatalf("group link %q", got)
 	}
 	if got := doc.Find(`[data-testid="args"]`).Text(); !strings.Contains(got, "\"order\": \"A-1\"") || !strings.Contains(got, "\n") {
@@ -444,10 +444,10 @@ func TestGroupsPage(t *testing.T) {
 	if rows.Length() != 2 || rows.Eq(0).AttrOr("data-fingerprint", "") != "fp-card" {
 		t.Fatalf("want fp-card first of 2 groups")
 	}
-	if got := rows.Eq(0).Find(`[data-testid="group-link"]`).AttrOr("href", ""); got != "/dead-letters?fingerprint=fp-card" {
+	if got := rows.Eq(0).Find(`[data-testid="group-pending"] a`).AttrOr("href", ""); got != "/dead-letters?fingerprint=fp-card" {
 		t.Fatalf("group link %q", got)
 	}
-	if got := rows.Eq(1).Find(`[data-testid="group-link"]`).AttrOr("href", ""); got != "/dead-letters?fingerprint=fp-mail&status=all" {
+	if got := rows.Eq(1).Find(`[data-testid="group-pending"] a`).AttrOr("href", ""); got != "/dead-letters?fingerprint=fp-mail&status=all" {
 		t.Fatalf("a group with nothing pending links to all its letters: %q", got)
 	}
 	if got := strings.TrimSpace(rows.Eq(0).Find(`[data-testid="group-pending"]`).Text()); got != "4" {

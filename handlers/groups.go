@@ -31,6 +31,9 @@ func Groups(store GroupLister, now func() time.Time, version string) echo.Handle
 		q := c.QueryParams()
 		v := views.GroupsView{Task: q.Get("task"), Sort: q.Get("sort"), Sorts: sortOptions()}
 		f, err := dlq.ParseGroupFilter(q)
+		if q.Get("limit") == "" {
+			f.Limit = groupsPerPage
+		}
 		var verr *dlq.ValidationError
 		if errors.As(err, &verr) {
 			v.Problems = verr.Fields
@@ -39,14 +42,25 @@ func Groups(store GroupLister, now func() time.Time, version string) echo.Handle
 		if err != nil {
 			return err
 		}
-		groups, spark, err := loadGroups(ctx, store, f, now())
+		page := f
+		page.Peek = true
+		t := now()
+		groups, spark, err := loadGroups(ctx, store, page, t)
 		if err != nil {
 			return err
 		}
-		v.Sort, v.Limit, v.AtLimit = f.Sort, f.Limit, len(groups) == f.Limit
+		v.Sort, v.Limit = f.Sort, f.Limit
 		v.Pause = pauseLinks(meta)
+		v.Page = max(1, f.Page)
+		if len(groups) > f.Limit {
+			groups = groups[:f.Limit]
+			v.NextHref = groupsPageHref(f, v.Page+1)
+		}
+		if v.Page > 1 {
+			v.PrevHref = groupsPageHref(f, v.Page-1)
+		}
 		for _, g := range groups {
-			v.Rows = append(v.Rows, groupRow(g, spark[g.Fingerprint]))
+			v.Rows = append(v.Rows, groupRow(g, spark[g.Fingerprint], t))
 		}
 		return Render(c, http.StatusOK, views.Layout(meta, views.Groups(v)))
 	}
@@ -68,8 +82,27 @@ func loadGroups(ctx context.Context, store GroupLister, f dlq.GroupFilter, now t
 	return groups, spark, nil
 }
 
+// groupsPerPage is how many groups a page of /groups shows.
+const groupsPerPage = 50
+
+// groupsPageHref links to page n of the groups in f's order.
+func groupsPageHref(f dlq.GroupFilter, n int) string {
+	v := url.Values{"page": {fmt.Sprint(n)}}
+	if f.Task != "" {
+		v.Set("task", f.Task)
+	}
+	if f.Sort != dlq.GroupSortPending {
+		v.Set("sort", f.Sort)
+	}
+	if f.Limit != groupsPerPage {
+		v.Set("limit", fmt.Sprint(f.Limit))
+	}
+	return "/groups?" + v.Encode()
+}
+
 func sortOptions() []views.Option {
-	labels := map[string]string{dlq.GroupSortPending: "most pending", dlq.GroupSortTotal: "most letters", dlq.GroupSortLastSeen: "most recent"}
+	labels := map[string]string{dlq.GroupSortPending: "most pending", dlq.GroupSortTotal: "most letters",
+		dlq.GroupSortLastSeen: "last seen", dlq.GroupSortNewest: "newest (first seen)", dlq.GroupSortLastHour: "most in the last hour"}
 	var opts []views.Option
 	for _, s := range dlq.GroupSorts {
 		opts = append(opts, views.Option{Value: s, Label: labels[s]})
@@ -77,7 +110,7 @@ func sortOptions() []views.Option {
 	return opts
 }
 
-func groupRow(g dlq.ErrorGroup, inflow []int64) views.GroupRow {
+func groupRow(g dlq.ErrorGroup, inflow []int64, now time.Time) views.GroupRow {
 	var sum int64
 	parts := make([]string, len(inflow))
 	for i, n := range inflow {
@@ -102,6 +135,10 @@ func groupRow(g dlq.ErrorGroup, inflow []int64) views.GroupRow {
 		FirstSeen:     g.FirstSeen,
 		LastSeen:      g.LastSeen,
 		ListHref:      list,
+		Href:          GroupHref(g.Fingerprint),
+		LastHour:      views.Number(g.LastHour),
+		New:           isNewGroup(g.FirstSeen, now),
+		Spiking:       !isNewGroup(g.FirstSeen, now) && isSpiking(g.LastHour, inflow),
 		AllHref:       all,
 		Spark:         views.NewSpark(inflow, label),
 	}

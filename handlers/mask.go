@@ -184,3 +184,11 @@ func revealed(ctx context.Context, id int64) bool {
 	got, ok := ctx.Value(revealKey{}).(int64)
 	return ok && got == id
 }
+
+// Group masks the group's sample message as its letter's is.
+func (m MaskedReads) Group(ctx context.Context, fingerprint string) (dlq.ErrorGroup, error) {
+	g, err := m.Store.Group(ctx, fingerprint)
+	g.SampleMessage = m.Masker.MaskSample(g.SampleMessage, g.SampleArgs, g.SampleKwargs)
+	g.SampleArgs, g.SampleKwargs = nil, nil
+	return g, err
+}

@@ -17,6 +17,15 @@ import (
 type OverviewReader interface {
 	Overview(ctx context.Context) (dlq.Overview, error)
 	PausesWithBacklog(ctx context.Context) ([]dlq.ActivePause, error)
+	GroupLister
+}
+
+// overviewSorts are the orders the overview's top groups offer: what has
+// the most waiting, what is new, what is breaking fastest now.
+var overviewSorts = []views.Option{
+	{Value: dlq.GroupSortPending, Label: "pending"},
+	{Value: dlq.GroupSortNewest, Label: "newest"},
+	{Value: dlq.GroupSortLastHour, Label: "last hour"},
 }
 
 // overviewTimeout bounds the overview's queries: the page polls itself, and
@@ -58,13 +67,46 @@ func loadOverview(c echo.Context, store OverviewReader) (views.OverviewPage, err
 	if err != nil {
 		return views.OverviewPage{}, err
 	}
+	sort := dlq.GroupSortPending
+	for _, s := range overviewSorts {
+		if c.QueryParam("sort") == s.Value {
+			sort = s.Value
+		}
+	}
+	// The ranked groups come from the groups query (first seen, the last
+	// hour, the 14-day trend), in the order the person chose.
+	groups, spark, err := loadGroups(ctx, store, dlq.GroupFilter{Sort: sort, Limit: dlq.OverviewLimit, PendingOnly: true}, o.Now)
+	if err != nil {
+		return views.OverviewPage{}, err
+	}
 	pauses, err := store.PausesWithBacklog(ctx)
 	if err != nil {
 		return views.OverviewPage{}, err
 	}
-	page := overviewPage(o)
-	page.Pauses = pauseRows(pauses)
-	return page, nil
+	p := overviewPage(o)
+	p.Pauses = pauseRows(pauses)
+	p.GroupSort, p.GroupSorts = sort, overviewSorts
+	if sort != dlq.GroupSortPending {
+		p.RefreshURL += "?" + url.Values{"sort": {sort}}.Encode()
+	}
+	for _, g := range groups {
+		row := groupRow(g, spark[g.Fingerprint], o.Now)
+		p.Groups = append(p.Groups, views.OverviewGroup{
+			Href:       row.Href,
+			Task:       g.Task,
+			ErrorClass: g.ErrorClass,
+			Message:    g.SampleMessage,
+			Pending:    g.Pending,
+			Total:      g.Total,
+			LastHour:   g.LastHour,
+			FirstSeen:  g.FirstSeen,
+			LastSeen:   g.LastSeen,
+			New:        row.New,
+			Spiking:    row.Spiking,
+			Spark:      row.Spark,
+		})
+	}
+	return p, nil
 }
 
 // maxStaleNamed is how many stale workers the overview's warning names;
@@ -80,8 +122,8 @@ func overviewPage(o dlq.Overview) views.OverviewPage {
 		Pending:    views.StatCard{Value: o.DeadLetters.Pending, Href: "/dead-letters?status=pending"},
 		Replayed:   views.StatCard{Value: o.DeadLetters.Replayed, Href: "/dead-letters?status=replayed"},
 		Discarded:  views.StatCard{Value: o.DeadLetters.Discarded, Href: "/dead-letters?status=discarded"},
-		Hourly:     hourlyChart(o.Hourly, o.Now),
-		Daily:      dailyChart(o.Daily, o.Now),
+		Hourly:     hourlyChart(o.Hourly, o.Now, lettersBetween),
+		Daily:      dailyChart(o.Daily, o.Now, lettersBetween),
 		Jobs:       jobMatrix(o.Jobs),
 	}
 	for _, w := range o.Workers {
@@ -93,17 +135,6 @@ func overviewPage(o dlq.Overview) views.OverviewPage {
 		} else {
 			p.Workers.Live++
 		}
-	}
-	for _, g := range o.TopGroups {
-		p.Groups = append(p.Groups, views.OverviewGroup{
-			Href:       "/dead-letters?" + url.Values{"fingerprint": {g.Fingerprint}}.Encode(),
-			Task:       g.Task,
-			ErrorClass: g.ErrorClass,
-			Message:    g.SampleMessage,
-			Pending:    g.Pending,
-			Total:      g.Total,
-			LastSeen:   g.LastSeen,
-		})
 	}
 	for _, t := range o.TopTasks {
 		p.Tasks = append(p.Tasks, views.OverviewTask{
@@ -124,7 +155,7 @@ func lettersBetween(from, to time.Time) string {
 	}.Encode()
 }
 
-func hourlyChart(buckets []dlq.InflowBucket, now time.Time) views.BarChart {
+func hourlyChart(buckets []dlq.InflowBucket, now time.Time, lettersBetween func(from, to time.Time) string) views.BarChart {
 	c := views.BarChart{
 		ID: "inflow-hourly", Title: "Dead letters per hour over the last 24 hours",
 		YLabel: "letters", XLabel: "hour (UTC)",
@@ -149,7 +180,7 @@ func hourlyChart(buckets []dlq.InflowBucket, now time.Time) views.BarChart {
 	return c
 }
 
-func dailyChart(buckets []dlq.InflowBucket, now time.Time) views.BarChart {
+func dailyChart(buckets []dlq.InflowBucket, now time.Time, lettersBetween func(from, to time.Time) string) views.BarChart {
 	c := views.BarChart{
 		ID: "inflow-daily", Title: "Dead letters per day over the last 14 days",
 		YLabel: "letters", XLabel: "day (UTC)",

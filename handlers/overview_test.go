@@ -106,7 +106,7 @@ func TestOverview(t *testing.T) {
 			t.Fatalf("%d groups, want 2", groups.Length())
 		}
 		first := groups.First()
-		if got := first.Find("a").AttrOr("href", ""); got != "/dead-letters?fingerprint=fp-charge" {
+		if got := first.Find("a").AttrOr("href", ""); got != "/groups/fp-charge" {
 			t.Errorf("first group links to %q", got)
 		}
 		if got := squash(byTestID(first, "group-pending")); got != "4" {

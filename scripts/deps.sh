@@ -8,6 +8,7 @@
 #   scripts/deps.sh test    the above, Debian's chromium, node and npm, pgbouncer
 #                           (the suite runs the worker and console through one), and
 #                           the Playwright driver in .cache/playwright-driver/<version>
+#                           and axe-core (npm) in .cache/axe-core/<version>
 #
 # The driver folder is printed on the last line of `test` for the Makefile.
 set -euo pipefail
@@ -104,6 +105,23 @@ install_driver() {
 	echo "$dir"
 }
 
+# axeVersion is the axe-core release the accessibility browser test injects
+# (e2e/axe_test.go finds it in .cache/axe-core/<version>).
+axeVersion=4.14.1
+
+# install_axe puts the npm package axe-core beside the driver, in the same
+# ignored cache. It prints nothing on stdout: the last line there is the
+# driver folder, for the Makefile.
+install_axe() {
+	local dir="$PWD/.cache/axe-core/$axeVersion"
+	if [ ! -f "$dir/node_modules/axe-core/axe.min.js" ]; then
+		say "installing axe-core@$axeVersion into $dir (npm)"
+		mkdir -p "$dir"
+		npm install --prefix "$dir" --no-save --no-package-lock --no-audit --no-fund --loglevel=error \
+			"axe-core@$axeVersion" >&2
+	fi
+}
+
 case "${1:-}" in
 run)
 	read -ra pkgs <<<"$(missing_packages run)"
@@ -112,6 +130,7 @@ run)
 test)
 	read -ra pkgs <<<"$(missing_packages test)"
 	install_packages "${pkgs[@]}"
+	install_axe
 	install_driver
 	;;
 *)

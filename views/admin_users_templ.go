@@ -128,7 +128,7 @@ func Admin(v AdminView) templ.Component {
 				return templ_7745c5c3_Err
 			}
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 6, "<section class=\"panel admin-section\" aria-labelledby=\"users-h\"><h2 id=\"users-h\">Users</h2><div class=\"table-wrap\"><table data-testid=\"users\"><thead><tr><th scope=\"col\">Name</th><th scope=\"col\">Role</th><th scope=\"col\">Status</th><th scope=\"col\">Created</th><th scope=\"col\">Change</th></tr></thead> <tbody>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 6, "<section class=\"panel admin-section\" aria-labelledby=\"users-h\"><h2 id=\"users-h\">Users</h2><div class=\"table-wrap\"><table class=\"stack\" data-testid=\"users\"><thead><tr><th scope=\"col\">Name</th><th scope=\"col\">Role</th><th scope=\"col\">Status</th><th scope=\"col\">Created</th><th scope=\"col\">Change</th></tr></thead> <tbody>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -519,7 +519,7 @@ func Admin(v AdminView) templ.Component {
 				return templ_7745c5c3_Err
 			}
 		} else {
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 49, "<div class=\"table-wrap\"><table data-testid=\"tokens\"><thead><tr><th scope=\"col\">Label</th><th scope=\"col\">User</th><th scope=\"col\">Created</th><th scope=\"col\">Last used</th><th scope=\"col\"></th></tr></thead> <tbody>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 49, "<div class=\"table-wrap\"><table class=\"stack\" data-testid=\"tokens\"><thead><tr><th scope=\"col\">Label</th><th scope=\"col\">User</th><th scope=\"col\">Created</th><th scope=\"col\">Last used</th><th scope=\"col\"></th></tr></thead> <tbody>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}

@@ -181,3 +181,14 @@ func chartTickLabelY() string { return f1(chartH - chartBottom + 14) }
 
 // chartXLabelX centres the x-axis caption under the plot.
 func chartXLabelX() string { return f1(chartLeft + (chartW-chartLeft-chartRight)/2) }
+
+// role is the chart's ARIA role: an image, unless its bars are links, which
+// an image may not hold (axe's nested-interactive); then a group of them.
+func (c BarChart) role() string {
+	for _, b := range c.Bars {
+		if b.Href != "" {
+			return "group"
+		}
+	}
+	return "img"
+}

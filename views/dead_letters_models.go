@@ -73,6 +73,9 @@ type DeadLetterResults struct {
 	// NotYetSearchable, on a search, counts the letters written too
 	// recently to be indexed for search: the results cannot include them.
 	NotYetSearchable int64
+	// NewerURL is polled for letters newer than the page's newest ("" for
+	// no poll).
+	NewerURL string
 
 	// The bulk form: whether the requester may act, the CSRF token, and the
 	// filter (no page, no cursor) that "select all matching" acts on.
@@ -98,6 +101,7 @@ type DeadLetterDetailView struct {
 	Fingerprint    string
 	GroupHref      string
 	ListHref       string // the list of this letter's group
+	CrumbHref      string // the list this letter was opened from, filter kept
 
 	Args, Kwargs         string // pretty-printed JSON
 	ArgsNote, KwargsNote string // set when the payload was too large to show whole
@@ -164,10 +168,14 @@ type GroupsView struct {
 	Sorts    []Option
 	Rows     []GroupRow
 	Limit    int
-	AtLimit  bool // the page shows only the top Limit groups
 	Problems map[string]string
 	// Pause offers each row's task a pause link (nil: no pause links).
 	Pause *PauseLinks
+	// Page is the page shown (1-based); PrevHref and NextHref link to its
+	// neighbours, "" at either end.
+	Page     int
+	PrevHref string
+	NextHref string
 }
 
 // GroupRow is one error group.
@@ -184,6 +192,10 @@ type GroupRow struct {
 	LastSeen      time.Time
 	ListHref      string // pending letters of the group
 	AllHref       string // every letter of the group
+	Href          string // the group's page
+	LastHour      string
+	New           bool // first seen within the last hour
+	Spiking       bool // the last hour far above its usual rate
 	Spark         Spark
 }
 

@@ -52,11 +52,14 @@
     var counter = document.querySelector("[data-selected-count]");
     if (!counter) return;
     var matching = document.querySelector("[data-all-matching]");
+    var n = document.querySelectorAll("input[name='" + counter.getAttribute("data-selected-count") + "']:checked").length;
+    var any = (matching && matching.checked) || n > 0;
+    // "Replay selected…" with nothing selected only leads to an error page.
+    document.querySelectorAll("[data-needs-selection]").forEach(function (b) { b.disabled = !any; });
     if (matching && matching.checked) {
       counter.textContent = counter.getAttribute("data-matching-text");
       return;
     }
-    var n = document.querySelectorAll("input[name='" + counter.getAttribute("data-selected-count") + "']:checked").length;
     counter.textContent = n ? n + " selected" : "";
   }
 
@@ -106,7 +109,7 @@
     if (ev.target.matches("input[type=checkbox]")) onSelectionChange(ev);
   });
   document.addEventListener("keydown", onKey);
-  document.addEventListener("DOMContentLoaded", function () { refreshTimes(); });
-  document.addEventListener("htmx:afterSwap", function (ev) { refreshTimes(ev.target); });
+  document.addEventListener("DOMContentLoaded", function () { refreshTimes(); updateSelection(); });
+  document.addEventListener("htmx:afterSwap", function (ev) { refreshTimes(ev.target); updateSelection(); });
   setInterval(refreshTimes, 30000);
 })();

@@ -1,0 +1,156 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/playwright-community/playwright-go"
+
+	"github.com/redrive/redrive/dlq"
+)
+
+// Every page of the console, checked by axe-core in both colour schemes
+// and at a phone's width.
+
+// axeVersion must match scripts/deps.sh, which installs it from npm into
+// .cache/axe-core/<version> at the repository root (AXE_CORE_PATH names
+// another axe.min.js).
+const axeVersion = "4.14.1"
+
+func axeScript(t *testing.T) string {
+	t.Helper()
+	if p := os.Getenv("AXE_CORE_PATH"); p != "" {
+		return p
+	}
+	p, err := filepath.Abs(filepath.Join("..", ".cache", "axe-core", axeVersion, "node_modules", "axe-core", "axe.min.js"))
+	must(t, err)
+	if _, err := os.Stat(p); err != nil {
+		t.Fatalf("axe-core is not installed (run scripts/deps.sh test): %v", err)
+	}
+	return p
+}
+
+// consolePages signs page in as an admin over a fixture with something
+// on every page, and returns the paths of every page to check.
+func consolePages(t *testing.T, page playwright.Page) (base string, paths []string) {
+	t.Helper()
+	db := overviewFixture(t)
+	base = startServer(t, db)
+	signIn(t, page, base, db, dlq.RoleAdmin)
+	var fp string
+	var letter, job int64
+	must(t, db.QueryRowContext(context.Background(), `SELECT fingerprint FROM error_groups WHERE pending > 0 ORDER BY pending DESC LIMIT 1`).Scan(&fp))
+	must(t, db.QueryRowContext(context.Background(), `SELECT max(id) FROM dead_letters WHERE status = 'pending'`).Scan(&letter))
+	must(t, db.QueryRowContext(context.Background(), `SELECT max(id) FROM jobs`).Scan(&job))
+	bulk := url.Values{"action": {"replay"}, "all_matching": {"1"}, "filter": {"fingerprint=" + fp}}
+	return base, []string{
+		"/", "/dead-letters", fmt.Sprintf("/dead-letters/%d", letter), "/groups", "/groups/" + fp,
+		"/dead-letters/bulk?" + bulk.Encode(), "/jobs", fmt.Sprintf("/jobs/%d", job), "/workers", "/audit",
+		"/admin/users", "/admin/notifications",
+	}
+}
+
+// TestPagesAxeClean runs axe-core on every page in light and dark and
+// fails on any serious or critical violation, naming the rule and the
+// elements.
+func TestPagesAxeClean(t *testing.T) {
+	t.Parallel()
+	script := axeScript(t)
+	for _, scheme := range []*playwright.ColorScheme{playwright.ColorSchemeLight, playwright.ColorSchemeDark} {
+		t.Run(string(*scheme), func(t *testing.T) {
+			t.Parallel()
+			page := newPageWith(t, playwright.BrowserNewContextOptions{
+				Viewport: &playwright.Size{Width: 1280, Height: 800}, ColorScheme: scheme,
+				// The console's CSP forbids inline scripts; axe is injected as one.
+				BypassCSP: playwright.Bool(true),
+			})
+			base, paths := consolePages(t, page)
+			for _, p := range paths {
+				_, err := page.Goto(base + p)
+				must(t, err)
+				_, err = page.AddScriptTag(playwright.PageAddScriptTagOptions{Path: playwright.String(script)})
+				must(t, err)
+				got, err := page.Evaluate(`async () => {
+					const r = await axe.run(document, {resultTypes: ['violations']});
+					return r.violations.filter(v => v.impact === 'serious' || v.impact === 'critical')
+						.map(v => v.impact + ' ' + v.id + ': ' + v.nodes.length + ' × ' +
+							v.nodes.slice(0, 3).map(n => n.target.join(' ') + (n.any[0] ? ' (' + n.any[0].message + ')' : '')).join('; '));
+				}`)
+				must(t, err)
+				for _, v := range got.([]any) {
+					t.Errorf("%s (%s): %s", p, *scheme, v)
+				}
+			}
+		})
+	}
+}
+
+// TestPagesFitAPhone: at 390×844 no page scrolls sideways.
+func TestPagesFitAPhone(t *testing.T) {
+	t.Parallel()
+	page := newPageWith(t, playwright.BrowserNewContextOptions{
+		Viewport: &playwright.Size{Width: 390, Height: 844}, IsMobile: playwright.Bool(true), HasTouch: playwright.Bool(true),
+	})
+	base, paths := consolePages(t, page)
+	for _, p := range paths {
+		_, err := page.Goto(base + p)
+		must(t, err)
+		got, err := page.Evaluate(`() => {
+			const w = document.documentElement.clientWidth;
+			const wide = [...document.querySelectorAll('body *')].filter(e => e.getBoundingClientRect().right > w + 1)
+				.filter(e => !e.closest('.table-scroll, .chart-wrap, pre'))
+				.slice(0, 3).map(e => e.tagName.toLowerCase() + (e.className && typeof e.className === 'string' ? '.' + e.className.split(' ').join('.') : '') + ' ' + Math.round(e.getBoundingClientRect().right) + 'px');
+			return {scroll: document.documentElement.scrollWidth, width: w, wide: wide.join(', ')};
+		}`)
+		must(t, err)
+		m := got.(map[string]any)
+		if num(m["scroll"]) > num(m["width"]) {
+			t.Errorf("%s scrolls sideways: %v px wide in a %v px screen; sticking out: %s", p, m["scroll"], m["width"], m["wide"])
+		}
+		if strings.HasPrefix(p, "/groups/") || p == "/" || p == "/dead-letters" {
+			screenshot(t, page, "phone"+strings.ReplaceAll(p, "/", "-"))
+		}
+	}
+}
+
+func num(v any) float64 {
+	switch n := v.(type) {
+	case int:
+		return float64(n)
+	case float64:
+		return n
+	}
+	return 0
+}
+
+// TestGroupJourney: from the overview, "what broke, since when" is one
+// click (the group's page), and a safe replay of that group is four more:
+// replay this group, confirm with the canary filled in, release.
+func TestGroupJourney(t *testing.T) {
+	t.Parallel()
+	db := overviewFixture(t)
+	base := startServer(t, db)
+	page := newPage(t)
+	signIn(t, page, base, db, dlq.RoleOperator)
+	_, err := page.Goto(base + "/")
+	must(t, err)
+	must(t, page.GetByTestId("top-group-link").First().Click())
+	must(t, expect.Locator(page.GetByTestId("group-title")).ToContainText("CardDeclined in billing.charge"))
+	must(t, expect.Locator(page.GetByTestId("group-first-seen")).ToBeVisible())
+	must(t, expect.Locator(page.GetByTestId("group-hourly")).ToBeVisible())
+	screenshot(t, page, "group-page")
+	must(t, page.GetByTestId("group-replay").Click())
+	must(t, expect.Locator(page.GetByTestId("confirm-count")).ToHaveText("2"))
+
+	// On the list, "Replay selected…" waits for a selection.
+	_, err = page.Goto(base + "/dead-letters")
+	must(t, err)
+	must(t, expect.Locator(page.GetByTestId("bulk-replay")).ToBeDisabled())
+	must(t, page.GetByTestId("letter-row").First().Locator("input[type=checkbox]").Check())
+	must(t, expect.Locator(page.GetByTestId("bulk-replay")).ToBeEnabled())
+}
