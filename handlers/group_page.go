@@ -88,6 +88,7 @@ func GroupPage(store GroupReader, now func() time.Time, version string) echo.Han
 		v.Letters.CanAct, v.Letters.CSRFToken = meta.CanAct, meta.CSRFToken
 		v.Letters.FilterQuery = selectionQuery(f)
 		v.CanAct = meta.CanAct
+		v.Pause = pauseLinks(meta)
 		return Render(c, http.StatusOK, views.Layout(meta, views.GroupPage(v)))
 	}
 }

@@ -4,6 +4,8 @@ import "time"
 
 // GroupPageView is one error group's page.
 type GroupPageView struct {
+	// Pause offers to pause the group's task (nil: no pause link).
+	Pause       *PauseLinks
 	Fingerprint string
 	Task        string
 	ErrorClass  string

@@ -293,7 +293,11 @@ func GroupPage(v GroupPageView) templ.Component {
 				return templ_7745c5c3_Err
 			}
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 25, "<!-- More group actions (pause, …) go here. --></div><div class=\"grid cols-2\"><section class=\"panel\" aria-labelledby=\"group-hourly-h\"><h2 id=\"group-hourly-h\">Per hour <span class=\"muted\">· last 24 hours, UTC</span></h2>")
+		templ_7745c5c3_Err = PauseLink("task", v.Task, v.Pause).Render(ctx, templ_7745c5c3_Buffer)
+		if templ_7745c5c3_Err != nil {
+			return templ_7745c5c3_Err
+		}
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 25, "</div><div class=\"grid cols-2\"><section class=\"panel\" aria-labelledby=\"group-hourly-h\"><h2 id=\"group-hourly-h\">Per hour <span class=\"muted\">· last 24 hours, UTC</span></h2>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
