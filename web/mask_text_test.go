@@ -91,7 +91,7 @@ func TestErrorTextMasked(t *testing.T) {
 		if rec := viewer.Do(e.h, httptest.NewRequest("GET", "/api/v1/dead-letters?status=all&q="+url.QueryEscape(q), nil)); strings.Contains(rec.Body.String(), `"id":`) {
 			t.Errorf("API search for %q found the letter: %s", q, rec.Body.String())
 		}
-		if body := viewer.Do(e.h, httptest.NewRequest("GET", "/dead-letters?status=all&q="+url.QueryEscape(q), nil)).Body.String(); strings.Contains(body, fmt.Sprintf("/dead-letters/%d\"", id)) {
+		if body := viewer.Do(e.h, httptest.NewRequest("GET", "/dead-letters?status=all&q="+url.QueryEscape(q), nil)).Body.String(); strings.Contains(body, fmt.Sprintf(`data-testid="letter-row" data-id="%d"`, id)) {
 			t.Errorf("page search for %q found the letter", q)
 		}
 	}
@@ -99,7 +99,7 @@ func TestErrorTextMasked(t *testing.T) {
 		if rec := viewer.Do(e.h, httptest.NewRequest("GET", "/api/v1/dead-letters?status=all&q="+url.QueryEscape(q), nil)); !strings.Contains(rec.Body.String(), fmt.Sprintf(`"id":%d`, id)) {
 			t.Errorf("API search for %q did not find the letter: %s", q, rec.Body.String())
 		}
-		if body := viewer.Do(e.h, httptest.NewRequest("GET", "/dead-letters?status=all&q="+url.QueryEscape(q), nil)).Body.String(); !strings.Contains(body, fmt.Sprintf("/dead-letters/%d\"", id)) {
+		if body := viewer.Do(e.h, httptest.NewRequest("GET", "/dead-letters?status=all&q="+url.QueryEscape(q), nil)).Body.String(); !strings.Contains(body, fmt.Sprintf(`data-testid="letter-row" data-id="%d"`, id)) {
 			t.Errorf("page search for %q did not find the letter", q)
 		}
 	}

@@ -78,7 +78,7 @@ func TestConsoleReadsFromAStreamingReplica(t *testing.T) {
 	}
 	for _, path := range []string{"/dead-letters?task=billing.refund", "/groups", "/"} {
 		page := string(api.do(http.MethodGet, path, "", http.StatusOK))
-		if strings.Contains(page, fmt.Sprintf(`/dead-letters/%d"`, fresh)) || strings.Contains(page, "billing.refund</") {
+		if strings.Contains(page, fmt.Sprintf(`data-testid="letter-row" data-id="%d"`, fresh)) || strings.Contains(page, "billing.refund</") {
 			t.Fatalf("%s shows a letter the replica has not replayed: it did not read the replica", path)
 		}
 		if !strings.Contains(page, "Numbers as of ") || !strings.Contains(page, `data-testid="read-notice"`) {
@@ -109,7 +109,7 @@ func TestConsoleReadsFromAStreamingReplica(t *testing.T) {
 	// Beyond the bound, reads fall back to the primary, and say so.
 	waitMetric(t, api, "redrive_read_replica_in_use", func(v float64) bool { return v == 0 })
 	page := string(api.do(http.MethodGet, "/dead-letters?task=billing.refund", "", http.StatusOK))
-	if !strings.Contains(page, fmt.Sprintf(`/dead-letters/%d"`, other)) {
+	if !strings.Contains(page, fmt.Sprintf(`data-testid="letter-row" data-id="%d"`, other)) {
 		t.Fatal("fallen back to the primary, the list still misses the new letter")
 	}
 	if !strings.Contains(page, "The read replica is ") || !strings.Contains(page, "behind (more than 8.0 s): this page reads the primary") {
