@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -183,11 +182,7 @@ func formProblems(err error) (map[string]string, bool) {
 // it ("create user: conflict: there is already a user called bob" reads
 // "there is already a user called bob").
 func ConflictMessage(err error) string {
-	msg := err.Error()
-	if i := strings.LastIndex(msg, dlq.ErrConflict.Error()+": "); i >= 0 {
-		return msg[i+len(dlq.ErrConflict.Error())+2:]
-	}
-	return msg
+	return dlq.ErrorMessage(err)
 }
 
 func joinProblems(p map[string]string) string {
