@@ -103,7 +103,7 @@ func classify(err error) (int, apiErrorBody) {
 		return http.StatusBadRequest, apiErrorBody{Code: "confirmation_required", Message: confirmErr.Error(),
 			Fields: map[string]string{"typed": confirmErr.Error()}}
 	case errors.Is(err, replay.ErrForbidden):
-		return http.StatusForbidden, apiErrorBody{Code: "forbidden", Message: "You may not do this: " + strings.TrimPrefix(err.Error(), "forbidden: ")}
+		return http.StatusForbidden, apiErrorBody{Code: "forbidden", Message: dlq.ErrorMessage(err)}
 	case errors.As(err, &stateErr):
 		return http.StatusConflict, apiErrorBody{Code: "conflict", Message: stateErr.Error()}
 	// A one-time key sent again with another request (another letter,
