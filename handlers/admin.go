@@ -160,7 +160,7 @@ func mayAdminister(c echo.Context) error {
 	if p, ok := PrincipalFrom(c); ok && p.Role.CanAdminister() {
 		return nil
 	}
-	return &RequestError{Status: http.StatusForbidden, Code: "forbidden", Message: "Only admins manage users and tokens."}
+	return &dlq.Error{Code: "forbidden", Message: "Only admins manage users and tokens."}
 }
 
 // formProblems turns a validation error or a clash of names into what the
