@@ -173,16 +173,9 @@ func formProblems(err error) (map[string]string, bool) {
 	case errors.Is(err, dlq.ErrLastAdmin):
 		return map[string]string{"role": "cannot change: that would leave no active admin to manage users"}, true
 	case errors.Is(err, dlq.ErrConflict):
-		return map[string]string{"name": ConflictMessage(err)}, true
+		return map[string]string{"name": dlq.ErrorMessage(err)}, true
 	}
 	return nil, false
-}
-
-// ConflictMessage is what a conflict says without the layers that wrapped
-// it ("create user: conflict: there is already a user called bob" reads
-// "there is already a user called bob").
-func ConflictMessage(err error) string {
-	return dlq.ErrorMessage(err)
 }
 
 func joinProblems(p map[string]string) string {
