@@ -4,6 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
 	"testing"
 
 	"github.com/labstack/echo/v4"
@@ -56,5 +59,32 @@ func TestClassifyMapsEachCodeToItsStatus(t *testing.T) {
 		if status < 400 || (status == http.StatusInternalServerError) != (code == dlq.EInternal) {
 			t.Errorf("statusOf[%q] = %d", code, status)
 		}
+	}
+}
+
+// TestEveryCodeWrittenHasAStatus: a code the table does not know answers
+// 500, so every code the handlers and web write by hand must be in it.
+func TestEveryCodeWrittenHasAStatus(t *testing.T) {
+	written := regexp.MustCompile(`(?:BadRequest\(|dlq\.Error\{Code: |dlq\.Errorf\()"([a-z_]+)"`)
+	files, err := filepath.Glob("../handlers/*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	own, _ := filepath.Glob("*.go")
+	seen := 0
+	for _, f := range append(files, own...) {
+		src, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range written.FindAllSubmatch(src, -1) {
+			seen++
+			if _, ok := statusOf[string(m[1])]; !ok && string(m[1]) != "never_placed" {
+				t.Errorf("%s writes code %q, which statusOf does not know (it would answer 500)", f, m[1])
+			}
+		}
+	}
+	if seen < 10 {
+		t.Fatalf("found only %d codes written: the pattern no longer matches the code", seen)
 	}
 }
