@@ -42,6 +42,11 @@ func (e *KeyReuseError) Error() string {
 // Is makes errors.Is(err, ErrInvalid) true.
 func (e *KeyReuseError) Is(target error) bool { return target == ErrInvalid }
 
+// As finds a KeyReuseError as an Error coded EKeyReused.
+func (e *KeyReuseError) As(target any) bool {
+	return setError(target, &Error{Code: EKeyReused, Message: "Refused: " + e.Error() + "."})
+}
+
 // requestHash is the digest a key is bound to: what the request asked for
 // (its action, its target, its body), as a list of values in a fixed order
 // that each action chooses. JSON bodies inside it are canonicalised first

@@ -33,6 +33,11 @@ func (e *StateError) Error() string {
 // Is makes errors.Is(err, ErrConflict) true.
 func (e *StateError) Is(target error) bool { return target == ErrConflict }
 
+// As finds a StateError as an Error coded EConflict.
+func (e *StateError) As(target any) bool {
+	return setError(target, &Error{Code: EConflict, Message: e.Error()})
+}
+
 func pastTense(action string) string {
 	switch action {
 	case "restore":

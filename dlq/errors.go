@@ -19,6 +19,8 @@ var (
 	ErrConflict = errors.New("conflict")
 	// ErrInvalid means the input was rejected before anything changed.
 	ErrInvalid = errors.New("invalid input")
+	// ErrForbidden means the actor's role may not take the action.
+	ErrForbidden = errors.New("forbidden")
 )
 
 // ValidationError lists what is wrong with an input, field by field. It
@@ -38,6 +40,11 @@ func (e *ValidationError) Error() string {
 // Is makes errors.Is(err, ErrInvalid) true for every ValidationError.
 func (e *ValidationError) Is(target error) bool { return target == ErrInvalid }
 
+// As finds a ValidationError as an Error coded EInvalid.
+func (e *ValidationError) As(target any) bool {
+	return setError(target, &Error{Code: EInvalid, Message: e.Error(), Fields: e.Fields})
+}
+
 // translate converts driver errors at the edge of the package.
 func translate(err error) error {
 	if err == nil {
@@ -50,7 +57,7 @@ func translate(err error) error {
 	if errors.As(err, &pqErr) {
 		switch pqErr.Code {
 		case "23505": // unique_violation
-			return fmt.Errorf("%w: %s", ErrConflict, pqErr.Message)
+			return &Error{Code: EConflict, Message: pqErr.Message}
 		case "23514", "22P02", "22023": // check_violation, invalid_text_representation, invalid_parameter_value
 			return fmt.Errorf("%w: %s", ErrInvalid, pqErr.Message)
 		}

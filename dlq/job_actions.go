@@ -135,6 +135,11 @@ func (e *JobStateError) Error() string {
 // Is makes errors.Is(err, ErrConflict) true.
 func (e *JobStateError) Is(target error) bool { return target == ErrConflict }
 
+// As finds a JobStateError as an Error coded EConflict.
+func (e *JobStateError) As(target any) bool {
+	return setError(target, &Error{Code: EConflict, Message: e.Error()})
+}
+
 const jobForUpdateSQL = `SELECT ` + jobColumns + `, now() AS db_now FROM jobs WHERE id = $1 FOR UPDATE`
 
 // ActOnJob applies one action to one job in one transaction: lock, compare

@@ -305,7 +305,7 @@ func (s *Store) changeOperation(ctx context.Context, p ChangeOperationParams, ac
 			allowed = allowed || op.State == st
 		}
 		if !allowed {
-			return fmt.Errorf("%w: operation %d is %s", ErrConflict, op.ID, op.State)
+			return Errorf(EConflict, "operation %d is %s", op.ID, op.State)
 		}
 		finished := "NULL"
 		if to.Finished() {

@@ -95,6 +95,11 @@ func (e *PauseConflictError) Error() string {
 // Is makes errors.Is(err, ErrConflict) true.
 func (e *PauseConflictError) Is(target error) bool { return target == ErrConflict }
 
+// As finds a PauseConflictError as an Error coded EConflict.
+func (e *PauseConflictError) As(target any) bool {
+	return setError(target, &Error{Code: EConflict, Message: e.Error()})
+}
+
 // PauseParams asks for a queue or a task to be paused.
 type PauseParams struct {
 	Kind   string

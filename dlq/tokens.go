@@ -93,7 +93,7 @@ func (s *Store) CreateToken(ctx context.Context, p NewToken) (Token, error) {
 			u.ID, p.Label, bytea(p.Hash), p.Actor.Name, p.Now)
 		if err != nil {
 			if errors.Is(translate(err), ErrConflict) {
-				return fmt.Errorf("%w: a token labelled %q already exists", ErrConflict, p.Label)
+				return Errorf(EConflict, "a token labelled %q already exists", p.Label)
 			}
 			return translate(err)
 		}

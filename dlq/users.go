@@ -44,7 +44,7 @@ const (
 var ErrBadCredentials = errors.New("wrong username or password")
 
 // ErrLastAdmin means a change would leave no active admin to manage users.
-var ErrLastAdmin = fmt.Errorf("%w: that would leave no active admin", ErrConflict)
+var ErrLastAdmin = &Error{Code: EConflict, Message: "that would leave no active admin"}
 
 // userNamePattern matches the users_name_valid constraint: letters,
 // digits and . _ @ + -, so an e-mail address from the SSO proxy fits.
@@ -153,7 +153,7 @@ func (s *Store) CreateUser(ctx context.Context, p NewUser) (User, error) {
 			VALUES ($1, $2, $3, $4, $4) RETURNING `+userColumns, p.Name, p.Role, bytea(p.PasswordHash), p.Now)
 		if err != nil {
 			if errors.Is(translate(err), ErrConflict) {
-				return fmt.Errorf("%w: there is already a user called %s", ErrConflict, p.Name)
+				return Errorf(EConflict, "there is already a user called %s", p.Name)
 			}
 			return translate(err)
 		}

@@ -4,7 +4,6 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"errors"
-	"net/http"
 	"strconv"
 	"strings"
 	"time"
@@ -70,7 +69,7 @@ func mayAct(c echo.Context) error {
 	if role == "" {
 		role = "anonymous"
 	}
-	return &RequestError{Status: http.StatusForbidden, Code: "forbidden",
+	return &dlq.Error{Code: "forbidden",
 		Message: "You may not do this: replaying and discarding need the operator or admin role, and you are " + role + "."}
 }
 

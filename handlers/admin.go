@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -161,7 +160,7 @@ func mayAdminister(c echo.Context) error {
 	if p, ok := PrincipalFrom(c); ok && p.Role.CanAdminister() {
 		return nil
 	}
-	return &RequestError{Status: http.StatusForbidden, Code: "forbidden", Message: "Only admins manage users and tokens."}
+	return &dlq.Error{Code: "forbidden", Message: "Only admins manage users and tokens."}
 }
 
 // formProblems turns a validation error or a clash of names into what the
@@ -174,20 +173,9 @@ func formProblems(err error) (map[string]string, bool) {
 	case errors.Is(err, dlq.ErrLastAdmin):
 		return map[string]string{"role": "cannot change: that would leave no active admin to manage users"}, true
 	case errors.Is(err, dlq.ErrConflict):
-		return map[string]string{"name": ConflictMessage(err)}, true
+		return map[string]string{"name": dlq.ErrorMessage(err)}, true
 	}
 	return nil, false
-}
-
-// ConflictMessage is what a conflict says without the layers that wrapped
-// it ("create user: conflict: there is already a user called bob" reads
-// "there is already a user called bob").
-func ConflictMessage(err error) string {
-	msg := err.Error()
-	if i := strings.LastIndex(msg, dlq.ErrConflict.Error()+": "); i >= 0 {
-		return msg[i+len(dlq.ErrConflict.Error())+2:]
-	}
-	return msg
 }
 
 func joinProblems(p map[string]string) string {

@@ -40,7 +40,7 @@ func mayActOnJobs(c echo.Context) error {
 	if role == "" {
 		role = "anonymous"
 	}
-	return &RequestError{Status: http.StatusForbidden, Code: "forbidden",
+	return &dlq.Error{Code: "forbidden",
 		Message: "You may not do this: acting on jobs needs the operator or admin role, and you are " + role + "."}
 }
 

@@ -13,7 +13,6 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/redrive/redrive/dlq"
-	"github.com/redrive/redrive/replay"
 	"github.com/redrive/redrive/views"
 )
 
@@ -154,7 +153,7 @@ func mayPause(c echo.Context) error {
 	if ActorFrom(c).Role.CanAct() {
 		return nil
 	}
-	return fmt.Errorf("%w: pausing and resuming need the operator or admin role", replay.ErrForbidden)
+	return dlq.Errorf(dlq.EForbidden, "You may not do this: pausing and resuming need the operator or admin role")
 }
 
 // PausesPage renders /pauses: what is paused, the pause form, what ended.

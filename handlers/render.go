@@ -3,10 +3,11 @@ package handlers
 import (
 	"bytes"
 	"fmt"
-	"net/http"
 
 	"github.com/a-h/templ"
 	"github.com/labstack/echo/v4"
+
+	"github.com/redrive/redrive/dlq"
 )
 
 // Render renders component into a buffer first, so a failed render never
@@ -25,22 +26,14 @@ func IsHTMX(c echo.Context) bool {
 	return c.Request().Header.Get("HX-Request") == "true"
 }
 
-// RequestError is a problem with the request itself, shown to the user as
-// it is: a bad filter, an unknown id, a malformed body.
-type RequestError struct {
-	Status  int    // HTTP status: 400, 404, 409, 413, 422 ...
-	Code    string // machine-readable, for the JSON API: "invalid_filter"
-	Message string // human-readable, safe to show
-}
-
-func (e *RequestError) Error() string { return e.Message }
-
-// BadRequest returns a 400 RequestError.
+// BadRequest returns a problem with the request itself (a bad filter, a
+// malformed body), shown to the user as it is; the code says which
+// ("invalid_filter") and must be one web's status table knows (400).
 func BadRequest(code, format string, args ...any) error {
-	return &RequestError{Status: http.StatusBadRequest, Code: code, Message: fmt.Sprintf(format, args...)}
+	return &dlq.Error{Code: code, Message: fmt.Sprintf(format, args...)}
 }
 
-// NotFound returns a 404 RequestError.
+// NotFound returns a dlq.Error coded dlq.ENotFound with its own message.
 func NotFound(format string, args ...any) error {
-	return &RequestError{Status: http.StatusNotFound, Code: "not_found", Message: fmt.Sprintf(format, args...)}
+	return &dlq.Error{Code: dlq.ENotFound, Message: fmt.Sprintf(format, args...)}
 }

@@ -25,7 +25,7 @@ func RevealArgs(store ArgsRevealer, now func() time.Time, show echo.HandlerFunc)
 	return func(c echo.Context) error {
 		a := ActorFrom(c)
 		if !a.Role.CanAct() {
-			return &RequestError{Status: http.StatusForbidden, Code: "forbidden",
+			return &dlq.Error{Code: "forbidden",
 				Message: "Only operators and admins may reveal hidden argument values."}
 		}
 		id, err := parseLetterID(c)

@@ -2,7 +2,6 @@ package replay
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -53,7 +52,7 @@ type JobRequest struct {
 
 func mayActOnJobs(a Actor) error {
 	if !a.Role.CanAct() {
-		return fmt.Errorf("%w: the %s role may not change jobs", ErrForbidden, a.Role)
+		return dlq.Errorf(dlq.EForbidden, "You may not do this: the %s role may not change jobs", a.Role)
 	}
 	return nil
 }

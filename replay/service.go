@@ -14,8 +14,9 @@ import (
 	"github.com/redrive/redrive/dlq"
 )
 
-// ErrForbidden means the actor's role may not take the action.
-var ErrForbidden = errors.New("forbidden")
+// ErrForbidden means the actor's role may not take the action. It is
+// dlq's, so that a dlq.Error coded dlq.EForbidden matches it.
+var ErrForbidden = dlq.ErrForbidden
 
 // EditError is an edited argument that is not valid JSON of the right
 // shape. Nothing was changed. (HTTP 422: the request was well-formed, its
@@ -26,6 +27,12 @@ type EditError struct {
 }
 
 func (e *EditError) Error() string { return e.Field + ": " + e.Message }
+
+// As finds an EditError as a dlq.Error coded dlq.EInvalidEdit.
+func (e *EditError) As(target any) bool {
+	return setError(target, &dlq.Error{Code: dlq.EInvalidEdit, Message: e.Error(),
+		Fields: map[string]string{e.Field: e.Message}})
+}
 
 // ConfirmError means a large bulk action was not confirmed by typing its size.
 type ConfirmError struct {
@@ -40,6 +47,22 @@ func (e *ConfirmError) Error() string {
 		things = "letters"
 	}
 	return fmt.Sprintf("this acts on %d %s: type the number %d to confirm", e.Expected, things, e.Expected)
+}
+
+// As finds a ConfirmError as a dlq.Error coded dlq.EConfirmationRequired.
+func (e *ConfirmError) As(target any) bool {
+	return setError(target, &dlq.Error{Code: dlq.EConfirmationRequired, Message: e.Error(),
+		Fields: map[string]string{"typed": e.Error()}})
+}
+
+// setError is the As method of the typed errors: errors.As(err, &e) with e
+// a *dlq.Error finds them as the coded error they are.
+func setError(target any, e *dlq.Error) bool {
+	t, ok := target.(**dlq.Error)
+	if ok {
+		*t = e
+	}
+	return ok
 }
 
 // TypedConfirmationOver is the size above which a bulk action in the
@@ -102,7 +125,7 @@ func NewService(cfg Config) *Service {
 
 func mayAct(a Actor) error {
 	if !a.Role.CanAct() {
-		return fmt.Errorf("%w: the %s role may not change dead letters", ErrForbidden, a.Role)
+		return dlq.Errorf(dlq.EForbidden, "You may not do this: the %s role may not change dead letters", a.Role)
 	}
 	return nil
 }

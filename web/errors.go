@@ -10,7 +10,6 @@ import (
 
 	"github.com/redrive/redrive/dlq"
 	"github.com/redrive/redrive/handlers"
-	"github.com/redrive/redrive/replay"
 	"github.com/redrive/redrive/views"
 )
 
@@ -44,7 +43,7 @@ func errorHandler(logger *slog.Logger) echo.HTTPErrorHandler {
 		}
 		reqID := c.Response().Header().Get(echo.HeaderXRequestID)
 		switch {
-		case status == http.StatusServiceUnavailable && body.Code == codeUnavailable:
+		case body.Code == dlq.EUnavailable:
 			// Not the server's fault nor the client's: say so, and when to
 			// try again. Logged as a warning; /readyz tells the same story.
 			logger.Warn("request failed: database unavailable", "err", err, "request_id", reqID,
@@ -72,66 +71,65 @@ func errorHandler(logger *slog.Logger) echo.HTTPErrorHandler {
 }
 
 // A request that failed because the database could not be reached answers
-// 503 with this code and a Retry-After, on pages and in the API alike.
-const (
-	codeUnavailable    = "database_unavailable"
-	retryAfterSeconds  = "5"
-	unavailableMessage = "The database is unreachable right now, so this request could not be completed. " +
-		"Nothing is wrong with the request: try again in a few seconds."
-)
+// 503 with a Retry-After, on pages and in the API alike.
+const retryAfterSeconds = "5"
 
-// classify maps an error to a status and a body safe to show.
+// statusOf is the one table from an error code to its HTTP status. A code
+// missing here is a 500: a new code must be placed deliberately.
+var statusOf = map[string]int{
+	dlq.EInvalid:              http.StatusBadRequest,
+	dlq.EInvalidText:          http.StatusBadRequest,
+	dlq.EConfirmationRequired: http.StatusBadRequest,
+	// An edit that is not valid JSON, or a one-time key sent again with
+	// another request: well-formed but unprocessable, as Stripe answers it.
+	dlq.EInvalidEdit: http.StatusUnprocessableEntity,
+	dlq.EKeyReused:   http.StatusUnprocessableEntity,
+	// What handlers.BadRequest is called with: the request itself is bad.
+	"empty_body":      http.StatusBadRequest,
+	"empty_selection": http.StatusBadRequest,
+	"invalid_action":  http.StatusBadRequest,
+	"invalid_bound":   http.StatusBadRequest,
+	"invalid_filter":  http.StatusBadRequest,
+	"invalid_form":    http.StatusBadRequest,
+	"invalid_id":      http.StatusBadRequest,
+	"invalid_query":   http.StatusBadRequest,
+	"invalid_recent":  http.StatusBadRequest,
+	"invalid_target":  http.StatusBadRequest,
+	"invalid_time":    http.StatusBadRequest,
+	"malformed_json":  http.StatusBadRequest,
+	"unreadable_body": http.StatusBadRequest,
+
+	dlq.EUnauthenticated: http.StatusUnauthorized,
+	"invalid_token":      http.StatusUnauthorized,
+	dlq.EForbidden:       http.StatusForbidden,
+	"csrf":               http.StatusForbidden,
+	"disabled":           http.StatusForbidden,
+	dlq.ENotFound:        http.StatusNotFound,
+	// A letter or job in the wrong state: the message says what it is now
+	// ("already replayed as job N").
+	dlq.EConflict:    http.StatusConflict,
+	dlq.EUnavailable: http.StatusServiceUnavailable,
+	dlq.EInternal:    http.StatusInternalServerError,
+}
+
+// classify maps an error to a status and a body safe to show: a coded
+// error by its code, one of echo's own (no route, body too large) by its
+// status, anything else as an internal error whose words stay in the log.
 func classify(err error) (int, apiErrorBody) {
-	var reqErr *handlers.RequestError
-	var valErr *dlq.ValidationError
+	if code := dlq.ErrorCode(err); code != dlq.EInternal {
+		status, ok := statusOf[code]
+		if !ok {
+			return http.StatusInternalServerError, apiErrorBody{Code: dlq.EInternal}
+		}
+		return status, apiErrorBody{Code: code, Message: dlq.ErrorMessage(err), Fields: dlq.ErrorFields(err)}
+	}
 	var httpErr *echo.HTTPError
-	var editErr *replay.EditError
-	var confirmErr *replay.ConfirmError
-	var stateErr *dlq.StateError
-	var keyErr *dlq.KeyReuseError
-	switch {
-	case errors.As(err, &reqErr):
-		return reqErr.Status, apiErrorBody{Code: reqErr.Code, Message: reqErr.Message}
-	// Actions on dead letters (replay, discard, bulk): an edit that is not
-	// valid JSON is well-formed but unprocessable (422); an unconfirmed bulk
-	// action is a bad request; a letter in the wrong state is a conflict
-	// whose message says what it is now ("already replayed as job N").
-	case errors.As(err, &editErr):
-		return http.StatusUnprocessableEntity, apiErrorBody{Code: "invalid_edit", Message: editErr.Error(),
-			Fields: map[string]string{editErr.Field: editErr.Message}}
-	case errors.As(err, &confirmErr):
-		return http.StatusBadRequest, apiErrorBody{Code: "confirmation_required", Message: confirmErr.Error(),
-			Fields: map[string]string{"typed": confirmErr.Error()}}
-	case errors.Is(err, replay.ErrForbidden):
-		return http.StatusForbidden, apiErrorBody{Code: "forbidden", Message: "You may not do this: " + strings.TrimPrefix(err.Error(), "forbidden: ")}
-	case errors.As(err, &stateErr):
-		return http.StatusConflict, apiErrorBody{Code: "conflict", Message: stateErr.Error()}
-	// A one-time key sent again with another request (another letter,
-	// action or body): well-formed but unprocessable, as Stripe answers it.
-	case errors.As(err, &keyErr):
-		return http.StatusUnprocessableEntity, apiErrorBody{Code: "idempotency_key_reused", Message: "Refused: " + keyErr.Error() + "."}
-	case errors.As(err, &valErr):
-		return http.StatusBadRequest, apiErrorBody{Code: "invalid", Message: valErr.Error(), Fields: valErr.Fields}
-	case dlq.IsUnstorableText(err):
-		// A NUL escaped in a JSON body (\u0000) that only the database
-		// refused; its transaction rolled back.
-		return http.StatusBadRequest, apiErrorBody{Code: "invalid_text",
-			Message: "The request holds a NUL byte or text that is not valid UTF-8, which cannot be stored; nothing was changed."}
-	case errors.Is(err, dlq.ErrNotFound):
-		return http.StatusNotFound, apiErrorBody{Code: "not_found", Message: "Not found."}
-	case errors.Is(err, dlq.ErrConflict):
-		return http.StatusConflict, apiErrorBody{Code: "conflict", Message: handlers.ConflictMessage(err)}
-	case errors.Is(err, dlq.ErrInvalid):
-		return http.StatusBadRequest, apiErrorBody{Code: "invalid", Message: err.Error()}
-	case dlq.IsUnavailable(err):
-		return http.StatusServiceUnavailable, apiErrorBody{Code: codeUnavailable, Message: unavailableMessage}
-	case errors.As(err, &httpErr):
+	if errors.As(err, &httpErr) {
 		msg := http.StatusText(httpErr.Code)
 		if m, ok := httpErr.Message.(string); ok && httpErr.Code < 500 {
 			msg = m
 		}
 		return httpErr.Code, apiErrorBody{Code: strings.ToLower(strings.ReplaceAll(http.StatusText(httpErr.Code), " ", "_")), Message: msg}
-	default:
-		return http.StatusInternalServerError, apiErrorBody{Code: "internal"}
 	}
+	return http.StatusInternalServerError, apiErrorBody{Code: dlq.EInternal}
 }

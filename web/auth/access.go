@@ -93,7 +93,7 @@ func (a *access) middleware(next echo.HandlerFunc) echo.HandlerFunc {
 			return unauthenticated(c)
 		}
 		if need := required(r.Method, c.Path()); !allows(p.Role, need) {
-			return &handlers.RequestError{Status: http.StatusForbidden, Code: "forbidden",
+			return &dlq.Error{Code: "forbidden",
 				Message: "You are signed in as " + p.Name + " (" + string(p.Role) + "); this needs the " + string(need) + " role."}
 		}
 		return next(c)
@@ -110,7 +110,7 @@ func RequireRole(need dlq.Role) echo.MiddlewareFunc {
 				return unauthenticated(c)
 			}
 			if !allows(p.Role, need) {
-				return &handlers.RequestError{Status: http.StatusForbidden, Code: "forbidden",
+				return &dlq.Error{Code: "forbidden",
 					Message: "This needs the " + string(need) + " role."}
 			}
 			return next(c)
@@ -126,7 +126,7 @@ func unauthenticated(c echo.Context) error {
 	r := c.Request()
 	if strings.HasPrefix(r.URL.Path, "/api/") {
 		c.Response().Header().Set(echo.HeaderWWWAuthenticate, `Bearer realm="redrive"`)
-		return &handlers.RequestError{Status: http.StatusUnauthorized, Code: "unauthenticated",
+		return &dlq.Error{Code: "unauthenticated",
 			Message: "Sign in, or send an API token as Authorization: Bearer <token>."}
 	}
 	if handlers.IsHTMX(c) {
@@ -140,6 +140,6 @@ func unauthenticated(c echo.Context) error {
 	if r.Method == http.MethodGet || r.Method == http.MethodHead {
 		return c.Redirect(http.StatusSeeOther, loginURL(r.URL.RequestURI()))
 	}
-	return &handlers.RequestError{Status: http.StatusUnauthorized, Code: "unauthenticated",
+	return &dlq.Error{Code: "unauthenticated",
 		Message: "Your session has ended. Sign in again, then repeat what you were doing."}
 }

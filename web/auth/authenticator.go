@@ -86,7 +86,7 @@ func bearerToken(r *http.Request) (string, bool) {
 	return token, token != ""
 }
 
-var errBadToken = &handlers.RequestError{Status: http.StatusUnauthorized, Code: "invalid_token",
+var errBadToken = &dlq.Error{Code: "invalid_token",
 	Message: "The API token is unknown or revoked, or its user is disabled."}
 
 // fromToken: a token that was sent but does not work is an error, never a
@@ -120,13 +120,13 @@ func (a *authenticator) fromProxy(c echo.Context) (handlers.Principal, bool, err
 		return handlers.Principal{}, false, nil
 	}
 	if !dlq.ValidUserName(name) {
-		return handlers.Principal{}, false, &handlers.RequestError{Status: http.StatusForbidden, Code: "forbidden",
+		return handlers.Principal{}, false, &dlq.Error{Code: "forbidden",
 			Message: "The sign-in proxy named a user this console cannot accept."}
 	}
 	u, err := a.store.UserByName(r.Context(), name)
 	switch {
 	case err == nil && !u.Active():
-		return handlers.Principal{}, false, &handlers.RequestError{Status: http.StatusForbidden, Code: "disabled",
+		return handlers.Principal{}, false, &dlq.Error{Code: "disabled",
 			Message: "This account is disabled in Redrive."}
 	case err != nil && !errors.Is(err, dlq.ErrNotFound):
 		return handlers.Principal{}, false, err

@@ -9,6 +9,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/redrive/redrive/dlq"
 	"github.com/redrive/redrive/handlers"
 )
 
@@ -17,9 +18,9 @@ import (
 const csrfContextKey = "csrf"
 
 var (
-	errCSRF = &handlers.RequestError{Status: http.StatusForbidden, Code: "csrf",
+	errCSRF = &dlq.Error{Code: "csrf",
 		Message: "This form has expired or did not come from this console (missing or wrong CSRF token). Reload the page and try again."}
-	errCrossSite = &handlers.RequestError{Status: http.StatusForbidden, Code: "csrf",
+	errCrossSite = &dlq.Error{Code: "csrf",
 		Message: "Requests from other sites may not change anything here."}
 )
 
