@@ -94,6 +94,7 @@ var statusOf = map[string]int{
 	"invalid_id":      http.StatusBadRequest,
 	"invalid_query":   http.StatusBadRequest,
 	"invalid_recent":  http.StatusBadRequest,
+	"invalid_after":   http.StatusBadRequest,
 	"invalid_target":  http.StatusBadRequest,
 	"invalid_time":    http.StatusBadRequest,
 	"malformed_json":  http.StatusBadRequest,
