@@ -36,10 +36,13 @@ const (
 // resumed_by of an expired pause.
 const ExpiryActor = "expiry"
 
-// MaxPauseReason bounds a pause's reason; MaxPauseLength how far ahead
-// until may lie.
+// MaxPauseReason bounds a pause's reason; MinPauseLength and
+// MaxPauseLength how near and how far ahead until may lie. The minimum
+// keeps an until a moment ahead by this process's clock from being behind
+// the database's, whose CHECK would refuse it in words nobody asked for.
 const (
 	MaxPauseReason = 1000
+	MinPauseLength = time.Second
 	MaxPauseLength = 30 * 24 * time.Hour
 )
 
@@ -147,6 +150,8 @@ func (p PauseParams) Valid() map[string]string {
 		switch {
 		case !p.Until.After(p.Now):
 			problems["until"] = fmt.Sprintf("must be in the future (it is %s UTC now)", p.Now.UTC().Format("2006-01-02 15:04"))
+		case p.Until.Sub(p.Now) < MinPauseLength:
+			problems["until"] = "at least a second ahead: a shorter pause would end before it began"
 		case p.Until.Sub(p.Now) > MaxPauseLength:
 			problems["until"] = "at most 30 days ahead: a pause that long is better resumed by hand"
 		}

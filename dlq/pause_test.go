@@ -3,6 +3,7 @@ package dlq_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -39,6 +40,15 @@ func TestPauseWork(t *testing.T) {
 			if !errors.As(err, &ve) || ve.Fields[tc.field] == "" {
 				t.Errorf("%s: got %v, want a validation error on %q", name, err, tc.field)
 			}
+		}
+		// A microsecond ahead passed the check and then broke the table's
+		// CHECK (the database's clock is a little later), answering in the
+		// database's own words instead of saying what to change.
+		now := time.Now()
+		blink := now.Add(time.Microsecond)
+		_, err := store.PauseWork(context.Background(), dlq.PauseParams{Kind: "task", Name: "t", Reason: "r", Until: &blink, Now: now})
+		if ve := (*dlq.ValidationError)(nil); !errors.As(err, &ve) || !strings.Contains(ve.Fields["until"], "at least a second") {
+			t.Errorf("a pause until a microsecond from now: %v, want a validation error on until", err)
 		}
 		if open, _, err := store.OpenPauses(context.Background()); err != nil || len(open) != 0 {
 			t.Fatalf("refused pauses left %d open (%v)", len(open), err)
