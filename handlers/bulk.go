@@ -94,26 +94,48 @@ func parseBulkForm(c echo.Context, now time.Time) (bulkForm, error) {
 		}
 		b.allMatching, b.filter, b.sel.Filter = true, f, &f
 	} else {
-		for _, s := range form["id"] {
-			id, err := strconv.ParseInt(s, 10, 64)
-			if err != nil || id <= 0 {
-				return bulkForm{}, BadRequest("invalid_id", "Letter ids are positive whole numbers; %q is not.", s)
-			}
-			b.sel.IDs = append(b.sel.IDs, id)
-		}
-		slices.Sort(b.sel.IDs)
-		b.sel.IDs = slices.Compact(b.sel.IDs)
-		if len(b.sel.IDs) == 0 {
-			return bulkForm{}, BadRequest("empty_selection",
-				"Nothing was selected: tick some letters, or “Select all … matching this filter”, then choose replay or discard.")
+		if b.sel.IDs, err = selectedIDs(form["id"], "Letter",
+			"Nothing was selected: tick some letters, or “Select all … matching this filter”, then choose replay or discard."); err != nil {
+			return bulkForm{}, err
 		}
 	}
-	if s := form.Get("max_id"); s != "" {
-		if b.sel.MaxID, err = strconv.ParseInt(s, 10, 64); err != nil || b.sel.MaxID < 0 {
-			return bulkForm{}, BadRequest("invalid_bound", "The form's bound is damaged; go back to the list and try again.")
-		}
+	if b.sel.MaxID, err = formBound(form.Get("max_id")); err != nil {
+		return bulkForm{}, err
 	}
 	return b, nil
+}
+
+// selectedIDs reads the ids ticked on a bulk form: positive, sorted, each
+// once. what names them in the refusal ("Letter", "Job"); empty is the
+// refusal when none is ticked.
+func selectedIDs(raw []string, what, empty string) ([]int64, error) {
+	var ids []int64
+	for _, s := range raw {
+		id, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || id <= 0 {
+			return nil, BadRequest("invalid_id", "%s ids are positive whole numbers; %q is not.", what, s)
+		}
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	ids = slices.Compact(ids)
+	if len(ids) == 0 {
+		return nil, BadRequest("empty_selection", "%s", empty)
+	}
+	return ids, nil
+}
+
+// formBound reads a bulk form's max_id, the highest id its count covered;
+// zero when the form has none.
+func formBound(s string) (int64, error) {
+	if s == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < 0 {
+		return 0, BadRequest("invalid_bound", "The form's bound is damaged; go back to the list and try again.")
+	}
+	return n, nil
 }
 
 // BulkConfirmPage renders the confirmation of a bulk action (GET or POST

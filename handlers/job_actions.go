@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"slices"
 	"strconv"
 	"time"
 
@@ -184,24 +183,13 @@ func parseJobBulkForm(c echo.Context) (jobBulkForm, error) {
 		f.Limit = 0
 		b.allMatching, b.filter, b.sel.Filter = true, f, &f
 	} else {
-		for _, s := range form["id"] {
-			id, err := strconv.ParseInt(s, 10, 64)
-			if err != nil || id <= 0 {
-				return jobBulkForm{}, BadRequest("invalid_id", "Job ids are positive whole numbers; %q is not.", s)
-			}
-			b.sel.IDs = append(b.sel.IDs, id)
-		}
-		slices.Sort(b.sel.IDs)
-		b.sel.IDs = slices.Compact(b.sel.IDs)
-		if len(b.sel.IDs) == 0 {
-			return jobBulkForm{}, BadRequest("empty_selection",
-				"Nothing was selected: tick some waiting jobs, or “Select all … matching this filter”, then choose run now or kill.")
+		if b.sel.IDs, err = selectedIDs(form["id"], "Job",
+			"Nothing was selected: tick some waiting jobs, or “Select all … matching this filter”, then choose run now or kill."); err != nil {
+			return jobBulkForm{}, err
 		}
 	}
-	if s := form.Get("max_id"); s != "" {
-		if b.sel.MaxID, err = strconv.ParseInt(s, 10, 64); err != nil || b.sel.MaxID < 0 {
-			return jobBulkForm{}, BadRequest("invalid_bound", "The form's bound is damaged; go back to the list and try again.")
-		}
+	if b.sel.MaxID, err = formBound(form.Get("max_id")); err != nil {
+		return jobBulkForm{}, err
 	}
 	return b, nil
 }
