@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 )
@@ -201,7 +202,11 @@ func (m Masker) textMask(args, kwargs json.RawMessage) TextMask {
 		m.collectSecrets(v, false, seen)
 	}
 	for s := range seen {
-		t.secrets = append(t.secrets, s)
+		for _, v := range spellings(s) {
+			if !slices.Contains(t.secrets, v) {
+				t.secrets = append(t.secrets, v)
+			}
+		}
 	}
 	// Longest first, then byte order: the order the search's SQL uses, so
 	// where two values overlap both hide the same characters.
@@ -212,6 +217,70 @@ func (m Masker) textMask(args, kwargs json.RawMessage) TextMask {
 		return strings.Compare(a, b)
 	})
 	return t
+}
+
+// spellings returns a secret and the ways error text may write it
+// escaped: a handler that quotes its payload prints JSON, as PostgreSQL
+// does (a letter's arguments are jsonb), or as Go's json.Marshal does
+// (which also escapes <, > and &, and with SetEscapeHTML(false) does not),
+// or quotes a value with Go's %q. A secret with a quote, a backslash or a
+// control character in it would otherwise be hidden only where it is
+// written as it is. The quotes around a spelling are not part of it.
+func spellings(secret string) []string {
+	out := []string{secret}
+	if !strings.ContainsFunc(secret, func(r rune) bool { return r < 0x20 || r > 0x7e || strings.ContainsRune(`"\<>&`, r) }) {
+		return out // printable ASCII that no encoder escapes: most secrets
+	}
+	add := func(quoted string) {
+		if v := quoted[1 : len(quoted)-1]; !slices.Contains(out, v) {
+			out = append(out, v)
+		}
+	}
+	add(pgJSONString(secret))
+	if b, err := json.Marshal(secret); err == nil {
+		add(string(b))
+	}
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if enc.Encode(secret) == nil {
+		add(strings.TrimSuffix(b.String(), "\n"))
+	}
+	add(strconv.Quote(secret))
+	return out
+}
+
+// pgJSONString is s as PostgreSQL prints a JSON string (escape_json):
+// quotes, backslashes and control characters escaped, nothing else.
+func pgJSONString(s string) string {
+	var b strings.Builder
+	b.WriteByte('"')
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; c {
+		case '\b':
+			b.WriteString(`\b`)
+		case '\f':
+			b.WriteString(`\f`)
+		case '\n':
+			b.WriteString(`\n`)
+		case '\r':
+			b.WriteString(`\r`)
+		case '\t':
+			b.WriteString(`\t`)
+		case '"':
+			b.WriteString(`\"`)
+		case '\\':
+			b.WriteString(`\\`)
+		default:
+			if c < 0x20 {
+				fmt.Fprintf(&b, `\u%04x`, c)
+			} else {
+				b.WriteByte(c)
+			}
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
 }
 
 func (m Masker) collectSecrets(v any, hidden bool, into map[string]bool) {

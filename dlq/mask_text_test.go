@@ -154,3 +154,31 @@ func TestSearchTextMasksPairs(t *testing.T) {
 		}
 	}
 }
+
+// A handler that quotes its payload as JSON writes a secret holding a
+// quote, a backslash or a control character escaped, and a Go handler's
+// json.Marshal or %q escapes more (<, >, &, non-printables): each spelling
+// of the secret is hidden, not only the decoded one. (Go only: the
+// search's SQL, migration 00010, hides the decoded spelling only, which
+// needs a migration to change.)
+func TestMaskTextHidesEscapedSecrets(t *testing.T) {
+	t.Parallel()
+	m := dlq.NewMasker(dlq.DefaultMaskKeys)
+	kwargs := []byte(`{"password": "=HYPERLINK(\"http://evil\")", "token": "a<b>&c\\d\te\u0001f"}`)
+	for _, msg := range []string{
+		`invalid kwargs {"password": "=HYPERLINK(\"http://evil\")"}`, // jsonb's own printing
+		`token "a<b>&c\\d\te\u0001f" refused`,                        // PostgreSQL's to_json
+		`token "a\u003cb\u003e\u0026c\\d\te\u0001f" refused`,         // Go's json.Marshal
+		`token "a<b>&c\\d\te\x01f" refused`,                          // Go's %q
+	} {
+		got := m.MaskText(msg, []byte("[]"), kwargs)
+		for _, part := range []string{"HYPERLINK", `a<b`, `a\u003cb`, `c\\d`} {
+			if strings.Contains(got, part) {
+				t.Errorf("MaskText(%s) = %s: shows %q of a masked value", msg, got, part)
+			}
+		}
+		if !strings.Contains(got, dlq.MaskPlaceholder) {
+			t.Errorf("MaskText(%s) = %s: hides nothing", msg, got)
+		}
+	}
+}
