@@ -23,7 +23,8 @@ const (
 type DeadLetterDetail struct {
 	DeadLetter
 	// TracebackLen is the full traceback's length in characters; when it
-	// exceeds TracebackCap, Traceback holds only the first TracebackCap.
+	// exceeds TracebackCap, Traceback holds only the first TracebackCap,
+	// followed by TruncatedMark.
 	TracebackLen int `db:"traceback_len" json:"traceback_length"`
 	// LaterLetters are the letters that replays of this one produced: each
 	// has replay_of = this letter's id.
@@ -39,15 +40,18 @@ func (d DeadLetterDetail) TracebackTruncated() bool { return d.TracebackLen > Tr
 // history, in the database, so a huge one never leaves Postgres whole. A
 // history shorter than the cap as a whole has no attempt to cut, and goes
 // out as it is stored, without taking it apart. The letters its replays
-// produced come in the same statement: one round trip per page view.
+// produced come in the same statement: one round trip per page view. A
+// cut text ends in TruncatedMark, as the worker's own cuts do: the reader
+// sees that it goes on, and masking hides a secret the cut split in two
+// (the part before the cut would otherwise show).
 const getDeadLetterSQL = `
 SELECT id, job_id, queue, task, args, kwargs, idempotency_key, error_class, error_message,
-	left(traceback, $2) AS traceback, length(traceback) AS traceback_len,
+	left(traceback, $2) || CASE WHEN length(traceback) > $2 THEN $5 ELSE '' END AS traceback, length(traceback) AS traceback_len,
 	attempts, max_attempts, reason, fingerprint, worker_version, enqueued_at, failed_at,
 	replay_of, replayed_at, replayed_by, replay_job_id, discarded_at, discarded_by, discard_reason, status,
 	CASE WHEN octet_length(history::text) <= $3 THEN history ELSE
 	(SELECT coalesce(jsonb_agg(CASE WHEN length(e->>'traceback') > $3
-			THEN jsonb_set(e, '{traceback}', to_jsonb(left(e->>'traceback', $3)))
+			THEN jsonb_set(e, '{traceback}', to_jsonb(left(e->>'traceback', $3) || $5))
 			ELSE e END ORDER BY ord), '[]'::jsonb)
 	 FROM jsonb_array_elements(history) WITH ORDINALITY AS h(e, ord)) END AS history,
 	ARRAY(SELECT l.id FROM dead_letters l WHERE l.replay_of = d.id ORDER BY l.id LIMIT $4) AS later_letters
@@ -60,7 +64,7 @@ func (s *Store) GetDeadLetter(ctx context.Context, id int64) (DeadLetterDetail, 
 		DeadLetterDetail
 		Later pq.Int64Array `db:"later_letters"`
 	}
-	if err := s.db.GetContext(ctx, &row, getDeadLetterSQL, id, TracebackCap, AttemptTracebackCap, maxLaterLetters); err != nil {
+	if err := s.db.GetContext(ctx, &row, getDeadLetterSQL, id, TracebackCap, AttemptTracebackCap, maxLaterLetters, TruncatedMark); err != nil {
 		return DeadLetterDetail{}, fmt.Errorf("get dead letter %d: %w", id, translate(err))
 	}
 	d := row.DeadLetterDetail

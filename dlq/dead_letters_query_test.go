@@ -271,10 +271,10 @@ func TestGetDeadLetter(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(d.Traceback) != dlq.TracebackCap || d.TracebackLen != len(huge) || !d.TracebackTruncated() {
+		if len(d.Traceback) != dlq.TracebackCap+len(dlq.TruncatedMark) || d.TracebackLen != len(huge) || !d.TracebackTruncated() {
 			t.Fatalf("traceback %d chars of %d, truncated=%v", len(d.Traceback), d.TracebackLen, d.TracebackTruncated())
 		}
-		if len(d.History) != 2 || len(d.History[0].Traceback) != dlq.AttemptTracebackCap || d.History[1].Traceback != "short" {
+		if len(d.History) != 2 || len(d.History[0].Traceback) != dlq.AttemptTracebackCap+len(dlq.TruncatedMark) || d.History[1].Traceback != "short" {
 			t.Fatalf("history not capped per attempt: %d entries", len(d.History))
 		}
 	})
@@ -463,5 +463,30 @@ func TestListRowsMatchTheDetail(t *testing.T) {
 	}
 	if len(statuses) < 3 {
 		t.Errorf("the seed gave only statuses %v: the nullable columns are not all checked", statuses)
+	}
+}
+
+// An attempt's traceback cut at AttemptTracebackCap in the middle of a
+// secret must not show the secret's first digits on the detail: the cut
+// is marked, so masking knows to hide the partial secret before it.
+func TestGetDeadLetterCutSecretMasked(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	store, db := letterStore(t)
+	card := "4000056655665556"
+	long := strings.Repeat("x", dlq.AttemptTracebackCap-6) + card + "\n"
+	history := fmt.Sprintf(`[{"attempt":1,"at":"2026-03-01T00:00:00Z","class":"E","message":"m","outcome":"dead","traceback":%q}]`, long)
+	final := strings.Repeat("y", dlq.TracebackCap-6) + card
+	id := dlqtest.InsertDeadLetter(t, db.DB, dlqtest.Letter{Kwargs: `{"card_number": "` + card + `"}`, Traceback: final, History: history})
+	d, err := store.GetDeadLetter(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dlq.NewMasker(dlq.DefaultMaskKeys).MaskLetter(&d.DeadLetter)
+	if tb := d.History[0].Traceback; strings.Contains(tb, "x400005") || !strings.HasSuffix(tb, dlq.TruncatedMark) {
+		t.Errorf("attempt traceback ends %q: shows the start of the card, or hides that it was cut", tb[len(tb)-40:])
+	}
+	if tb := d.Traceback; strings.Contains(tb, "y400005") || !d.TracebackTruncated() {
+		t.Errorf("traceback ends %q: shows the start of the card", tb[len(tb)-40:])
 	}
 }

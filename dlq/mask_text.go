@@ -29,6 +29,12 @@ import (
 // text.
 const MinMaskedValueLen = 4
 
+// TruncatedMark ends a text that was cut short: by the worker, which
+// bounds what an attempt stores, or by the letter's detail, which caps its
+// tracebacks. What precedes it may be the first part of a secret, which
+// masking then hides too (TextMask.Apply).
+const TruncatedMark = "… (truncated)"
+
 // textPattern is one extra pattern, compiled for Go and translated for
 // PostgreSQL.
 type textPattern struct {
@@ -315,10 +321,35 @@ func (t TextMask) Apply(s string) string {
 	for _, secret := range t.secrets {
 		s = strings.ReplaceAll(s, secret, MaskPlaceholder)
 	}
+	if body, cut := strings.CutSuffix(s, TruncatedMark); cut {
+		s = t.hideCutEnd(body) + TruncatedMark
+	}
 	for _, p := range t.patterns {
 		s = p.re.ReplaceAllLiteralString(s, MaskPlaceholder)
 	}
 	return s
+}
+
+// hideCutEnd hides the first part of a secret that s, a text cut short,
+// ends in: the rest of the secret, by which Apply would have found it, was
+// cut off. The longest such part is hidden; a text that merely ends like
+// the start of a secret loses a few characters it had lost the rest of
+// anyway. (The extra patterns cannot be matched in part, so a pattern's
+// match cut in two may show its first part.)
+func (t TextMask) hideCutEnd(s string) string {
+	longest := 0
+	for _, secret := range t.secrets {
+		for n := len(secret) - 1; n > longest; n-- {
+			if utf8.RuneStart(secret[n]) && strings.HasSuffix(s, secret[:n]) {
+				longest = n
+				break
+			}
+		}
+	}
+	if longest == 0 {
+		return s
+	}
+	return s[:len(s)-longest] + MaskPlaceholder
 }
 
 // MaskText returns s, an error message or traceback of the letter or job

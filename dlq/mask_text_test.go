@@ -182,3 +182,22 @@ func TestMaskTextHidesEscapedSecrets(t *testing.T) {
 		}
 	}
 }
+
+// A text cut short (by the worker's bounds, or the detail's caps) can end
+// in the first part of a secret: that part is hidden too, since the whole
+// secret is no longer there to be found.
+func TestMaskTextHidesSecretCutAtTheEnd(t *testing.T) {
+	t.Parallel()
+	m := dlq.NewMasker(dlq.DefaultMaskKeys)
+	kwargs := []byte(`{"card_number": "4000056655665556", "note": "4000 is fine"}`)
+	for _, tc := range []struct{ in, want string }{
+		{"charge 400005" + dlq.TruncatedMark, "charge •••" + dlq.TruncatedMark},
+		{"card 4000056655665556 then 40000566556" + dlq.TruncatedMark, "card ••• then •••" + dlq.TruncatedMark},
+		// Not cut: a number that merely starts like the secret stays.
+		{"charge 400005", "charge 400005"},
+	} {
+		if got := m.MaskText(tc.in, []byte("[]"), kwargs); got != tc.want {
+			t.Errorf("MaskText(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}

@@ -206,7 +206,7 @@ func truncate(s string, n int) string {
 	for cut > 0 && !utf8.RuneStart(s[cut]) {
 		cut--
 	}
-	return s[:cut] + "… (truncated)"
+	return s[:cut] + dlq.TruncatedMark
 }
 
 // interruptedAttempt is the history entry of a job handed back at shutdown.
