@@ -128,12 +128,12 @@ func (p PauseParams) Valid() map[string]string {
 	problems := map[string]string{}
 	switch p.Kind {
 	case PauseQueue:
-		if !namePattern.MatchString(p.Name) || len(p.Name) > 100 {
-			problems["queue"] = "a queue name: 1-100 letters, digits or . _ : -"
+		if QueueNameProblem(p.Name) != "" {
+			problems["queue"] = fmt.Sprintf("a queue name: 1-%d letters, digits or . _ : -", MaxQueueNameLen)
 		}
 	case PauseTask:
-		if !namePattern.MatchString(p.Name) {
-			problems["task"] = "a task name: 1-200 letters, digits or . _ : -"
+		if TaskNameProblem(p.Name) != "" {
+			problems["task"] = fmt.Sprintf("a task name: 1-%d letters, digits or . _ : -", MaxTaskNameLen)
 		}
 	default:
 		problems["kind"] = `name either a queue ("queue") or a task ("task") to pause`

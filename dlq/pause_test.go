@@ -31,6 +31,8 @@ func TestPauseWork(t *testing.T) {
 			"BadKind":     {dlq.PauseParams{Kind: "worker", Name: "x", Reason: "r"}, "kind"},
 			"BadTask":     {dlq.PauseParams{Kind: "task", Name: "no spaces", Reason: "r"}, "task"},
 			"BadQueue":    {dlq.PauseParams{Kind: "queue", Name: "", Reason: "r"}, "queue"},
+			"LongTask":    {dlq.PauseParams{Kind: "task", Name: strings.Repeat("a", dlq.MaxTaskNameLen+1), Reason: "r"}, "task"},
+			"LongQueue":   {dlq.PauseParams{Kind: "queue", Name: strings.Repeat("q", dlq.MaxQueueNameLen+1), Reason: "r"}, "queue"},
 			"UntilPassed": {dlq.PauseParams{Kind: "task", Name: "t", Reason: "r", Until: &past}, "until"},
 			"UntilTooFar": {dlq.PauseParams{Kind: "task", Name: "t", Reason: "r", Until: &far}, "until"},
 		} {
