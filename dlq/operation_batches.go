@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -281,6 +282,9 @@ type ChangeOperationParams struct {
 	ID    int64
 	Actor Actor
 	Now   time.Time
+	// Key, when set, makes the change happen once however often it is
+	// sent: a retry answers the first result rather than a conflict.
+	Key string
 }
 
 // CancelOperation stops a running or waiting operation. Letters already
@@ -297,29 +301,8 @@ func (s *Store) ReleaseCanary(ctx context.Context, p ChangeOperationParams) (Ope
 func (s *Store) changeOperation(ctx context.Context, p ChangeOperationParams, action string, from []OperationState, to OperationState) (Operation, error) {
 	var op Operation
 	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
-		if err := tx.GetContext(ctx, &op, `SELECT `+operationColumns+` FROM operations WHERE id = $1 FOR UPDATE`, p.ID); err != nil {
-			return fmt.Errorf("operation %d: %w", p.ID, translate(err))
-		}
-		allowed := false
-		for _, st := range from {
-			allowed = allowed || op.State == st
-		}
-		if !allowed {
-			return Errorf(EConflict, "operation %d is %s", op.ID, op.State)
-		}
-		finished := "NULL"
-		if to.Finished() {
-			finished = "now()"
-		}
-		if err := tx.GetContext(ctx, &op, `UPDATE operations SET state = $2, updated_at = now(), finished_at = `+finished+`
-			WHERE id = $1 RETURNING `+operationColumns, op.ID, to); err != nil {
-			return fmt.Errorf("operation %d: %w", op.ID, err)
-		}
-		opID := op.ID
-		_, err := appendAudit(ctx, tx, AuditEntry{
-			At: p.Now, Actor: p.Actor.Name, Action: action, OperationID: &opID,
-			Counts:    mustJSON(map[string]int64{"matched": op.Matched, pastTense(string(op.Kind)): op.Done}),
-			RequestID: p.Actor.RequestID, RemoteAddr: p.Actor.RemoteAddr, UserAgent: p.Actor.UserAgent,
+		_, err := onceWithKey(ctx, tx, p.Key, p.Actor, action, requestHash(action, p.ID), &op, func() error {
+			return changeOperationTx(ctx, tx, p, action, from, to, &op)
 		})
 		return err
 	})
@@ -327,6 +310,32 @@ func (s *Store) changeOperation(ctx context.Context, p ChangeOperationParams, ac
 		return Operation{}, fmt.Errorf("%s: %w", action, err)
 	}
 	return op, nil
+}
+
+// changeOperationTx moves the operation p.ID from one of the states from
+// to to, inside tx, leaving it in op and an audit entry behind.
+func changeOperationTx(ctx context.Context, tx *sqlx.Tx, p ChangeOperationParams, action string, from []OperationState, to OperationState, op *Operation) error {
+	if err := tx.GetContext(ctx, op, `SELECT `+operationColumns+` FROM operations WHERE id = $1 FOR UPDATE`, p.ID); err != nil {
+		return fmt.Errorf("operation %d: %w", p.ID, translate(err))
+	}
+	if !slices.Contains(from, op.State) {
+		return Errorf(EConflict, "operation %d is %s", op.ID, op.State)
+	}
+	finished := "NULL"
+	if to.Finished() {
+		finished = "now()"
+	}
+	if err := tx.GetContext(ctx, op, `UPDATE operations SET state = $2, updated_at = now(), finished_at = `+finished+`
+		WHERE id = $1 RETURNING `+operationColumns, op.ID, to); err != nil {
+		return fmt.Errorf("operation %d: %w", op.ID, err)
+	}
+	opID := op.ID
+	_, err := appendAudit(ctx, tx, AuditEntry{
+		At: p.Now, Actor: p.Actor.Name, Action: action, OperationID: &opID,
+		Counts:    mustJSON(map[string]int64{"matched": op.Matched, pastTense(string(op.Kind)): op.Done}),
+		RequestID: p.Actor.RequestID, RemoteAddr: p.Actor.RemoteAddr, UserAgent: p.Actor.UserAgent,
+	})
+	return err
 }
 
 // JobOutcome is the state of one job an operation enqueued.

@@ -157,3 +157,47 @@ func TestActionKeyIsBoundToItsRequest(t *testing.T) {
 		}
 	})
 }
+
+// Cancelling or releasing an operation over the API honours its
+// Idempotency-Key as every other action does: a client that retries after
+// a timeout gets the first answer, not a 409 "already cancelled", and the
+// key sent to another operation, or to the other action, is refused.
+func TestOperationChangeKeyIsBoundToItsRequest(t *testing.T) {
+	t.Parallel()
+	a := newActions(t)
+	canary := func() int64 {
+		ids := a.letters(t, 3, "reports.build")
+		rec, body := a.api(t, a.olgaAPI, http.MethodPost, "/api/v1/dead-letters/replay",
+			fmt.Sprintf(`{"ids": [%d, %d, %d], "canary": 1}`, ids[0], ids[1], ids[2]))
+		if rec.Code != http.StatusAccepted || body["state"] != "canary" {
+			t.Fatalf("canary: %d %v", rec.Code, body)
+		}
+		return num(body["operation_id"])
+	}
+	first, second := canary(), canary()
+	key := []string{"Idempotency-Key", "K-cancel"}
+	path := func(id int64, action string) string { return fmt.Sprintf("/api/v1/operations/%d/%s", id, action) }
+	rec, body := a.api(t, a.olgaAPI, http.MethodPost, path(first, "cancel"), "", key...)
+	if rec.Code != http.StatusOK || body["state"] != "cancelled" {
+		t.Fatalf("cancel: %d %v", rec.Code, body)
+	}
+	rec, body = a.api(t, a.olgaAPI, http.MethodPost, path(first, "cancel"), "{}", key...)
+	if rec.Code != http.StatusOK || body["state"] != "cancelled" || num(body["operation_id"]) != first {
+		t.Fatalf("retried cancel: %d %v; want the first answer", rec.Code, body)
+	}
+	for _, p := range []string{path(second, "cancel"), path(first, "release"), path(second, "release")} {
+		rec, body = a.api(t, a.olgaAPI, http.MethodPost, p, "", key...)
+		if e, _ := body["error"].(map[string]any); rec.Code != http.StatusUnprocessableEntity || e["code"] != "idempotency_key_reused" {
+			t.Fatalf("%s with the first cancel's key: %d %v; want 422 idempotency_key_reused", p, rec.Code, body)
+		}
+	}
+	if n := a.count(t, `SELECT count(*) FROM operations WHERE state = 'canary'`); n != 1 {
+		t.Fatalf("%d operations wait at their canary, want 1 (the second)", n)
+	}
+	key = []string{"Idempotency-Key", "K-release"}
+	for range 2 {
+		if rec, body = a.api(t, a.olgaAPI, http.MethodPost, path(second, "release"), "", key...); rec.Code != http.StatusAccepted && rec.Code != http.StatusOK {
+			t.Fatalf("release (or its retry): %d %v", rec.Code, body)
+		}
+	}
+}

@@ -319,7 +319,8 @@ func APIOperation(store OperationReader) echo.HandlerFunc {
 // APIChangeOperation answers POST /api/v1/operations/{id}/cancel and
 // .../release with the operation as it is after the change; an operation
 // that cannot change so (already finished, not at its canary) is 409.
-func APIChangeOperation(change func(context.Context, int64, replay.Actor) (dlq.Operation, error)) echo.HandlerFunc {
+// Idempotency-Key is honoured: a retry is the first answer, not a 409.
+func APIChangeOperation(change func(context.Context, int64, replay.Actor, string) (dlq.Operation, error)) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		id, err := parseOperationID(c)
 		if err != nil {
@@ -328,7 +329,7 @@ func APIChangeOperation(change func(context.Context, int64, replay.Actor) (dlq.O
 		if err := decodeOptionalJSON(c, &struct{}{}, "none (send an empty body or {})"); err != nil {
 			return err
 		}
-		op, err := change(c.Request().Context(), id, ActorFrom(c))
+		op, err := change(c.Request().Context(), id, ActorFrom(c), c.Request().Header.Get(idempotencyKey))
 		if err != nil {
 			return err
 		}

@@ -29,8 +29,8 @@ type OperationReader interface {
 
 // OperationChanger cancels operations and releases canaries (replay.Service).
 type OperationChanger interface {
-	Cancel(ctx context.Context, id int64, a replay.Actor) (dlq.Operation, error)
-	ReleaseCanary(ctx context.Context, id int64, a replay.Actor) (dlq.Operation, error)
+	Cancel(ctx context.Context, id int64, a replay.Actor, key string) (dlq.Operation, error)
+	ReleaseCanary(ctx context.Context, id int64, a replay.Actor, key string) (dlq.Operation, error)
 }
 
 // OperationPage renders GET /operations/:id.
@@ -62,13 +62,15 @@ func ReleaseOperation(store OperationReader, svc OperationChanger, version strin
 }
 
 func changeOperation(store OperationReader, version string, goal dlq.OperationState, verb string,
-	change func(context.Context, int64, replay.Actor) (dlq.Operation, error)) echo.HandlerFunc {
+	change func(context.Context, int64, replay.Actor, string) (dlq.Operation, error)) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		id, err := parseOperationID(c)
 		if err != nil {
 			return err
 		}
-		_, err = change(c.Request().Context(), id, ActorFrom(c))
+		// No key: a repeated click finds the change made and is answered
+		// as a success below.
+		_, err = change(c.Request().Context(), id, ActorFrom(c), "")
 		switch {
 		case err == nil:
 			return c.Redirect(http.StatusSeeOther, fmt.Sprintf("/operations/%d", id))

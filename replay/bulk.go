@@ -105,19 +105,21 @@ func (s *Service) StartBulk(ctx context.Context, r BulkRequest) (dlq.Operation, 
 }
 
 // Cancel stops a bulk operation.
-func (s *Service) Cancel(ctx context.Context, id int64, a Actor) (dlq.Operation, error) {
+// key, when set, makes the cancel happen once (dlq.ChangeOperationParams).
+func (s *Service) Cancel(ctx context.Context, id int64, a Actor, key string) (dlq.Operation, error) {
 	if err := mayAct(a); err != nil {
 		return dlq.Operation{}, err
 	}
-	return s.store.CancelOperation(ctx, dlq.ChangeOperationParams{ID: id, Actor: a.Actor, Now: s.now()})
+	return s.store.CancelOperation(ctx, dlq.ChangeOperationParams{ID: id, Actor: a.Actor, Now: s.now(), Key: key})
 }
 
-// ReleaseCanary lets an operation continue after its canary.
-func (s *Service) ReleaseCanary(ctx context.Context, id int64, a Actor) (dlq.Operation, error) {
+// ReleaseCanary lets an operation continue after its canary; key as for
+// Cancel.
+func (s *Service) ReleaseCanary(ctx context.Context, id int64, a Actor, key string) (dlq.Operation, error) {
 	if err := mayAct(a); err != nil {
 		return dlq.Operation{}, err
 	}
-	op, err := s.store.ReleaseCanary(ctx, dlq.ChangeOperationParams{ID: id, Actor: a.Actor, Now: s.now()})
+	op, err := s.store.ReleaseCanary(ctx, dlq.ChangeOperationParams{ID: id, Actor: a.Actor, Now: s.now(), Key: key})
 	if err == nil {
 		s.wake()
 	}
