@@ -16,7 +16,6 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
-	"github.com/redrive/redrive/dlq"
 	"github.com/redrive/redrive/worker"
 )
 
@@ -248,7 +247,7 @@ func (h *handlers) applyProductEvent(ctx context.Context, job *worker.Job) error
 	}
 	log := worker.Logger(ctx)
 	_, err := worker.ProcessOnce(ctx, h.db, kw.EventID, func(tx *sqlx.Tx) error {
-		changed, err := dlq.ApplyDemoProduct(ctx, tx, kw.ProductID, kw.Version, kw.Price.String())
+		changed, err := applyProductVersion(ctx, tx, kw.ProductID, kw.Version, kw.Price.String())
 		if err != nil {
 			return err
 		}
