@@ -51,8 +51,9 @@ var arrows = map[string][]string{
 	"replay": {"store"},
 	"worker": {"store"},
 	"demo":   {"worker", "store"},
-	// The seed generates letters and has the store write them.
-	"seed":     {"store"},
+	// The seed generates letters of the demo's shop tasks and has the
+	// store write them.
+	"seed":     {"store", "demo"},
 	"handlers": {"store", "replay", "views"},
 	"views":    {},
 	// The console: its handlers and views, auth for the middleware that
