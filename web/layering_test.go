@@ -85,8 +85,10 @@ var testArrows = map[string][]string{
 	"replay": {"testkit"},
 	// The worker's process tests run their child workers as the binary does.
 	"worker": {"testkit", "localpg", "cmd"},
-	"demo":   {"testkit"},
-	"seed":   {"testkit"},
+	// The demo incident's test replays its group as an operator would.
+	"demo": {"testkit", "replay"},
+	// The seed's tests replay its letters on a worker with the demo tasks.
+	"seed": {"testkit", "worker", "replay"},
 	// The bulk replay benchmark seeds its million letters.
 	"handlers": {"testkit", "web", "seed"},
 	"views":    {},
