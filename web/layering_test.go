@@ -85,10 +85,10 @@ var testArrows = map[string][]string{
 	"replay": {"testkit"},
 	// The worker's process tests run their child workers as the binary does.
 	"worker": {"testkit", "localpg", "cmd"},
-	// The demo incident's test replays its group as an operator would.
-	"demo": {"testkit", "replay"},
-	// The seed's tests replay its letters on a worker with the demo tasks.
-	"seed": {"testkit", "worker", "replay"},
+	// The demo's tests replay the incident's group and seeded letters as an
+	// operator would.
+	"demo": {"testkit", "replay", "seed"},
+	"seed": {"testkit"},
 	// The bulk replay benchmark seeds its million letters.
 	"handlers": {"testkit", "web", "seed"},
 	"views":    {},
