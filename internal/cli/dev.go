@@ -142,8 +142,8 @@ func printDevBanner(w io.Writer, url, password, databaseURL string, rate float64
 	fmt.Fprintf(w, "Sign in as %s with the password %s (dev only: a new one each start).\n", devAdmin, password)
 	fmt.Fprintf(w, "Database: %s\n", databaseURL)
 	fmt.Fprintf(w, "Demo traffic: %.1f jobs/s on queues %s; dead letters appear within a minute.\n", rate, queues)
-	fmt.Fprintf(w, "Demo incident: the %s goes down at %s for %s; the overview has the button that deploys the fix.\n",
-		demo.PaymentsProvider, incident.Format("15:04"), devIncidentFor)
+	fmt.Fprintf(w, "Demo incident: the %s goes down at %s for %.0f minutes; the overview has the button that deploys the fix.\n",
+		demo.PaymentsProvider, incident.UTC().Format("15:04 UTC"), devIncidentFor.Minutes())
 	fmt.Fprintf(w, "Press Ctrl-C to stop.\n\n")
 }
 
