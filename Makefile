@@ -17,7 +17,7 @@ BIN := bin/redrive
 FUZZTIME ?= 2m
 FUZZTIME_TEST ?= 2s
 
-# make gobench BENCH=Seed PKGS=./dlq/ COUNT=10
+# make gobench BENCH=DeadLetters PKGS=./seed/ COUNT=10
 BENCH ?= .
 PKGS ?= ./...
 COUNT ?= 5

@@ -17,7 +17,7 @@ import (
 // saying it crashed would send the on-call engineer after the wrong thing.
 const (
 	LeaseExpiredClass   = "LeaseExpired"
-	leaseExpiredMessage = "the worker running this job stopped heartbeating and its lease expired (crash, OOM kill or lost connection)"
+	LeaseExpiredMessage = "the worker running this job stopped heartbeating and its lease expired (crash, OOM kill or lost connection)"
 	// leaseLapsedMessage: the worker kept heartbeating but neither renewed
 	// the lease nor recorded an outcome before it ran out.
 	leaseLapsedMessage = "the lease expired while its worker was still heartbeating: the worker could not renew the lease or record the outcome in time (a database outage or stall longer than the lease)"
@@ -110,7 +110,7 @@ func (s *Store) RescueExpired(ctx context.Context, limit int, rescuer string, no
 	}
 	var requeue, dead rescueBatch
 	for _, j := range expired {
-		message := leaseExpiredMessage
+		message := LeaseExpiredMessage
 		if j.WorkerAlive {
 			message = leaseLapsedMessage
 		}

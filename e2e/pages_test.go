@@ -40,7 +40,8 @@ func axeScript(t *testing.T) string {
 func consolePages(t *testing.T, page playwright.Page) (base string, paths []string) {
 	t.Helper()
 	db := overviewFixture(t)
-	base = startServer(t, db)
+	// As `redrive dev` serves it, so the overview shows the demo incident.
+	base = startDemoServer(t, db)
 	signIn(t, page, base, db, dlq.RoleAdmin)
 	var fp string
 	var letter, job int64

@@ -39,6 +39,7 @@ var actionTexts = map[string]string{
 	dlq.ActionJobRunNow:     "Ran now",
 	dlq.ActionJobKill:       "Killed to the dead letters",
 	dlq.ActionJobCancel:     "Asked to cancel a running job",
+	dlq.ActionDemo:          "Demo action",
 }
 
 func actionText(action string) string {

@@ -35,10 +35,11 @@ const overviewTimeout = 5 * time.Second
 // OverviewRefreshURL is the fragment the overview polls.
 const OverviewRefreshURL = "/overview/fragment"
 
-// Overview renders the console's front page.
-func Overview(store OverviewReader, version string) echo.HandlerFunc {
+// Overview renders the console's front page; demo is nil outside
+// `redrive dev`.
+func Overview(store OverviewReader, demo DemoOutage, version string) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		page, err := loadOverview(c, store)
+		page, err := loadOverview(c, store, demo)
 		if err != nil {
 			return err
 		}
@@ -48,9 +49,9 @@ func Overview(store OverviewReader, version string) echo.HandlerFunc {
 
 // OverviewFragment renders the overview's body alone, for htmx to swap in
 // every few seconds without reloading the page.
-func OverviewFragment(store OverviewReader) echo.HandlerFunc {
+func OverviewFragment(store OverviewReader, demo DemoOutage) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		page, err := loadOverview(c, store)
+		page, err := loadOverview(c, store, demo)
 		if err != nil {
 			return err
 		}
@@ -60,7 +61,7 @@ func OverviewFragment(store OverviewReader) echo.HandlerFunc {
 	}
 }
 
-func loadOverview(c echo.Context, store OverviewReader) (views.OverviewPage, error) {
+func loadOverview(c echo.Context, store OverviewReader, demo DemoOutage) (views.OverviewPage, error) {
 	ctx, cancel := context.WithTimeout(c.Request().Context(), overviewTimeout)
 	defer cancel()
 	o, err := store.Overview(ctx)
@@ -85,6 +86,9 @@ func loadOverview(c echo.Context, store OverviewReader) (views.OverviewPage, err
 	}
 	p := overviewPage(o)
 	p.Pauses = pauseRows(pauses)
+	if p.Demo, err = demoOutagePanel(c, demo); err != nil {
+		return views.OverviewPage{}, err
+	}
 	p.GroupSort, p.GroupSorts = sort, overviewSorts
 	if sort != dlq.GroupSortPending {
 		p.RefreshURL += "?" + url.Values{"sort": {sort}}.Encode()

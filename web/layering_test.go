@@ -22,6 +22,7 @@ var parts = map[string]string{
 	mod + "/replay":           "replay",
 	mod + "/worker":           "worker",
 	mod + "/worker/demo":      "demo",
+	mod + "/seed":             "seed",
 	mod + "/handlers":         "handlers",
 	mod + "/views":            "views",
 	mod + "/web":              "web",
@@ -43,12 +44,16 @@ var parts = map[string]string{
 var arrows = map[string][]string{
 	// The binary (main and internal/cli) wires everything: the store, the
 	// replay service, the worker with the demo tasks, the console, the
-	// notification sender, a private Postgres, and the remote CLI.
-	"cmd":      {"store", "replay", "worker", "demo", "web", "auth", "localpg", "notify", "remote"},
-	"store":    {"migrations"}, // the store migrates its own schema
-	"replay":   {"store"},
-	"worker":   {"store"},
-	"demo":     {"worker", "store"},
+	// notification sender, a private Postgres, the remote CLI, and the
+	// seed (`redrive seed`).
+	"cmd":    {"store", "replay", "worker", "demo", "seed", "web", "auth", "localpg", "notify", "remote"},
+	"store":  {"migrations"}, // the store migrates its own schema
+	"replay": {"store"},
+	"worker": {"store"},
+	"demo":   {"worker", "store"},
+	// The seed generates letters of the demo's shop tasks and has the
+	// store write them.
+	"seed":     {"store", "demo"},
 	"handlers": {"store", "replay", "views"},
 	"views":    {},
 	// The console: its handlers and views, auth for the middleware that
@@ -79,9 +84,13 @@ var testArrows = map[string][]string{
 	"store":  {"testkit"},
 	"replay": {"testkit"},
 	// The worker's process tests run their child workers as the binary does.
-	"worker":   {"testkit", "localpg", "cmd"},
-	"demo":     {"testkit"},
-	"handlers": {"testkit", "web"},
+	"worker": {"testkit", "localpg", "cmd"},
+	// The demo's tests replay the incident's group and seeded letters as an
+	// operator would.
+	"demo": {"testkit", "replay", "seed"},
+	"seed": {"testkit"},
+	// The bulk replay benchmark seeds its million letters.
+	"handlers": {"testkit", "web", "seed"},
 	"views":    {},
 	"web":      {"testkit"},
 	"auth":     {"testkit"},
@@ -110,6 +119,7 @@ var forbidden = map[string]struct{ deps, imports []string }{
 	"replay":   {deps: httpPkgs},
 	"worker":   {deps: httpPkgs},
 	"demo":     {deps: httpPkgs},
+	"seed":     {deps: httpPkgs, imports: sqlPkgs},
 	"localpg":  {deps: httpPkgs},
 	"notify":   {deps: httpPkgs},
 	"remote":   {deps: sqlPkgs},

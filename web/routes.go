@@ -39,8 +39,11 @@ func routes(e *echo.Echo, cfg Config, sec *auth.Security) error {
 	public.POST("/logout/everywhere", handlers.LogoutEverywhere(cfg.Store, sec.Sessions(), now))
 	public.GET(OpenAPIPath, openAPI())
 
-	e.GET("/", handlers.Overview(reads, cfg.Version), fresh)
-	e.GET(handlers.OverviewRefreshURL, handlers.OverviewFragment(reads))
+	e.GET("/", handlers.Overview(reads, cfg.Demo, cfg.Version), fresh)
+	e.GET(handlers.OverviewRefreshURL, handlers.OverviewFragment(reads, cfg.Demo))
+	if cfg.Demo != nil { // `redrive dev` only; an operator's POST, audited
+		e.POST(handlers.DemoDeployFixURL, handlers.DeployDemoFix(cfg.Demo, now))
+	}
 	e.GET("/jobs", handlers.Jobs(reads, cfg.Now, cfg.Version), fresh)
 	e.GET("/jobs/:id", handlers.JobDetail(store, cfg.Now, cfg.Version))
 	e.GET("/workers", handlers.Workers(reads, cfg.Version), fresh)

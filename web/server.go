@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/redrive/redrive/dlq"
+	"github.com/redrive/redrive/handlers"
 	"github.com/redrive/redrive/replay"
 	"github.com/redrive/redrive/static"
 	"github.com/redrive/redrive/web/auth"
@@ -56,7 +57,17 @@ type Config struct {
 	// NotifyEndpoints are the webhooks notifications go to, redacted, for
 	// the admin page (notify.Endpoint.Redacted).
 	NotifyEndpoints []string
+	// Demo is the demo incident's simulated outage, set by `redrive dev`
+	// only: the overview tells its story and offers "Deploy the fix".
+	Demo handlers.DemoOutage
 }
+
+// DemoOutage and DemoOutageState are the demo incident as the console
+// sees it (handlers), named here for the binary that wires it in.
+type (
+	DemoOutage      = handlers.DemoOutage
+	DemoOutageState = handlers.DemoOutageState
+)
 
 func (c *Config) validate() error {
 	if c.Store == nil {

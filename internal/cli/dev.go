@@ -6,21 +6,31 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"time"
 
 	"golang.org/x/sync/errgroup"
 
 	"github.com/redrive/redrive/dlq"
 	"github.com/redrive/redrive/internal/localpg"
+	"github.com/redrive/redrive/web"
 	"github.com/redrive/redrive/worker"
 	"github.com/redrive/redrive/worker/demo"
 )
 
 // devDefaults make a first look lively: all demo queues, quick retries.
 var devDefaults = map[string]string{
-	"addr": "127.0.0.1:8080", "queues": "default,payments,emails", "retry-base": "500ms", "retry-cap": "10s", "shutdown-grace": "5s",
+	"addr": "127.0.0.1:8080", "queues": "default,payments,emails,webhooks", "retry-base": "500ms", "retry-cap": "10s", "shutdown-grace": "5s",
 	// Retries of the demo traffic would bury the banner; dead letters still show.
 	"log-level": "warn",
 }
+
+// The demo incident: a while after dev starts, the simulated payments
+// provider goes down; it recovers by itself after devIncidentFor, or
+// sooner when someone deploys the fix from the overview.
+const (
+	devIncidentAfter = 2 * time.Minute
+	devIncidentFor   = 5 * time.Minute
+)
 
 func runDev(ctx context.Context, args []string, e env) error {
 	fs := newFlagSet("dev", "Everything in one process for a first look: a private Postgres cluster\n(unless DATABASE_URL is set), migrations, the demo tasks, a demo producer\nthat keeps a realistic mix of jobs flowing, a worker and the console.", e.stderr)
@@ -77,8 +87,14 @@ func runDev(ctx context.Context, args []string, e env) error {
 	if err != nil {
 		return err
 	}
+	outages := demo.NewOutages(db, store)
+	incident := time.Now().Add(devIncidentAfter)
+	if err := outages.Schedule(ctx, demo.PaymentsProvider, incident, incident.Add(devIncidentFor)); err != nil {
+		return err
+	}
 	console, err := NewConsole(ctx, ConsoleConfig{Store: store, Logger: logger, Registry: newMetricsRegistry(), Auth: auth,
-		LogsURLTemplate: f.str("logs-url-template"), Notify: notifyConfig(f), Reads: readConfig(f, databaseURL)})
+		LogsURLTemplate: f.str("logs-url-template"), Notify: notifyConfig(f), Reads: readConfig(f, databaseURL),
+		Demo: NewDemoOutage(outages)})
 	if err != nil {
 		return err
 	}
@@ -91,7 +107,7 @@ func runDev(ctx context.Context, args []string, e env) error {
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
 		return console.Serve(gctx, f.str("addr"), func(url string) {
-			printDevBanner(e.stdout, url, adminPassword, databaseURL, f.float("demo-rate"), f.str("queues"))
+			printDevBanner(e.stdout, url, adminPassword, databaseURL, f.float("demo-rate"), f.str("queues"), incident)
 		})
 	})
 	g.Go(func() error { return RunWorker(gctx, store, cfg) })
@@ -121,10 +137,28 @@ func startDevPostgres(ctx context.Context, dataDir string, stdout io.Writer) (st
 	return cluster.DSN("redrive"), cluster.Stop, nil
 }
 
-func printDevBanner(w io.Writer, url, password, databaseURL string, rate float64, queues string) {
+func printDevBanner(w io.Writer, url, password, databaseURL string, rate float64, queues string, incident time.Time) {
 	fmt.Fprintf(w, "\nRedrive is running: %s\n", url)
 	fmt.Fprintf(w, "Sign in as %s with the password %s (dev only: a new one each start).\n", devAdmin, password)
 	fmt.Fprintf(w, "Database: %s\n", databaseURL)
 	fmt.Fprintf(w, "Demo traffic: %.1f jobs/s on queues %s; dead letters appear within a minute.\n", rate, queues)
+	fmt.Fprintf(w, "Demo incident: the %s goes down at %s for %.0f minutes; the overview has the button that deploys the fix.\n",
+		demo.PaymentsProvider, incident.UTC().Format("15:04 UTC"), devIncidentFor.Minutes())
 	fmt.Fprintf(w, "Press Ctrl-C to stop.\n\n")
+}
+
+// NewDemoOutage shows the demo incident's outage of the payments provider
+// in the console (ConsoleConfig.Demo), and deploys its fix.
+func NewDemoOutage(outages *demo.Outages) web.DemoOutage { return demoOutage{outages} }
+
+type demoOutage struct{ outages *demo.Outages }
+
+func (d demoOutage) Outage(ctx context.Context) (web.DemoOutageState, bool, error) {
+	o, ok, err := d.outages.Read(ctx, demo.PaymentsProvider)
+	return web.DemoOutageState{Dependency: o.Dependency, From: o.From, Until: o.Until,
+		Down: o.Down(), Scheduled: o.Now.Before(o.From)}, ok, err
+}
+
+func (d demoOutage) DeployFix(ctx context.Context, a dlq.Actor, now time.Time) error {
+	return d.outages.DeployFix(ctx, demo.PaymentsProvider, a, now)
 }

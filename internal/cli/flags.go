@@ -53,7 +53,7 @@ var options = []option{
 	// The worker (worker, dev).
 	{"queues", "REDRIVE_QUEUES", dlq.DefaultQueue, "comma-separated queues to work"},
 	{"concurrency", "REDRIVE_CONCURRENCY", worker.DefaultConcurrency, "jobs run at once"},
-	{"demo-tasks", "REDRIVE_DEMO_TASKS", false, "register the demo.* tasks"},
+	{"demo-tasks", "REDRIVE_DEMO_TASKS", false, "register the demo tasks: demo.* and the shop tasks redrive seed writes letters of"},
 	{"shutdown-grace", "REDRIVE_SHUTDOWN_GRACE", 30 * time.Second, "on SIGTERM, how long in-flight jobs may finish before they are cancelled and handed back"},
 	{"lease", "REDRIVE_LEASE", 30 * time.Second, "how long a claimed job is held without a heartbeat before another worker may take it"},
 	{"job-timeout", "REDRIVE_JOB_TIMEOUT", 5 * time.Minute, "longest one attempt may run: the limit of jobs whose task and enqueue set none, and a cap on those that set a longer one"},

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/redrive/redrive/dlq"
+	"github.com/redrive/redrive/seed"
 )
 
 func runSeed(ctx context.Context, args []string, e env) error {
@@ -26,7 +27,7 @@ func runSeed(ctx context.Context, args []string, e env) error {
 	}
 	defer db.Close()
 	start := time.Now()
-	inserted, err := dlq.NewStore(db).SeedDeadLetters(ctx, n, time.Now())
+	inserted, err := seed.DeadLetters(ctx, dlq.NewStore(db), n, time.Now())
 	if err != nil {
 		return err
 	}

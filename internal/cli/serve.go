@@ -76,6 +76,8 @@ type ConsoleConfig struct {
 	Notify NotifyConfig
 	// Reads names a read replica; zero: every read goes to Store.
 	Reads ReadConfig
+	// Demo is the demo incident's outage (`redrive dev` only); nil: none.
+	Demo web.DemoOutage
 }
 
 // NotifyConfig is the console's webhook notifications.
@@ -182,7 +184,7 @@ func NewConsole(ctx context.Context, cfg ConsoleConfig) (*Console, error) {
 	runner := replay.NewRunner(replay.RunnerConfig{Store: cfg.Store, Logger: cfg.Logger, PollInterval: cfg.RunnerPollInterval})
 	handler, err := web.NewServer(web.Config{
 		Store: cfg.Store, Logger: cfg.Logger, Version: cfg.Version, Registry: cfg.Registry, Replica: replica,
-		LogsURLTemplate: cfg.LogsURLTemplate, Auth: cfg.Auth, NotifyEndpoints: endpoints,
+		LogsURLTemplate: cfg.LogsURLTemplate, Auth: cfg.Auth, NotifyEndpoints: endpoints, Demo: cfg.Demo,
 		Replay: replay.NewService(replay.Config{Store: cfg.Store, Logger: cfg.Logger, Wake: runner.Wake}),
 	})
 	if err != nil {

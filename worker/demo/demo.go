@@ -16,7 +16,6 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
-	"github.com/redrive/redrive/dlq"
 	"github.com/redrive/redrive/worker"
 )
 
@@ -31,16 +30,18 @@ const (
 	TaskApplyProductEvent = "demo.apply_product_event"
 )
 
-// TaskNames lists every demo task.
+// TaskNames lists every demo task, the shop's included.
 func TaskNames() []string {
-	return []string{TaskNoop, TaskSleep, TaskFlaky, TaskAlwaysFail, TaskPermanent, TaskPanic, TaskApplyProductEvent}
+	return append([]string{TaskNoop, TaskSleep, TaskFlaky, TaskAlwaysFail, TaskPermanent, TaskPanic, TaskApplyProductEvent},
+		ShopTaskNames()...)
 }
 
 // maxSleep bounds demo.sleep so a typo in kwargs cannot park a slot for hours.
 const maxSleep = 10 * time.Minute
 
-// Register adds the demo tasks to reg. db is where demo.apply_product_event
-// writes its products.
+// Register adds the demo tasks to reg, the shop's included. db holds the
+// demo's tables: the products demo.apply_product_event writes, and the
+// dependencies the shop's tasks call (outage.go).
 func Register(reg *worker.Registry, db *sqlx.DB) {
 	h := &handlers{db: db}
 	quick := worker.TaskOptions{Timeout: 30 * time.Second}
@@ -51,6 +52,7 @@ func Register(reg *worker.Registry, db *sqlx.DB) {
 	reg.Register(TaskPermanent, h.permanent, quick)
 	reg.Register(TaskPanic, h.crash, quick)
 	reg.Register(TaskApplyProductEvent, h.applyProductEvent, quick)
+	h.registerShop(reg, quick)
 }
 
 type handlers struct {
@@ -248,7 +250,7 @@ func (h *handlers) applyProductEvent(ctx context.Context, job *worker.Job) error
 	}
 	log := worker.Logger(ctx)
 	_, err := worker.ProcessOnce(ctx, h.db, kw.EventID, func(tx *sqlx.Tx) error {
-		changed, err := dlq.ApplyDemoProduct(ctx, tx, kw.ProductID, kw.Version, kw.Price.String())
+		changed, err := applyProductVersion(ctx, tx, kw.ProductID, kw.Version, kw.Price.String())
 		if err != nil {
 			return err
 		}

@@ -245,7 +245,7 @@ func TestTasks(t *testing.T) {
 		for _, id := range ids {
 			b.wait(t, id, dlq.StateSucceeded)
 		}
-		p, err := b.store.DemoProduct(context.Background(), "P-1001")
+		p, err := demo.ReadProduct(context.Background(), b.db.DB, "P-1001")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -195,3 +195,29 @@ func (m *mix) productEvent() dlq.EnqueueParams {
 	m.recentEvents = remember(m.recentEvents, ev, 20)
 	return params(TaskApplyProductEvent, "default", 4, m.key("product-event:", ev["event_id"]), ev)
 }
+
+// shopOrder is an order number as the shop's tasks carry it ("ORD-88123").
+func (m *mix) shopOrder() string { return fmt.Sprintf("ORD-%d", 10000+m.rng.IntN(990000)) }
+
+// chargeOrder charges an order through the payments provider, with the
+// payload the shop's seeded letters have: it succeeds, except while the
+// demo incident has the provider down.
+func (m *mix) chargeOrder() dlq.EnqueueParams {
+	order := m.shopOrder()
+	p := params(TaskCharge, "payments", 3, m.key("charge-", order), map[string]any{
+		"amount": m.amount(5, 480), "currency": m.pick(m.currencies), "customer": m.id("cus_", 14),
+		"card_last4": fmt.Sprintf("%04d", m.rng.IntN(10000)), "capture": true,
+	})
+	p.Args = json.RawMessage(fmt.Sprintf("[%q]", order))
+	return p
+}
+
+// refundOrder refunds part of an order through the payments provider.
+func (m *mix) refundOrder() dlq.EnqueueParams {
+	order := m.shopOrder()
+	p := params(TaskRefund, "payments", 3, m.key("refund-", order), map[string]any{
+		"amount": m.amount(1, 120), "currency": m.pick(m.currencies), "reason": "requested_by_customer",
+	})
+	p.Args = json.RawMessage(fmt.Sprintf("[%q, %q]", order, m.id("ch_3", 10)))
+	return p
+}

@@ -100,7 +100,7 @@ type kind struct {
 // within seconds.
 func kinds() []kind {
 	return []kind{
-		{365, (*mix).reindexOrder},         // demo.noop: succeeds
+		{285, (*mix).reindexOrder},         // demo.noop: succeeds
 		{150, (*mix).sendEmail},            // demo.sleep: succeeds
 		{150, (*mix).productEvent},         // demo.apply_product_event: succeeds, some stale or duplicate
 		{150, (*mix).capturePaymentFlaky},  // demo.flaky: succeeds after 1-2 retries
@@ -110,5 +110,7 @@ func kinds() []kind {
 		{25, (*mix).reserveStockOutage},    // demo.always_fail: exhausted
 		{15, (*mix).capturePaymentFlakier}, // demo.flaky: fails more often than it may retry
 		{10, (*mix).allocateShipment},      // demo.panic: panic
+		{70, (*mix).chargeOrder},           // payments.charge: succeeds, dead-letters in the incident
+		{10, (*mix).refundOrder},           // payments.refund: likewise
 	}
 }

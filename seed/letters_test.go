@@ -1,18 +1,22 @@
-package dlq_test
+package seed_test
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
+	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/redrive/redrive/dlq"
 	"github.com/redrive/redrive/dlq/dlqtest"
+	"github.com/redrive/redrive/seed"
 )
 
-func TestSeedDeadLetters(t *testing.T) {
+func TestMain(m *testing.M) { os.Exit(dlqtest.Main(m)) }
+
+func TestDeadLetters(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	now := time.Date(2025, 3, 14, 15, 9, 26, 0, time.UTC)
@@ -21,7 +25,7 @@ func TestSeedDeadLetters(t *testing.T) {
 		t.Parallel()
 		db := dlqtest.NewDB(t)
 		store := dlq.NewStore(db.DB)
-		n, err := store.SeedDeadLetters(ctx, 5000, now)
+		n, err := seed.DeadLetters(ctx, store, 5000, now)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -54,7 +58,7 @@ func TestSeedDeadLetters(t *testing.T) {
 	t.Run("RecentFailuresOutnumberOldOnes", func(t *testing.T) {
 		t.Parallel()
 		db := dlqtest.NewDB(t)
-		if _, err := dlq.NewStore(db.DB).SeedDeadLetters(ctx, 2000, now); err != nil {
+		if _, err := seed.DeadLetters(ctx, dlq.NewStore(db.DB), 2000, now); err != nil {
 			t.Fatal(err)
 		}
 		var lastDay, firstDay int
@@ -75,7 +79,7 @@ func TestSeedDeadLetters(t *testing.T) {
 	t.Run("IDsRiseWithFailureTime", func(t *testing.T) {
 		t.Parallel()
 		db := dlqtest.NewDB(t)
-		if _, err := dlq.NewStore(db.DB).SeedDeadLetters(ctx, 3000, now); err != nil {
+		if _, err := seed.DeadLetters(ctx, dlq.NewStore(db.DB), 3000, now); err != nil {
 			t.Fatal(err)
 		}
 		var backwards int
@@ -94,7 +98,7 @@ func TestSeedDeadLetters(t *testing.T) {
 		db := dlqtest.NewDB(t)
 		store := dlq.NewStore(db.DB)
 		for range 2 { // seeding twice must not reuse job ids either
-			if _, err := store.SeedDeadLetters(ctx, 50, now); err != nil {
+			if _, err := seed.DeadLetters(ctx, store, 50, now); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -119,10 +123,10 @@ func TestSeedDeadLetters(t *testing.T) {
 	t.Run("NothingOrNegative", func(t *testing.T) {
 		t.Parallel()
 		store := dlq.NewStore(dlqtest.NewDB(t).DB)
-		if n, err := store.SeedDeadLetters(ctx, 0, now); n != 0 || err != nil {
+		if n, err := seed.DeadLetters(ctx, store, 0, now); n != 0 || err != nil {
 			t.Errorf("seed 0: %d, %v", n, err)
 		}
-		if _, err := store.SeedDeadLetters(ctx, -1, now); !errors.Is(err, dlq.ErrInvalid) {
+		if _, err := seed.DeadLetters(ctx, store, -1, now); !errors.Is(err, dlq.ErrInvalid) {
 			t.Errorf("seed -1: want ErrInvalid, got %v", err)
 		}
 	})

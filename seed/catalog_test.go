@@ -1,4 +1,4 @@
-package dlq
+package seed
 
 import (
 	"context"
@@ -18,14 +18,14 @@ func TestInBatches(t *testing.T) {
 		t.Parallel()
 		var mu sync.Mutex
 		var sizes []int
-		got, err := inBatches(ctx, 2*seedBatchSize+7, 3, func(_ context.Context, size int) (int, error) {
+		got, err := inBatches(ctx, 2*batchSize+7, 3, func(_ context.Context, size int) (int, error) {
 			mu.Lock()
 			sizes = append(sizes, size)
 			mu.Unlock()
 			return size, nil
 		})
 		slices.Sort(sizes)
-		if err != nil || got != 2*seedBatchSize+7 || !slices.Equal(sizes, []int{7, seedBatchSize, seedBatchSize}) {
+		if err != nil || got != 2*batchSize+7 || !slices.Equal(sizes, []int{7, batchSize, batchSize}) {
 			t.Fatalf("inserted %d (%v) in batches %v", got, err, sizes)
 		}
 	})
@@ -34,38 +34,38 @@ func TestInBatches(t *testing.T) {
 		t.Parallel()
 		boom := errors.New("boom")
 		calls := 0
-		got, err := inBatches(ctx, 10*seedBatchSize, 1, func(_ context.Context, size int) (int, error) {
+		got, err := inBatches(ctx, 10*batchSize, 1, func(_ context.Context, size int) (int, error) {
 			calls++
 			if calls == 2 {
 				return 0, boom
 			}
 			return size, nil
 		})
-		if !errors.Is(err, boom) || got != seedBatchSize || calls != 2 {
+		if !errors.Is(err, boom) || got != batchSize || calls != 2 {
 			t.Fatalf("after an error in batch 2: %d rows, %d calls, %v", got, calls, err)
 		}
 	})
 }
 
-// TestSeedCatalog checks the catalog without a database: every template
-// expands, kinds are many and distinct, and incidents stay in the 14 days.
-func TestSeedCatalog(t *testing.T) {
+// TestCatalog checks the catalog without a database: every template
+// parses, failures are many and distinct, and incidents stay in the 14 days.
+func TestCatalog(t *testing.T) {
 	t.Parallel()
-	kinds, err := buildSeedKinds()
+	cat, err := compileCatalog()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := len(kinds.task); n < 30 || n > 60 {
-		t.Errorf("%d failure kinds, want 30-60", n)
+	if n := len(cat.failures); n < 30 || n > 60 {
+		t.Errorf("%d failures, want 30-60", n)
 	}
 	seen := map[string]int{}
-	for i, fp := range kinds.fingerprint {
-		if j, dup := seen[fp]; dup {
-			t.Errorf("kinds %d and %d share fingerprint %s", j, i, fp)
+	for i, f := range cat.failures {
+		if j, dup := seen[f.fingerprint]; dup {
+			t.Errorf("failures %d and %d share fingerprint %s", j, i, f.fingerprint)
 		}
-		seen[fp] = i
+		seen[f.fingerprint] = i
 	}
-	for _, k := range seedKinds {
+	for _, k := range failures {
 		if k.burstSpan > k.burstAgo || k.burstAgo > 14*24*time.Hour {
 			t.Errorf("%s %s: incident window outside the last 14 days", k.task, k.class)
 		}
@@ -75,7 +75,7 @@ func TestSeedCatalog(t *testing.T) {
 			t.Errorf("%s %s: first line of %d bytes, want at most 400", k.task, k.class, len(first))
 		}
 	}
-	if _, err := sqlFormat("{no_such_value}"); err == nil {
+	if _, err := parseTemplate("{no_such_value}"); err == nil {
 		t.Error("an unknown placeholder must be an error")
 	}
 }

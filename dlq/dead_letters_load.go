@@ -1,0 +1,187 @@
+package dlq
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+
+	"github.com/lib/pq"
+)
+
+// loadSettingsSQL gives a bulk load's transaction the memory it wants: the
+// new rows an AFTER ... REFERENCING NEW TABLE trigger receives, and the
+// letters and texts of an indexing batch, stay off temporary files.
+const loadSettingsSQL = `SET LOCAL work_mem = '256MB'`
+
+// reserveLetterJobIDsSQL draws $1 ids from the jobs' identity sequence in one
+// round trip: COPY returns nothing, so a loaded letter's job ids are known
+// before it is written. nextval never hands out an id twice, so no job the
+// worker creates later collides with a loaded letter's.
+const reserveLetterJobIDsSQL = `
+SELECT ARRAY(SELECT nextval(s.seq) FROM (SELECT pg_get_serial_sequence('jobs', 'id')::regclass AS seq) s,
+	generate_series(1, $1))`
+
+// copyDeadLettersSQL names the columns LoadDeadLetters writes; id and
+// status are the table's own, replay_of is never set on a loaded letter.
+const copyDeadLettersSQL = `COPY dead_letters (job_id, queue, task, args, kwargs, idempotency_key, error_class,
+	error_message, traceback, attempts, max_attempts, history, reason, fingerprint, worker_version,
+	enqueued_at, failed_at, replayed_at, replayed_by, replay_job_id, discarded_at, discarded_by,
+	discard_reason) FROM STDIN`
+
+// LoadDeadLetters writes n letters, letter(0) to letter(n-1) in that order,
+// with COPY in one transaction, and returns how many it wrote (n, or 0 when
+// it fails). It is for bulk loads (`redrive seed`): the letters are written
+// as given, without the worker's checks. Each letter's JobID, and the
+// ReplayJobID of one with a ReplayedAt, are drawn from the jobs' id
+// sequence; ID, ReplayOf and Status are ignored. letter is called once per
+// row as COPY streams, so a large load never holds its letters in memory.
+//
+// The search rows are not built here: call IndexLoadedDeadLetters once the
+// loads are done, which builds them in large batches.
+func (s *Store) LoadDeadLetters(ctx context.Context, n int, letter func(i int) DeadLetter) (int, error) {
+	if n <= 0 {
+		return 0, nil
+	}
+	tx, err := s.db.BeginTxx(ctx, nil)
+	if err != nil {
+		return 0, fmt.Errorf("load dead letters: %w", err)
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, loadSettingsSQL); err != nil {
+		return 0, fmt.Errorf("load dead letters: %w", err)
+	}
+	// Two ids a letter: its job's, and its replay's should it have one.
+	var ids []int64
+	if err := tx.GetContext(ctx, pq.Array(&ids), reserveLetterJobIDsSQL, 2*n); err != nil {
+		return 0, fmt.Errorf("load dead letters: reserve job ids: %w", translate(err))
+	}
+	stmt, err := tx.PrepareContext(ctx, copyDeadLettersSQL)
+	if err != nil {
+		return 0, fmt.Errorf("load dead letters: copy: %w", translate(err))
+	}
+	defer stmt.Close()
+	for i := range n {
+		l := letter(i)
+		var replayJob *int64
+		if l.ReplayedAt != nil {
+			replayJob = &ids[2*i+1]
+		}
+		history, err := json.Marshal([]Attempt(l.History))
+		if err != nil {
+			return 0, fmt.Errorf("load dead letters: history of letter %d: %w", i, err)
+		}
+		// COPY takes text: raw JSON as a string, or lib/pq would send bytea.
+		_, err = stmt.ExecContext(ctx, ids[2*i], l.Queue, l.Task, string(l.Args), string(l.Kwargs), l.IdempotencyKey,
+			l.ErrorClass, l.ErrorMessage, l.Traceback, l.Attempts, l.MaxAttempts, string(history), string(l.Reason),
+			l.Fingerprint, l.WorkerVersion, l.EnqueuedAt, l.FailedAt, l.ReplayedAt, l.ReplayedBy, replayJob,
+			l.DiscardedAt, l.DiscardedBy, l.DiscardReason)
+		if err != nil {
+			return 0, fmt.Errorf("load dead letters: copy: %w", translate(err))
+		}
+	}
+	if _, err := stmt.ExecContext(ctx); err != nil {
+		return 0, fmt.Errorf("load dead letters: copy: %w", translate(err))
+	}
+	if err := tx.Commit(); err != nil {
+		return 0, fmt.Errorf("load dead letters: commit: %w", err)
+	}
+	return n, nil
+}
+
+// indexLoadBatch is how many letters one indexing statement of
+// IndexLoadedDeadLetters takes.
+//
+// The pending list of the trigram index is left at its default size
+// (gin_pending_list_limit, 4 MB). The seed used to raise it to 64 MB, and
+// measured on 100,000 seeded letters that left the index several times
+// the size for the same time: 95 MB built by the insert trigger under the
+// 64 MB list, 287 MB by this statement under it, 39 MB by this statement
+// under the default. A pending list's pages, once merged, are free only
+// for later inserts, and a large list merges into half-empty pages.
+const indexLoadBatch = 100_000
+
+// IndexLoadedDeadLetters leaves the table as a console wants it after bulk
+// loads. It builds the search rows of every queued letter (migration
+// 00016), on connections connections at once, with the same statement as
+// the console's indexer (a console running meanwhile indexes some itself;
+// SKIP LOCKED keeps the two out of each other's way). Then it merges the
+// GIN pending lists (or the next ordinary insert would pay for merging
+// them, and every search would scan them) and refreshes the statistics, so
+// the first queries are planned for the table as it now is, not as
+// autovacuum last saw it.
+func (s *Store) IndexLoadedDeadLetters(ctx context.Context, connections int) error {
+	if err := s.indexLoadedSearch(ctx, max(connections, 1)); err != nil {
+		return err
+	}
+	if _, err := s.db.ExecContext(ctx, cleanGINPendingSQL); err != nil {
+		return fmt.Errorf("index loaded letters: merge GIN pending lists: %w", err)
+	}
+	if _, err := s.db.ExecContext(ctx, `ANALYZE dead_letters, dead_letter_search`); err != nil {
+		return fmt.Errorf("index loaded letters: analyze: %w", err)
+	}
+	return nil
+}
+
+// indexLoadedSearch runs indexLoadedOnce on connections goroutines until
+// the queue is empty or one fails.
+func (s *Store) indexLoadedSearch(ctx context.Context, connections int) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		mu       sync.Mutex
+		firstErr error
+		wg       sync.WaitGroup
+	)
+	for range connections {
+		wg.Go(func() {
+			for {
+				n, err := s.indexLoadedOnce(ctx)
+				if err != nil {
+					mu.Lock()
+					if firstErr == nil {
+						firstErr = err
+						cancel()
+					}
+					mu.Unlock()
+					return
+				}
+				if n < indexLoadBatch {
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return firstErr
+}
+
+// indexLoadedOnce indexes one batch in its own transaction, with the
+// load's work_mem: the batch's letters and texts stay in memory.
+func (s *Store) indexLoadedOnce(ctx context.Context) (int64, error) {
+	tx, err := s.db.BeginTxx(ctx, nil)
+	if err != nil {
+		return 0, fmt.Errorf("index loaded letters: %w", err)
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, loadSettingsSQL); err != nil {
+		return 0, fmt.Errorf("index loaded letters: %w", err)
+	}
+	var n int64
+	if err := tx.GetContext(ctx, &n, `SELECT dead_letter_search_index($1)`, indexLoadBatch); err != nil {
+		return 0, fmt.Errorf("index loaded letters: %w", translate(err))
+	}
+	if err := tx.Commit(); err != nil {
+		return 0, fmt.Errorf("index loaded letters: commit: %w", err)
+	}
+	return n, nil
+}
+
+// cleanGINPendingSQL merges the pending list of every GIN index on the
+// letters and their search text, whichever migrations created them.
+const cleanGINPendingSQL = `
+SELECT gin_clean_pending_list(i.indexrelid)
+FROM pg_index i
+JOIN pg_class c ON c.oid = i.indexrelid
+JOIN pg_am am ON am.oid = c.relam
+WHERE i.indrelid IN ('dead_letters'::regclass, 'dead_letter_search'::regclass) AND am.amname = 'gin'`
