@@ -231,8 +231,13 @@ func TestSelectionOverlaps(t *testing.T) {
 		if _, err := store.RunOperationBatch(ctx, running.ID, 4, time.Now()); err != nil { // replays 4 of its 10
 			t.Fatal(err)
 		}
-		check(t, overlaps(t, store, dlq.Selection{Filter: filterOf(t, "status=all")}), map[int64]int64{running.ID: 6})
+		byIDs := startOp(t, store, dlq.OpDiscard, alice, dlq.Selection{IDs: ids[12:16]})
+		if _, err := store.RunOperationBatch(ctx, byIDs.ID, 3, time.Now()); err != nil { // discards 3 of its 4
+			t.Fatal(err)
+		}
+		check(t, overlaps(t, store, dlq.Selection{Filter: filterOf(t, "status=all")}), map[int64]int64{running.ID: 6, byIDs.ID: 1})
 		check(t, overlaps(t, store, dlq.Selection{IDs: ids[:12]}), map[int64]int64{})
+		check(t, overlaps(t, store, dlq.Selection{IDs: ids[:16]}), map[int64]int64{byIDs.ID: 1})
 	})
 }
 
