@@ -324,6 +324,8 @@ func TestOpenAPIResponsesMatch(t *testing.T) {
 	// The audit trail of all of the above.
 	c.call(t, seen, vic, "GET", "/api/v1/audit?limit=5", "", 200)
 	c.call(t, seen, vic, "GET", "/api/v1/audit?action=bogus", "", 400)
+	c.call(t, seen, vic, "GET", "/api/v1/audit?hide_sign_ins=1&limit=5", "", 200)
+	c.call(t, seen, vic, "GET", "/api/v1/audit?hide_sign_ins=yes", "", 400)
 
 	exercisePauses(t, c, seen)
 	exerciseJobActions(t, c, seen)
