@@ -210,6 +210,9 @@ func TestInFlightBanner(t *testing.T) {
 			t.Errorf("%s: the banner links to %q", path, href)
 		}
 	}
+	if _, doc := c.page(t, fmt.Sprintf("/operations/%d", first.ID)); doc.Find(`nav a[href="/operations"][aria-current="page"]`).Length() != 1 {
+		t.Error("an operation's page does not mark Operations in the navigation")
+	}
 	if rec := c.do(t, http.MethodGet, "/api/v1/operations", ""); strings.Contains(rec.Body.String(), "ops-banner") {
 		t.Error("the API got a banner")
 	}
