@@ -276,3 +276,25 @@ func TestConfirmWarnsOfOverlap(t *testing.T) {
 		}
 	})
 }
+
+// TestOperationsShowUnknownStates: a state this code does not know (one a
+// later version adds, say "settling") still shows, by its name, in the
+// list and the banner; whether it is open is finished_at's to say.
+func TestOperationsShowUnknownStates(t *testing.T) {
+	t.Parallel()
+	c := newOpsConsole(t)
+	op := c.start(t, dlq.OpReplay, "alice", dlq.Selection{IDs: c.ok})
+	c.exec(t, `ALTER TABLE operations DROP CONSTRAINT operations_state_valid`)
+	c.exec(t, `UPDATE operations SET state = 'settling' WHERE id = $1`, op.ID)
+	rec, doc := c.page(t, "/operations?state=open")
+	if rec.Code != http.StatusOK {
+		t.Fatalf("%d %.300s", rec.Code, rec.Body.String())
+	}
+	row := doc.Find(`[data-testid="op-row"]`)
+	if row.Length() != 1 || squash(row.Find(`[data-testid="op-row-state"]`)) != "settling" || row.AttrOr("data-state", "") != "settling" {
+		t.Errorf("the list: %q", squash(row))
+	}
+	if got, want := squash(byTestID(doc.Selection, "ops-banner-op")), fmt.Sprintf("Replay #%d by alice: 0 of 4 (settling) — view", op.ID); got != want {
+		t.Errorf("the banner: %q, want %q", got, want)
+	}
+}
