@@ -25,6 +25,13 @@ var AuditActions = []string{
 	ActionUserChange, ActionTokenChange, ActionJobRunNow, ActionJobKill, ActionJobCancel,
 }
 
+// SessionActions are the entries of people signing in (or failing to):
+// many, routine, and in the way when reading what was done to letters and
+// jobs. AuditFilter.HideSessions leaves them out, and with them a user's
+// own "sign out everywhere" (a user_change of op signout on oneself); an
+// admin ending someone else's sessions stays.
+var SessionActions = []string{ActionSignIn, ActionSignInFailed}
+
 // Page sizes of the audit list.
 const (
 	DefaultAuditLimit = 50
@@ -45,6 +52,9 @@ type AuditFilter struct {
 	// Before continues the list with entries whose id is smaller; 0 is the
 	// newest page.
 	Before int64
+	// HideSessions leaves out sign-ins and other session entries
+	// (SessionActions).
+	HideSessions bool
 }
 
 // ParseAuditFilter reads an audit filter from a query string; relative
@@ -74,6 +84,13 @@ func ParseAuditFilter(v url.Values, now time.Time) (AuditFilter, error) {
 	f.DeadLetterID = positive("dead_letter_id")
 	f.Before = positive("cursor")
 	f.Since, f.Until = parseTimeRange(get("since"), get("until"), now, problems)
+	switch get("hide_sign_ins") {
+	case "", "0":
+	case "1":
+		f.HideSessions = true
+	default:
+		problems["hide_sign_ins"] = "must be 1 (hide sign-ins) or 0"
+	}
 	if s := get("limit"); s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 || n > MaxAuditLimit {
@@ -104,6 +121,9 @@ func (f AuditFilter) Values() url.Values {
 	}
 	set("since", f.Since.Raw)
 	set("until", f.Until.Raw)
+	if f.HideSessions {
+		v.Set("hide_sign_ins", "1")
+	}
 	if f.Limit != DefaultAuditLimit && f.Limit != 0 {
 		v.Set("limit", strconv.Itoa(f.Limit))
 	}
@@ -115,7 +135,7 @@ func (f AuditFilter) Values() url.Values {
 
 // Narrowed reports whether f filters by anything.
 func (f AuditFilter) Narrowed() bool {
-	return f.Actor != "" || f.Action != "" || f.DeadLetterID > 0 || !f.Since.IsZero() || !f.Until.IsZero()
+	return f.Actor != "" || f.Action != "" || f.DeadLetterID > 0 || !f.Since.IsZero() || !f.Until.IsZero() || f.HideSessions
 }
 
 // where renders f as a WHERE clause (empty when f filters nothing) with
@@ -145,6 +165,10 @@ func (f AuditFilter) where() (string, []any) {
 	}
 	if !f.Until.IsZero() {
 		clauses = append(clauses, "at < "+arg(f.Until.At))
+	}
+	if f.HideSessions {
+		clauses = append(clauses, "NOT (action = ANY("+arg(pq.Array(SessionActions))+") OR (action = "+arg(ActionUserChange)+
+			" AND details->>'op' = 'signout' AND lower(details->>'user') = lower(actor)))")
 	}
 	if f.Before > 0 {
 		clauses = append(clauses, "id < "+arg(f.Before))

@@ -168,6 +168,9 @@ type Preview struct {
 	MaxID   int64
 	Sample  []DeadLetter
 	ByTask  []TaskCount
+	// Overlaps are the open operations that already cover some of these
+	// letters (SelectionOverlaps; replay.Service.Preview fills it in).
+	Overlaps []Overlap
 }
 
 // TaskCount is one line of a preview's breakdown by task.

@@ -48,11 +48,22 @@ func consolePages(t *testing.T, page playwright.Page) (base string, paths []stri
 	must(t, db.QueryRowContext(context.Background(), `SELECT fingerprint FROM error_groups WHERE pending > 0 ORDER BY pending DESC LIMIT 1`).Scan(&fp))
 	must(t, db.QueryRowContext(context.Background(), `SELECT max(id) FROM dead_letters WHERE status = 'pending'`).Scan(&letter))
 	must(t, db.QueryRowContext(context.Background(), `SELECT max(id) FROM jobs`).Scan(&job))
+	// Bulk operations for /operations and the banner of every page: one
+	// waiting at its canary (in flight), one cancelled part way through a
+	// long filter.
+	_, err := db.ExecContext(context.Background(), `
+		INSERT INTO operations (kind, state, actor, reason, filter, max_id, matched, done_count, finished_at) VALUES
+			('discard', 'cancelled', 'bob', 'dup', '{"task": ["billing.charge"], "error_class": ["CardDeclined"], "since": ["2026-11-30T08:00:00Z"]}', $1, 20000, 4210, now())`,
+		letter)
+	must(t, err)
+	_, err = db.ExecContext(context.Background(), `INSERT INTO operations (kind, state, actor, ids, max_id, matched, canary)
+		VALUES ('replay', 'canary', 'alice', $1, $2, 1, 1)`, fmt.Sprintf("{%d}", letter), letter)
+	must(t, err)
 	bulk := url.Values{"action": {"replay"}, "all_matching": {"1"}, "filter": {"fingerprint=" + fp}}
 	return base, []string{
 		"/", "/dead-letters", fmt.Sprintf("/dead-letters/%d", letter), "/groups", "/groups/" + fp,
 		"/dead-letters/bulk?" + bulk.Encode(), "/jobs", fmt.Sprintf("/jobs/%d", job), "/workers", "/audit",
-		"/admin/users", "/admin/notifications",
+		"/operations", "/admin/users", "/admin/notifications",
 	}
 }
 
@@ -113,7 +124,7 @@ func TestPagesFitAPhone(t *testing.T) {
 		if num(m["scroll"]) > num(m["width"]) {
 			t.Errorf("%s scrolls sideways: %v px wide in a %v px screen; sticking out: %s", p, m["scroll"], m["width"], m["wide"])
 		}
-		if strings.HasPrefix(p, "/groups/") || p == "/" || p == "/dead-letters" {
+		if strings.HasPrefix(p, "/groups/") || p == "/" || p == "/dead-letters" || p == "/operations" || strings.HasPrefix(p, "/dead-letters/bulk") {
 			screenshot(t, page, "phone"+strings.ReplaceAll(p, "/", "-"))
 		}
 	}

@@ -43,6 +43,7 @@ func Audit(store AuditLister, now func() time.Time, version string) echo.Handler
 		}
 		meta := Meta(c, "Audit trail", "audit", version)
 		f, err := dlq.ParseAuditFilter(q, now())
+		v.Form.HideSignIns = f.HideSessions
 		var verr *dlq.ValidationError
 		if errors.As(err, &verr) {
 			v.Invalid, v.Form.Problems = true, verr.Fields
@@ -183,8 +184,8 @@ func apiAuditEntry(e dlq.AuditEntry) AuditEntryJSON {
 }
 
 // APIAudit answers GET /api/v1/audit?actor=&action=&dead_letter_id=&since=
-// &until=&limit=&cursor= with a page of entries, newest first, and the
-// cursor of the next page (null on the last).
+// &until=&hide_sign_ins=&limit=&cursor= with a page of entries, newest
+// first, and the cursor of the next page (null on the last).
 func APIAudit(store AuditLister, now func() time.Time) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		ctx, cancel := context.WithTimeout(c.Request().Context(), readTimeout)

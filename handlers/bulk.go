@@ -256,6 +256,11 @@ func renderConfirm(c echo.Context, svc BulkService, b bulkForm, status int, prob
 	for _, t := range p.ByTask {
 		v.ByTask = append(v.ByTask, views.TaskCountRow{Task: t.Task, N: views.Number(t.N)})
 	}
+	for _, o := range p.Overlaps {
+		v.Overlaps = append(v.Overlaps, views.OverlapNotice{ID: o.Operation.ID, Href: fmt.Sprintf("/operations/%d", o.Operation.ID),
+			Kind: string(o.Operation.Kind), Actor: o.Operation.Actor, State: strings.ToLower(opStateText(o.Operation, nil)),
+			Letters: views.Number(o.Letters)})
+	}
 	v.Sample = letterResults(dlq.Filter{}, dlq.DeadLetterPage{Letters: p.Sample}, dlq.Count{}).Rows
 	return Render(c, status, views.Layout(meta, views.BulkConfirm(v)))
 }

@@ -118,7 +118,7 @@ func renderOperation(c echo.Context, store OperationReader, version string, stat
 	if err != nil {
 		return err
 	}
-	meta := Meta(c, fmt.Sprintf("%s operation %d", verbOf(op.Kind), op.ID), "dead-letters", version)
+	meta := Meta(c, fmt.Sprintf("%s operation %d", verbOf(op.Kind), op.ID), "operations", version)
 	v := operationView(op, jobs, skips)
 	v.CanAct, v.CSRFToken, v.Problem = meta.CanAct, meta.CSRFToken, problem
 	c.Response().Header().Add("Vary", "HX-Request")

@@ -42,9 +42,21 @@ const (
 )
 
 // Preview shows what a bulk action would touch, with MaxID fixed so that
-// the action confirmed acts on exactly these letters and not on later ones.
+// the action confirmed acts on exactly these letters and not on later ones,
+// and which open operations already cover some of them (a warning only:
+// starting another operation over the same letters is allowed, and the
+// guarded batches never act on a letter twice).
 func (s *Service) Preview(ctx context.Context, sel dlq.Selection, sampleSize int) (dlq.Preview, error) {
-	return s.store.PreviewSelection(ctx, sel, sampleSize)
+	p, err := s.store.PreviewSelection(ctx, sel, sampleSize)
+	if err != nil || p.Matched == 0 {
+		return p, err
+	}
+	bounded := sel
+	bounded.MaxID = p.MaxID
+	if p.Overlaps, err = s.store.SelectionOverlaps(ctx, bounded); err != nil {
+		return dlq.Preview{}, err
+	}
+	return p, nil
 }
 
 // StartBulk checks policy and records the operation; the Runner carries it

@@ -81,6 +81,7 @@ type Store interface {
 	DiscardDeadLetter(ctx context.Context, p dlq.DiscardParams) (int64, error)
 	RestoreDeadLetter(ctx context.Context, p dlq.RestoreParams) (int64, error)
 	PreviewSelection(ctx context.Context, sel dlq.Selection, sampleSize int) (dlq.Preview, error)
+	SelectionOverlaps(ctx context.Context, sel dlq.Selection) ([]dlq.Overlap, error)
 	CreateOperation(ctx context.Context, p dlq.OperationParams) (dlq.Operation, error)
 	Operation(ctx context.Context, id int64) (dlq.Operation, error)
 	CancelOperation(ctx context.Context, p dlq.ChangeOperationParams) (dlq.Operation, error)

@@ -3,7 +3,9 @@ package views
 // AuditFilterForm holds the audit filter inputs as typed, with problems.
 type AuditFilterForm struct {
 	Actor, Action, DeadLetterID, Since, Until string
-	Problems                                  map[string]string
+	// HideSignIns leaves sign-ins and other session entries out.
+	HideSignIns bool
+	Problems    map[string]string
 }
 
 // AuditListView is the /audit page.

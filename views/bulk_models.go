@@ -38,6 +38,20 @@ type BulkConfirmView struct {
 	// "canary", "selection") to what is wrong with it.
 	Problems map[string]string
 	BackHref string
+	// Overlaps are open operations already covering some of these letters:
+	// a warning, the confirmation still goes ahead if the engineer wants.
+	Overlaps []OverlapNotice
+}
+
+// OverlapNotice is one open operation that covers some of the letters a
+// confirmation is about to act on.
+type OverlapNotice struct {
+	ID      int64
+	Href    string
+	Kind    string // "replay" or "discard"
+	Actor   string
+	State   string // in words: "running", "waiting for release"
+	Letters string // how many of these letters it covers ("3,400")
 }
 
 // TaskCountRow is one task of a confirmation's breakdown.

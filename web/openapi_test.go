@@ -291,7 +291,25 @@ func TestOpenAPIResponsesMatch(t *testing.T) {
 	c.call(t, seen, op, "POST", "/api/v1/dead-letters/discard", `{"ids": [1], "wait_seconds": 1000}`, 400)
 	c.call(t, seen, vic, "GET", "/api/v1/operations", "", 200)
 	c.call(t, seen, vic, "GET", "/api/v1/operations?state=done&limit=5", "", 200)
-	c.call(t, seen, vic, "GET", "/api/v1/operations?state=finished", "", 400)
+	c.call(t, seen, vic, "GET", "/api/v1/operations?state=finishd", "", 400)
+	c.call(t, seen, vic, "GET", "/api/v1/operations?kind=purge", "", 400)
+	c.call(t, seen, vic, "GET", "/api/v1/operations?cursor=x", "", 400)
+	// Paging, and the filters of the list: olga's finished replays, one a page.
+	first := c.call(t, seen, vic, "GET", "/api/v1/operations?state=finished&kind=replay&actor=OLGA&limit=1", "", 200)
+	if items, _ := first["items"].([]any); len(items) != 1 || first["next_cursor"] == nil {
+		t.Fatalf("the first page of olga's finished replays: %v", first)
+	}
+	older := c.call(t, seen, vic, "GET", "/api/v1/operations?state=finished&kind=replay&actor=olga&limit=1&cursor="+
+		first["next_cursor"].(string), "", 200)
+	if items, _ := older["items"].([]any); len(items) != 1 ||
+		id(items[0].(map[string]any)["operation_id"]) >= id(first["items"].([]any)[0].(map[string]any)["operation_id"]) {
+		t.Errorf("the next page does not hold an older operation: %v after %v", older, first)
+	}
+	for _, item := range c.call(t, seen, vic, "GET", "/api/v1/operations?state=open", "", 200)["items"].([]any) {
+		if item.(map[string]any)["finished_at"] != nil {
+			t.Errorf("state=open lists a finished operation: %v", item)
+		}
+	}
 	c.call(t, seen, vic, "GET", "/api/v1/operations/99999999", "", 404)
 	c.call(t, seen, op, "POST", "/api/v1/operations/99999999/cancel", "", 404)
 	c.call(t, seen, op, "POST", "/api/v1/operations/x/release", "", 400)
@@ -308,6 +326,8 @@ func TestOpenAPIResponsesMatch(t *testing.T) {
 	// The audit trail of all of the above.
 	c.call(t, seen, vic, "GET", "/api/v1/audit?limit=5", "", 200)
 	c.call(t, seen, vic, "GET", "/api/v1/audit?action=bogus", "", 400)
+	c.call(t, seen, vic, "GET", "/api/v1/audit?hide_sign_ins=1&limit=5", "", 200)
+	c.call(t, seen, vic, "GET", "/api/v1/audit?hide_sign_ins=yes", "", 400)
 
 	exercisePauses(t, c, seen)
 	exerciseJobActions(t, c, seen)

@@ -83,6 +83,8 @@ func routes(e *echo.Echo, cfg Config, sec *auth.Security) error {
 	e.GET("/dead-letters/bulk", handlers.BulkConfirmPage(cfg.Replay, cfg.Now, cfg.Version))
 	e.POST("/dead-letters/bulk", handlers.BulkConfirmPage(cfg.Replay, cfg.Now, cfg.Version))
 	e.POST("/dead-letters/bulk/confirm", handlers.BulkConfirm(cfg.Replay, cfg.Now, cfg.Version))
+	e.Use(handlers.OperationsBanner(cfg.Store)) // bulk operations in flight, on every page
+	e.GET("/operations", handlers.Operations(store, cfg.Version))
 	e.GET("/operations/:id", handlers.OperationPage(store, cfg.Version))
 	e.GET("/operations/:id/progress", handlers.OperationProgressFragment(store))
 	e.POST("/operations/:id/cancel", handlers.CancelOperation(store, cfg.Replay, cfg.Version))

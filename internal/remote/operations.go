@@ -37,7 +37,7 @@ func runOperations(ctx context.Context, e env, args []string) error {
 
 func runOperationList(ctx context.Context, e env, args []string) error {
 	fs := newFlags("operations list [--state S] [--limit N] [--output table|json]", "Bulk operations, newest first.", e)
-	state := fs.String("state", "", "only running, canary, done, cancelled or failed operations")
+	state := fs.String("state", "", "only open (not finished) or finished operations, or those in one state: running, canary, done, cancelled, failed")
 	limit := fs.Int("limit", 20, "how many operations")
 	output := outputFlag(fs)
 	rest, err := parse(fs, args)

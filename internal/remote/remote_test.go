@@ -343,7 +343,7 @@ func TestBulkAndOperations(t *testing.T) {
 	if err != nil || json.Unmarshal([]byte(out), &ops) != nil || len(ops) != 2 {
 		t.Fatalf("list --state done %v:\n%s", err, out)
 	}
-	_, err = c.run(t, "operations", "list", "--state", "finished")
+	_, err = c.run(t, "operations", "list", "--state", "finishd")
 	apiError(t, err, 400, "invalid")
 	_, err = c.run(t, "operations", "cancel", fmt.Sprint(opID))
 	apiError(t, err, 409, "conflict")
