@@ -162,6 +162,9 @@ func (a *authenticator) fromSession(c echo.Context) error {
 		return nil
 	}
 	if err != nil {
+		if dlq.IsUnavailable(err) {
+			handlers.SetUnknownUser(c)
+		}
 		return err
 	}
 	handlers.SetPrincipal(c, handlers.Principal{Name: u.Name, Role: u.Role, Via: viaSession})
