@@ -90,6 +90,27 @@ func TestOverviewRefreshKeepsFocus(t *testing.T) {
 	must(t, expect.Locator(link.Locator(".badge, .mono").First()).ToHaveText("CardDeclined"))
 }
 
+// TestWorkersRefreshKeepsDetailsAndFocus: the workers list refreshes
+// every 5 s; an opened task list stays open and the queue link focused
+// keeps focus.
+func TestWorkersRefreshKeepsDetailsAndFocus(t *testing.T) {
+	t.Parallel()
+	db := overviewFixture(t)
+	base := startServer(t, db)
+	page := newPage(t)
+	signIn(t, page, base, db, dlq.RoleViewer)
+	_, err := page.Goto(base + "/workers")
+	must(t, err)
+	countSwaps(t, page)
+	must(t, page.Locator("details.task-list summary").First().Click())
+	must(t, expect.Locator(page.Locator("details.task-list").First()).ToHaveAttribute("open", ""))
+	must(t, page.Locator("a.chip").First().Focus())
+	markFocus(t, page)
+	waitSwaps(t, page, 2, 30*time.Second)
+	expectSameFocus(t, page, "after two workers refreshes")
+	must(t, expect.Locator(page.Locator("details.task-list").First()).ToHaveAttribute("open", ""))
+}
+
 // TestOperationPollKeepsFocus: the operation page polls every second; a
 // button focused inside the polled part keeps focus.
 func TestOperationPollKeepsFocus(t *testing.T) {
@@ -239,7 +260,9 @@ func TestKeyboardShortcuts(t *testing.T) {
 	t.Parallel()
 	db := overviewFixture(t)
 	base := startServer(t, db)
-	page := newPage(t)
+	page := newPageWith(t, playwright.BrowserNewContextOptions{
+		Viewport: &playwright.Size{Width: 1280, Height: 800}, BypassCSP: playwright.Bool(true),
+	})
 	signIn(t, page, base, db, dlq.RoleViewer)
 	_, err := page.Goto(base + "/jobs")
 	must(t, err)
@@ -263,6 +286,7 @@ func TestKeyboardShortcuts(t *testing.T) {
 	must(t, expect.Locator(dialog).ToBeVisible())
 	must(t, expect.Locator(dialog).ToContainText("Dead letters"))
 	screenshot(t, page, "shortcuts-dialog")
+	expectAxeClean(t, page, "the shortcuts dialog")
 	// j does nothing behind an open dialog.
 	must(t, page.Keyboard().Press("j"))
 	must(t, page.Keyboard().Press("Escape"))
@@ -306,7 +330,10 @@ func TestOutageBanner(t *testing.T) {
 	pg := dlqtest.NewPrivate(t)
 	dlqtest.InsertDeadLetter(t, pg.DB.DB, dlqtest.Letter{Task: "billing.charge", ErrorClass: "CardDeclined", Message: "card declined"})
 	base := startServer(t, pg.DB)
-	page := newPage(t)
+	// The console's CSP forbids inline scripts; axe is injected as one.
+	page := newPageWith(t, playwright.BrowserNewContextOptions{
+		Viewport: &playwright.Size{Width: 1280, Height: 800}, BypassCSP: playwright.Bool(true),
+	})
 	signIn(t, page, base, pg.DB, dlq.RoleAdmin)
 	_, err := page.Goto(base + "/")
 	must(t, err)
@@ -320,6 +347,7 @@ func TestOutageBanner(t *testing.T) {
 	must(t, expect.Locator(banner).ToBeVisible())
 	must(t, expect.Locator(page.GetByTestId("count-pending")).ToHaveText("1"))
 	screenshot(t, page, "outage-overview")
+	expectAxeClean(t, page, "the overview with the outage banner")
 
 	// A page loaded during the outage: 503, the header, the words.
 	other, err := page.Context().NewPage()
@@ -333,6 +361,7 @@ func TestOutageBanner(t *testing.T) {
 	must(t, expect.Locator(other.GetByTestId("current-user")).ToContainText("unknown until the database is back"))
 	must(t, expect.Locator(other.GetByRole("navigation", playwright.PageGetByRoleOptions{Name: "Main"})).ToContainText("Dead letters"))
 	screenshot(t, other, "outage-page")
+	expectAxeClean(t, other, "the 503 page")
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -344,5 +373,22 @@ func TestOutageBanner(t *testing.T) {
 	must(t, expect.Locator(other.GetByTestId("outage")).ToBeHidden())
 	if title, _ := other.Title(); !strings.HasPrefix(title, "Jobs") {
 		t.Errorf("the reloaded page is %q, want the jobs page", title)
+	}
+}
+
+// expectAxeClean runs axe-core on page as it is now (the page's context
+// must bypass the CSP) and fails on serious or critical violations.
+func expectAxeClean(t *testing.T, page playwright.Page, what string) {
+	t.Helper()
+	_, err := page.AddScriptTag(playwright.PageAddScriptTagOptions{Path: playwright.String(axeScript(t))})
+	must(t, err)
+	got, err := page.Evaluate(`async () => {
+		const r = await axe.run(document, {resultTypes: ['violations']});
+		return r.violations.filter(v => v.impact === 'serious' || v.impact === 'critical')
+			.map(v => v.impact + ' ' + v.id + ': ' + v.nodes.map(n => n.target.join(' ')).join('; '));
+	}`)
+	must(t, err)
+	for _, v := range got.([]any) {
+		t.Errorf("%s: %s", what, v)
 	}
 }
