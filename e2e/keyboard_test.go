@@ -136,6 +136,19 @@ func TestOperationPollKeepsFocus(t *testing.T) {
 	waitSwaps(t, page, 2, 20*time.Second)
 	expectSameFocus(t, page, "after two operation polls")
 	must(t, expect.Locator(cancel).ToBeFocused())
+
+	// The operation ends (as if cancelled elsewhere): the page says so, and
+	// the polling stops (the fragment kept in place drops its hx-trigger).
+	_, err = db.ExecContext(context.Background(), `UPDATE operations SET state = 'cancelled', finished_at = now()`)
+	must(t, err)
+	must(t, expect.Locator(byTestID(page, "op-progress")).ToHaveAttribute("data-state", "cancelled"))
+	must(t, expect.Locator(byTestID(page, "op-progress")).Not().ToHaveAttribute("hx-trigger", regexp.MustCompile(".")))
+	_, err = page.Evaluate(`() => { window.__requests = 0; document.addEventListener("htmx:beforeRequest", () => window.__requests++) }`)
+	must(t, err)
+	time.Sleep(3 * time.Second) // three polls' worth of time, to see none happen
+	if n, _ := page.Evaluate(`() => window.__requests`); num(n) != 0 {
+		t.Errorf("%v polls after the operation stopped, want none", n)
+	}
 }
 
 // TestChartIsOneTabStop: each chart is one stop in the tab order, arrows
