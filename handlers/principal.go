@@ -24,9 +24,10 @@ const principalKey = "redrive.principal"
 
 const unknownUserKey = "redrive.unknown-user"
 
-// SetUnknownUser records that the request carries a genuine session whose
-// user could not be looked up (the database is unreachable): the page it
-// fails with says someone is signed in without naming who, or their role.
+// SetUnknownUser records that the request carries a genuine sign-in (a
+// session cookie, a trusted proxy's header) whose user could not be looked
+// up (the database is unreachable): the page it fails with says someone is
+// signed in without naming who, or their role, which it cannot check.
 func SetUnknownUser(c echo.Context) { c.Set(unknownUserKey, true) }
 
 // SetPrincipal records who is making the request.
