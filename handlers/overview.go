@@ -43,7 +43,9 @@ func Overview(store OverviewReader, demo DemoOutage, version string) echo.Handle
 		if err != nil {
 			return err
 		}
-		return Render(c, http.StatusOK, views.Layout(Meta(c, "Overview", "overview", version), views.Overview(page)))
+		meta := Meta(c, "Overview", "overview", version)
+		meta.Skips = []views.SkipLink{{Href: "#top-groups", Label: "Skip to top error groups"}}
+		return Render(c, http.StatusOK, views.Layout(meta, views.Overview(page)))
 	}
 }
 

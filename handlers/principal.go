@@ -22,6 +22,14 @@ type Principal struct {
 
 const principalKey = "redrive.principal"
 
+const unknownUserKey = "redrive.unknown-user"
+
+// SetUnknownUser records that the request carries a genuine sign-in (a
+// session cookie, a trusted proxy's header) whose user could not be looked
+// up (the database is unreachable): the page it fails with says someone is
+// signed in without naming who, or their role, which it cannot check.
+func SetUnknownUser(c echo.Context) { c.Set(unknownUserKey, true) }
+
 // SetPrincipal records who is making the request.
 func SetPrincipal(c echo.Context, p Principal) { c.Set(principalKey, p) }
 
@@ -57,6 +65,8 @@ func Meta(c echo.Context, title, active, version string) views.PageMeta {
 		m.User = &views.User{Name: p.Name, Role: string(p.Role)}
 		m.CanAct = p.Role.CanAct()
 		m.CanAdminister = p.Role.CanAdminister()
+	} else if unknown, _ := c.Get(unknownUserKey).(bool); unknown {
+		m.User = &views.User{Unknown: true}
 	}
 	if tok, ok := c.Get(csrfKey).(string); ok {
 		m.CSRFToken = tok

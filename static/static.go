@@ -8,7 +8,7 @@ package static
 
 import "embed"
 
-// FS holds css/ and js/.
+// FS holds css/, js/ and the favicon.
 //
-//go:embed css js
+//go:embed css js favicon.svg
 var FS embed.FS

@@ -192,3 +192,12 @@ func (c BarChart) role() string {
 	}
 	return "img"
 }
+
+// newestTip is what the readout under a chart says before a bar is
+// pointed at: the newest bucket, the one people look at first.
+func (c BarChart) newestTip() string {
+	if len(c.Bars) == 0 {
+		return ""
+	}
+	return "Newest: " + c.Bars[len(c.Bars)-1].Tip
+}

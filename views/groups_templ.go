@@ -121,7 +121,7 @@ func Groups(v GroupsView) templ.Component {
 				return templ_7745c5c3_Err
 			}
 		} else {
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 13, "<div class=\"table-wrap\"><table class=\"groups\" data-testid=\"groups-table\"><thead><tr><th>Error</th><th>Task</th><th class=\"num\">Pending</th><th class=\"num\">Last hour</th><th class=\"num hide-sm\">Total</th><th class=\"hide-sm\">Last 14 days</th><th class=\"hide-sm\">First seen</th><th>Last seen</th></tr></thead> <tbody>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 13, "<div class=\"table-wrap\"><table class=\"groups\" data-testid=\"groups-table\" data-keynav><thead><tr><th>Error</th><th>Task</th><th class=\"num\">Pending</th><th class=\"num\">Last hour</th><th class=\"num hide-sm\">Total</th><th class=\"hide-sm\">Last 14 days</th><th class=\"hide-sm\">First seen</th><th>Last seen</th></tr></thead> <tbody>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}

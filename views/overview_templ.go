@@ -364,7 +364,7 @@ func Overview(p OverviewPage) templ.Component {
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 24, "</section></div><div class=\"grid cols-2\"><section class=\"panel\" aria-labelledby=\"top-groups-h\"><h2 id=\"top-groups-h\">Top error groups</h2><p class=\"sort-links\" data-testid=\"top-groups-sort\">Sort by: ")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 24, "</section></div><div class=\"grid cols-2\"><section class=\"panel\" id=\"top-groups\" tabindex=\"-1\" aria-labelledby=\"top-groups-h\"><h2 id=\"top-groups-h\">Top error groups</h2><p class=\"sort-links\" data-testid=\"top-groups-sort\">Sort by: ")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}

@@ -4,7 +4,9 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -30,7 +32,11 @@ type apiErrorBody struct {
 // errorHandler is the only place an error becomes a response. Known kinds
 // map to their status and a message safe to show; anything else is logged
 // with the request id and shown as "Internal error", never as a stack trace.
-func errorHandler(logger *slog.Logger) echo.HTTPErrorHandler {
+//
+// A page keeps the layout's header (who is signed in, Admin, Sign out) as
+// far as the request got to know it; htmx, asking for a fragment, gets the
+// error alone (ErrorFragment), which app.js turns into the outage banner.
+func errorHandler(logger *slog.Logger, version string, now func() time.Time) echo.HTTPErrorHandler {
 	return func(err error, c echo.Context) {
 		if c.Response().Committed {
 			return
@@ -60,9 +66,18 @@ func errorHandler(logger *slog.Logger) echo.HTTPErrorHandler {
 			werr = c.NoContent(status)
 		case strings.HasPrefix(c.Request().URL.Path, "/api/"):
 			werr = c.JSON(status, apiError{Error: body, ReplayJobID: replayJobID})
+		case handlers.IsHTMX(c) && c.Request().Header.Get("HX-History-Restore-Request") != "true":
+			werr = handlers.Render(c, status, views.ErrorFragment(body.Code, body.Message))
 		default:
 			title := http.StatusText(status)
-			werr = handlers.Render(c, status, views.Layout(views.PageMeta{Title: title}, views.ErrorPage(status, title, body.Message)))
+			meta := handlers.Meta(c, title, "", version)
+			if body.Code == dlq.EUnavailable {
+				meta.Outage = &views.Outage{At: now()}
+				if c.Request().Method == http.MethodGet {
+					meta.Outage.RetrySeconds, _ = strconv.Atoi(retryAfterSeconds)
+				}
+			}
+			werr = handlers.Render(c, status, views.Layout(meta, views.ErrorPage(status, title, body.Message)))
 		}
 		if werr != nil {
 			logger.Error("write error response", "err", werr, "request_id", reqID)

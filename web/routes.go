@@ -1,6 +1,8 @@
 package web
 
 import (
+	"net/http"
+
 	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
@@ -38,6 +40,10 @@ func routes(e *echo.Echo, cfg Config, sec *auth.Security) error {
 	public.POST("/logout", handlers.Logout(sec.Sessions()))
 	public.POST("/logout/everywhere", handlers.LogoutEverywhere(cfg.Store, sec.Sessions(), now))
 	public.GET(OpenAPIPath, openAPI())
+	// Browsers ask for /favicon.ico whatever the page links; the icon is an SVG.
+	public.GET("/favicon.ico", func(c echo.Context) error {
+		return c.Redirect(http.StatusMovedPermanently, "/static/favicon.svg")
+	})
 
 	e.GET("/", handlers.Overview(reads, cfg.Demo, cfg.Version), fresh)
 	e.GET(handlers.OverviewRefreshURL, handlers.OverviewFragment(reads, cfg.Demo))

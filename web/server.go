@@ -100,7 +100,7 @@ func NewServer(cfg Config) (http.Handler, error) {
 	}
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
-	e.HTTPErrorHandler = errorHandler(cfg.Logger)
+	e.HTTPErrorHandler = errorHandler(cfg.Logger, cfg.Version, cfg.Now)
 	sec := auth.New(cfg.Store, cfg.Auth, cfg.Logger)
 	e.IPExtractor = sec.Trust().IPExtractor()
 	metrics, err := newHTTPMetrics(cfg.Registry)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/redrive/redrive/dlq"
 	"github.com/redrive/redrive/dlq/dlqtest"
+	"github.com/redrive/redrive/handlers"
 	"github.com/redrive/redrive/web"
 	"github.com/redrive/redrive/web/webtest"
 )
@@ -57,6 +58,20 @@ func TestDatabaseOutageAnswers503(t *testing.T) {
 			t.Errorf("GET %s during an outage: %d Retry-After=%q, want 503 with Retry-After and words:\n%.600s",
 				path, rec.Code, rec.Header().Get("Retry-After"), rec.Body.String())
 		}
+	}
+	// The page keeps its header, saying honestly that who is signed in is
+	// unknown, and the banner; htmx gets the error alone, coded, for the
+	// banner of the page it refreshes.
+	if body := page("/jobs").Body.String(); !strings.Contains(body, `data-testid="current-user"`) ||
+		!strings.Contains(body, "unknown until the database is back") || !strings.Contains(body, `data-outage-retry="5"`) ||
+		!strings.Contains(body, `aria-label="Main"`) {
+		t.Errorf("GET /jobs during an outage lost the header or the banner:\n%.1500s", body)
+	}
+	hx := httptest.NewRequest(http.MethodGet, handlers.OverviewRefreshURL, nil)
+	hx.Header.Set("HX-Request", "true")
+	if rec := session.Do(h, hx); rec.Code != http.StatusServiceUnavailable ||
+		!strings.Contains(rec.Body.String(), `data-code="database_unavailable"`) || strings.Contains(rec.Body.String(), "<html") {
+		t.Errorf("htmx refresh during an outage: %d, want 503 with the coded error alone:\n%.600s", rec.Code, rec.Body.String())
 	}
 	for _, c := range []struct{ method, path, body string }{
 		{http.MethodPost, "/api/v1/jobs/batch", batch},

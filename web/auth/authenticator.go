@@ -129,6 +129,9 @@ func (a *authenticator) fromProxy(c echo.Context) (handlers.Principal, bool, err
 		return handlers.Principal{}, false, &dlq.Error{Code: "disabled",
 			Message: "This account is disabled in Redrive."}
 	case err != nil && !errors.Is(err, dlq.ErrNotFound):
+		if dlq.IsUnavailable(err) {
+			handlers.SetUnknownUser(c)
+		}
 		return handlers.Principal{}, false, err
 	}
 	role, ok := a.cfg.ProxyRoles[strings.ToLower(name)]
@@ -162,6 +165,9 @@ func (a *authenticator) fromSession(c echo.Context) error {
 		return nil
 	}
 	if err != nil {
+		if dlq.IsUnavailable(err) {
+			handlers.SetUnknownUser(c)
+		}
 		return err
 	}
 	handlers.SetPrincipal(c, handlers.Principal{Name: u.Name, Role: u.Role, Via: viaSession})

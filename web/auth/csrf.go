@@ -119,10 +119,10 @@ func unsafeMethod(method string) bool {
 	return !slices.Contains([]string{http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace}, method)
 }
 
-// quietPath: probes, metrics and static files need no session or token.
+// quietPath: probes, metrics, the icon and static files need no session or token.
 func quietPath(path string) bool {
 	switch path {
-	case "/healthz", "/readyz", "/metrics":
+	case "/healthz", "/readyz", "/metrics", "/favicon.ico":
 		return true
 	}
 	return isStaticPath(path)
