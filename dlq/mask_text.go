@@ -15,12 +15,14 @@ import (
 // quotes its payload ("invalid kwargs {\"password\": ...}", "card ending
 // 7552") puts in the text what the arguments' masking hides. So wherever
 // error text is shown, searched or exported it is masked too, by rules the
-// search's SQL (migration 00010) applies the same way:
+// search's SQL (migrations 00010 and 00029) applies the same way:
 //
 //  1. every string or number under a sensitive key of the letter's own
 //     arguments, at least MinMaskedValueLen characters long, is replaced
-//     by MaskPlaceholder wherever it appears, longest first;
-//  2. then every match of each extra pattern (REDRIVE_MASK_PATTERNS).
+//     by MaskPlaceholder wherever it appears, in each of its spellings
+//     (spellings), longest first;
+//  2. in a text cut short, the longest start of one that it ends in;
+//  3. then every match of each extra pattern (REDRIVE_MASK_PATTERNS).
 //
 // Shorter values are left: masking every "12" or "EUR" a letter holds
 // would blank half of every message and protect nothing.
@@ -232,6 +234,8 @@ func (m Masker) textMask(args, kwargs json.RawMessage) TextMask {
 // or quotes a value with Go's %q. A secret with a quote, a backslash or a
 // control character in it would otherwise be hidden only where it is
 // written as it is. The quotes around a spelling are not part of it.
+// The search's SQL spells secrets the same way (dead_letter_mask_spellings,
+// migration 00029): a spelling added here needs a migration there.
 func spellings(secret string) []string {
 	out := []string{secret}
 	if !strings.ContainsFunc(secret, func(r rune) bool { return r < 0x20 || r > 0x7e || strings.ContainsRune(`"\<>&`, r) }) {

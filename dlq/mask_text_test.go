@@ -2,16 +2,23 @@ package dlq_test
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
+	"unicode"
+
+	"github.com/lib/pq"
 
 	"github.com/redrive/redrive/dlq"
 	"github.com/redrive/redrive/dlq/dlqtest"
 )
 
 // maskCases are error texts with the arguments of their letter: the pages
-// (Go) and the search (SQL, migration 00010) must hide the same in each.
+// (Go) and the search (SQL, migrations 00010 and 00029) must hide the same
+// in each.
 var maskCases = []struct {
 	name, msg, args, kwargs, want string
 	patterns                      []string
@@ -35,6 +42,29 @@ var maskCases = []struct {
 	{name: "WordBoundary", msg: "id tok_1 and xtok_2", patterns: []string{`\btok_\d\b`}, want: "id ••• and xtok_2"},
 	{name: "LeftmostLongest", msg: "abc", patterns: []string{`a|ab|abc`}, want: "•••"},
 	{name: "CaseInsensitiveKeys", msg: "Bearer xyz-123", kwargs: `{"AUTHORIZATION": "Bearer xyz-123"}`, want: "•••"},
+	// A secret holding a quote, a backslash or a control character, quoted
+	// by its handler: each spelling is hidden, not only the decoded one.
+	{name: "QuotedAsJSON", msg: `invalid kwargs {"password": "=HYPERLINK(\"http://evil\")"} and =HYPERLINK("http://evil")`,
+		kwargs: `{"password": "=HYPERLINK(\"http://evil\")"}`, want: `invalid kwargs {"password": "•••"} and •••`},
+	{name: "EscapedSpellings", kwargs: `{"token": "a<b>&c\\d\te\u0001f"}`,
+		msg:  `pg "a<b>&c\\d\te\u0001f" go "a\u003cb\u003e\u0026c\\d\te\u0001f" q "a<b>&c\\d\te\x01f" raw a<b>&c\d` + "\te\x01f",
+		want: `pg "•••" go "•••" q "•••" raw •••`},
+	{name: "ControlAndDEL", kwargs: `{"secret": "tab\tdel\u007fbell\u0007"}`,
+		msg:  `pg "tab\tdel` + "\x7f" + `bell\u0007" q "tab\tdel\x7fbell\a"`,
+		want: `pg "•••" q "•••"`},
+	// %q escapes what Go's unicode tables call unprintable, json.Marshal
+	// only U+2028 and U+2029: the search must know the same runes.
+	{name: "NonASCII", kwargs: `{"secret": "nb\u00a0sp\u2028ls\udb40\udc01é-x"}`,
+		msg: "q " + strconv.Quote("nb\u00a0sp\u2028ls\U000e0001é-x") + ` go "nb` + "\u00a0" + `sp\u2028ls` + "\U000e0001" + `é-x"` +
+			" pg \"nb\u00a0sp\u2028ls\U000e0001é-x\"",
+		want: `q "•••" go "•••" pg "•••"`},
+	// A text cut short ends in the first part of a secret: hidden too,
+	// however that secret is spelled.
+	{name: "CutAtTheEnd", msg: "charge 4000056655665556 then 400005" + dlq.TruncatedMark,
+		kwargs: `{"card_number": "4000056655665556"}`, want: "charge ••• then •••" + dlq.TruncatedMark},
+	{name: "CutEscapedAtTheEnd", msg: `invalid kwargs {"password": "Erin-77\"q` + dlq.TruncatedMark,
+		kwargs: `{"password": "Erin-77\"quoted\""}`, want: `invalid kwargs {"password": "•••` + dlq.TruncatedMark},
+	{name: "NotCutStays", msg: "charge 400005", kwargs: `{"card_number": "4000056655665556"}`, want: "charge 400005"},
 }
 
 func TestMaskText(t *testing.T) {
@@ -158,9 +188,8 @@ func TestSearchTextMasksPairs(t *testing.T) {
 // A handler that quotes its payload as JSON writes a secret holding a
 // quote, a backslash or a control character escaped, and a Go handler's
 // json.Marshal or %q escapes more (<, >, &, non-printables): each spelling
-// of the secret is hidden, not only the decoded one. (Go only: the
-// search's SQL, migration 00010, hides the decoded spelling only, which
-// needs a migration to change.)
+// of the secret is hidden, not only the decoded one. (The search hides
+// the same spellings: maskCases, TestMaskTextSameInSQL.)
 func TestMaskTextHidesEscapedSecrets(t *testing.T) {
 	t.Parallel()
 	m := dlq.NewMasker(dlq.DefaultMaskKeys)
@@ -198,6 +227,66 @@ func TestMaskTextHidesSecretCutAtTheEnd(t *testing.T) {
 	} {
 		if got := m.MaskText(tc.in, []byte("[]"), kwargs); got != tc.want {
 			t.Errorf("MaskText(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
+// The search's SQL spells a secret as Go's %q does only if it knows the
+// runes Go's unicode tables call unprintable (migration 00029). When Go's
+// tables change, this fails: a new migration must redefine
+// dead_letter_go_unprintable with the ranges it prints.
+func TestSQLKnowsGoUnprintableRunes(t *testing.T) {
+	t.Parallel()
+	db := dlqtest.NewDB(t)
+	var ranges []string
+	from := rune(-1)
+	for r := rune(0x80); r <= unicode.MaxRune+1; r++ {
+		unprintable := r <= unicode.MaxRune && !strconv.IsPrint(r)
+		switch {
+		case unprintable && from < 0:
+			from = r
+		case !unprintable && from >= 0:
+			ranges = append(ranges, fmt.Sprintf("[%d,%d)", from, r))
+			from = -1
+		}
+	}
+	want := "{" + strings.Join(ranges, ",") + "}"
+	var got string
+	if err := db.Get(&got, `SELECT dead_letter_go_unprintable()::text`); err != nil {
+		t.Fatal(err)
+	}
+	if got != want {
+		t.Fatalf("Go (Unicode %s) escapes other runes than the search knows; redefine dead_letter_go_unprintable as\n%s",
+			unicode.Version, want)
+	}
+
+	// And the search hides each spelling of a secret around runes from
+	// every part of Unicode exactly as the pages do.
+	m := dlq.NewMasker(dlq.DefaultMaskKeys)
+	var msgs, kwargs, wants []string
+	for r := rune(0x01); r <= unicode.MaxRune; r += 997 {
+		if r >= 0xD800 && r <= 0xDFFF {
+			continue // not text in either
+		}
+		secret := "a<" + string(r) + `"\` + string(r+1)
+		b, err := json.Marshal(map[string]string{"token": secret})
+		if err != nil {
+			t.Fatal(err)
+		}
+		quoted, _ := json.Marshal(secret)
+		msg := "q " + strconv.Quote(secret) + " json " + string(quoted) + " cut " + string([]rune(strconv.Quote(secret))[:4]) + dlq.TruncatedMark
+		msgs, kwargs = append(msgs, msg), append(kwargs, string(b))
+		wants = append(wants, m.MaskText(msg, nil, b))
+	}
+	var sql []string
+	if err := db.Select(&sql, `SELECT dead_letter_masked_search_text(msg, '[]', kw::jsonb, p.keys, p.patterns)
+		FROM unnest($1::text[], $2::text[]) WITH ORDINALITY t(msg, kw, n), mask_policy p ORDER BY n`,
+		pq.Array(msgs), pq.Array(kwargs)); err != nil {
+		t.Fatal(err)
+	}
+	for i, got := range sql {
+		if !strings.HasPrefix(got, wants[i]+" ") || strings.Contains(wants[i], "a<") {
+			t.Errorf("%q: search text %q, pages %q", msgs[i], got, wants[i])
 		}
 	}
 }

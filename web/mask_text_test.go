@@ -117,3 +117,38 @@ func TestMaskPatternRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestSearchHidesEscapedSecrets: a secret holding a quote or a backslash
+// that a handler quoted as JSON, or that a cut left half of, is hidden on
+// the pages; search through the API and the page does not find the letter
+// by it or its prefixes, and does by what is shown.
+func TestSearchHidesEscapedSecrets(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	kwargs := `{"user": "erin", "password": "p\"q\\r<s>&t-Erin-77", "card_number": "4000056655665556"}`
+	id := dlqtest.InsertDeadLetter(t, e.db.DB, dlqtest.Letter{
+		Task: "probe.leak", Kwargs: kwargs,
+		Message: `LeakError: invalid kwargs {"user": "erin", "password": "p\"q\\r<s>&t-Erin-77"} charged 400005` + dlq.TruncatedMark,
+	})
+	viewer := e.as(t, "vic", dlq.RoleViewer)
+	row := fmt.Sprintf(`data-testid="letter-row" data-id="%d"`, id)
+	if body := viewer.Do(e.h, httptest.NewRequest("GET", fmt.Sprintf("/api/v1/dead-letters/%d", id), nil)).Body.String(); strings.Contains(body, "Erin-77") || strings.Contains(body, "400005") {
+		t.Fatalf("the letter shows its secret: %s", body)
+	}
+	for _, q := range []string{"Erin-77", `p\"q`, `"password": "p`, `"password": "p\"`, "400005", "charged 4"} {
+		if rec := viewer.Do(e.h, httptest.NewRequest("GET", "/api/v1/dead-letters?status=all&q="+url.QueryEscape(q), nil)); strings.Contains(rec.Body.String(), `"id":`) {
+			t.Errorf("API search for %q found the letter: %s", q, rec.Body.String())
+		}
+		if body := viewer.Do(e.h, httptest.NewRequest("GET", "/dead-letters?status=all&q="+url.QueryEscape(q), nil)).Body.String(); strings.Contains(body, row) {
+			t.Errorf("page search for %q found the letter", q)
+		}
+	}
+	for _, q := range []string{`"user": "erin", "password": "•••"}`, "charged •••" + dlq.TruncatedMark} {
+		if rec := viewer.Do(e.h, httptest.NewRequest("GET", "/api/v1/dead-letters?status=all&q="+url.QueryEscape(q), nil)); !strings.Contains(rec.Body.String(), fmt.Sprintf(`"id":%d`, id)) {
+			t.Errorf("API search for %q did not find the letter: %s", q, rec.Body.String())
+		}
+		if body := viewer.Do(e.h, httptest.NewRequest("GET", "/dead-letters?status=all&q="+url.QueryEscape(q), nil)).Body.String(); !strings.Contains(body, row) {
+			t.Errorf("page search for %q did not find the letter", q)
+		}
+	}
+}
