@@ -266,6 +266,15 @@ func TestSkipLinks(t *testing.T) {
 	}
 }
 
+// arrived waits until page is at url and its deferred scripts have run:
+// the URL changes before app.js listens for keys, and a key pressed in
+// between would be lost on a loaded machine.
+func arrived(t *testing.T, page playwright.Page, url string) {
+	t.Helper()
+	must(t, expect.Page(page).ToHaveURL(url))
+	must(t, page.WaitForLoadState(playwright.PageWaitForLoadStateOptions{State: playwright.LoadStateDomcontentloaded}))
+}
+
 // TestKeyboardShortcuts: g d goes to the dead letters, / focuses the
 // search, ? lists the shortcuts (Esc closes), j/k highlight rows and
 // Enter opens one; nothing fires while typing.
@@ -282,7 +291,7 @@ func TestKeyboardShortcuts(t *testing.T) {
 
 	must(t, page.Keyboard().Press("g"))
 	must(t, page.Keyboard().Press("d"))
-	must(t, expect.Page(page).ToHaveURL(base+"/dead-letters"))
+	arrived(t, page, base+"/dead-letters")
 
 	search := page.Locator(`input[name="q"]`)
 	must(t, page.Keyboard().Press("/"))
@@ -290,7 +299,7 @@ func TestKeyboardShortcuts(t *testing.T) {
 	// Typing g then o in the field is typing, not going to the overview.
 	must(t, page.Keyboard().Type("go"))
 	must(t, expect.Locator(search).ToHaveValue("go"))
-	must(t, expect.Page(page).ToHaveURL(base+"/dead-letters"))
+	arrived(t, page, base+"/dead-letters")
 	must(t, search.Fill(""))
 	must(t, search.Blur())
 
@@ -321,17 +330,17 @@ func TestKeyboardShortcuts(t *testing.T) {
 	must(t, page.Keyboard().Press("Control+j")) // modifiers: not a shortcut
 	must(t, expect.Locator(rows.Nth(1)).ToHaveClass(regexp.MustCompile(`keynav-current`)))
 	must(t, page.Keyboard().Press("Enter"))
-	must(t, expect.Page(page).ToHaveURL(base+"/dead-letters/"+id))
+	arrived(t, page, base+"/dead-letters/"+id)
 
 	must(t, page.Keyboard().Press("g"))
 	must(t, page.Keyboard().Press("g"))
-	must(t, expect.Page(page).ToHaveURL(base+"/groups"))
+	arrived(t, page, base+"/groups")
 	must(t, page.Keyboard().Press("g"))
 	must(t, page.Keyboard().Press("j"))
-	must(t, expect.Page(page).ToHaveURL(base+"/jobs"))
+	arrived(t, page, base+"/jobs")
 	must(t, page.Keyboard().Press("g"))
 	must(t, page.Keyboard().Press("o"))
-	must(t, expect.Page(page).ToHaveURL(base+"/"))
+	arrived(t, page, base+"/")
 }
 
 // TestOutageBanner stops the database under an open overview: the page
