@@ -121,6 +121,9 @@ func TestPauseAPI(t *testing.T) {
 			{`{"task": "t", "reason": "r", "until": "` + past + `"}`, "until"},
 			{`{"task": "t", "reason": "r", "until": "half past two"}`, "until"},
 			{`{"task": "t", "reason": "r", "for": "forever"}`, "for"},
+			{`{"task": "t", "reason": "r", "for": "800h"}`, "for"},
+			{`{"task": "t", "reason": "r", "for": "500ms"}`, "for"},
+			{`{"task": "t", "reason": "r", "until": "` + time.Now().Add(40*24*time.Hour).UTC().Format(time.RFC3339) + `"}`, "until"},
 			{`{"task": "t", "reason": "r", "for": "1h", "until": "14:30"}`, "until"},
 		} {
 			rec, body := a.api(t, a.olgaAPI, http.MethodPost, "/api/v1/pauses", tc.body)
