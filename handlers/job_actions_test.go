@@ -169,6 +169,48 @@ func TestJobActionPages(t *testing.T) {
 		}
 	})
 
+	t.Run("HeldJobSaysWhatHoldsIt", func(t *testing.T) {
+		t.Parallel()
+		a := newActions(t)
+		later := a.retrying(t, "default")
+		var due int64
+		if err := a.db.Get(&due, `INSERT INTO jobs (task, queue, run_at) VALUES ('emails.send', 'mail', now() - interval '1 minute') RETURNING id`); err != nil {
+			t.Fatal(err)
+		}
+		runAt := func(id int64) string {
+			t.Helper()
+			_, doc := a.page(t, a.olga, fmt.Sprintf("/jobs/%d", id))
+			return strings.Join(strings.Fields(doc.Find(`[data-testid="job-run-at"]`).Text()), " ")
+		}
+		if got := runAt(due); !strings.Contains(got, "waiting for a free worker") {
+			t.Fatalf("unpaused due job: %q", got)
+		}
+		a.db.MustExec(`INSERT INTO pauses (kind, name, reason, paused_by) VALUES ('task', 'billing.charge', 'provider down', 'olga'),
+			('queue', 'mail', 'smtp down', 'olga')`)
+		if got := runAt(due); !strings.Contains(got, "held while queue mail is paused") || strings.Contains(got, "free worker") {
+			t.Errorf("due job of a paused queue: %q", got)
+		}
+		if got := runAt(later); !strings.Contains(got, "then held while task billing.charge is paused") {
+			t.Errorf("later retry of a paused task: %q", got)
+		}
+	})
+
+	t.Run("NoBulkBarWhereNothingWaits", func(t *testing.T) {
+		t.Parallel()
+		a := newActions(t)
+		a.retrying(t, "default")
+		a.db.MustExec(`INSERT INTO jobs (task, queue, state, attempt, finished_at) VALUES
+			('billing.charge', 'default', 'succeeded', 1, now()), ('billing.charge', 'default', 'dead', 3, now())`)
+		a.db.MustExec(`INSERT INTO jobs (task, queue, state, attempt, lease_owner, lease_expires_at, attempted_at) VALUES
+			('billing.charge', 'default', 'running', 1, 'w1', now() + interval '30 seconds', now())`)
+		for state, want := range map[string]int{"": 1, "retrying": 1, "running": 0, "succeeded": 0, "dead": 0} {
+			_, doc := a.page(t, a.olga, "/jobs?state="+state)
+			if got := doc.Find(`[data-testid="jobs-bulk"]`).Length(); got != want {
+				t.Errorf("/jobs?state=%s: %d bulk bars, want %d", state, got, want)
+			}
+		}
+	})
+
 	t.Run("BulkKillOfAFilterNeedsTheTypedCount", func(t *testing.T) {
 		t.Parallel()
 		a := newActions(t)

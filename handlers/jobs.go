@@ -53,7 +53,9 @@ func Jobs(store JobLister, now func() time.Time, version string) echo.HandlerFun
 			return err
 		}
 		p.Pause = pauseLinks(meta)
-		if meta.CanAct {
+		// Run now and kill act on waiting jobs only: a list of running,
+		// finished or dead jobs gets no bar that could only select nothing.
+		if meta.CanAct && (f.State == "" || f.State == dlq.StateAvailable || f.State == dlq.StateRetrying) {
 			p.Bulk = jobsBulkBar(meta, f, p.Count) // job_actions.go
 		}
 		return Render(c, http.StatusOK, views.Layout(meta, views.Jobs(p)))
@@ -214,8 +216,11 @@ func JobDetail(store JobReader, now func() time.Time, version string) echo.Handl
 				p.DeadLetterHref = "/dead-letters/" + strconv.FormatInt(letter, 10)
 			}
 		}
-		title := fmt.Sprintf("Job %d", job.ID)
-		return Render(c, http.StatusOK, views.Layout(Meta(c, title, "jobs", version), views.JobDetail(p)))
+		meta := Meta(c, fmt.Sprintf("Job %d", job.ID), "jobs", version)
+		if job.State == dlq.StateAvailable || job.State == dlq.StateRetrying {
+			p.HeldBy = heldBy(meta.Pauses, job)
+		}
+		return Render(c, http.StatusOK, views.Layout(meta, views.JobDetail(p)))
 	}
 }
 
@@ -256,6 +261,17 @@ func jobDetailPage(j dlq.Job, now time.Time) views.JobDetailPage {
 		p.Attempts = append(p.Attempts, attemptRow(a))
 	}
 	return p
+}
+
+// heldBy is the open pause, among the banner's, that holds job: its
+// task's or its queue's.
+func heldBy(pauses []views.PauseNotice, job dlq.Job) *views.PauseNotice {
+	for _, n := range pauses {
+		if (n.Kind == dlq.PauseTask && n.Name == job.Task) || (n.Kind == dlq.PauseQueue && n.Name == job.Queue) {
+			return &n
+		}
+	}
+	return nil
 }
 
 // setRunAt says what run_at means for a waiting job: when its next try is,
