@@ -214,6 +214,7 @@ func TestIncidentJourney(t *testing.T) {
 	must(t, err)
 	must(t, expect.Locator(byTestID(page, "job-row")).ToHaveCount(3))
 	must(t, expect.Locator(byTestID(page, "jobs")).ToContainText("available"))
+	must(t, expect.Locator(byTestID(page, "job-row").First()).ToContainText("held (task paused)"))
 	screenshot(t, page, "incident-4-charges-waiting")
 	_, err = page.Goto(base + "/jobs?task=emails.send")
 	must(t, err)

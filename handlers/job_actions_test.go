@@ -4,8 +4,11 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/PuerkitoBio/goquery"
 )
 
 // retrying inserts a job of billing.charge that failed once and retries in
@@ -192,6 +195,19 @@ func TestJobActionPages(t *testing.T) {
 		}
 		if got := runAt(later); !strings.Contains(got, "then held while task billing.charge is paused") {
 			t.Errorf("later retry of a paused task: %q", got)
+		}
+		// The list too, for the due job; the later retry still says when.
+		_, doc := a.page(t, a.olga, "/jobs")
+		rows := map[string]string{}
+		doc.Find(`[data-testid="job-row"]`).Each(func(_ int, row *goquery.Selection) {
+			id, _ := row.Attr("data-job-id")
+			rows[id] = strings.Join(strings.Fields(row.Text()), " ")
+		})
+		if got := rows[strconv.FormatInt(due, 10)]; !strings.Contains(got, "held (queue paused) · due since") {
+			t.Errorf("list row of the held due job: %q", got)
+		}
+		if got := rows[strconv.FormatInt(later, 10)]; !strings.Contains(got, "next try") || strings.Contains(got, "held") {
+			t.Errorf("list row of the later retry: %q", got)
 		}
 	})
 

@@ -48,11 +48,13 @@ func Jobs(store JobLister, now func() time.Time, version string) echo.HandlerFun
 		if err != nil {
 			return err
 		}
-		p, err := loadJobsPage(c.Request().Context(), store, f, now())
+		t := now()
+		p, err := loadJobsPage(c.Request().Context(), store, f, t)
 		if err != nil {
 			return err
 		}
 		p.Pause = pauseLinks(meta)
+		markHeld(p.Rows, meta.Pauses, t)
 		// Run now and kill act on waiting jobs only: a list of running,
 		// finished or dead jobs gets no bar that could only select nothing.
 		if meta.CanAct && (f.State == "" || f.State == dlq.StateAvailable || f.State == dlq.StateRetrying) {
@@ -218,7 +220,7 @@ func JobDetail(store JobReader, now func() time.Time, version string) echo.Handl
 		}
 		meta := Meta(c, fmt.Sprintf("Job %d", job.ID), "jobs", version)
 		if job.State == dlq.StateAvailable || job.State == dlq.StateRetrying {
-			p.HeldBy = heldBy(meta.Pauses, job)
+			p.HeldBy = heldBy(meta.Pauses, job.Task, job.Queue)
 		}
 		return Render(c, http.StatusOK, views.Layout(meta, views.JobDetail(p)))
 	}
@@ -263,15 +265,29 @@ func jobDetailPage(j dlq.Job, now time.Time) views.JobDetailPage {
 	return p
 }
 
-// heldBy is the open pause, among the banner's, that holds job: its
-// task's or its queue's.
-func heldBy(pauses []views.PauseNotice, job dlq.Job) *views.PauseNotice {
+// heldBy is the open pause, among the banner's, that holds a waiting job
+// of task on queue: its task's or its queue's.
+func heldBy(pauses []views.PauseNotice, task, queue string) *views.PauseNotice {
 	for _, n := range pauses {
-		if (n.Kind == dlq.PauseTask && n.Name == job.Task) || (n.Kind == dlq.PauseQueue && n.Name == job.Queue) {
+		if (n.Kind == dlq.PauseTask && n.Name == task) || (n.Kind == dlq.PauseQueue && n.Name == queue) {
 			return &n
 		}
 	}
 	return nil
+}
+
+// markHeld says, of each due waiting job a pause holds, that it is held
+// rather than merely due: "due since" alone reads as "no worker free".
+func markHeld(rows []views.JobRow, pauses []views.PauseNotice, now time.Time) {
+	for i := range rows {
+		r := &rows[i]
+		if (r.State != string(dlq.StateAvailable) && r.State != string(dlq.StateRetrying)) || r.When == nil || r.When.After(now) {
+			continue
+		}
+		if n := heldBy(pauses, r.Task, r.Queue); n != nil {
+			r.WhenLabel = "held (" + n.Kind + " paused) · due since"
+		}
+	}
 }
 
 // setRunAt says what run_at means for a waiting job: when its next try is,
