@@ -249,6 +249,7 @@ func TestIncidentJourney(t *testing.T) {
 	must(t, expect.Locator(page.Locator("body")).ToContainText("killed by olga: "+killWhy))
 	// Its history: every attempt it failed, then the kill.
 	must(t, expect.Locator(byTestID(page, "attempt")).ToHaveCount(attempts+1))
+	must(t, expect.Locator(byTestID(page, "attempt").Last()).ToContainText(fmt.Sprintf("After attempt %d", attempts)))
 	must(t, expect.Locator(byTestID(page, "attempts")).ToContainText("KeyError"))
 	screenshot(t, page, "incident-7-killed-letter")
 

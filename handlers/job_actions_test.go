@@ -142,6 +142,21 @@ func TestJobActionPages(t *testing.T) {
 		if doc.Find(`[data-testid="dead-letter-link"]`).Length() != 1 {
 			t.Fatal("the killed job's page does not link its letter")
 		}
+		// The kill ends the history, after the attempt it interrupted the
+		// wait of: it is not an attempt of its own, on either page.
+		heads := func(doc *goquery.Document, sel string) []string {
+			var hs []string
+			doc.Find(sel).Each(func(_ int, s *goquery.Selection) { hs = append(hs, s.Find("strong").First().Text()) })
+			return hs
+		}
+		if got := heads(doc, `[data-testid="attempt"]`); strings.Join(got, ", ") != "Attempt 1, After attempt 1" {
+			t.Errorf("the killed job's history reads %q", got)
+		}
+		href, _ := doc.Find(`[data-testid="dead-letter-link"] a`).Attr("href")
+		_, letter := a.page(t, a.olga, href)
+		if got := heads(letter, `[data-testid="attempt"]`); strings.Join(got, ", ") != "Attempt 1, After attempt 1" {
+			t.Errorf("the killed job's letter's history reads %q", got)
+		}
 		// The other job is claimed and finished between the page and the click.
 		_, doc = a.page(t, a.olga, fmt.Sprintf("/jobs/%d", other))
 		a.db.MustExec(`UPDATE jobs SET state = 'succeeded', attempt = 2, finished_at = now() WHERE id = $1`, other)
