@@ -20,7 +20,6 @@ import (
 	"github.com/redrive/redrive/dlq"
 	"github.com/redrive/redrive/dlq/dlqtest"
 	redrive "github.com/redrive/redrive/internal/cli"
-	"github.com/redrive/redrive/notify"
 	"github.com/redrive/redrive/worker"
 )
 
@@ -31,16 +30,26 @@ type keyError struct{ key string }
 func (e *keyError) Error() string      { return fmt.Sprintf("'%s'", e.key) }
 func (e *keyError) ErrorClass() string { return "KeyError" }
 
+// webhookMessage is the JSON body the README documents for a webhook
+// (notify.Message, read as a receiver reads it: by its wire format).
+type webhookMessage struct {
+	ID    int64  `json:"id"`
+	Event string `json:"event"`
+	Title string `json:"title"`
+	Text  string `json:"text"`
+	URL   string `json:"url"`
+}
+
 // webhookReceiver is the on-call's chat hook: it keeps every message the
 // console posts to it.
 type webhookReceiver struct {
 	mu   sync.Mutex
-	got  []notify.Message
+	got  []webhookMessage
 	seen chan struct{} // a message arrived
 }
 
 func (h *webhookReceiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	var m notify.Message
+	var m webhookMessage
 	if err := json.NewDecoder(r.Body).Decode(&m); err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
@@ -56,7 +65,7 @@ func (h *webhookReceiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // await returns the first message of event, waiting at most within.
-func (h *webhookReceiver) await(t *testing.T, event string, within time.Duration) notify.Message {
+func (h *webhookReceiver) await(t *testing.T, event string, within time.Duration) webhookMessage {
 	t.Helper()
 	deadline := time.After(within)
 	for {
