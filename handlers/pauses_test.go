@@ -205,6 +205,11 @@ func TestPauseConsole(t *testing.T) {
 	if doc.Find(`[data-testid="overview-pause"]`).Length() != 1 {
 		t.Error("the overview does not list the pause")
 	}
+	// In the overview's ranked list (ol.ranked, as the top groups), the
+	// link names what is held; the reason and who are beside it, not in it.
+	if link := strings.Join(strings.Fields(doc.Find(`ol.ranked [data-testid="overview-pause"] a`).Text()), " "); link != "task billing.charge" {
+		t.Errorf("the overview's pause links %q, want \"task billing.charge\" alone", link)
+	}
 	_, doc = a.page(t, a.olga, "/jobs")
 	rec = a.submit(t, a.olga, doc, `[data-testid="pause-banner"] form`, nil)
 	if rec.Code != http.StatusSeeOther {
