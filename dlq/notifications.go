@@ -48,8 +48,9 @@ type NotificationEvent struct {
 	At      time.Time       `db:"created_at"`
 }
 
-// ConsolePath is the console page the event is about: the group's letters,
-// the operation, or the pauses.
+// ConsolePath is the console page the event is about: the group's page
+// (what broke, since when, its letters, and the buttons to replay it or
+// pause its task: where the on-call acts), the operation, or the pauses.
 func (e NotificationEvent) ConsolePath() string {
 	if strings.HasPrefix(e.Kind, "operation_") {
 		return "/operations/" + url.PathEscape(e.Subject)
@@ -57,7 +58,7 @@ func (e NotificationEvent) ConsolePath() string {
 	if strings.HasPrefix(e.Kind, "pause_") {
 		return "/pauses"
 	}
-	return "/dead-letters?" + url.Values{"fingerprint": {e.Subject}, "status": {StatusAll}}.Encode()
+	return "/groups/" + url.PathEscape(e.Subject)
 }
 
 // NotificationDelivery is one event's delivery to one endpoint.

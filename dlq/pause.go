@@ -110,7 +110,11 @@ type PauseParams struct {
 	Reason string
 	// Until, when set, ends the pause by itself.
 	Until *time.Time
-	Actor Actor
+	// UntilField names the request's field Until was read from: "for" (a
+	// duration) or "until" (a time; the default). A problem with Until is
+	// reported under it, so the person is told about what they wrote.
+	UntilField string
+	Actor      Actor
 	// Now is the time recorded in the audit entry, and what Until must lie
 	// after.
 	Now time.Time
@@ -147,13 +151,17 @@ func (p PauseParams) Valid() map[string]string {
 		problems["reason"] = "must be text (no NUL bytes, valid UTF-8)"
 	}
 	if p.Until != nil {
+		field := "until"
+		if p.UntilField == "for" {
+			field = "for"
+		}
 		switch {
 		case !p.Until.After(p.Now):
-			problems["until"] = fmt.Sprintf("must be in the future (it is %s UTC now)", p.Now.UTC().Format("2006-01-02 15:04"))
+			problems[field] = fmt.Sprintf("must be in the future (it is %s UTC now)", p.Now.UTC().Format("2006-01-02 15:04"))
 		case p.Until.Sub(p.Now) < MinPauseLength:
-			problems["until"] = "at least a second ahead: a shorter pause would end before it began"
+			problems[field] = "at least a second ahead: a shorter pause would end before it began"
 		case p.Until.Sub(p.Now) > MaxPauseLength:
-			problems["until"] = "at most 30 days ahead: a pause that long is better resumed by hand"
+			problems[field] = "at most 30 days ahead (720h): a pause that long is better resumed by hand"
 		}
 	}
 	return problems

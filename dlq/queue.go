@@ -36,7 +36,7 @@ import (
 // queue list before its walk: free. A paused task's jobs stay in
 // jobs_claimable_idx, so the walk reads past those that are due ahead of
 // the first job it may take: O(paused jobs due ahead), measured in the
-// README ("During an incident: pause"). The task is compared
+// README ("During an incident"). The task is compared
 // concatenated with the empty string, an expression without statistics:
 // compared bare, with the list unknown at planning time, Postgres guessed
 // from jobs.task's few distinct values that almost no row would pass, and

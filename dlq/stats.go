@@ -3,7 +3,6 @@ package dlq
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -12,10 +11,11 @@ import (
 )
 
 // The console's numbers. Every query here reads a summary table kept by
-// triggers (dead_letter_counts, error_groups, dead_letter_inflow), the small
-// workers table, or a bounded slice of jobs (and, for the top groups' sample
-// messages, one index probe of dead_letters per group): none scans dead_letters, so the
-// overview costs the same with ten letters or ten million.
+// triggers (dead_letter_counts, dead_letter_inflow), the small workers
+// table, or a bounded slice of jobs: none scans dead_letters, so the
+// overview costs the same with ten letters or ten million. The overview's
+// ranked groups are ListGroups' (groups.go), read once in the order the
+// page asks for.
 
 // CountCap is where job counts of the unbounded states (succeeded, dead)
 // stop: counting a million finished jobs on every page view would cost more
@@ -65,20 +65,6 @@ type InflowBucket struct {
 	N     int64     `db:"n"`
 }
 
-// TopGroup is one error group as the overview ranks it.
-type TopGroup struct {
-	Fingerprint   string    `db:"fingerprint"`
-	Task          string    `db:"task"`
-	ErrorClass    string    `db:"error_class"`
-	SampleMessage string    `db:"sample_message"`
-	Total         int64     `db:"total"`
-	Pending       int64     `db:"pending"`
-	LastSeen      time.Time `db:"last_seen"`
-	// SampleArgs and SampleKwargs: as in ErrorGroup, for masking.
-	SampleArgs   json.RawMessage `db:"sample_args"`
-	SampleKwargs json.RawMessage `db:"sample_kwargs"`
-}
-
 // TaskPending is the number of pending letters of one task.
 type TaskPending struct {
 	Task    string `db:"task"`
@@ -107,11 +93,12 @@ type Overview struct {
 	Jobs        []JobCount
 	// Hourly has 24 buckets ending with the current hour; Daily has 14
 	// buckets (UTC days) ending with today. Oldest first, gaps filled with 0.
-	Hourly    []InflowBucket
-	Daily     []InflowBucket
-	TopGroups []TopGroup
-	TopTasks  []TaskPending
-	Workers   []WorkerStatus
+	Hourly []InflowBucket
+	Daily  []InflowBucket
+	// TopTasks ranks the tasks by pending letters. The overview's ranked
+	// error groups come from ListGroups, in the order the reader chose.
+	TopTasks []TaskPending
+	Workers  []WorkerStatus
 }
 
 // OverviewLimit is how many groups and tasks the overview ranks.
@@ -151,13 +138,6 @@ const inflowSQL = `
 SELECT hour AS bucket, n FROM dead_letter_inflow_totals
 WHERE hour >= $1 AND hour < $2`
 
-const topGroupsSQL = `
-SELECT g.*, sample.* FROM (
-	SELECT fingerprint, task, error_class, sample_message, total, pending, last_seen
-	FROM error_groups WHERE pending > 0
-	ORDER BY pending DESC, last_seen DESC LIMIT $1) g` + groupSampleJoin + `
-ORDER BY pending DESC, last_seen DESC`
-
 const topTasksSQL = `
 SELECT task, sum(n)::bigint AS pending FROM dead_letter_counts
 WHERE status = 'pending' GROUP BY task HAVING sum(n) > 0
@@ -185,9 +165,6 @@ func (s *Store) Overview(ctx context.Context) (Overview, error) {
 		}
 		if o.Hourly, o.Daily, err = inflow(ctx, tx, o.Now); err != nil {
 			return err
-		}
-		if err := tx.SelectContext(ctx, &o.TopGroups, topGroupsSQL, OverviewLimit); err != nil {
-			return fmt.Errorf("top groups: %w", err)
 		}
 		if err := tx.SelectContext(ctx, &o.TopTasks, topTasksSQL, OverviewLimit); err != nil {
 			return fmt.Errorf("top tasks: %w", err)

@@ -97,18 +97,32 @@ func startServer(t *testing.T, db *dlqtest.DB) string {
 // (the bulk-operation runner) until the test ends. It returns the base URL.
 func serveConsole(t *testing.T, cfg redrive.ConsoleConfig) (string, *redrive.Console) {
 	t.Helper()
+	return serveConsoleOn(t, listenLocal(t), cfg)
+}
+
+// listenLocal opens a listener on a free port of 127.0.0.1, for a test
+// that must know the console's address before building it (its links).
+func listenLocal(t *testing.T) net.Listener {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("listen: %v", err)
+	}
+	return ln
+}
+
+// serveConsoleOn is serveConsole on a listener the test opened.
+func serveConsoleOn(t *testing.T, ln net.Listener, cfg redrive.ConsoleConfig) (string, *redrive.Console) {
+	t.Helper()
 	logger := cfg.Logger
 	ctx, cancel := context.WithCancel(context.Background())
 	console, err := redrive.NewConsole(ctx, cfg)
 	if err != nil {
 		cancel()
+		ln.Close()
 		t.Fatalf("build console: %v", err)
 	}
 	handler := console.Handler
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("listen: %v", err)
-	}
 	srv := &http.Server{
 		Handler:           handler,
 		ReadHeaderTimeout: 10 * time.Second,

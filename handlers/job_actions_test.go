@@ -4,8 +4,11 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/PuerkitoBio/goquery"
 )
 
 // retrying inserts a job of billing.charge that failed once and retries in
@@ -139,6 +142,21 @@ func TestJobActionPages(t *testing.T) {
 		if doc.Find(`[data-testid="dead-letter-link"]`).Length() != 1 {
 			t.Fatal("the killed job's page does not link its letter")
 		}
+		// The kill ends the history, after the attempt it interrupted the
+		// wait of: it is not an attempt of its own, on either page.
+		heads := func(doc *goquery.Document, sel string) []string {
+			var hs []string
+			doc.Find(sel).Each(func(_ int, s *goquery.Selection) { hs = append(hs, s.Find("strong").First().Text()) })
+			return hs
+		}
+		if got := heads(doc, `[data-testid="attempt"]`); strings.Join(got, ", ") != "Attempt 1, After attempt 1" {
+			t.Errorf("the killed job's history reads %q", got)
+		}
+		href, _ := doc.Find(`[data-testid="dead-letter-link"] a`).Attr("href")
+		_, letter := a.page(t, a.olga, href)
+		if got := heads(letter, `[data-testid="attempt"]`); strings.Join(got, ", ") != "Attempt 1, After attempt 1" {
+			t.Errorf("the killed job's letter's history reads %q", got)
+		}
 		// The other job is claimed and finished between the page and the click.
 		_, doc = a.page(t, a.olga, fmt.Sprintf("/jobs/%d", other))
 		a.db.MustExec(`UPDATE jobs SET state = 'succeeded', attempt = 2, finished_at = now() WHERE id = $1`, other)
@@ -166,6 +184,61 @@ func TestJobActionPages(t *testing.T) {
 		_, doc = a.page(t, a.vic, "/jobs")
 		if doc.Find(`[data-testid="jobs-bulk"]`).Length() != 0 {
 			t.Fatal("a viewer is offered the bulk bar")
+		}
+	})
+
+	t.Run("HeldJobSaysWhatHoldsIt", func(t *testing.T) {
+		t.Parallel()
+		a := newActions(t)
+		later := a.retrying(t, "default")
+		var due int64
+		if err := a.db.Get(&due, `INSERT INTO jobs (task, queue, run_at) VALUES ('emails.send', 'mail', now() - interval '1 minute') RETURNING id`); err != nil {
+			t.Fatal(err)
+		}
+		runAt := func(id int64) string {
+			t.Helper()
+			_, doc := a.page(t, a.olga, fmt.Sprintf("/jobs/%d", id))
+			return strings.Join(strings.Fields(doc.Find(`[data-testid="job-run-at"]`).Text()), " ")
+		}
+		if got := runAt(due); !strings.Contains(got, "waiting for a free worker") {
+			t.Fatalf("unpaused due job: %q", got)
+		}
+		a.db.MustExec(`INSERT INTO pauses (kind, name, reason, paused_by) VALUES ('task', 'billing.charge', 'provider down', 'olga'),
+			('queue', 'mail', 'smtp down', 'olga')`)
+		if got := runAt(due); !strings.Contains(got, "held while queue mail is paused") || strings.Contains(got, "free worker") {
+			t.Errorf("due job of a paused queue: %q", got)
+		}
+		if got := runAt(later); !strings.Contains(got, "then held while task billing.charge is paused") {
+			t.Errorf("later retry of a paused task: %q", got)
+		}
+		// The list too, for the due job; the later retry still says when.
+		_, doc := a.page(t, a.olga, "/jobs")
+		rows := map[string]string{}
+		doc.Find(`[data-testid="job-row"]`).Each(func(_ int, row *goquery.Selection) {
+			id, _ := row.Attr("data-job-id")
+			rows[id] = strings.Join(strings.Fields(row.Text()), " ")
+		})
+		if got := rows[strconv.FormatInt(due, 10)]; !strings.Contains(got, "held (queue paused) · due since") {
+			t.Errorf("list row of the held due job: %q", got)
+		}
+		if got := rows[strconv.FormatInt(later, 10)]; !strings.Contains(got, "next try") || strings.Contains(got, "held") {
+			t.Errorf("list row of the later retry: %q", got)
+		}
+	})
+
+	t.Run("NoBulkBarWhereNothingWaits", func(t *testing.T) {
+		t.Parallel()
+		a := newActions(t)
+		a.retrying(t, "default")
+		a.db.MustExec(`INSERT INTO jobs (task, queue, state, attempt, finished_at) VALUES
+			('billing.charge', 'default', 'succeeded', 1, now()), ('billing.charge', 'default', 'dead', 3, now())`)
+		a.db.MustExec(`INSERT INTO jobs (task, queue, state, attempt, lease_owner, lease_expires_at, attempted_at) VALUES
+			('billing.charge', 'default', 'running', 1, 'w1', now() + interval '30 seconds', now())`)
+		for state, want := range map[string]int{"": 1, "retrying": 1, "running": 0, "succeeded": 0, "dead": 0} {
+			_, doc := a.page(t, a.olga, "/jobs?state="+state)
+			if got := doc.Find(`[data-testid="jobs-bulk"]`).Length(); got != want {
+				t.Errorf("/jobs?state=%s: %d bulk bars, want %d", state, got, want)
+			}
 		}
 	})
 

@@ -48,12 +48,16 @@ func Jobs(store JobLister, now func() time.Time, version string) echo.HandlerFun
 		if err != nil {
 			return err
 		}
-		p, err := loadJobsPage(c.Request().Context(), store, f, now())
+		t := now()
+		p, err := loadJobsPage(c.Request().Context(), store, f, t)
 		if err != nil {
 			return err
 		}
 		p.Pause = pauseLinks(meta)
-		if meta.CanAct {
+		markHeld(p.Rows, meta.Pauses, t)
+		// Run now and kill act on waiting jobs only: a list of running,
+		// finished or dead jobs gets no bar that could only select nothing.
+		if meta.CanAct && (f.State == "" || f.State == dlq.StateAvailable || f.State == dlq.StateRetrying) {
 			p.Bulk = jobsBulkBar(meta, f, p.Count) // job_actions.go
 		}
 		return Render(c, http.StatusOK, views.Layout(meta, views.Jobs(p)))
@@ -214,8 +218,11 @@ func JobDetail(store JobReader, now func() time.Time, version string) echo.Handl
 				p.DeadLetterHref = "/dead-letters/" + strconv.FormatInt(letter, 10)
 			}
 		}
-		title := fmt.Sprintf("Job %d", job.ID)
-		return Render(c, http.StatusOK, views.Layout(Meta(c, title, "jobs", version), views.JobDetail(p)))
+		meta := Meta(c, fmt.Sprintf("Job %d", job.ID), "jobs", version)
+		if job.State == dlq.StateAvailable || job.State == dlq.StateRetrying {
+			p.HeldBy = heldBy(meta.Pauses, job.Task, job.Queue)
+		}
+		return Render(c, http.StatusOK, views.Layout(meta, views.JobDetail(p)))
 	}
 }
 
@@ -256,6 +263,31 @@ func jobDetailPage(j dlq.Job, now time.Time) views.JobDetailPage {
 		p.Attempts = append(p.Attempts, attemptRow(a))
 	}
 	return p
+}
+
+// heldBy is the open pause, among the banner's, that holds a waiting job
+// of task on queue: its task's or its queue's.
+func heldBy(pauses []views.PauseNotice, task, queue string) *views.PauseNotice {
+	for _, n := range pauses {
+		if (n.Kind == dlq.PauseTask && n.Name == task) || (n.Kind == dlq.PauseQueue && n.Name == queue) {
+			return &n
+		}
+	}
+	return nil
+}
+
+// markHeld says, of each due waiting job a pause holds, that it is held
+// rather than merely due: "due since" alone reads as "no worker free".
+func markHeld(rows []views.JobRow, pauses []views.PauseNotice, now time.Time) {
+	for i := range rows {
+		r := &rows[i]
+		if (r.State != string(dlq.StateAvailable) && r.State != string(dlq.StateRetrying)) || r.When == nil || r.When.After(now) {
+			continue
+		}
+		if n := heldBy(pauses, r.Task, r.Queue); n != nil {
+			r.WhenLabel = "held (" + n.Kind + " paused) · due since"
+		}
+	}
 }
 
 // setRunAt says what run_at means for a waiting job: when its next try is,

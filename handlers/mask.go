@@ -97,17 +97,6 @@ func (m MaskedReads) ListGroups(ctx context.Context, f dlq.GroupFilter) ([]dlq.E
 	return groups, err
 }
 
-// Overview masks the top groups' sample messages.
-func (m MaskedReads) Overview(ctx context.Context) (dlq.Overview, error) {
-	o, err := m.Store.Overview(ctx)
-	for i := range o.TopGroups {
-		g := &o.TopGroups[i]
-		g.SampleMessage = m.Masker.MaskSample(g.SampleMessage, g.SampleArgs, g.SampleKwargs)
-		g.SampleArgs, g.SampleKwargs = nil, nil
-	}
-	return o, err
-}
-
 func clipRunes(s string, n int) string {
 	if utf8.RuneCountInString(s) <= n {
 		return s

@@ -138,6 +138,15 @@ func parseExpiry(now time.Time, forText, untilText string) (*time.Time, map[stri
 	return nil, nil
 }
 
+// expiryField names the field an expiry was given in, for its problems
+// (dlq.PauseParams.UntilField).
+func expiryField(forText string) string {
+	if strings.TrimSpace(forText) != "" {
+		return "for"
+	}
+	return "until"
+}
+
 // expiryAsSent is the expiry as the request wrote it, for the request's
 // idempotency key (dlq.PauseParams.Expiry): empty when there is none.
 func expiryAsSent(forText, untilText string) string {
@@ -259,7 +268,7 @@ func PauseForm(store PauseStore, now func() time.Time, version string) echo.Hand
 		until, problems := parseExpiry(t, f.For, f.Until)
 		if len(problems) == 0 {
 			res, err := store.PauseWork(c.Request().Context(), dlq.PauseParams{Kind: f.Kind, Name: f.Name, Reason: f.Reason,
-				Until: until, Expiry: expiryAsSent(f.For, f.Until), Actor: ActorFrom(c).Actor, Now: t, Key: f.Key})
+				Until: until, UntilField: expiryField(f.For), Expiry: expiryAsSent(f.For, f.Until), Actor: ActorFrom(c).Actor, Now: t, Key: f.Key})
 			var ve *dlq.ValidationError
 			switch {
 			case err == nil:
@@ -364,7 +373,7 @@ func APIPause(store PauseStore, now func() time.Time) echo.HandlerFunc {
 			return &dlq.ValidationError{Fields: problems}
 		}
 		res, err := store.PauseWork(c.Request().Context(), dlq.PauseParams{Kind: kind, Name: name, Reason: b.Reason,
-			Until: until, Expiry: expiryAsSent(b.For, b.Until), Actor: ActorFrom(c).Actor, Now: t, Key: c.Request().Header.Get(idempotencyKey)})
+			Until: until, UntilField: expiryField(b.For), Expiry: expiryAsSent(b.For, b.Until), Actor: ActorFrom(c).Actor, Now: t, Key: c.Request().Header.Get(idempotencyKey)})
 		if err != nil {
 			return err
 		}

@@ -121,6 +121,9 @@ func TestPauseAPI(t *testing.T) {
 			{`{"task": "t", "reason": "r", "until": "` + past + `"}`, "until"},
 			{`{"task": "t", "reason": "r", "until": "half past two"}`, "until"},
 			{`{"task": "t", "reason": "r", "for": "forever"}`, "for"},
+			{`{"task": "t", "reason": "r", "for": "800h"}`, "for"},
+			{`{"task": "t", "reason": "r", "for": "500ms"}`, "for"},
+			{`{"task": "t", "reason": "r", "until": "` + time.Now().Add(40*24*time.Hour).UTC().Format(time.RFC3339) + `"}`, "until"},
 			{`{"task": "t", "reason": "r", "for": "1h", "until": "14:30"}`, "until"},
 		} {
 			rec, body := a.api(t, a.olgaAPI, http.MethodPost, "/api/v1/pauses", tc.body)
@@ -201,6 +204,11 @@ func TestPauseConsole(t *testing.T) {
 	_, doc = a.page(t, a.olga, "/")
 	if doc.Find(`[data-testid="overview-pause"]`).Length() != 1 {
 		t.Error("the overview does not list the pause")
+	}
+	// In the overview's ranked list (ol.ranked, as the top groups), the
+	// link names what is held; the reason and who are beside it, not in it.
+	if link := strings.Join(strings.Fields(doc.Find(`ol.ranked [data-testid="overview-pause"] a`).Text()), " "); link != "task billing.charge" {
+		t.Errorf("the overview's pause links %q, want \"task billing.charge\" alone", link)
 	}
 	_, doc = a.page(t, a.olga, "/jobs")
 	rec = a.submit(t, a.olga, doc, `[data-testid="pause-banner"] form`, nil)

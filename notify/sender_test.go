@@ -149,8 +149,8 @@ func TestNotifications(t *testing.T) {
 			!strings.Contains(m.Title, "payments.charge") {
 			t.Errorf("message %+v; want a group_new about CardDeclined in payments.charge, with an id", m)
 		}
-		if want := "https://redrive.example.com/dead-letters?fingerprint=" + fp; !strings.HasPrefix(m.URL, want) {
-			t.Errorf("link %q; want %s…", m.URL, want)
+		if want := "https://redrive.example.com/groups/" + fp; m.URL != want {
+			t.Errorf("link %q; want the group's page %s", m.URL, want)
 		}
 		if strings.Contains(string(got[0]), "hunter2") || !strings.Contains(m.Text, dlq.MaskPlaceholder) {
 			t.Errorf("text %q: the masked password must not be sent", m.Text)

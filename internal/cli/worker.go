@@ -52,6 +52,9 @@ func runWorker(ctx context.Context, args []string, e env) error {
 	}
 	cfg := workerConfig(f, logger, listen)
 	cfg.Registry = reg
+	// The job outcomes and durations join the Go and process collectors
+	// on --metrics-addr: they exist only in this process.
+	cfg.Metrics = metrics
 	g.Go(func() error { return RunWorker(gctx, dlq.NewStore(db), cfg) })
 	return g.Wait()
 }
@@ -86,9 +89,8 @@ func listenDSN(ctx context.Context, listenURL string, db *sqlx.DB, databaseURL s
 	return databaseURL, nil
 }
 
-// workerConfig is the worker's configuration from its options. It sets
-// no Metrics: --metrics-addr serves the process's Go and process
-// collectors only (as before the CLI had its own package).
+// workerConfig is the worker's configuration from its options, less the
+// registry of tasks and of metrics, which the caller owns.
 func workerConfig(f flags, logger *slog.Logger, dsn string) worker.Config {
 	var queues []string
 	for q := range strings.SplitSeq(f.str("queues"), ",") {

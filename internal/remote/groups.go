@@ -4,23 +4,49 @@ import (
 	"context"
 	"fmt"
 	"net/url"
+	"slices"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 )
 
-// groupSorts maps the CLI's orders to the API's.
-var groupSorts = map[string]string{
-	"pending": "pending", // most pending letters
-	"newest":  "last_seen",
-	"rate":    "rate", // most letters today and yesterday
-	"total":   "total",
+// groupSorts are the API's orders (GET /api/v1/groups?sort=), under the
+// API's own names, so that `--sort newest` means what the console's and
+// the API's "newest" mean, and each is described once for --help.
+var groupSorts = []groupSort{
+	{"pending", "most pending letters"},
+	{"newest", "first seen most recently: what just started breaking"},
+	{"last_hour", "most letters in the last hour"},
+	{"rate", "most letters today and yesterday"},
+	{"total", "most letters ever"},
+	{"last_seen", "most recent letter"},
+}
+
+type groupSort struct{ name, help string }
+
+// groupSortNames lists the orders, separated by sep.
+func groupSortNames(sep string) string {
+	names := make([]string, len(groupSorts))
+	for i, s := range groupSorts {
+		names[i] = s.name
+	}
+	return strings.Join(names, sep)
+}
+
+// groupSortHelp describes every order for the --sort flag.
+func groupSortHelp() string {
+	parts := make([]string, len(groupSorts))
+	for i, s := range groupSorts {
+		parts[i] = s.name + " (" + s.help + ")"
+	}
+	return strings.Join(parts, ", ")
 }
 
 func runGroups(ctx context.Context, e env, args []string) error {
-	fs := newFlags("groups [--sort newest|pending|rate|total] [--task T] [--limit N] [--output table|json]",
+	fs := newFlags("groups [--sort "+groupSortNames("|")+"] [--task T] [--limit N] [--output table|json]",
 		"The top error groups: what broke. Replay one with: redrive replay --group FINGERPRINT", e)
-	sort := fs.String("sort", "pending", "pending (most pending letters), newest (most recent letter), rate (most letters today and yesterday) or total")
+	sort := fs.String("sort", "pending", groupSortHelp())
 	task := fs.String("task", "", "only this task's groups")
 	limit := fs.Int("limit", 20, "how many groups")
 	output := outputFlag(fs)
@@ -31,14 +57,13 @@ func runGroups(ctx context.Context, e env, args []string) error {
 	if len(rest) > 0 {
 		return usagef("unexpected argument %q", rest[0])
 	}
-	apiSort, ok := groupSorts[*sort]
-	if !ok {
-		return usagef("--sort must be newest, pending, rate or total, not %q", *sort)
+	if !slices.ContainsFunc(groupSorts, func(s groupSort) bool { return s.name == *sort }) {
+		return usagef("--sort must be one of %s, not %q", groupSortNames(", "), *sort)
 	}
 	if err := checkOutput(*output); err != nil {
 		return err
 	}
-	q := url.Values{"sort": {apiSort}, "limit": {strconv.Itoa(*limit)}}
+	q := url.Values{"sort": {*sort}, "limit": {strconv.Itoa(*limit)}}
 	if *task != "" {
 		q.Set("task", *task)
 	}

@@ -240,6 +240,35 @@ func TestGroupsSorts(t *testing.T) {
 	}
 }
 
+// TestGroupsSortNamesAreTheAPIs: --sort takes the API's names with the
+// API's meanings. newest is first seen (what just started breaking), not
+// the most recent letter, which is last_seen; last_hour is there too.
+func TestGroupsSortNamesAreTheAPIs(t *testing.T) {
+	t.Parallel()
+	c := newConsole(t)
+	now := time.Now()
+	c.letters(t, 1, "billing.charge", "fp-chronic", now.Add(-5*24*time.Hour)) // an old bug...
+	c.letters(t, 1, "billing.charge", "fp-chronic", now.Add(-time.Minute))    // ...that failed again a minute ago
+	c.letters(t, 3, "email.send", "fp-fresh", now.Add(-30*time.Minute))       // a new bug, 3 letters this hour
+	first := func(sort string) string {
+		t.Helper()
+		out, err := c.run(t, "groups", "--sort", sort, "--output", "json")
+		if err != nil {
+			t.Fatalf("--sort %s: %v", sort, err)
+		}
+		var groups []Group
+		if err := json.Unmarshal([]byte(out), &groups); err != nil || len(groups) != 2 {
+			t.Fatalf("--sort %s: %v %s", sort, err, out)
+		}
+		return groups[0].Fingerprint
+	}
+	for sort, want := range map[string]string{"newest": "fp-fresh", "last_seen": "fp-chronic", "last_hour": "fp-fresh", "pending": "fp-fresh"} {
+		if got := first(sort); got != want {
+			t.Errorf("--sort %s put %s first; want %s", sort, got, want)
+		}
+	}
+}
+
 // TestOnCallJourney is the README's three commands: what broke, replay it
 // safely, watch it settle.
 func TestOnCallJourney(t *testing.T) {

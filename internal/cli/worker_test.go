@@ -1,0 +1,113 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redrive/redrive/dlq"
+	"github.com/redrive/redrive/dlq/dlqtest"
+	"github.com/redrive/redrive/worker/demo"
+)
+
+// lockedBuffer is a log sink the test reads while the worker writes it.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// TestWorkerServesJobMetrics runs `redrive worker --metrics-addr` in
+// process, lets it run a job, and scrapes its /metrics: the job's outcome
+// is there, not only the Go runtime's numbers.
+func TestWorkerServesJobMetrics(t *testing.T) {
+	t.Parallel()
+	db := dlqtest.NewDB(t)
+	store := dlq.NewStore(db.DB)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(store.RegisterTasks(ctx, []string{demo.TaskNoop}))
+	job, err := store.Enqueue(ctx, dlq.EnqueueParams{Task: demo.TaskNoop, Queue: "default", MaxAttempts: 1})
+	must(err)
+
+	logs := &lockedBuffer{}
+	done := make(chan int, 1)
+	go func() {
+		done <- Run(ctx, []string{"worker", "--demo-tasks", "--metrics-addr", "127.0.0.1:0", "--log-format", "json"},
+			func(k string) string { return map[string]string{"DATABASE_URL": db.DSN}[k] }, strings.NewReader(""), io.Discard, logs)
+	}()
+	metricsURL := ""
+	for deadline := time.Now().Add(20 * time.Second); metricsURL == "" && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		sc := bufio.NewScanner(strings.NewReader(logs.String()))
+		for sc.Scan() {
+			var line struct{ Msg, URL string }
+			if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "worker metrics listening" {
+				metricsURL = line.URL
+			}
+		}
+	}
+	if metricsURL == "" {
+		t.Fatalf("the worker never said where its metrics are:\n%s", logs.String())
+	}
+	var state dlq.State
+	for deadline := time.Now().Add(20 * time.Second); state != dlq.StateSucceeded && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		must(db.GetContext(ctx, &state, `SELECT state FROM jobs WHERE id = $1`, job.Job.ID))
+	}
+	if state != dlq.StateSucceeded {
+		t.Fatalf("job %d is %s, want succeeded:\n%s", job.Job.ID, state, logs.String())
+	}
+
+	// The outcome is counted when the success is acknowledged, which may
+	// trail the row's update by a flush: poll the scrape briefly.
+	const want = `redrive_job_outcomes_total{outcome="succeeded",queue="default",task="demo.noop"} 1`
+	var body string
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(body, want) && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		resp, err := http.Get(metricsURL)
+		must(err)
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		must(err)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET %s: %d", metricsURL, resp.StatusCode)
+		}
+		body = string(b)
+	}
+	if !strings.Contains(body, want) {
+		t.Fatalf("GET %s lacks %s:\n%s", metricsURL, want, body)
+	}
+	if !strings.Contains(body, "redrive_job_duration_seconds_bucket") {
+		t.Errorf("GET %s lacks redrive_job_duration_seconds", metricsURL)
+	}
+	cancel()
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Errorf("worker exited %d:\n%s", code, logs.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the worker did not stop within 30s of its context ending")
+	}
+}
