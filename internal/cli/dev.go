@@ -92,7 +92,10 @@ func runDev(ctx context.Context, args []string, e env) error {
 	if err := outages.Schedule(ctx, demo.PaymentsProvider, incident, incident.Add(devIncidentFor)); err != nil {
 		return err
 	}
-	console, err := NewConsole(ctx, ConsoleConfig{Store: store, Logger: logger, Registry: newMetricsRegistry(), Auth: auth,
+	// One registry: the console's /metrics also shows the dev worker's job
+	// outcomes and durations, as worker/metrics.go promises.
+	metrics := newMetricsRegistry()
+	console, err := NewConsole(ctx, ConsoleConfig{Store: store, Logger: logger, Registry: metrics, Auth: auth,
 		LogsURLTemplate: f.str("logs-url-template"), Notify: notifyConfig(f), Reads: readConfig(f, databaseURL),
 		Demo: NewDemoOutage(outages)})
 	if err != nil {
@@ -104,6 +107,7 @@ func runDev(ctx context.Context, args []string, e env) error {
 	}
 	cfg := workerConfig(f, logger, listen)
 	cfg.Registry = reg
+	cfg.Metrics = metrics
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
 		return console.Serve(gctx, f.str("addr"), func(url string) {
