@@ -114,16 +114,16 @@ func replayInTx(ctx context.Context, tx *sqlx.Tx, p ReplayParams) (ReplayResult,
 	if l.Status != StatusPending {
 		return ReplayResult{}, &StateError{Letter: l, Action: "replay"}
 	}
-	// What an editor showed was masked (dlq.Masker); what it sends back may
+	// What an editor showed was masked (mask.Policy); what it sends back may
 	// still hold placeholders, which stand for the stored values.
 	var err error
 	if p.Args != nil {
-		if p.Args, err = RestoreMasked(p.Args, l.Args, "args"); err != nil {
+		if p.Args, err = restoreMasked(p.Args, l.Args, "args"); err != nil {
 			return ReplayResult{}, err
 		}
 	}
 	if p.Kwargs != nil {
-		if p.Kwargs, err = RestoreMasked(p.Kwargs, l.Kwargs, "kwargs"); err != nil {
+		if p.Kwargs, err = restoreMasked(p.Kwargs, l.Kwargs, "kwargs"); err != nil {
 			return ReplayResult{}, err
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -135,6 +136,24 @@ func TestReplayDeadLetter(t *testing.T) {
 		_, err := store.ReplayDeadLetter(ctx, dlq.ReplayParams{ID: id, Actor: alice, Now: time.Now()})
 		if !errors.Is(err, dlq.ErrConflict) {
 			t.Fatalf("replay of a discarded letter: want conflict, got %v", err)
+		}
+		if n := count(t, db, `SELECT count(*) FROM jobs`); n != 0 {
+			t.Fatalf("a refused replay enqueued %d jobs", n)
+		}
+	})
+
+	// An edit that still shows the placeholder where the letter has no
+	// value is the editor's mistake: invalid input on that argument, and
+	// nothing replayed.
+	t.Run("PlaceholderWithNothingBehindItIsInvalid", func(t *testing.T) {
+		t.Parallel()
+		store, db := setup(t)
+		id := insertLetters(t, db, 1)[0]
+		_, err := store.ReplayDeadLetter(ctx, dlq.ReplayParams{ID: id, Actor: alice, Now: time.Now(),
+			Kwargs: json.RawMessage(`{"a": 1, "password": "•••"}`)})
+		var verr *dlq.ValidationError
+		if !errors.As(err, &verr) || !errors.Is(err, dlq.ErrInvalid) || !strings.Contains(verr.Fields["kwargs"], "kwargs.password") {
+			t.Fatalf("want invalid kwargs naming kwargs.password, got %v", err)
 		}
 		if n := count(t, db, `SELECT count(*) FROM jobs`); n != 0 {
 			t.Fatalf("a refused replay enqueued %d jobs", n)

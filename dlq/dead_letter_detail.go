@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"github.com/lib/pq"
+
+	"github.com/redrive/redrive/mask"
 )
 
 // Caps on what one letter's detail returns. A traceback of a recursion gone
@@ -24,7 +26,7 @@ type DeadLetterDetail struct {
 	DeadLetter
 	// TracebackLen is the full traceback's length in characters; when it
 	// exceeds TracebackCap, Traceback holds only the first TracebackCap,
-	// followed by TruncatedMark.
+	// followed by mask.TruncatedMark.
 	TracebackLen int `db:"traceback_len" json:"traceback_length"`
 	// LaterLetters are the letters that replays of this one produced: each
 	// has replay_of = this letter's id.
@@ -41,7 +43,7 @@ func (d DeadLetterDetail) TracebackTruncated() bool { return d.TracebackLen > Tr
 // history shorter than the cap as a whole has no attempt to cut, and goes
 // out as it is stored, without taking it apart. The letters its replays
 // produced come in the same statement: one round trip per page view. A
-// cut text ends in TruncatedMark, as the worker's own cuts do: the reader
+// cut text ends in mask.TruncatedMark, as the worker's own cuts do: the reader
 // sees that it goes on, and masking hides a secret the cut split in two
 // (the part before the cut would otherwise show).
 const getDeadLetterSQL = `
@@ -64,7 +66,7 @@ func (s *Store) GetDeadLetter(ctx context.Context, id int64) (DeadLetterDetail, 
 		DeadLetterDetail
 		Later pq.Int64Array `db:"later_letters"`
 	}
-	if err := s.db.GetContext(ctx, &row, getDeadLetterSQL, id, TracebackCap, AttemptTracebackCap, maxLaterLetters, TruncatedMark); err != nil {
+	if err := s.db.GetContext(ctx, &row, getDeadLetterSQL, id, TracebackCap, AttemptTracebackCap, maxLaterLetters, mask.TruncatedMark); err != nil {
 		return DeadLetterDetail{}, fmt.Errorf("get dead letter %d: %w", id, translate(err))
 	}
 	d := row.DeadLetterDetail

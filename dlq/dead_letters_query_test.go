@@ -13,6 +13,7 @@ import (
 
 	"github.com/redrive/redrive/dlq"
 	"github.com/redrive/redrive/dlq/dlqtest"
+	"github.com/redrive/redrive/mask"
 )
 
 // letterStore is a store on a fresh database with no letters yet.
@@ -271,10 +272,10 @@ func TestGetDeadLetter(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(d.Traceback) != dlq.TracebackCap+len(dlq.TruncatedMark) || d.TracebackLen != len(huge) || !d.TracebackTruncated() {
+		if len(d.Traceback) != dlq.TracebackCap+len(mask.TruncatedMark) || d.TracebackLen != len(huge) || !d.TracebackTruncated() {
 			t.Fatalf("traceback %d chars of %d, truncated=%v", len(d.Traceback), d.TracebackLen, d.TracebackTruncated())
 		}
-		if len(d.History) != 2 || len(d.History[0].Traceback) != dlq.AttemptTracebackCap+len(dlq.TruncatedMark) || d.History[1].Traceback != "short" {
+		if len(d.History) != 2 || len(d.History[0].Traceback) != dlq.AttemptTracebackCap+len(mask.TruncatedMark) || d.History[1].Traceback != "short" {
 			t.Fatalf("history not capped per attempt: %d entries", len(d.History))
 		}
 	})
@@ -482,8 +483,8 @@ func TestGetDeadLetterCutSecretMasked(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dlq.NewMasker(dlq.DefaultMaskKeys).MaskLetter(&d.DeadLetter)
-	if tb := d.History[0].Traceback; strings.Contains(tb, "x400005") || !strings.HasSuffix(tb, dlq.TruncatedMark) {
+	dlq.MaskLetter(mask.ForKeys(mask.DefaultKeys), &d.DeadLetter)
+	if tb := d.History[0].Traceback; strings.Contains(tb, "x400005") || !strings.HasSuffix(tb, mask.TruncatedMark) {
 		t.Errorf("attempt traceback ends %q: shows the start of the card, or hides that it was cut", tb[len(tb)-40:])
 	}
 	if tb := d.Traceback; strings.Contains(tb, "y400005") || !d.TracebackTruncated() {

@@ -27,7 +27,7 @@ type ErrorGroup struct {
 	LastHour int64 `db:"last_hour" json:"last_hour"`
 	// SampleArgs and SampleKwargs are the arguments of the letter the
 	// sample message comes from, so that the message can be masked as
-	// that letter's is (Masker.MaskText); never shown themselves.
+	// that letter's is (mask.Policy.MaskText); never shown themselves.
 	SampleArgs   json.RawMessage `db:"sample_args" json:"-"`
 	SampleKwargs json.RawMessage `db:"sample_kwargs" json:"-"`
 }
@@ -213,17 +213,6 @@ func (s *Store) GroupInflow(ctx context.Context, fingerprints []string, now time
 	return out, nil
 }
 
-// MaskSample masks a group's sample message as its letter's is, with that
-// letter's arguments. Without them (the letter was not found) nobody can
-// say what the message quotes, so it is hidden whole when anything is
-// masked at all.
-func (m Masker) MaskSample(msg string, args, kwargs json.RawMessage) string {
-	if noJSON(args) && noJSON(kwargs) && msg != "" && (len(m.Patterns()) > 0 || len(m.TextPatterns()) > 0) {
-		return MaskPlaceholder
-	}
-	return m.MaskText(msg, args, kwargs)
-}
-
 // GroupHours is how many hourly buckets a group's page charts.
 const GroupHours = 24
 
@@ -244,10 +233,4 @@ func (s *Store) GroupHourly(ctx context.Context, fingerprint string, now time.Ti
 		return nil, fmt.Errorf("group hourly inflow: %w", translate(err))
 	}
 	return bucketize(got, start, end, time.Hour), nil
-}
-
-// noJSON: no arguments were found (nil, or the JSON null groupSampleJoin
-// stands in with).
-func noJSON(v json.RawMessage) bool {
-	return v == nil || string(v) == "null"
 }

@@ -143,7 +143,7 @@ type JobListItem struct {
 	FinishedAt  *time.Time `db:"finished_at"`
 	LeaseOwner  *string    `db:"lease_owner"`
 	LastError   *string    `db:"last_error"`
-	// Args and Kwargs are read to mask LastError (Masker.MaskText); the
+	// Args and Kwargs are read to mask LastError (mask.Policy.MaskText); the
 	// list does not show them.
 	Args   json.RawMessage `db:"args"`
 	Kwargs json.RawMessage `db:"kwargs"`

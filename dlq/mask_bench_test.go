@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/redrive/redrive/dlq"
+	"github.com/redrive/redrive/mask"
 )
 
 // benchLetters are shaped like the seed's: positional args, kwargs of a
@@ -32,7 +33,7 @@ func benchLetters() []dlq.DeadLetter {
 // BenchmarkMaskLetters masks a list page of 50 letters, as the list and
 // its API do on every request.
 func BenchmarkMaskLetters(b *testing.B) {
-	m, err := dlq.NewMaskPolicy(dlq.DefaultMaskKeys, nil)
+	m, err := mask.New(mask.DefaultKeys, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -42,7 +43,7 @@ func BenchmarkMaskLetters(b *testing.B) {
 	for b.Loop() {
 		copy(page, letters)
 		for i := range page {
-			m.MaskLetter(&page[i])
+			dlq.MaskLetter(m, &page[i])
 		}
 	}
 }
@@ -51,7 +52,7 @@ func BenchmarkMaskLetters(b *testing.B) {
 // key (most letters) is masked without decoding them, which used to be
 // most of a list page's cost: a few allocations, not one per JSON token.
 func TestMaskLetterPlainArgsCheap(t *testing.T) {
-	m, err := dlq.NewMaskPolicy(dlq.DefaultMaskKeys, nil)
+	m, err := mask.New(mask.DefaultKeys, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +63,7 @@ func TestMaskLetterPlainArgsCheap(t *testing.T) {
 	}
 	allocs := testing.AllocsPerRun(100, func() {
 		d := letter
-		m.MaskLetter(&d)
+		dlq.MaskLetter(m, &d)
 		if string(d.Kwargs) != string(letter.Kwargs) || d.ErrorMessage != letter.ErrorMessage {
 			t.Fatalf("a plain letter changed: %s / %s", d.Kwargs, d.ErrorMessage)
 		}

@@ -11,6 +11,8 @@ import (
 
 	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
+
+	"github.com/redrive/redrive/mask"
 )
 
 // The search text is written by triggers in whichever process dead-letters
@@ -35,7 +37,7 @@ type MaskPolicyState struct {
 // patterns' capitals as Go does, and refuses the policy, naming the
 // pattern, when it cannot: a pattern the search cannot apply as the pages
 // do would let search find what the pages hide.
-func (s *Store) ApplyMaskPolicy(ctx context.Context, m Masker) (bool, error) {
+func (s *Store) ApplyMaskPolicy(ctx context.Context, m mask.Policy) (bool, error) {
 	if err := s.checkMaskPolicy(ctx, m); err != nil {
 		return false, err
 	}
@@ -54,7 +56,7 @@ func (s *Store) ApplyMaskPolicy(ctx context.Context, m Masker) (bool, error) {
 INSERT INTO mask_policy AS p (version, keys, patterns, written) VALUES ($1 + 1, $2, $3, $4)
 ON CONFLICT (id) DO UPDATE SET version = p.version + 1, keys = EXCLUDED.keys, patterns = EXCLUDED.patterns,
 	written = EXCLUDED.written, updated_at = now()`,
-			cur.Version, pq.Array(nonNil(m.Patterns())), pq.Array(nonNil(m.sqlTextPatterns())), pq.Array(nonNil(m.TextPatterns())))
+			cur.Version, pq.Array(nonNil(m.Patterns())), pq.Array(nonNil(m.SQLTextPatterns())), pq.Array(nonNil(m.TextPatterns())))
 		return err
 	})
 	if err != nil {
@@ -70,16 +72,17 @@ func nonNil(s []string) []string {
 	return s
 }
 
-func (s *Store) checkMaskPolicy(ctx context.Context, m Masker) error {
-	for _, p := range m.text {
+func (s *Store) checkMaskPolicy(ctx context.Context, m mask.Policy) error {
+	written := m.TextPatterns()
+	for i, sqlPattern := range m.SQLTextPatterns() {
 		// The empty text: compiling is what is being checked.
-		_, err := s.db.ExecContext(ctx, `SELECT regexp_replace('', $1, '')`, p.sql)
+		_, err := s.db.ExecContext(ctx, `SELECT regexp_replace('', $1, '')`, sqlPattern)
 		var pqErr *pq.Error
 		if errors.As(err, &pqErr) && pqErr.Code == "2201B" { // invalid_regular_expression
-			return fmt.Errorf("mask pattern %q: PostgreSQL, where the search applies it, rejects it: %s", p.written, pqErr.Message)
+			return fmt.Errorf("mask pattern %q: PostgreSQL, where the search applies it, rejects it: %s", written[i], pqErr.Message)
 		}
 		if err != nil {
-			return fmt.Errorf("check mask pattern %q: %w", p.written, err)
+			return fmt.Errorf("check mask pattern %q: %w", written[i], err)
 		}
 	}
 	keys := m.Patterns()

@@ -10,6 +10,7 @@ import (
 
 	"github.com/redrive/redrive/dlq"
 	"github.com/redrive/redrive/dlq/dlqtest"
+	"github.com/redrive/redrive/mask"
 	"github.com/redrive/redrive/migrations"
 )
 
@@ -56,7 +57,7 @@ func TestSearchFindsNoMaskedValue(t *testing.T) {
 	}
 
 	// The message the pages show is the message search matches.
-	shownMessage := dlq.NewMasker(dlq.DefaultMaskKeys).MaskText(secretLetter.Message,
+	shownMessage := mask.ForKeys(mask.DefaultKeys).MaskText(secretLetter.Message,
 		[]byte(secretLetter.Args), []byte(secretLetter.Kwargs))
 	if q := firstRunes(shownMessage, 120); !sameIDs(searchIDs(t, store, q), id) {
 		t.Errorf("search for the shown message %q found nothing", q)
@@ -74,12 +75,12 @@ func TestSearchFollowsMaskPolicy(t *testing.T) {
 	id := dlqtest.InsertDeadLetter(t, db.DB, secretLetter)
 
 	// The stored defaults are the console's defaults: nothing to do.
-	changed, err := store.ApplyMaskPolicy(ctx, dlq.NewMasker(dlq.DefaultMaskKeys))
+	changed, err := store.ApplyMaskPolicy(ctx, mask.ForKeys(mask.DefaultKeys))
 	if err != nil || changed {
 		t.Fatalf("default policy: changed %v, err %v", changed, err)
 	}
 
-	m, err := dlq.NewMaskPolicy(append([]string{"note"}, dlq.DefaultMaskKeys...),
+	m, err := mask.New(append([]string{"note"}, mask.DefaultKeys...),
 		[]string{`[a-z]+@[a-z]+\.com`, `\bord_\d+\b`})
 	if err != nil {
 		t.Fatal(err)
@@ -135,7 +136,7 @@ func TestApplyMaskPolicyRefusesPatterns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := dlq.NewMaskPolicy(dlq.DefaultMaskKeys, []string{`\pL+-secret`})
+	m, err := mask.New(mask.DefaultKeys, []string{`\pL+-secret`})
 	if err != nil {
 		t.Fatal(err) // Go reads it
 	}
@@ -188,7 +189,7 @@ func TestSearchFindsNoEscapedSecret(t *testing.T) {
 	id := dlqtest.InsertDeadLetter(t, db.DB, escapedLetter)
 	cut := dlqtest.InsertDeadLetter(t, db.DB, dlqtest.Letter{
 		Kwargs:  `{"card_number": "4000056655665556"}`,
-		Message: "charge failed after card 400005" + dlq.TruncatedMark,
+		Message: "charge failed after card 400005" + mask.TruncatedMark,
 	})
 
 	hidden := []string{"Erin-77", `t-Erin`, `p\"q\\r`, `"password": "p`, `HYPERLINK(\"http`, `"api_token": "=`, `"api_token": "=H`, "400005", "card 4"}
@@ -199,13 +200,13 @@ func TestSearchFindsNoEscapedSecret(t *testing.T) {
 	}
 	for q, want := range map[string]int64{
 		`invalid kwargs {"user": "erin", "password": "•••"`: id, `"api_token": "•••"} (password=•••)`: id,
-		"charge failed after card •••" + dlq.TruncatedMark: cut,
+		"charge failed after card •••" + mask.TruncatedMark: cut,
 	} {
 		if got := searchIDs(t, store, q); !sameIDs(got, want) {
 			t.Errorf("search for %q found %v, want [%d]: shown text must match", q, got, want)
 		}
 	}
-	m := dlq.NewMasker(dlq.DefaultMaskKeys)
+	m := mask.ForKeys(mask.DefaultKeys)
 	if shown := m.MaskText(escapedLetter.Message, nil, []byte(escapedLetter.Kwargs)); !sameIDs(searchIDs(t, store, shown), id) {
 		t.Errorf("search for the shown message %q found nothing", shown)
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/redrive/redrive/dlq"
+	"github.com/redrive/redrive/mask"
 	"github.com/redrive/redrive/views"
 )
 
@@ -58,7 +59,7 @@ func detailView(d dlq.DeadLetterDetail, logsTemplate string) views.DeadLetterDet
 	}
 	v.Args, v.ArgsNote = prettyJSON(d.Args)
 	v.Kwargs, v.KwargsNote = prettyJSON(d.Kwargs)
-	v.ArgsMasked = strings.Contains(v.Args, dlq.MaskPlaceholder) || strings.Contains(v.Kwargs, dlq.MaskPlaceholder)
+	v.ArgsMasked = strings.Contains(v.Args, mask.Placeholder) || strings.Contains(v.Kwargs, mask.Placeholder)
 	if d.ReplayOf != nil {
 		v.ReplayOf = *d.ReplayOf
 	}

@@ -6,13 +6,14 @@ import (
 	"unicode/utf8"
 
 	"github.com/redrive/redrive/dlq"
+	"github.com/redrive/redrive/mask"
 )
 
 // MaskedReads is the store as every page, API answer and export reads it:
 // the arguments of dead letters and jobs come back with sensitive values
-// replaced by dlq.MaskPlaceholder, and their error messages and tracebacks
+// replaced by mask.Placeholder, and their error messages and tracebacks
 // (and the error groups' sample messages) with those values and the extra
-// mask patterns hidden (dlq.Masker.MaskText). Masking here, once, rather
+// mask patterns hidden (mask.Policy.MaskText). Masking here, once, rather
 // than in each handler means a page added later cannot forget it. Writes pass straight
 // through to the real store, and replays read the stored values inside
 // their own transactions, so what is replayed is always the real thing.
@@ -21,7 +22,7 @@ import (
 // and marks the request's context for exactly that letter.
 type MaskedReads struct {
 	*dlq.Store
-	Masker dlq.Masker
+	Masker mask.Policy
 }
 
 // ListDeadLetters masks each letter's arguments.
@@ -53,7 +54,7 @@ func (m MaskedReads) EachDeadLetter(ctx context.Context, f dlq.Filter, fn func(d
 // letter's arguments.
 func (m MaskedReads) Job(ctx context.Context, id int64) (dlq.Job, error) {
 	j, err := m.Store.Job(ctx, id)
-	m.Masker.MaskJob(&j)
+	dlq.MaskJob(m.Masker, &j)
 	return j, err
 }
 
@@ -158,7 +159,7 @@ func (m MaskedReads) maskLetter(ctx context.Context, d *dlq.DeadLetter) {
 	if d.ID != 0 && revealed(ctx, d.ID) {
 		return
 	}
-	m.Masker.MaskLetter(d)
+	dlq.MaskLetter(m.Masker, d)
 }
 
 type revealKey struct{}

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/redrive/redrive/dlq"
+	"github.com/redrive/redrive/mask"
 )
 
 // Defaults for Config.
@@ -48,7 +49,7 @@ type Config struct {
 	// nothing is sent.
 	Endpoints []Endpoint
 	// Masker masks error text in messages as the console's pages do.
-	Masker dlq.Masker
+	Masker mask.Policy
 	// PublicURL is the console's address as the team opens it, for links.
 	PublicURL string
 	// Holder names this instance for the sender's lease.

@@ -15,6 +15,7 @@ import (
 
 	"github.com/redrive/redrive/dlq"
 	"github.com/redrive/redrive/dlq/dlqtest"
+	"github.com/redrive/redrive/mask"
 	"github.com/redrive/redrive/notify"
 )
 
@@ -68,7 +69,7 @@ func (e env) run(t *testing.T, holder string, endpoints string, tweak func(*noti
 	if err != nil {
 		t.Fatal(err)
 	}
-	masker, err := dlq.NewMaskPolicy(dlq.DefaultMaskKeys, nil)
+	masker, err := mask.New(mask.DefaultKeys, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +153,7 @@ func TestNotifications(t *testing.T) {
 		if want := "https://redrive.example.com/groups/" + fp; m.URL != want {
 			t.Errorf("link %q; want the group's page %s", m.URL, want)
 		}
-		if strings.Contains(string(got[0]), "hunter2") || !strings.Contains(m.Text, dlq.MaskPlaceholder) {
+		if strings.Contains(string(got[0]), "hunter2") || !strings.Contains(m.Text, mask.Placeholder) {
 			t.Errorf("text %q: the masked password must not be sent", m.Text)
 		}
 		if !strings.Contains(m.Text, "3 pending of 3") {

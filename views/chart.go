@@ -94,13 +94,13 @@ func (c BarChart) layout() chartLayout {
 	plotH := chartH - chartTop - chartBottom
 	plotW := chartW - chartLeft - chartRight
 	baseY := chartTop + plotH
-	l := chartLayout{BaseY: f1(baseY), TopY: f1(chartTop), LeftX: f1(chartLeft), RightX: f1(chartW - chartRight)}
+	l := chartLayout{BaseY: svgCoord(baseY), TopY: svgCoord(chartTop), LeftX: svgCoord(chartLeft), RightX: svgCoord(chartW - chartRight)}
 	for _, v := range []int64{0, top / 2, top} {
 		if v == 0 && top == 0 {
 			continue
 		}
 		y := baseY - float64(v)/float64(max(top, 1))*plotH
-		l.Ticks = append(l.Ticks, chartTick{Y: f1(y), Label: shortNumber(v)})
+		l.Ticks = append(l.Ticks, chartTick{Y: svgCoord(y), Label: shortNumber(v)})
 	}
 	if len(c.Bars) == 0 {
 		return l
@@ -115,9 +115,9 @@ func (c BarChart) layout() chartLayout {
 		x := chartLeft + float64(i)*slot
 		l.Bars = append(l.Bars, barLayout{
 			Bar: b,
-			X:   f1(x + (slot-w)/2), Y: f1(baseY - h), W: f1(w), H: f1(h),
-			SlotX: f1(x), SlotW: f1(slot),
-			LabelX: f1(x + slot/2),
+			X:   svgCoord(x + (slot-w)/2), Y: svgCoord(baseY - h), W: svgCoord(w), H: svgCoord(h),
+			SlotX: svgCoord(x), SlotW: svgCoord(slot),
+			LabelX: svgCoord(x + slot/2),
 		})
 	}
 	return l
@@ -163,24 +163,26 @@ func trimZero(v float64) string {
 	return s
 }
 
-func f1(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) }
+// svgCoord formats an SVG coordinate or length to one decimal: finer
+// than a pixel is noise in the markup.
+func svgCoord(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) }
 
 // chartViewBox is the SVG viewBox of every bar chart.
-func chartViewBox() string { return "0 0 " + f1(chartW) + " " + f1(chartH) }
+func chartViewBox() string { return "0 0 " + svgCoord(chartW) + " " + svgCoord(chartH) }
 
 // chartYLabelTransform places the y-axis label rotated along the axis.
 func chartYLabelTransform() string {
-	return "translate(12 " + f1(chartTop+(chartH-chartTop-chartBottom)/2) + ") rotate(-90)"
+	return "translate(12 " + svgCoord(chartTop+(chartH-chartTop-chartBottom)/2) + ") rotate(-90)"
 }
 
 // chartXLabelY is where the x-axis caption sits, under the tick labels.
-func chartXLabelY() string { return f1(chartH - 4) }
+func chartXLabelY() string { return svgCoord(chartH - 4) }
 
 // chartTickLabelY is the baseline of the bars' labels.
-func chartTickLabelY() string { return f1(chartH - chartBottom + 14) }
+func chartTickLabelY() string { return svgCoord(chartH - chartBottom + 14) }
 
 // chartXLabelX centres the x-axis caption under the plot.
-func chartXLabelX() string { return f1(chartLeft + (chartW-chartLeft-chartRight)/2) }
+func chartXLabelX() string { return svgCoord(chartLeft + (chartW-chartLeft-chartRight)/2) }
 
 // role is the chart's ARIA role: an image, unless its bars are links, which
 // an image may not hold (axe's nested-interactive); then a group of them.

@@ -9,7 +9,11 @@ package views
 import "github.com/a-h/templ"
 import templruntime "github.com/a-h/templ/runtime"
 
-import "strconv"
+import (
+	"strconv"
+
+	"github.com/redrive/redrive/mask"
+)
 
 // ArgsReveal offers an operator the real values behind masked arguments.
 // The reveal is a POST (it is written to the audit trail), with the CSRF
@@ -39,9 +43,9 @@ func ArgsReveal(id int64, masked, canAct bool, csrfToken string) templ.Component
 				return templ_7745c5c3_Err
 			}
 			var templ_7745c5c3_Var2 string
-			templ_7745c5c3_Var2, templ_7745c5c3_Err = templ.JoinStringErrs(MaskPlaceholderText)
+			templ_7745c5c3_Var2, templ_7745c5c3_Err = templ.JoinStringErrs(mask.Placeholder)
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/reveal.templ`, Line: 13, Col: 144}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/reveal.templ`, Line: 17, Col: 141}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var2))
 			if templ_7745c5c3_Err != nil {
@@ -59,7 +63,7 @@ func ArgsReveal(id int64, masked, canAct bool, csrfToken string) templ.Component
 				var templ_7745c5c3_Var3 string
 				templ_7745c5c3_Var3, templ_7745c5c3_Err = templruntime.NewAttributeExpression(URL("/dead-letters/" + strconv.FormatInt(id, 10) + "/reveal")).ResolveURL(ctx)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/reveal.templ`, Line: 17, Col: 75}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/reveal.templ`, Line: 21, Col: 75}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var3)
 				if templ_7745c5c3_Err != nil {
@@ -72,7 +76,7 @@ func ArgsReveal(id int64, masked, canAct bool, csrfToken string) templ.Component
 				var templ_7745c5c3_Var4 string
 				templ_7745c5c3_Var4, templ_7745c5c3_Err = templruntime.NewAttributeExpression("/dead-letters/" + strconv.FormatInt(id, 10) + "/reveal").Resolve(ctx)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/reveal.templ`, Line: 18, Col: 71}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/reveal.templ`, Line: 22, Col: 71}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var4)
 				if templ_7745c5c3_Err != nil {
@@ -85,7 +89,7 @@ func ArgsReveal(id int64, masked, canAct bool, csrfToken string) templ.Component
 				var templ_7745c5c3_Var5 string
 				templ_7745c5c3_Var5, templ_7745c5c3_Err = templruntime.NewAttributeExpression(csrfToken).Resolve(ctx)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/reveal.templ`, Line: 23, Col: 56}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/reveal.templ`, Line: 27, Col: 56}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var5)
 				if templ_7745c5c3_Err != nil {
@@ -104,9 +108,5 @@ func ArgsReveal(id int64, masked, canAct bool, csrfToken string) templ.Component
 		return nil
 	})
 }
-
-// MaskPlaceholderText is how a hidden value reads (dlq.MaskPlaceholder;
-// views import no dlq).
-const MaskPlaceholderText = "•••"
 
 var _ = templruntime.GeneratedTemplate

@@ -19,6 +19,7 @@ var parts = map[string]string{
 	mod:                       "cmd",
 	mod + "/internal/cli":     "cmd",
 	mod + "/dlq":              "store",
+	mod + "/mask":             "mask",
 	mod + "/replay":           "replay",
 	mod + "/worker":           "worker",
 	mod + "/worker/demo":      "demo",
@@ -46,30 +47,36 @@ var arrows = map[string][]string{
 	// replay service, the worker with the demo tasks, the console, the
 	// notification sender, a private Postgres, the remote CLI, and the
 	// seed (`redrive seed`).
-	"cmd":    {"store", "replay", "worker", "demo", "seed", "web", "auth", "localpg", "notify", "remote"},
-	"store":  {"migrations"}, // the store migrates its own schema
+	"cmd": {"store", "replay", "worker", "demo", "seed", "web", "auth", "localpg", "notify", "remote", "mask"},
+	// The store migrates its own schema, and keeps the mask policy the
+	// search text is built with.
+	"store":  {"migrations", "mask"},
 	"replay": {"store"},
-	"worker": {"store"},
+	// The worker cuts long error text with the mark masking recognises.
+	"worker": {"store", "mask"},
 	"demo":   {"worker", "store"},
 	// The seed generates letters of the demo's shop tasks and has the
 	// store write them.
 	"seed":     {"store", "demo"},
-	"handlers": {"store", "replay", "views"},
-	"views":    {},
+	"handlers": {"store", "replay", "views", "mask"},
+	"views":    {"mask"}, // the placeholder a hidden value reads as
 	// The console: its handlers and views, auth for the middleware that
 	// decides who is asking and what they may do, the store for the reads
 	// it hands the handlers, replay for the service, and its static files.
 	// The error handler reads the errors of store and replay.
-	"web": {"handlers", "views", "auth", "store", "replay", "static"},
+	"web": {"handlers", "views", "auth", "store", "replay", "static", "mask"},
 	// Sessions, sign-in, tokens, SSO, CSRF and access rules: users and
 	// tokens come from the store; the principal and the request errors it
 	// hands on are the handlers' types.
-	"auth":       {"store", "handlers"},
+	"auth": {"store", "handlers", "mask"},
+	// The masking policy: pure functions of the policy and the text or
+	// JSON in hand, shared by the store, the pages and the notifications.
+	"mask":       {},
 	"migrations": {},
 	"static":     {},
 	"localpg":    {},
 	// Notifications read the store's outbox and post webhooks.
-	"notify": {"store"},
+	"notify": {"store", "mask"},
 	// The remote CLI speaks HTTP to a console and nothing else: it has its
 	// own types for the API's answers.
 	"remote":  {},
@@ -123,6 +130,7 @@ var forbidden = map[string]struct{ deps, imports []string }{
 	"localpg":  {deps: httpPkgs},
 	"notify":   {deps: httpPkgs},
 	"remote":   {deps: sqlPkgs},
+	"mask":     {deps: slices.Concat(sqlPkgs, httpPkgs)},
 }
 
 type listedPackage struct {

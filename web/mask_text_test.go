@@ -11,6 +11,7 @@ import (
 
 	"github.com/redrive/redrive/dlq"
 	"github.com/redrive/redrive/dlq/dlqtest"
+	"github.com/redrive/redrive/mask"
 	"github.com/redrive/redrive/web"
 	"github.com/redrive/redrive/web/auth"
 )
@@ -35,7 +36,7 @@ func TestErrorTextMasked(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, func(c *web.Config) { c.Auth.MaskPatterns = leakPatterns })
 	ctx := context.Background()
-	m, err := dlq.NewMaskPolicy(dlq.DefaultMaskKeys, leakPatterns)
+	m, err := mask.New(mask.DefaultKeys, leakPatterns)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,7 +129,7 @@ func TestSearchHidesEscapedSecrets(t *testing.T) {
 	kwargs := `{"user": "erin", "password": "p\"q\\r<s>&t-Erin-77", "card_number": "4000056655665556"}`
 	id := dlqtest.InsertDeadLetter(t, e.db.DB, dlqtest.Letter{
 		Task: "probe.leak", Kwargs: kwargs,
-		Message: `LeakError: invalid kwargs {"user": "erin", "password": "p\"q\\r<s>&t-Erin-77"} charged 400005` + dlq.TruncatedMark,
+		Message: `LeakError: invalid kwargs {"user": "erin", "password": "p\"q\\r<s>&t-Erin-77"} charged 400005` + mask.TruncatedMark,
 	})
 	viewer := e.as(t, "vic", dlq.RoleViewer)
 	row := fmt.Sprintf(`data-testid="letter-row" data-id="%d"`, id)
@@ -143,7 +144,7 @@ func TestSearchHidesEscapedSecrets(t *testing.T) {
 			t.Errorf("page search for %q found the letter", q)
 		}
 	}
-	for _, q := range []string{`"user": "erin", "password": "•••"}`, "charged •••" + dlq.TruncatedMark} {
+	for _, q := range []string{`"user": "erin", "password": "•••"}`, "charged •••" + mask.TruncatedMark} {
 		if rec := viewer.Do(e.h, httptest.NewRequest("GET", "/api/v1/dead-letters?status=all&q="+url.QueryEscape(q), nil)); !strings.Contains(rec.Body.String(), fmt.Sprintf(`"id":%d`, id)) {
 			t.Errorf("API search for %q did not find the letter: %s", q, rec.Body.String())
 		}

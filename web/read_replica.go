@@ -6,6 +6,7 @@ import (
 
 	"github.com/redrive/redrive/dlq"
 	"github.com/redrive/redrive/handlers"
+	"github.com/redrive/redrive/mask"
 )
 
 // readStore is the store the console's heavy reads go to — lists, search,
@@ -18,7 +19,7 @@ import (
 // written), confirmation counts, sign-in, sessions, the throttle, /readyz
 // (a replica that is down must not take the console out of rotation) and
 // the domain metrics (read from small summary tables).
-func readStore(cfg Config, masker dlq.Masker, primary handlers.MaskedReads) (handlers.MaskedReads, echo.MiddlewareFunc) {
+func readStore(cfg Config, masker mask.Policy, primary handlers.MaskedReads) (handlers.MaskedReads, echo.MiddlewareFunc) {
 	if cfg.Replica == nil {
 		return primary, func(next echo.HandlerFunc) echo.HandlerFunc { return next }
 	}

@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/redrive/redrive/dlq"
+	"github.com/redrive/redrive/mask"
 )
 
 // action is what the worker does with a job after one attempt.
@@ -206,7 +207,7 @@ func truncate(s string, n int) string {
 	for cut > 0 && !utf8.RuneStart(s[cut]) {
 		cut--
 	}
-	return s[:cut] + dlq.TruncatedMark
+	return s[:cut] + mask.TruncatedMark
 }
 
 // interruptedAttempt is the history entry of a job handed back at shutdown.

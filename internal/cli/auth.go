@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/redrive/redrive/dlq"
+	"github.com/redrive/redrive/mask"
 	"github.com/redrive/redrive/web/auth"
 )
 
@@ -49,8 +50,8 @@ func authConfig(f flags, dev bool) (auth.Config, error) {
 	return auth.Config{
 		SessionKeys: keys, SessionLifetime: f.duration("session-lifetime"), SessionIdle: f.duration("session-idle"),
 		TrustedProxies: proxies, AuthHeader: authHeader, ProxyRoles: roles, ProxyDefaultRole: role,
-		MetricsToken: f.str("metrics-token"), MaskKeys: dlq.ParseMaskKeys(f.str("mask-keys")),
-		MaskPatterns: dlq.ParseMaskPatterns(f.str("mask-patterns")),
+		MetricsToken: f.str("metrics-token"), MaskKeys: mask.ParseKeys(f.str("mask-keys")),
+		MaskPatterns: mask.ParsePatterns(f.str("mask-patterns")),
 	}, nil
 }
 

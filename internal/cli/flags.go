@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/redrive/redrive/dlq"
+	"github.com/redrive/redrive/mask"
 	"github.com/redrive/redrive/web/auth"
 	"github.com/redrive/redrive/worker"
 )
@@ -44,7 +45,7 @@ var options = []option{
 	{"proxy-roles", "REDRIVE_PROXY_ROLES", "", "roles of SSO users: alice@x.com=admin,bob@x.com=operator"},
 	{"proxy-default-role", "REDRIVE_PROXY_DEFAULT_ROLE", string(dlq.RoleViewer), "role of SSO users not in --proxy-roles"},
 	{"metrics-token", "REDRIVE_METRICS_TOKEN", "", "when set, /metrics requires Authorization: Bearer with this value"},
-	{"mask-keys", "REDRIVE_MASK_KEYS", strings.Join(dlq.DefaultMaskKeys, ","), "argument keys whose values are hidden: comma-separated, case-insensitive substrings"},
+	{"mask-keys", "REDRIVE_MASK_KEYS", strings.Join(mask.DefaultKeys, ","), "argument keys whose values are hidden: comma-separated, case-insensitive substrings"},
 	{"mask-patterns", "REDRIVE_MASK_PATTERNS", "", "regular expressions (Go syntax, one per line) also hidden in error messages and tracebacks, e.g. card numbers or tokens"},
 	{"notify-webhook-urls", "REDRIVE_NOTIFY_WEBHOOK_URLS", "", "webhooks told about new and spiking error groups and bulk operations that end, comma-separated; prefix slack: for a Slack-style body"},
 	{"public-url", "REDRIVE_PUBLIC_URL", "", "the console's address as the team opens it, for the links in notifications (default: http://ADDR)"},

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/redrive/redrive/dlq"
+	"github.com/redrive/redrive/mask"
 	"github.com/redrive/redrive/web/auth"
 )
 
@@ -17,14 +18,14 @@ import (
 // the same by hand.
 
 // masker builds the masker the console's settings describe, as web does.
-func masker(ac auth.Config) (dlq.Masker, error) {
+func masker(ac auth.Config) (mask.Policy, error) {
 	keys := ac.MaskKeys
 	if keys == nil {
-		keys = dlq.DefaultMaskKeys
+		keys = mask.DefaultKeys
 	}
-	m, err := dlq.NewMaskPolicy(keys, ac.MaskPatterns)
+	m, err := mask.New(keys, ac.MaskPatterns)
 	if err != nil {
-		return dlq.Masker{}, usagef("--mask-keys / --mask-patterns: %v", err)
+		return mask.Policy{}, usagef("--mask-keys / --mask-patterns: %v", err)
 	}
 	return m, nil
 }
@@ -100,7 +101,7 @@ func runSearch(ctx context.Context, args []string, e env) error {
 	if err != nil {
 		return err
 	}
-	m, err := masker(auth.Config{MaskKeys: dlq.ParseMaskKeys(f.str("mask-keys")), MaskPatterns: dlq.ParseMaskPatterns(f.str("mask-patterns"))})
+	m, err := masker(auth.Config{MaskKeys: mask.ParseKeys(f.str("mask-keys")), MaskPatterns: mask.ParsePatterns(f.str("mask-patterns"))})
 	if err != nil {
 		return err
 	}

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/redrive/redrive/dlq"
+	"github.com/redrive/redrive/mask"
 	"github.com/redrive/redrive/notify"
 	"github.com/redrive/redrive/replay"
 	"github.com/redrive/redrive/web"
@@ -109,7 +110,7 @@ func readConfig(f flags, primaryURL string) ReadConfig {
 }
 
 // notifier builds the webhook sender.
-func (n NotifyConfig) notifier(store *dlq.Store, masker dlq.Masker, logger *slog.Logger) (*notify.Sender, []string, error) {
+func (n NotifyConfig) notifier(store *dlq.Store, masker mask.Policy, logger *slog.Logger) (*notify.Sender, []string, error) {
 	eps, err := notify.ParseEndpoints(n.WebhookURLs)
 	if err != nil {
 		return nil, nil, usagef("--notify-webhook-urls: %v", err)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/redrive/redrive/dlq"
+	"github.com/redrive/redrive/mask"
 )
 
 // Config is how the console decides who is asking and what they may
@@ -45,11 +46,11 @@ type Config struct {
 	// MetricsToken, when set, is the bearer token /metrics requires.
 	MetricsToken string
 	// MaskKeys are the argument key patterns whose values are hidden;
-	// nil: dlq.DefaultMaskKeys. An empty, non-nil list masks nothing.
+	// nil: mask.DefaultKeys. An empty, non-nil list masks nothing.
 	MaskKeys []string
 	// MaskPatterns are regular expressions (Go syntax) hidden in error
 	// messages and tracebacks besides the masked argument values; see
-	// dlq.NewMaskPolicy.
+	// mask.New.
 	MaskPatterns []string
 
 	// Throttle slows and locks repeated failed sign-ins.
@@ -75,9 +76,9 @@ func (a *Config) Validate() error {
 	}
 	a.Throttle = a.Throttle.Defaults()
 	if a.MaskKeys == nil {
-		a.MaskKeys = dlq.DefaultMaskKeys
+		a.MaskKeys = mask.DefaultKeys
 	}
-	if _, err := dlq.NewMaskPolicy(a.MaskKeys, a.MaskPatterns); err != nil {
+	if _, err := mask.New(a.MaskKeys, a.MaskPatterns); err != nil {
 		return fmt.Errorf("web: %w", err)
 	}
 	if len(a.SessionKeys) == 0 {

@@ -10,6 +10,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/redrive/redrive/dlq"
+	"github.com/redrive/redrive/mask"
 )
 
 // Security is the access-control machinery the server wires in: who trusts
@@ -21,7 +22,7 @@ type Security struct {
 	auth     *authenticator
 	acl      *access
 	signIn   *SignIn
-	masker   dlq.Masker
+	masker   mask.Policy
 	csrf     echo.MiddlewareFunc
 }
 
@@ -29,7 +30,7 @@ type Security struct {
 func New(store *dlq.Store, cfg Config, logger *slog.Logger) *Security {
 	trust := ProxyTrust{nets: cfg.TrustedProxies}
 	sessions := newSessions(cfg, trust, store)
-	masker, _ := dlq.NewMaskPolicy(cfg.MaskKeys, cfg.MaskPatterns) // checked by cfg.Validate
+	masker, _ := mask.New(cfg.MaskKeys, cfg.MaskPatterns) // checked by cfg.Validate
 	return &Security{
 		trust:    trust,
 		sessions: sessions,
@@ -51,7 +52,7 @@ func (s *Security) Sessions() *Sessions { return s.sessions }
 func (s *Security) SignIn() *SignIn { return s.signIn }
 
 // Masker hides sensitive argument values.
-func (s *Security) Masker() dlq.Masker { return s.masker }
+func (s *Security) Masker() mask.Policy { return s.masker }
 
 // Public registers routes on e that need no sign-in: the only way to make
 // one.

@@ -1,4 +1,4 @@
-package dlq
+package mask
 
 import (
 	"bytes"
@@ -18,8 +18,8 @@ import (
 // search's SQL (migrations 00010 and 00029) applies the same way:
 //
 //  1. every string or number under a sensitive key of the letter's own
-//     arguments, at least MinMaskedValueLen characters long, is replaced
-//     by MaskPlaceholder wherever it appears, in each of its spellings
+//     arguments, at least MinValueLen characters long, is replaced
+//     by Placeholder wherever it appears, in each of its spellings
 //     (spellings), longest first;
 //  2. in a text cut short, the longest start of one that it ends in;
 //  3. then every match of each extra pattern (REDRIVE_MASK_PATTERNS).
@@ -27,9 +27,9 @@ import (
 // Shorter values are left: masking every "12" or "EUR" a letter holds
 // would blank half of every message and protect nothing.
 
-// MinMaskedValueLen is the shortest masked value that is hidden in error
+// MinValueLen is the shortest masked value that is hidden in error
 // text.
-const MinMaskedValueLen = 4
+const MinValueLen = 4
 
 // TruncatedMark ends a text that was cut short: by the worker, which
 // bounds what an attempt stores, or by the letter's detail, which caps its
@@ -45,19 +45,19 @@ type textPattern struct {
 	sql     string
 }
 
-// NewMaskPolicy returns a Masker for the given key patterns that also hides
+// New returns a Policy for the given key patterns that also hides
 // matches of textPatterns in error messages and tracebacks. textPatterns are
 // regular expressions in Go's syntax; since the search applies them in
 // PostgreSQL, a pattern is refused when the two would read it differently
-// in a way that is known (see sqlPattern), and Store.ApplyMaskPolicy
+// in a way that is known (see sqlPattern), and dlq.Store.ApplyMaskPolicy
 // refuses one PostgreSQL rejects. Key patterns holding quotes, backslashes
 // or control characters are refused: the search's quick test for
 // sensitive keys looks for patterns in printed JSON, which escapes those.
-func NewMaskPolicy(keys, textPatterns []string) (Masker, error) {
-	m := NewMasker(keys)
+func New(keys, textPatterns []string) (Policy, error) {
+	m := ForKeys(keys)
 	for _, k := range m.patterns {
 		if strings.ContainsAny(k, `"\`) || strings.ContainsFunc(k, func(r rune) bool { return r < 0x20 }) {
-			return Masker{}, fmt.Errorf("mask key pattern %q: quotes, backslashes and control characters are not allowed", k)
+			return Policy{}, fmt.Errorf("mask key pattern %q: quotes, backslashes and control characters are not allowed", k)
 		}
 	}
 	for _, p := range textPatterns {
@@ -66,27 +66,27 @@ func NewMaskPolicy(keys, textPatterns []string) (Masker, error) {
 		}
 		re, err := regexp.Compile(p)
 		if err != nil {
-			return Masker{}, fmt.Errorf("mask pattern %q: %w", p, err)
+			return Policy{}, fmt.Errorf("mask pattern %q: %w", p, err)
 		}
 		if re.MatchString("") {
-			return Masker{}, fmt.Errorf("mask pattern %q matches empty text, so it would hide nothing and mark every character", p)
+			return Policy{}, fmt.Errorf("mask pattern %q matches empty text, so it would hide nothing and mark every character", p)
 		}
 		// Leftmost-longest, as PostgreSQL's regular expressions match: the
 		// page and the search then hide the same text.
 		re.Longest()
 		sql, err := sqlPattern(p)
 		if err != nil {
-			return Masker{}, fmt.Errorf("mask pattern %q: %w", p, err)
+			return Policy{}, fmt.Errorf("mask pattern %q: %w", p, err)
 		}
 		m.text = append(m.text, textPattern{written: p, re: re, sql: sql})
 	}
 	return m, nil
 }
 
-// ParseMaskPatterns reads REDRIVE_MASK_PATTERNS: one regular expression per
+// ParsePatterns reads REDRIVE_MASK_PATTERNS: one regular expression per
 // line (a comma can belong to a pattern, as in \d{4,}); blank lines are
 // ignored. Several patterns can also be one, joined with |.
-func ParseMaskPatterns(s string) []string {
+func ParsePatterns(s string) []string {
 	var out []string
 	for line := range strings.Lines(s) {
 		if line = strings.TrimSpace(line); line != "" {
@@ -97,7 +97,7 @@ func ParseMaskPatterns(s string) []string {
 }
 
 // TextPatterns returns the extra patterns as written.
-func (m Masker) TextPatterns() []string {
+func (m Policy) TextPatterns() []string {
 	out := make([]string, len(m.text))
 	for i, p := range m.text {
 		out[i] = p.written
@@ -105,8 +105,9 @@ func (m Masker) TextPatterns() []string {
 	return out
 }
 
-// sqlTextPatterns returns the extra patterns in PostgreSQL's syntax.
-func (m Masker) sqlTextPatterns() []string {
+// SQLTextPatterns returns the extra patterns in PostgreSQL's syntax, in
+// the order of TextPatterns: what the store gives the search's SQL.
+func (m Policy) SQLTextPatterns() []string {
 	out := make([]string, len(m.text))
 	for i, p := range m.text {
 		out[i] = p.sql
@@ -119,7 +120,7 @@ func (m Masker) sqlTextPatterns() []string {
 // a backspace), and \B (Go: not a boundary; PostgreSQL: a backslash). They
 // become \y and \Y outside bracket expressions; inside one Go refuses them.
 // Every other difference is a pattern one side rejects, which
-// NewMaskPolicy (Go) and ApplyMaskPolicy (PostgreSQL) refuse at start.
+// New (Go) and ApplyMaskPolicy (PostgreSQL) refuse at start.
 func sqlPattern(p string) (string, error) {
 	var out strings.Builder
 	inClass := false
@@ -166,7 +167,7 @@ func sqlPattern(p string) (string, error) {
 }
 
 // TextMask hides one letter's secrets in its texts; build it once with
-// Masker.TextMask and apply it to the message, the traceback and each
+// Policy.TextMask and apply it to the message, the traceback and each
 // attempt's.
 type TextMask struct {
 	// secrets longest first; hideAll when the arguments could not be read.
@@ -177,13 +178,13 @@ type TextMask struct {
 
 // TextMask returns the mask of a letter's (or a job's) error text: the
 // values its arguments hide, and the extra patterns.
-func (m Masker) TextMask(args, kwargs json.RawMessage) TextMask {
+func (m Policy) TextMask(args, kwargs json.RawMessage) TextMask {
 	return m.textMask(m.needsMask(args), m.needsMask(kwargs))
 }
 
 // needsMask returns raw when masking may change it or take a secret from
 // it, and nil when it is empty or plain.
-func (m Masker) needsMask(raw json.RawMessage) json.RawMessage {
+func (m Policy) needsMask(raw json.RawMessage) json.RawMessage {
 	if len(m.patterns) == 0 || len(bytes.TrimSpace(raw)) == 0 || m.plain(raw) {
 		return nil
 	}
@@ -191,7 +192,7 @@ func (m Masker) needsMask(raw json.RawMessage) json.RawMessage {
 }
 
 // textMask is TextMask of arguments already through needsMask.
-func (m Masker) textMask(args, kwargs json.RawMessage) TextMask {
+func (m Policy) textMask(args, kwargs json.RawMessage) TextMask {
 	t := TextMask{patterns: m.text}
 	if len(m.patterns) == 0 || (args == nil && kwargs == nil) {
 		return t
@@ -293,7 +294,7 @@ func pgJSONString(s string) string {
 	return b.String()
 }
 
-func (m Masker) collectSecrets(v any, hidden bool, into map[string]bool) {
+func (m Policy) collectSecrets(v any, hidden bool, into map[string]bool) {
 	switch x := v.(type) {
 	case map[string]any:
 		for k, val := range x {
@@ -304,11 +305,11 @@ func (m Masker) collectSecrets(v any, hidden bool, into map[string]bool) {
 			m.collectSecrets(val, hidden, into)
 		}
 	case string:
-		if hidden && utf8.RuneCountInString(x) >= MinMaskedValueLen {
+		if hidden && utf8.RuneCountInString(x) >= MinValueLen {
 			into[x] = true
 		}
 	case json.Number:
-		if hidden && len(x) >= MinMaskedValueLen {
+		if hidden && len(x) >= MinValueLen {
 			into[string(x)] = true
 		}
 	}
@@ -320,16 +321,16 @@ func (t TextMask) Apply(s string) string {
 		return s
 	}
 	if t.hideAll {
-		return MaskPlaceholder
+		return Placeholder
 	}
 	for _, secret := range t.secrets {
-		s = strings.ReplaceAll(s, secret, MaskPlaceholder)
+		s = strings.ReplaceAll(s, secret, Placeholder)
 	}
 	if body, cut := strings.CutSuffix(s, TruncatedMark); cut {
 		s = t.hideCutEnd(body) + TruncatedMark
 	}
 	for _, p := range t.patterns {
-		s = p.re.ReplaceAllLiteralString(s, MaskPlaceholder)
+		s = p.re.ReplaceAllLiteralString(s, Placeholder)
 	}
 	return s
 }
@@ -353,58 +354,46 @@ func (t TextMask) hideCutEnd(s string) string {
 	if longest == 0 {
 		return s
 	}
-	return s[:len(s)-longest] + MaskPlaceholder
+	return s[:len(s)-longest] + Placeholder
 }
 
 // MaskText returns s, an error message or traceback of the letter or job
 // whose arguments are args and kwargs, with what masking hides there
 // hidden: the one rule for every place error text is shown.
-func (m Masker) MaskText(s string, args, kwargs json.RawMessage) string {
+func (m Policy) MaskText(s string, args, kwargs json.RawMessage) string {
 	return m.TextMask(args, kwargs).Apply(s)
 }
 
-// MaskLetter masks a letter for display: its arguments (Mask) and its
-// error message, traceback and each attempt's message and traceback. The
-// secrets are read from the real arguments, so call it on the letter as
-// stored.
-//
-// Each argument is looked at once: one with no sensitive key (most are)
-// is neither decoded for secrets nor copied for display.
-func (m Masker) MaskLetter(d *DeadLetter) {
-	args, kwargs := m.needsMask(d.Args), m.needsMask(d.Kwargs)
-	t := m.textMask(args, kwargs)
-	d.ErrorMessage = t.Apply(d.ErrorMessage)
-	d.Traceback = t.Apply(d.Traceback)
-	d.History = t.applyAttempts(d.History)
-	if args != nil {
-		d.Args, _ = m.maskSlow(args)
+// MaskArgs masks a letter's (or a job's) arguments for display and
+// returns them with the mask of its error text: what dlq.MaskLetter and MaskJob
+// need, with each argument looked at once. One with no sensitive key (most
+// are) is neither decoded for secrets nor copied, and comes back as it was.
+func (m Policy) MaskArgs(args, kwargs json.RawMessage) (maskedArgs, maskedKwargs json.RawMessage, text TextMask) {
+	a, k := m.needsMask(args), m.needsMask(kwargs)
+	text = m.textMask(a, k)
+	maskedArgs, maskedKwargs = args, kwargs
+	if a != nil {
+		maskedArgs, _ = m.maskSlow(a)
 	}
-	if kwargs != nil {
-		d.Kwargs, _ = m.maskSlow(kwargs)
+	if k != nil {
+		maskedKwargs, _ = m.maskSlow(k)
 	}
+	return maskedArgs, maskedKwargs, text
 }
 
-// MaskJob masks a job for display like MaskLetter: arguments, last error
-// and the error history.
-func (m Masker) MaskJob(j *Job) {
-	t := m.TextMask(j.Args, j.Kwargs)
-	if j.LastError != nil {
-		s := t.Apply(*j.LastError)
-		j.LastError = &s
+// MaskSample masks a group's sample message as its letter's is, with that
+// letter's arguments. Without them (the letter was not found) nobody can
+// say what the message quotes, so it is hidden whole when anything is
+// masked at all.
+func (m Policy) MaskSample(msg string, args, kwargs json.RawMessage) string {
+	if noJSON(args) && noJSON(kwargs) && msg != "" && (len(m.Patterns()) > 0 || len(m.TextPatterns()) > 0) {
+		return Placeholder
 	}
-	j.Errors = t.applyAttempts(j.Errors)
-	j.Args, _ = m.Mask(j.Args)
-	j.Kwargs, _ = m.Mask(j.Kwargs)
+	return m.MaskText(msg, args, kwargs)
 }
 
-func (t TextMask) applyAttempts(as Attempts) Attempts {
-	if len(as) == 0 {
-		return as
-	}
-	out := make(Attempts, len(as))
-	for i, a := range as {
-		a.Message, a.Traceback = t.Apply(a.Message), t.Apply(a.Traceback)
-		out[i] = a
-	}
-	return out
+// noJSON: no arguments were found (nil, or the JSON null the store's
+// group sample query stands in with).
+func noJSON(v json.RawMessage) bool {
+	return v == nil || string(v) == "null"
 }

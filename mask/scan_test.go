@@ -1,4 +1,4 @@
-package dlq
+package mask
 
 import (
 	"bytes"
@@ -30,7 +30,7 @@ func FuzzMaskScanSameAsTokens(f *testing.F) {
 	for _, s := range maskScanSeeds {
 		f.Add(s)
 	}
-	m := NewMasker(DefaultMaskKeys)
+	m := ForKeys(DefaultKeys)
 	f.Fuzz(func(t *testing.T, in string) {
 		if !json.Valid([]byte(in)) {
 			return
@@ -49,7 +49,7 @@ func FuzzMaskQuickTestSameAsTokens(f *testing.F) {
 	for _, s := range append(maskScanSeeds, `{"password":`, `[1] x`, `{"a":1}{"b":2}`, "") {
 		f.Add(s)
 	}
-	m := NewMasker(append(DefaultMaskKeys, "é", "k"))
+	m := ForKeys(append(DefaultKeys, "é", "k"))
 	f.Fuzz(func(t *testing.T, in string) {
 		want, wantMasked := json.RawMessage(in), false
 		if len(m.patterns) > 0 && len(bytes.TrimSpace([]byte(in))) > 0 {
@@ -65,7 +65,7 @@ func FuzzMaskQuickTestSameAsTokens(f *testing.F) {
 // TestMaskScanCheap: masking valid arguments that hold a sensitive key
 // copies them in one pass, not one allocation per token.
 func TestMaskScanCheap(t *testing.T) {
-	m := NewMasker(DefaultMaskKeys)
+	m := ForKeys(DefaultKeys)
 	raw := json.RawMessage(`{"amount": 526.60, "capture": true, "currency": "CAD", "customer": "cus_a14583af531a7", "card_last4": "9898", "items": [{"sku": "SKU-4471", "quantity": 5}]}`)
 	want := `{"amount":526.60,"capture":true,"currency":"CAD","customer":"cus_a14583af531a7","card_last4":"•••","items":[{"sku":"SKU-4471","quantity":5}]}`
 	allocs := testing.AllocsPerRun(100, func() {

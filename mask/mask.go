@@ -1,4 +1,4 @@
-package dlq
+package mask
 
 import (
 	"bytes"
@@ -11,34 +11,35 @@ import (
 	"unicode/utf8"
 )
 
-// MaskPlaceholder replaces a sensitive value wherever arguments are shown.
+// Placeholder replaces a sensitive value wherever arguments are shown.
 // It is a string that no real secret is likely to be, so an edit that still
 // contains it can be recognised and given the real value back.
-const MaskPlaceholder = "•••"
+const Placeholder = "•••"
 
-// DefaultMaskKeys are the key patterns masked when none are configured.
-var DefaultMaskKeys = []string{"password", "secret", "token", "authorization", "card", "ssn"}
+// DefaultKeys are the key patterns masked when none are configured.
+var DefaultKeys = []string{"password", "secret", "token", "authorization", "card", "ssn"}
 
-// Masker hides the values of sensitive keys in job arguments. A key is
+// Policy hides the values of sensitive keys in job arguments. A key is
 // sensitive when it contains one of the patterns, ignoring case, so
 // "card" covers "card_number" and "CardCVC". Keys are matched at any depth,
 // inside arrays too; a matching key's whole value is hidden, whatever its
 // type, because a nested object under "authorization" is as secret as a
 // string.
 //
-// A Masker from NewMaskPolicy also hides secrets in error text: see
+// A Policy from New also hides secrets in error text: see
 // MaskText.
-type Masker struct {
+type Policy struct {
 	patterns []string
 	// text are the extra patterns (REDRIVE_MASK_PATTERNS) hidden in error
 	// messages and tracebacks.
 	text []textPattern
 }
 
-// NewMasker returns a Masker for the given key patterns; blank patterns are
+// ForKeys returns a Policy of key patterns only (no text patterns, and the
+// keys unchecked: New is what configuration goes through); blank patterns are
 // ignored, and none at all masks nothing.
-func NewMasker(patterns []string) Masker {
-	var m Masker
+func ForKeys(patterns []string) Policy {
+	var m Policy
 	for _, p := range patterns {
 		if p = strings.ToLower(strings.TrimSpace(p)); p != "" {
 			m.patterns = append(m.patterns, p)
@@ -47,8 +48,8 @@ func NewMasker(patterns []string) Masker {
 	return m
 }
 
-// ParseMaskKeys reads a comma-separated list of key patterns.
-func ParseMaskKeys(s string) []string {
+// ParseKeys reads a comma-separated list of key patterns.
+func ParseKeys(s string) []string {
 	var out []string
 	for p := range strings.SplitSeq(s, ",") {
 		if p = strings.TrimSpace(p); p != "" {
@@ -59,10 +60,10 @@ func ParseMaskKeys(s string) []string {
 }
 
 // Patterns returns the configured patterns, lower case.
-func (m Masker) Patterns() []string { return append([]string(nil), m.patterns...) }
+func (m Policy) Patterns() []string { return append([]string(nil), m.patterns...) }
 
 // Sensitive reports whether values under key are masked.
-func (m Masker) Sensitive(key string) bool {
+func (m Policy) Sensitive(key string) bool {
 	k := strings.ToLower(key)
 	for _, p := range m.patterns {
 		if strings.Contains(k, p) {
@@ -72,11 +73,11 @@ func (m Masker) Sensitive(key string) bool {
 	return false
 }
 
-// Mask returns raw with every sensitive value replaced by MaskPlaceholder,
+// Mask returns raw with every sensitive value replaced by Placeholder,
 // and whether anything was replaced. Key order, numbers and everything not
 // masked are kept as they were. JSON that cannot be read is hidden whole:
 // failing closed shows less, never more.
-func (m Masker) Mask(raw json.RawMessage) (json.RawMessage, bool) {
+func (m Policy) Mask(raw json.RawMessage) (json.RawMessage, bool) {
 	if len(m.patterns) == 0 || len(bytes.TrimSpace(raw)) == 0 || m.plain(raw) {
 		return raw, false
 	}
@@ -86,7 +87,7 @@ func (m Masker) Mask(raw json.RawMessage) (json.RawMessage, bool) {
 // maskSlow is Mask past the quick test. Valid JSON is copied in one pass
 // over its bytes (maskScan); anything else goes through the token decoder,
 // which decides what an error hides exactly as it always has.
-func (m Masker) maskSlow(raw json.RawMessage) (json.RawMessage, bool) {
+func (m Policy) maskSlow(raw json.RawMessage) (json.RawMessage, bool) {
 	if json.Valid(raw) {
 		return m.maskScan(raw)
 	}
@@ -94,7 +95,7 @@ func (m Masker) maskSlow(raw json.RawMessage) (json.RawMessage, bool) {
 }
 
 // maskTokens masks raw token by token with encoding/json's decoder.
-func (m Masker) maskTokens(raw json.RawMessage) (json.RawMessage, bool) {
+func (m Policy) maskTokens(raw json.RawMessage) (json.RawMessage, bool) {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
 	var out bytes.Buffer
@@ -105,7 +106,7 @@ func (m Masker) maskTokens(raw json.RawMessage) (json.RawMessage, bool) {
 		}
 	}
 	if err != nil {
-		return json.RawMessage(strconv.Quote(MaskPlaceholder)), true
+		return json.RawMessage(strconv.Quote(Placeholder)), true
 	}
 	if !masked {
 		return raw, false
@@ -121,7 +122,7 @@ func (m Masker) maskTokens(raw json.RawMessage) (json.RawMessage, bool) {
 // lower-case form is part of raw's, so a raw whose lower-case form holds
 // no pattern has no sensitive key. Anything with a backslash (an escape
 // can spell a key) or invalid UTF-8 takes the decoding path.
-func (m Masker) plain(raw []byte) bool {
+func (m Policy) plain(raw []byte) bool {
 	if bytes.IndexByte(raw, '\\') >= 0 || !utf8.Valid(raw) {
 		return false
 	}
@@ -136,7 +137,7 @@ func (m Masker) plain(raw []byte) bool {
 
 // copyValue copies one JSON value from dec to out, replacing it with the
 // placeholder when hide is set and masking sensitive keys inside it.
-func (m Masker) copyValue(dec *json.Decoder, out *bytes.Buffer, hide bool) (bool, error) {
+func (m Policy) copyValue(dec *json.Decoder, out *bytes.Buffer, hide bool) (bool, error) {
 	tok, err := dec.Token()
 	if err != nil {
 		return false, err
@@ -147,7 +148,7 @@ func (m Masker) copyValue(dec *json.Decoder, out *bytes.Buffer, hide bool) (bool
 				return false, err
 			}
 		}
-		out.WriteString(strconv.Quote(MaskPlaceholder))
+		out.WriteString(strconv.Quote(Placeholder))
 		return true, nil
 	}
 	d, ok := tok.(json.Delim)
@@ -238,26 +239,26 @@ func writeScalar(out *bytes.Buffer, tok json.Token) error {
 }
 
 // RestoreMasked gives an edited argument value its real values back where
-// it still holds MaskPlaceholder: someone who edits one field of a masked
+// it still holds Placeholder: someone who edits one field of a masked
 // payload and sends the rest back as shown must not replay "•••" in place
 // of a card number. A placeholder is replaced by the original's value at
 // the same path (same keys, same array positions); one with no value there
 // is an error, since the real value cannot be known. field names the
-// argument ("args" or "kwargs") in that error.
+// argument ("args" or "kwargs") in that error, a *FieldError.
 func RestoreMasked(edited, original json.RawMessage, field string) (json.RawMessage, error) {
-	if !bytes.Contains(edited, []byte(MaskPlaceholder)) {
+	if !bytes.Contains(edited, []byte(Placeholder)) {
 		return edited, nil
 	}
 	var e, o any
 	if err := decodeNumbers(edited, &e); err != nil {
-		return nil, &ValidationError{Fields: map[string]string{field: "invalid JSON: " + err.Error()}}
+		return nil, &FieldError{Field: field, Problem: "invalid JSON: " + err.Error()}
 	}
 	if err := decodeNumbers(original, &o); err != nil {
 		o = nil
 	}
 	restored, err := restore(e, o, true, field)
 	if err != nil {
-		return nil, &ValidationError{Fields: map[string]string{field: err.Error()}}
+		return nil, &FieldError{Field: field, Problem: err.Error()}
 	}
 	b, err := json.Marshal(restored)
 	if err != nil {
@@ -265,6 +266,15 @@ func RestoreMasked(edited, original json.RawMessage, field string) (json.RawMess
 	}
 	return b, nil
 }
+
+// FieldError is an edited argument RestoreMasked refuses: the edit is
+// wrong, not the server, so callers report it as invalid input on Field.
+type FieldError struct {
+	Field   string
+	Problem string
+}
+
+func (e *FieldError) Error() string { return e.Field + ": " + e.Problem }
 
 func decodeNumbers(raw json.RawMessage, into *any) error {
 	dec := json.NewDecoder(bytes.NewReader(raw))
@@ -277,12 +287,12 @@ func decodeNumbers(raw json.RawMessage, into *any) error {
 func restore(edited, original any, have bool, path string) (any, error) {
 	switch e := edited.(type) {
 	case string:
-		if e != MaskPlaceholder {
+		if e != Placeholder {
 			return e, nil
 		}
 		if !have {
 			return nil, fmt.Errorf("%s holds the hidden value %s where the dead letter has no value to put back: "+
-				"type the value, or reveal the letter's values first", path, MaskPlaceholder)
+				"type the value, or reveal the letter's values first", path, Placeholder)
 		}
 		return original, nil
 	case map[string]any:

@@ -1,4 +1,4 @@
-package dlq_test
+package mask_test
 
 import (
 	"encoding/json"
@@ -6,12 +6,12 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/redrive/redrive/dlq"
+	"github.com/redrive/redrive/mask"
 )
 
 func TestMask(t *testing.T) {
 	t.Parallel()
-	m := dlq.NewMasker(dlq.DefaultMaskKeys)
+	m := mask.ForKeys(mask.DefaultKeys)
 	cases := []struct {
 		name, in, want string
 		masked         bool
@@ -44,7 +44,7 @@ func TestMask(t *testing.T) {
 		})
 	}
 	t.Run("NoPatternsMasksNothing", func(t *testing.T) {
-		got, masked := dlq.NewMasker(nil).Mask(json.RawMessage(`{"password":"x"}`))
+		got, masked := mask.ForKeys(nil).Mask(json.RawMessage(`{"password":"x"}`))
 		if masked || string(got) != `{"password":"x"}` {
 			t.Errorf("got %s %v", got, masked)
 		}
@@ -54,11 +54,11 @@ func TestMask(t *testing.T) {
 func TestRestoreMasked(t *testing.T) {
 	t.Parallel()
 	original := json.RawMessage(`{"card":{"number":"4111","exp":"12/30"},"amount":10,"items":[{"token":"t1"},{"token":"t2"}]}`)
-	m := dlq.NewMasker(dlq.DefaultMaskKeys)
+	m := mask.ForKeys(mask.DefaultKeys)
 	shown, _ := m.Mask(original)
 
 	t.Run("UneditedPlaceholdersGetTheRealValues", func(t *testing.T) {
-		got, err := dlq.RestoreMasked(shown, original, "kwargs")
+		got, err := mask.RestoreMasked(shown, original, "kwargs")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -68,18 +68,18 @@ func TestRestoreMasked(t *testing.T) {
 	})
 	t.Run("EditedFieldKeptPlaceholderRestored", func(t *testing.T) {
 		edited := strings.Replace(string(shown), `"amount":10`, `"amount":12`, 1)
-		got, err := dlq.RestoreMasked(json.RawMessage(edited), original, "kwargs")
+		got, err := mask.RestoreMasked(json.RawMessage(edited), original, "kwargs")
 		if err != nil {
 			t.Fatal(err)
 		}
 		want := strings.Replace(string(original), `"amount":10`, `"amount":12`, 1)
-		if !jsonEq(t, got, json.RawMessage(want)) || strings.Contains(string(got), dlq.MaskPlaceholder) {
+		if !jsonEq(t, got, json.RawMessage(want)) || strings.Contains(string(got), mask.Placeholder) {
 			t.Errorf("got %s, want %s", got, want)
 		}
 	})
 	t.Run("TypedValueWins", func(t *testing.T) {
 		edited := `{"card":{"number":"5555","exp":"01/31"},"amount":10,"items":[{"token":"•••"},{"token":"new"}]}`
-		got, err := dlq.RestoreMasked(json.RawMessage(edited), original, "kwargs")
+		got, err := mask.RestoreMasked(json.RawMessage(edited), original, "kwargs")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -89,15 +89,15 @@ func TestRestoreMasked(t *testing.T) {
 		}
 	})
 	t.Run("PlaceholderWithNothingBehindItIsRefused", func(t *testing.T) {
-		_, err := dlq.RestoreMasked(json.RawMessage(`{"password":"•••"}`), original, "kwargs")
-		var verr *dlq.ValidationError
-		if !errors.As(err, &verr) || verr.Fields["kwargs"] == "" {
-			t.Fatalf("want a validation error on kwargs, got %v", err)
+		_, err := mask.RestoreMasked(json.RawMessage(`{"password":"•••"}`), original, "kwargs")
+		var ferr *mask.FieldError
+		if !errors.As(err, &ferr) || ferr.Field != "kwargs" || ferr.Problem == "" {
+			t.Fatalf("want a field error on kwargs, got %v", err)
 		}
 	})
 	t.Run("NoPlaceholderUnchanged", func(t *testing.T) {
 		in := json.RawMessage(`{"b":1,"a":2}`)
-		got, err := dlq.RestoreMasked(in, original, "kwargs")
+		got, err := mask.RestoreMasked(in, original, "kwargs")
 		if err != nil || string(got) != string(in) {
 			t.Fatalf("got %s, %v", got, err)
 		}
@@ -122,7 +122,7 @@ func FuzzMask(f *testing.F) {
 	for _, s := range []string{`[]`, `{"password":"x"}`, `[{"a":{"token":[1,{"b":2}]}}]`, `{"":null}`, `"str"`, `1`, `{`} {
 		f.Add(s)
 	}
-	m := dlq.NewMasker(dlq.DefaultMaskKeys)
+	m := mask.ForKeys(mask.DefaultKeys)
 	f.Fuzz(func(t *testing.T, in string) {
 		out, masked := m.Mask(json.RawMessage(in))
 		if !json.Valid(out) && masked {
@@ -134,7 +134,7 @@ func FuzzMask(f *testing.F) {
 		if masked && json.Valid([]byte(in)) {
 			// Masking again finds nothing new, and restoring gives back
 			// JSON equal to the input.
-			back, err := dlq.RestoreMasked(out, json.RawMessage(in), "args")
+			back, err := mask.RestoreMasked(out, json.RawMessage(in), "args")
 			if err != nil {
 				t.Fatalf("RestoreMasked(Mask(%q)): %v", in, err)
 			}

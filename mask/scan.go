@@ -1,4 +1,4 @@
-package dlq
+package mask
 
 import (
 	"bytes"
@@ -13,7 +13,7 @@ import (
 // token-by-token decoder it replaces) writes: no whitespace, keys and
 // strings as json.Marshal writes them, numbers and literals as written.
 // FuzzMaskScanSameAsTokens holds the two to that.
-func (m Masker) maskScan(raw []byte) (json.RawMessage, bool) {
+func (m Policy) maskScan(raw []byte) (json.RawMessage, bool) {
 	s := maskScanner{m: m, raw: raw}
 	s.out.Grow(len(raw))
 	s.value(false)
@@ -26,14 +26,14 @@ func (m Masker) maskScan(raw []byte) (json.RawMessage, bool) {
 // maskScanner walks JSON already known to be valid (json.Valid), so it
 // checks nothing.
 type maskScanner struct {
-	m      Masker
+	m      Policy
 	raw    []byte
 	i      int
 	out    bytes.Buffer
 	masked bool
 }
 
-var placeholderJSON = strconv.Quote(MaskPlaceholder)
+var placeholderJSON = strconv.Quote(Placeholder)
 
 func (s *maskScanner) skipSpace() {
 	for s.i < len(s.raw) {
