@@ -15,6 +15,7 @@ type OperationStore interface {
 	RunnableOperations(ctx context.Context) ([]int64, error)
 	RunOperationLane(ctx context.Context, opID int64, lane, lanes, batchSize int, now time.Time) (dlq.BatchResult, error)
 	FailOperation(ctx context.Context, opID int64, cause string, now time.Time) error
+	FollowOperations(ctx context.Context, now time.Time) (int, error)
 }
 
 // maxBatchFailures is how many times in a row an operation's batch may
@@ -100,6 +101,11 @@ func (r *Runner) Run(ctx context.Context) error {
 }
 
 func (r *Runner) runAll(ctx context.Context) {
+	// First what the replays did: a guard that trips pauses its operation
+	// before the next batch releases more, and a settled operation ends.
+	if _, err := r.cfg.Store.FollowOperations(ctx, r.cfg.Now()); err != nil && ctx.Err() == nil {
+		r.cfg.Logger.Error("follow operations", "err", err)
+	}
 	ids, err := r.cfg.Store.RunnableOperations(ctx)
 	if err != nil {
 		if ctx.Err() == nil {
@@ -160,6 +166,8 @@ func (r *Runner) runLane(ctx context.Context, id int64, lane int) {
 		if res.Finished || res.State != dlq.OpRunning || (res.Acted == 0 && res.Skipped == 0) {
 			if res.Finished {
 				r.cfg.Logger.Info("operation finished", "operation_id", id)
+			} else if res.State == dlq.OpSettling {
+				r.cfg.Logger.Info("operation enqueued; following its replays", "operation_id", id)
 			}
 			return
 		}
