@@ -377,6 +377,10 @@ func (s *Store) changeOperation(ctx context.Context, p ChangeOperationParams, ac
 				return err
 			}
 			c.into(counts)
+			if _, err := tx.ExecContext(ctx, `UPDATE operations SET replays = $2 WHERE id = $1`, op.ID, mustJSON(c)); err != nil {
+				return fmt.Errorf("keep replay counts: %w", err)
+			}
+			op.Replays = &c
 		}
 		opID := op.ID
 		_, err := appendAudit(ctx, tx, AuditEntry{

@@ -2,6 +2,7 @@ package dlq
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -50,20 +51,32 @@ func (c ReplayCounts) Settled() int64 { return c.Succeeded + c.DiedAgain }
 // Total counts every replay job of the operation.
 func (c ReplayCounts) Total() int64 { return c.Waiting + c.Running + c.Settled() }
 
+// Scan reads the counts as operations.replays keeps them (JSON).
+func (c *ReplayCounts) Scan(src any) error {
+	b, ok := src.([]byte)
+	if !ok {
+		return fmt.Errorf("replay counts: %T is not JSON", src)
+	}
+	return json.Unmarshal(b, c)
+}
+
 func (c ReplayCounts) into(m map[string]int64) {
 	m["succeeded"], m["died_again"], m["waiting"], m["running"] = c.Succeeded, c.DiedAgain, c.Waiting, c.Running
 }
 
-// replayCountsSQL counts an operation's replay jobs by state. It is one
-// range of jobs_operation_state_idx (00026), an index-only scan as far as
-// the visibility map allows. On 100,000 replays of one operation among
-// 300,000 jobs (EXPLAIN (ANALYZE, BUFFERS), PostgreSQL 15, warm cache):
-// Index Only Scan using jobs_operation_state_idx, Heap Fetches: 0,
-// Buffers: shared hit=~390, 11 ms; with every replay job changed since
-// the last vacuum (heap fetches for all), ~45 ms. Polled once a second by
-// a page, that is cheap; the alternative, a counter row per operation
-// moved by a trigger on jobs, would put one hot row in every worker's
-// acknowledgement (see 00026).
+// replayCountsSQL counts an operation's replay jobs by state: one range
+// of jobs_operation_state_idx (00026). Measured with EXPLAIN (ANALYZE,
+// BUFFERS) on 100,000 replays of one operation among 300,000 jobs
+// (PostgreSQL 15, a 2-core machine shared with other work, warm cache):
+// right after the batches, a bitmap heap scan, 2,123 buffers, 93-107 ms;
+// after VACUUM, a parallel index-only scan, 536 buffers, 134 ms (22,037
+// heap fetches); with half the jobs changed since, an index-only scan,
+// 3,244 buffers, 83 ms. The index is 976 kB. Too much to run for every
+// poll of every viewer, cheap once a second: the runner counts, once a
+// second per operation it follows, and keeps the counts in
+// operations.replays, which pages, the API and the CLI read. The other
+// way, a counter row per operation moved by a trigger on jobs, would put
+// that one hot row in every worker acknowledgement of a replay (see 00026).
 const replayCountsSQL = `
 SELECT count(*) FILTER (WHERE state IN ('available', 'retrying')) AS waiting,
 	count(*) FILTER (WHERE state = 'running') AS running,
@@ -73,7 +86,9 @@ FROM jobs WHERE operation_id = $1`
 
 func replayCounts(ctx context.Context, q sqlx.QueryerContext, opID int64) (ReplayCounts, error) {
 	var c ReplayCounts
-	if err := sqlx.GetContext(ctx, q, &c, replayCountsSQL, opID); err != nil {
+	// Scanned field by field: ReplayCounts is a Scanner (of the JSON
+	// the row keeps), which sqlx would otherwise hand the whole row.
+	if err := q.QueryRowxContext(ctx, replayCountsSQL, opID).Scan(&c.Waiting, &c.Running, &c.Succeeded, &c.DiedAgain); err != nil {
 		return ReplayCounts{}, fmt.Errorf("count replays of operation %d: %w", opID, err)
 	}
 	return c, nil
@@ -84,22 +99,21 @@ func (s *Store) OperationReplays(ctx context.Context, opID int64) (ReplayCounts,
 	return replayCounts(ctx, s.db, opID)
 }
 
-// followableSQL lists the operations whose next step depends on their
-// replays: settling ones, canaries without a verdict, and running ones
-// whose guard has yet to judge. operations is small (one row per bulk
-// action), so this reads it whole.
+// followableSQL lists the replays whose jobs may still change: every one
+// not finished (a paused one's jobs in flight go on settling). operations
+// is small (one row per bulk action), so this reads it whole.
 const followableSQL = `SELECT id FROM operations
-WHERE state = 'settling'
-   OR (state = 'canary' AND canary_verdict IS NULL)
-   OR (state = 'running' AND kind = 'replay' AND died_again_percent IS NOT NULL AND guard_verdict IS NULL)
+WHERE kind = 'replay' AND state IN ('running', 'canary', 'canary_failed', 'auto_paused', 'settling')
 ORDER BY id`
 
-// FollowOperations moves operations along on what their replays did: a
-// settling operation whose replays have all settled is done; a canary
-// gets its verdict (and waits in canary_failed when one of its replays
-// died again); a guarded operation whose first GuardSample replays have
-// settled is paused (auto_paused) when too many died again. Each change is
-// audited in the same transaction. It returns how many operations changed.
+// FollowOperations counts the replays of every replay operation not
+// finished, keeps the counts in its row (Operation.Replays), and moves it
+// along on what they did: a settling operation whose replays have all
+// settled is done; a canary gets its verdict (and waits in canary_failed
+// when one of its replays died again); a guarded operation whose first
+// GuardSample replays have settled is paused (auto_paused) when too many
+// died again. Each change of state is audited in the same transaction. It
+// returns how many operations changed state.
 func (s *Store) FollowOperations(ctx context.Context, now time.Time) (int, error) {
 	var ids []int64
 	if err := s.db.SelectContext(ctx, &ids, followableSQL); err != nil {
@@ -130,9 +144,19 @@ func (s *Store) followOperation(ctx context.Context, id int64, now time.Time) (b
 		if err != nil {
 			return fmt.Errorf("lock operation: %w", err)
 		}
+		if op.State.Finished() || op.Kind != OpReplay {
+			return nil
+		}
 		c, err := replayCounts(ctx, tx, op.ID)
 		if err != nil {
 			return err
+		}
+		if op.Replays == nil || *op.Replays != c {
+			// Only when they moved: a row version a second per operation
+			// is nothing, but a settled one need not write at all.
+			if _, err := tx.ExecContext(ctx, `UPDATE operations SET replays = $2 WHERE id = $1`, op.ID, mustJSON(c)); err != nil {
+				return fmt.Errorf("keep replay counts: %w", err)
+			}
 		}
 		switch {
 		case op.State == OpSettling:
@@ -228,23 +252,28 @@ func setVerdict(ctx context.Context, tx *sqlx.Tx, op Operation, c ReplayCounts, 
 // ReplayOutcome is what became of one letter's replay: its job's state
 // and, when it died again, the letter it became.
 type ReplayOutcome struct {
-	LetterID    int64  `db:"letter_id" json:"dead_letter_id"`
-	JobID       int64  `db:"job_id" json:"job_id"`
+	LetterID int64 `db:"letter_id" json:"dead_letter_id"`
+	JobID    int64 `db:"job_id" json:"job_id"`
+	// JobState is "" when the job is gone (a job is kept while its letter
+	// is; this is a letter purged and restored from elsewhere).
 	JobState    State  `db:"job_state" json:"job_state"`
 	DiedAgainAs *int64 `db:"died_again_as" json:"died_again_as,omitempty"`
 }
 
-// ReplayOutcomes returns the outcome of the latest replay of each of the
-// given letters that has one (a letter never replayed, or whose job was
-// pruned, is absent). The new letter is found by its job_id (unique).
+// ReplayOutcomes returns the outcome of the replay of each of the given
+// letters that was replayed (the others are absent). A replay that died
+// again is the letter whose job_id is the replay job (unique) and whose
+// replay_of is the first letter (the worker copies it from the job): both
+// must hold, since a letter's job_id names a job only once that job
+// existed (seeded or imported letters name ids of their own).
 func (s *Store) ReplayOutcomes(ctx context.Context, letterIDs []int64) (map[int64]ReplayOutcome, error) {
 	var rows []ReplayOutcome
 	err := s.db.SelectContext(ctx, &rows, `
-		SELECT d.id AS letter_id, j.id AS job_id, j.state AS job_state, n.id AS died_again_as
+		SELECT d.id AS letter_id, d.replay_job_id AS job_id, coalesce(j.state, '') AS job_state, n.id AS died_again_as
 		FROM dead_letters d
-		JOIN jobs j ON j.id = d.replay_job_id
-		LEFT JOIN dead_letters n ON n.job_id = j.id
-		WHERE d.id = ANY($1)`, pq.Array(letterIDs))
+		LEFT JOIN jobs j ON j.id = d.replay_job_id
+		LEFT JOIN dead_letters n ON n.job_id = d.replay_job_id AND n.replay_of = d.id
+		WHERE d.id = ANY($1) AND d.replay_job_id IS NOT NULL`, pq.Array(letterIDs))
 	if err != nil {
 		return nil, fmt.Errorf("replay outcomes: %w", err)
 	}

@@ -134,6 +134,10 @@ func TestOperationFollowThrough(t *testing.T) {
 		if op = follow(t, store, op.ID); op.State != dlq.OpSettling {
 			t.Fatalf("state %s with 4 replays waiting, want settling", op.State)
 		}
+		// What pages read: the counts as the runner last kept them.
+		if op.Replays == nil || *op.Replays != c {
+			t.Fatalf("kept counts %+v, want %+v", op.Replays, c)
+		}
 		if n := count(t, db, `SELECT count(*) FROM notification_events WHERE subject = $1::text`, op.ID); n != 0 {
 			t.Fatalf("%d notifications before the operation ended", n)
 		}

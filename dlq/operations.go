@@ -104,6 +104,10 @@ type Operation struct {
 	// StoppedFollowingBy names who ended the operation before its replays
 	// had all settled.
 	StoppedFollowingBy *string `db:"stopped_following_by" json:"stopped_following_by,omitempty"`
+	// Replays is where its replay jobs were when the runner last counted
+	// them (FollowOperations, about once a second); nil before the first
+	// count, and for a discard.
+	Replays *ReplayCounts `db:"replays" json:"replays,omitempty"`
 }
 
 // guardPending reports whether the died-again guard has yet to judge.
@@ -113,7 +117,7 @@ func (op Operation) guardPending() bool {
 
 const operationColumns = `id, kind, state, actor, reason, ids, filter, max_id, matched, rate_per_second, canary,
 	cursor_failed_at, cursor_id, lane_cursors, done_count, skipped, pace_origin, audit_event_id, error, created_at, updated_at, finished_at,
-	died_again_percent, guard_verdict, canary_verdict, enqueued_at, stopped_following_by`
+	died_again_percent, guard_verdict, canary_verdict, enqueued_at, stopped_following_by, replays`
 
 // Selection is what a bulk operation acts on: explicit letter ids, or every
 // letter matching a filter, bounded by MaxID so that letters arriving after

@@ -44,7 +44,7 @@ func APIOperations(store OperationLister) echo.HandlerFunc {
 }
 
 // operationStates are the states ?state= may name.
-var operationStates = []dlq.OperationState{dlq.OpRunning, dlq.OpCanary, dlq.OpDone, dlq.OpCancelled, dlq.OpFailed}
+var operationStates = dlq.OperationStates
 
 func parseOperationListFilter(v url.Values) (dlq.OperationListFilter, error) {
 	f := dlq.OperationListFilter{Limit: dlq.DefaultOperationLimit}
