@@ -20,7 +20,10 @@
 -- reads once a second. The index costs one entry per replay job state
 -- change (a state change is never a HOT update anyway: state is in the
 -- claim index's predicate), and counting 100,000 replays is one range of
--- an index-only scan (EXPLAIN in dlq/operation_replays.go).
+-- an index-only scan (EXPLAIN in dlq/operation_replays.go). The runner
+-- counts once a second per operation it follows and keeps the counts in
+-- operations.replays, which is what the page, the API and the CLI read:
+-- ten people polling cost one count, not ten.
 --
 -- Jobs enqueued before this migration have no operation_id: an operation
 -- running across the upgrade counts only its later replays, and is done
@@ -49,7 +52,8 @@ ALTER TABLE operations
     ADD COLUMN IF NOT EXISTS guard_verdict text,
     ADD COLUMN IF NOT EXISTS canary_verdict text,
     ADD COLUMN IF NOT EXISTS enqueued_at timestamptz,
-    ADD COLUMN IF NOT EXISTS stopped_following_by text;
+    ADD COLUMN IF NOT EXISTS stopped_following_by text,
+    ADD COLUMN IF NOT EXISTS replays jsonb;
 ALTER TABLE operations DROP CONSTRAINT IF EXISTS operations_state_valid;
 ALTER TABLE operations ADD CONSTRAINT operations_state_valid CHECK (state IN
     ('running', 'canary', 'canary_failed', 'auto_paused', 'settling', 'done', 'cancelled', 'failed'));
@@ -96,6 +100,7 @@ ALTER TABLE operations
     DROP COLUMN IF EXISTS guard_verdict,
     DROP COLUMN IF EXISTS canary_verdict,
     DROP COLUMN IF EXISTS enqueued_at,
-    DROP COLUMN IF EXISTS stopped_following_by;
+    DROP COLUMN IF EXISTS stopped_following_by,
+    DROP COLUMN IF EXISTS replays;
 ALTER TABLE jobs DROP COLUMN IF EXISTS operation_id;
 COMMIT;

@@ -83,9 +83,12 @@ func (r *Runner) Wake() {
 	}
 }
 
-// Run works on operations until ctx ends. A batch in flight when ctx ends
-// rolls back whole and is redone later.
+// Run works on operations, and follows their replays, until ctx ends. A
+// batch in flight when ctx ends rolls back whole and is redone later.
 func (r *Runner) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Go(func() { r.follow(ctx) })
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	for {
@@ -100,12 +103,25 @@ func (r *Runner) Run(ctx context.Context) error {
 	}
 }
 
-func (r *Runner) runAll(ctx context.Context) {
-	// First what the replays did: a guard that trips pauses its operation
-	// before the next batch releases more, and a settled operation ends.
-	if _, err := r.cfg.Store.FollowOperations(ctx, r.cfg.Now()); err != nil && ctx.Err() == nil {
-		r.cfg.Logger.Error("follow operations", "err", err)
+// follow counts the replays of the operations not finished once every
+// PollInterval, in its own loop: a large operation's batches keep runAll
+// busy for a while, and its settled bar (and guard) must move meanwhile.
+func (r *Runner) follow(ctx context.Context) {
+	tick := time.NewTicker(r.cfg.PollInterval)
+	defer tick.Stop()
+	for {
+		if _, err := r.cfg.Store.FollowOperations(ctx, r.cfg.Now()); err != nil && ctx.Err() == nil {
+			r.cfg.Logger.Error("follow operations", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
 	}
+}
+
+func (r *Runner) runAll(ctx context.Context) {
 	ids, err := r.cfg.Store.RunnableOperations(ctx)
 	if err != nil {
 		if ctx.Err() == nil {
