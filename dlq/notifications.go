@@ -20,11 +20,14 @@ const (
 	NotifyOperationDone      = "operation_done"
 	NotifyOperationFailed    = "operation_failed"
 	NotifyOperationCancelled = "operation_cancelled"
-	// The follow-through of a bulk replay (00026): it waits for a decision.
-	NotifyOperationAutoPaused   = "operation_auto_paused"
-	NotifyOperationCanaryFailed = "operation_canary_failed"
 	NotifyPauseBegan         = "pause_began"
 	NotifyPauseExpired       = "pause_expired"
+)
+
+// The follow-through of a bulk replay (00026): it waits for a decision.
+const (
+	NotifyOperationAutoPaused   = "operation_auto_paused"
+	NotifyOperationCanaryFailed = "operation_canary_failed"
 )
 
 // The states of a delivery.

@@ -74,7 +74,7 @@ func (s *Sender) compose(ctx context.Context, ev dlq.NotificationEvent) (Message
 			return Message{}, err
 		}
 		verb := map[string]string{dlq.NotifyOperationDone: "finished", dlq.NotifyOperationFailed: "failed",
-			dlq.NotifyOperationCancelled: "was cancelled",
+			dlq.NotifyOperationCancelled:    "was cancelled",
 			dlq.NotifyOperationAutoPaused:   "auto-paused: too many replays died again",
 			dlq.NotifyOperationCanaryFailed: "waits: its canary died again"}[ev.Kind]
 		m.Title = fmt.Sprintf("Bulk %s #%d %s", op.Kind, op.ID, verb)
