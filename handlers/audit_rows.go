@@ -41,9 +41,9 @@ var actionTexts = map[string]string{
 	dlq.ActionJobCancel:     "Asked to cancel a running job",
 	// A bulk replay's follow-through.
 	dlq.ActionCanaryVerdict:     "Canary verdict",
-	dlq.ActionBulkAutoPause:     "Auto-paused a bulk replay: too many replays died again",
-	dlq.ActionBulkResume:        "Resumed a bulk replay after the died-again guard",
-	dlq.ActionBulkStopFollowing: "Stopped following a bulk replay before every replay settled",
+	dlq.ActionBulkAutoPause:     "Auto-paused: replays died again",
+	dlq.ActionBulkResume:        "Resumed after the auto-pause",
+	dlq.ActionBulkStopFollowing: "Stopped following an operation",
 }
 
 func actionText(action string) string {
