@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"regexp"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/redrive/redrive/dlq"
 	"github.com/redrive/redrive/dlq/dlqtest"
 	redrive "github.com/redrive/redrive/internal/cli"
+	"github.com/redrive/redrive/replay"
 	"github.com/redrive/redrive/worker"
 )
 
@@ -108,4 +110,77 @@ func TestOperationSettles(t *testing.T) {
 	screenshot(t, page, "audit-entry-status-now")
 	must(t, fourth.Click())
 	must(t, expect.Page(page).ToHaveURL(regexp.MustCompile(fmt.Sprintf(`/dead-letters/%d$`, reborn))))
+}
+
+// TestFollowThroughWithARealWorker: a bulk replay's counts go from
+// waiting to succeeded and died again as a real worker runs its jobs, and
+// the operation is done only once the last one settled (no browser).
+func TestFollowThroughWithARealWorker(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	db := dlqtest.NewDB(t)
+	actionLetters(t, db, 200, "billing.charge")
+	if _, err := db.Exec(`SELECT setval(pg_get_serial_sequence('jobs', 'id'), 1000000)`); err != nil {
+		t.Fatal(err)
+	}
+	store := dlq.NewStore(db.DB)
+	runner := replay.NewRunner(replay.RunnerConfig{Store: store, PollInterval: 20 * time.Millisecond})
+	svc := replay.NewService(replay.Config{Store: store, Wake: runner.Wake})
+	errs := make(chan error, 2)
+	go func() { errs <- runner.Run(ctx) }()
+
+	f, _ := dlq.ParseFilter(url.Values{"task": {"billing.charge"}}, time.Now())
+	op, err := svc.StartBulk(ctx, replay.BulkRequest{Kind: dlq.OpReplay, Selection: dlq.Selection{Filter: &f},
+		Actor: replay.Actor{Actor: dlq.Actor{Name: "olga"}, Role: dlq.RoleOperator}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Enqueued, none run: settling, and it stays so while nothing runs.
+	deadline := time.Now().Add(30 * time.Second)
+	for (op.State != dlq.OpSettling || op.Replays == nil) && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+		op, err = store.Operation(ctx, op.ID)
+		must(t, err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	if op, _ = store.Operation(ctx, op.ID); op.State != dlq.OpSettling || op.Replays == nil || *op.Replays != (dlq.ReplayCounts{Waiting: 200}) {
+		t.Fatalf("before any worker: %s, replays %+v; want settling, 200 waiting", op.State, op.Replays)
+	}
+
+	// The fix works, except for every tenth job.
+	reg := worker.NewRegistry()
+	reg.Register("billing.charge", func(_ context.Context, j *worker.Job) error {
+		if j.ID%10 == 0 {
+			return worker.Permanent(errors.New("still broken"))
+		}
+		return nil
+	}, worker.TaskOptions{})
+	go func() {
+		errs <- redrive.RunWorker(ctx, store, worker.Config{Registry: reg, Queues: []string{"payments"}, Concurrency: 4,
+			PollInterval: 20 * time.Millisecond, ShutdownGrace: time.Second})
+	}()
+	op, err = svc.Wait(ctx, op.ID, 60*time.Second)
+	if err != nil || op.State != dlq.OpDone {
+		t.Fatalf("operation %+v %v; want done once every replay ran", op, err)
+	}
+	want := dlq.ReplayCounts{Succeeded: 180, DiedAgain: 20}
+	if c, err := store.OperationReplays(ctx, op.ID); err != nil || c != want || op.Replays == nil || *op.Replays != want {
+		t.Fatalf("replays %+v (kept %+v) %v; want %+v", c, op.Replays, err, want)
+	}
+	if n := countRows(t, db, `SELECT count(*) FROM dead_letters WHERE replay_of IS NOT NULL AND status = 'pending'`); n != 20 {
+		t.Fatalf("%d new dead letters, want 20", n)
+	}
+	var counts json.RawMessage
+	must(t, db.Get(&counts, `SELECT counts FROM audit_events WHERE operation_id = $1 AND action = 'bulk_finish'`, op.ID))
+	var m map[string]int64
+	if json.Unmarshal(counts, &m) != nil || m["succeeded"] != 180 || m["died_again"] != 20 || m["replayed"] != 200 {
+		t.Fatalf("closing entry counts %s", counts)
+	}
+	cancel()
+	for range 2 {
+		if err := <-errs; err != nil && !errors.Is(err, context.Canceled) {
+			t.Errorf("runner or worker: %v", err)
+		}
+	}
 }
