@@ -332,3 +332,49 @@ func newGet(path string) *http.Request {
 	req, _ := http.NewRequest(http.MethodGet, path, nil)
 	return req
 }
+
+// An operation the died-again guard paused says why, and resumes.
+func TestAutoPausedOperation(t *testing.T) {
+	t.Parallel()
+	a := newActions(t)
+	ids := a.letters(t, 3, "billing.charge")
+	_, op := a.api(t, a.olgaAPI, http.MethodPost, "/api/v1/dead-letters/replay", fmt.Sprintf(`{"ids": [%d, %d, %d], "canary": 1, "wait_seconds": 0}`, ids[0], ids[1], ids[2]))
+	opID := int64(op["operation_id"].(float64))
+	a.waitOperation(t, opID, dlq.OpCanary)
+	// As FollowOperations leaves it when the guard trips (tested in dlq).
+	a.db.MustExec(`UPDATE operations SET state = 'auto_paused', died_again_percent = 20, guard_verdict = 'tripped' WHERE id = $1`, opID)
+	path := fmt.Sprintf("/operations/%d", opID)
+	_, page := a.page(t, a.olga, path)
+	if got := text(page, "op-state"); got != "Auto-paused: too many replays died again" {
+		t.Fatalf("state %q", got)
+	}
+	if got := text(page, "op-why"); !strings.Contains(got, "more than 20% of the first 100 replays to settle died again") {
+		t.Fatalf("why %q", got)
+	}
+	if page.Find(`[data-testid="resume"]`).Length() != 1 || page.Find(`[data-testid="cancel"]`).Length() != 1 {
+		t.Fatal("an auto-paused operation offers resume and cancel")
+	}
+	if rec := a.submit(t, a.olga, page, `[data-testid="resume-form"]`, nil); rec.Code != http.StatusSeeOther {
+		t.Fatalf("resume: %d", rec.Code)
+	}
+	a.waitOperation(t, opID, dlq.OpSettling)
+	if n := a.count(t, `SELECT count(*) FROM audit_events WHERE operation_id = $1 AND action = 'bulk_resume' AND actor = 'olga'`, opID); n != 1 {
+		t.Fatal("no resume entry")
+	}
+	// Resuming again: already past it, the operation's page.
+	if rec := a.submit(t, a.olga, page, `[data-testid="resume-form"]`, nil); rec.Code != http.StatusSeeOther {
+		t.Fatalf("second resume: %d", rec.Code)
+	}
+	// Stop following, audited.
+	_, page = a.page(t, a.olga, path)
+	if rec := a.submit(t, a.olga, page, `[data-testid="stop-following-form"]`, nil); rec.Code != http.StatusSeeOther {
+		t.Fatalf("stop following: %d", rec.Code)
+	}
+	_, page = a.page(t, a.olga, path)
+	if got := text(page, "op-state"); got != "Done: stopped following" || !strings.Contains(text(page, "op-why"), "olga stopped following") {
+		t.Fatalf("state %q, why %q", got, text(page, "op-why"))
+	}
+	if n := a.count(t, `SELECT count(*) FROM audit_events WHERE operation_id = $1 AND action = 'bulk_stop_following' AND actor = 'olga'`, opID); n != 1 {
+		t.Fatal("no stop-following entry")
+	}
+}
