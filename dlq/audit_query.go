@@ -23,6 +23,7 @@ var AuditActions = []string{
 	ActionReplay, ActionEditReplay, ActionDiscard, ActionRestore, ActionBulkStart, ActionBulkFinish,
 	ActionBulkCancel, ActionCanaryRelease, ActionPurge, ActionRevealArgs, ActionSignIn, ActionSignInFailed,
 	ActionUserChange, ActionTokenChange, ActionJobRunNow, ActionJobKill, ActionJobCancel,
+	ActionCanaryVerdict, ActionBulkAutoPause, ActionBulkResume, ActionBulkStopFollowing,
 }
 
 // SessionActions are the entries of people signing in (or failing to):

@@ -260,7 +260,7 @@ func TestOperationSkips(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if res.Finished {
+		if res.Finished || res.State == dlq.OpSettling {
 			break
 		}
 	}

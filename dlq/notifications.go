@@ -24,6 +24,12 @@ const (
 	NotifyPauseExpired       = "pause_expired"
 )
 
+// The follow-through of a bulk replay (00026): it waits for a decision.
+const (
+	NotifyOperationAutoPaused   = "operation_auto_paused"
+	NotifyOperationCanaryFailed = "operation_canary_failed"
+)
+
 // The states of a delivery.
 const (
 	DeliveryPending   = "pending"

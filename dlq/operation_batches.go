@@ -81,13 +81,13 @@ WITH %s, marked AS (
 	WHERE d.id = b.id AND d.replayed_at IS NULL AND d.discarded_at IS NULL
 	RETURNING d.id, d.replay_job_id, d.queue, d.task, d.args, d.kwargs, d.max_attempts
 ), acted AS (
-	INSERT INTO jobs (id, queue, task, args, kwargs, max_attempts, run_at, replay_of)
+	INSERT INTO jobs (id, queue, task, args, kwargs, max_attempts, run_at, replay_of, operation_id)
 	OVERRIDING SYSTEM VALUE
 	SELECT replay_job_id, queue, task, args, kwargs, max_attempts,
 		CASE WHEN $3::float8 IS NULL THEN now()
 		     ELSE greatest(now(), $4::timestamptz + ($5::bigint / $3::float8) * interval '1 second')
 		          + (k / $3::float8) * interval '1 second' END,
-		id
+		id, $8::bigint
 	FROM (SELECT m.*, row_number() OVER (ORDER BY m.id) AS k FROM marked m) m
 	ORDER BY id
 	RETURNING replay_of
@@ -135,6 +135,20 @@ func (s *Store) RunOperationBatch(ctx context.Context, opID int64, batchSize int
 			limit = op.Canary - int(op.Done)
 			canaryStop = true
 		}
+		if op.guardPending() {
+			// Until the guard has judged, at most GuardWindow replays are
+			// in flight: releasing them all at once would leave the guard
+			// nothing to stop (a paced replay hands every letter to the
+			// queue within seconds, its pace being in run_at).
+			c, err := replayCounts(ctx, tx, op.ID)
+			if err != nil {
+				return err
+			}
+			limit = min(limit, GuardWindow-int(op.Done-c.Settled()))
+			if limit <= 0 {
+				return nil // the runner comes back at its next poll
+			}
+		}
 		sel, err := op.selection()
 		if err != nil {
 			return err
@@ -145,8 +159,9 @@ func (s *Store) RunOperationBatch(ctx context.Context, opID int64, batchSize int
 		}
 		res.Acted, res.Skipped = acted, seen-acted
 		if seen == 0 {
-			res.Finished, res.State = true, OpDone
-			return finishOperation(ctx, tx, op, now)
+			res.State, err = finishOperation(ctx, tx, op, now)
+			res.Finished = res.State.Finished()
+			return err
 		}
 		next := OpRunning
 		if canaryStop && op.Done+int64(acted) >= int64(op.Canary) {
@@ -201,7 +216,7 @@ func batchQuery(op Operation, sel Selection, limit, lane, lanes int) (string, []
 	switch op.Kind {
 	case OpReplay:
 		query = replayBatchSQL
-		args = []any{op.MaxID, limit, op.RatePerSecond, op.PaceOrigin, op.Done, op.Actor, op.AuditEventID}
+		args = []any{op.MaxID, limit, op.RatePerSecond, op.PaceOrigin, op.Done, op.Actor, op.AuditEventID, op.ID}
 	case OpDiscard:
 		query = discardBatchSQL
 		args = []any{op.MaxID, limit, op.Actor, op.Reason, op.AuditEventID}
@@ -224,18 +239,37 @@ func batchQuery(op Operation, sel Selection, limit, lane, lanes int) (string, []
 	return fmt.Sprintf(query, fmt.Sprintf(batchSelectSQL, where, after)), args, nil
 }
 
-// finishOperation closes an operation whose selection is exhausted and
-// writes its closing audit entry with the final counts. Letters that left
-// the selection between confirmation and processing (replayed or discarded
-// by someone else) count as skipped.
-func finishOperation(ctx context.Context, tx *sqlx.Tx, op Operation, now time.Time) error {
+// finishOperation closes the first phase of an operation whose selection
+// is exhausted. Letters that left the selection between confirmation and
+// processing (replayed or discarded by someone else) count as skipped. A
+// discard is then done, and its closing audit entry written; a replay is
+// settling until its replays have (FollowOperations), and its closing
+// entry waits until then. It returns the state it moved to.
+func finishOperation(ctx context.Context, tx *sqlx.Tx, op Operation, now time.Time) (OperationState, error) {
 	skipped := max(op.Matched-op.Done, op.Skipped)
+	if op.Kind == OpReplay {
+		if _, err := tx.ExecContext(ctx, `UPDATE operations SET state = 'settling', skipped = $2, enqueued_at = now(),
+			updated_at = now() WHERE id = $1`, op.ID, skipped); err != nil {
+			return "", fmt.Errorf("finish enqueueing: %w", err)
+		}
+		return OpSettling, nil
+	}
 	if _, err := tx.ExecContext(ctx, `UPDATE operations SET state = 'done', skipped = $2, finished_at = now(),
 		updated_at = now() WHERE id = $1`, op.ID, skipped); err != nil {
-		return fmt.Errorf("finish operation: %w", err)
+		return "", fmt.Errorf("finish operation: %w", err)
 	}
-	counts := map[string]int64{"matched": op.Matched, "skipped": skipped}
+	op.Skipped = skipped
+	return OpDone, auditFinish(ctx, tx, op, nil, now)
+}
+
+// auditFinish writes an operation's closing audit entry with its final
+// counts, and for a replay what its replays did.
+func auditFinish(ctx context.Context, tx *sqlx.Tx, op Operation, replays *ReplayCounts, now time.Time) error {
+	counts := map[string]int64{"matched": op.Matched, "skipped": op.Skipped}
 	counts[pastTense(string(op.Kind))] = op.Done
+	if replays != nil {
+		counts["succeeded"], counts["died_again"] = replays.Succeeded, replays.DiedAgain
+	}
 	opID := op.ID
 	_, err := appendAudit(ctx, tx, AuditEntry{
 		At: now, Actor: op.Actor, Action: ActionBulkFinish, OperationID: &opID,
@@ -277,7 +311,8 @@ func (s *Store) FailOperation(ctx context.Context, id int64, cause string, now t
 	return nil
 }
 
-// ChangeOperationParams cancels an operation or releases a canary.
+// ChangeOperationParams cancels an operation, releases a canary, resumes
+// an auto-paused operation or stops following one.
 type ChangeOperationParams struct {
 	ID    int64
 	Actor Actor
@@ -288,14 +323,28 @@ type ChangeOperationParams struct {
 }
 
 // CancelOperation stops a running or waiting operation. Letters already
-// handled stay handled; the rest are left alone.
+// handled stay handled; the rest are left alone. A settling operation has
+// nothing left to cancel: StopFollowing ends it.
 func (s *Store) CancelOperation(ctx context.Context, p ChangeOperationParams) (Operation, error) {
-	return s.changeOperation(ctx, p, ActionBulkCancel, []OperationState{OpRunning, OpCanary}, OpCancelled)
+	return s.changeOperation(ctx, p, ActionBulkCancel, []OperationState{OpRunning, OpCanary, OpCanaryFailed, OpAutoPaused}, OpCancelled)
 }
 
-// ReleaseCanary lets an operation waiting after its canary replay the rest.
+// ReleaseCanary lets an operation waiting after its canary replay the rest,
+// also after a canary that died (the operator's "release anyway").
 func (s *Store) ReleaseCanary(ctx context.Context, p ChangeOperationParams) (Operation, error) {
-	return s.changeOperation(ctx, p, ActionCanaryRelease, []OperationState{OpCanary}, OpRunning)
+	return s.changeOperation(ctx, p, ActionCanaryRelease, []OperationState{OpCanary, OpCanaryFailed}, OpRunning)
+}
+
+// ResumeOperation lets an operation the died-again guard paused release
+// the rest. The guard has judged and does not pause it again.
+func (s *Store) ResumeOperation(ctx context.Context, p ChangeOperationParams) (Operation, error) {
+	return s.changeOperation(ctx, p, ActionBulkResume, []OperationState{OpAutoPaused}, OpRunning)
+}
+
+// StopFollowing ends a settling operation before its replays have all
+// settled: it is done, and its replays go on as any job does.
+func (s *Store) StopFollowing(ctx context.Context, p ChangeOperationParams) (Operation, error) {
+	return s.changeOperation(ctx, p, ActionBulkStopFollowing, []OperationState{OpSettling}, OpDone)
 }
 
 func (s *Store) changeOperation(ctx context.Context, p ChangeOperationParams, action string, from []OperationState, to OperationState) (Operation, error) {
@@ -325,15 +374,34 @@ func changeOperationTx(ctx context.Context, tx *sqlx.Tx, p ChangeOperationParams
 	if to.Finished() {
 		finished = "now()"
 	}
-	if err := tx.GetContext(ctx, op, `UPDATE operations SET state = $2, updated_at = now(), finished_at = `+finished+`
-		WHERE id = $1 RETURNING `+operationColumns, op.ID, to); err != nil {
+	var stoppedBy *string
+	if action == ActionBulkStopFollowing {
+		stoppedBy = &p.Actor.Name
+	}
+	was := op.State
+	if err := tx.GetContext(ctx, op, `UPDATE operations SET state = $2, updated_at = now(), finished_at = `+finished+`,
+			stopped_following_by = coalesce($3, stopped_following_by)
+		WHERE id = $1 RETURNING `+operationColumns, op.ID, to, stoppedBy); err != nil {
 		return fmt.Errorf("operation %d: %w", op.ID, err)
+	}
+	counts := map[string]int64{"matched": op.Matched, pastTense(string(op.Kind)): op.Done}
+	if op.Kind == OpReplay {
+		c, err := replayCounts(ctx, tx, op.ID)
+		if err != nil {
+			return err
+		}
+		c.into(counts)
+		if _, err := tx.ExecContext(ctx, `UPDATE operations SET replays = $2 WHERE id = $1`, op.ID, mustJSON(c)); err != nil {
+			return fmt.Errorf("keep replay counts: %w", err)
+		}
+		op.Replays = &c
 	}
 	opID := op.ID
 	_, err := appendAudit(ctx, tx, AuditEntry{
 		At: p.Now, Actor: p.Actor.Name, Action: action, OperationID: &opID,
-		Counts:    mustJSON(map[string]int64{"matched": op.Matched, pastTense(string(op.Kind)): op.Done}),
+		Counts:    mustJSON(counts),
 		RequestID: p.Actor.RequestID, RemoteAddr: p.Actor.RemoteAddr, UserAgent: p.Actor.UserAgent,
+		Details: mustJSON(map[string]any{"kind": op.Kind, "from": was, "started_audit_event_id": op.AuditEventID}),
 	})
 	return err
 }

@@ -29,9 +29,10 @@ type laneCursor struct {
 // Laned reports whether the operation's batches may run in lanes: not
 // while paced (a pace is one sequence of start slots) and not before its
 // canary is through (the canary is its first Canary letters, and it stops
-// after exactly those).
+// after exactly those), and not while the died-again guard has yet to judge.
 func (op Operation) Laned() bool {
-	return op.RatePerSecond == nil && !(op.Kind == OpReplay && op.Canary > 0 && op.Done < int64(op.Canary))
+	return op.RatePerSecond == nil && !(op.Kind == OpReplay && op.Canary > 0 && op.Done < int64(op.Canary)) &&
+		!op.guardPending() // the guard's window is counted in one stream
 }
 
 // lanes decodes op's lane cursors; a lane that has none starts where the
@@ -163,8 +164,9 @@ func (s *Store) RunOperationLane(ctx context.Context, opID int64, lane, lanes, b
 				return nil
 			}
 		}
-		res.Finished, res.State = true, OpDone
-		return finishOperation(ctx, tx, after, now)
+		res.State, err = finishOperation(ctx, tx, after, now)
+		res.Finished = res.State.Finished()
+		return err
 	})
 	if errors.Is(err, errLaneStopped) {
 		return BatchResult{State: OpCancelled}, nil

@@ -56,13 +56,15 @@ func TestOperationLanes(t *testing.T) {
 		runLanes(t, []*dlq.Store{store, dlq.NewStore(db.DB)}, op.ID, 23)
 		assertEachReplayedOnce(t, db, 590)
 		op, _ = store.Operation(ctx, op.ID)
-		if op.State != dlq.OpDone || op.Done != 590 || op.Matched != 600 || op.Skipped != 10 {
-			t.Fatalf("final operation: state %s done %d matched %d skipped %d; want done, 590, 600, 10",
+		if op.State != dlq.OpSettling || op.Done != 590 || op.Matched != 600 || op.Skipped != 10 {
+			t.Fatalf("final operation: state %s done %d matched %d skipped %d; want settling, 590, 600, 10",
 				op.State, op.Done, op.Matched, op.Skipped)
 		}
 		if n := count(t, db, `SELECT count(*) FROM audit_event_letters WHERE audit_event_id = $1`, *op.AuditEventID); n != 590 {
 			t.Fatalf("audit links %d letters, want 590", n)
 		}
+		workReplays(t, store, 0, never)
+		follow(t, store, op.ID)
 		if n := count(t, db, `SELECT count(*) FROM audit_events WHERE operation_id = $1`, op.ID); n != 2 {
 			t.Fatalf("%d audit entries for the operation, want start and one finish", n)
 		}
@@ -162,8 +164,8 @@ func TestOperationLanes(t *testing.T) {
 		}
 		runLanes(t, []*dlq.Store{store}, op.ID, 4)
 		assertEachReplayedOnce(t, db, 30)
-		if op, _ = store.Operation(ctx, op.ID); op.State != dlq.OpDone || op.Done != 30 {
-			t.Fatalf("after release: %s, %d done; want done, 30", op.State, op.Done)
+		if op, _ = store.Operation(ctx, op.ID); op.State != dlq.OpSettling || op.Done != 30 {
+			t.Fatalf("after release: %s, %d done; want settling, 30", op.State, op.Done)
 		}
 	})
 }

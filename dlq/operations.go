@@ -25,19 +25,41 @@ const (
 // OperationState is where a bulk operation is.
 type OperationState string
 
-// The operation states. running → (canary →) running → done; cancelled and
-// failed end it early. Only running operations are worked on.
+// The operation states. A replay goes running → (canary →) running →
+// settling → done: running while its letters are handed to the queue,
+// settling while their replay jobs have not all succeeded or died again,
+// done once they have (or once the operator stops following it). A
+// discard has no jobs: running → done. canary_failed (a canary replay died
+// again) and auto_paused (the died-again guard) wait for a decision:
+// release or resume, or cancel. cancelled and failed end it early. Only
+// running operations are worked on; settling, canary and guarded running
+// ones are followed (FollowOperations).
 const (
-	OpRunning   OperationState = "running"
-	OpCanary    OperationState = "canary" // the canary letters are replayed; waiting for release
-	OpDone      OperationState = "done"
-	OpCancelled OperationState = "cancelled"
-	OpFailed    OperationState = "failed"
+	OpRunning      OperationState = "running"
+	OpCanary       OperationState = "canary" // the canary letters are replayed; waiting for release
+	OpCanaryFailed OperationState = "canary_failed"
+	OpAutoPaused   OperationState = "auto_paused"
+	OpSettling     OperationState = "settling"
+	OpDone         OperationState = "done"
+	OpCancelled    OperationState = "cancelled"
+	OpFailed       OperationState = "failed"
 )
 
-// Finished reports whether the operation will do nothing more.
+// OperationStates lists every state, in the order an operation meets them.
+var OperationStates = []OperationState{OpRunning, OpCanary, OpCanaryFailed, OpAutoPaused, OpSettling, OpDone, OpCancelled, OpFailed}
+
+// Finished reports whether the operation will do nothing more, and nothing
+// more is followed: every replay settled, or the operator stopped
+// following it, or it was cancelled or failed. The runner, the API's 200,
+// the CLI's watch and the "operation ended" notification (a trigger on
+// these same three states, 00022/00026) all mean this.
 func (s OperationState) Finished() bool {
 	return s == OpDone || s == OpCancelled || s == OpFailed
+}
+
+// Waiting reports whether the operation waits for a person's decision.
+func (s OperationState) Waiting() bool {
+	return s == OpCanary || s == OpCanaryFailed || s == OpAutoPaused
 }
 
 // Operation is a durable bulk replay or discard.
@@ -68,10 +90,34 @@ type Operation struct {
 	CreatedAt    time.Time        `db:"created_at" json:"created_at"`
 	UpdatedAt    time.Time        `db:"updated_at" json:"updated_at"`
 	FinishedAt   *time.Time       `db:"finished_at" json:"finished_at,omitempty"`
+	// DiedAgainPercent is the died-again guard (nil: none): more than this
+	// share of the first GuardSample settled replays dying again pauses the
+	// operation (auto_paused). GuardVerdict is nil until the guard has
+	// judged, then "passed" or "tripped".
+	DiedAgainPercent *float64 `db:"died_again_percent" json:"died_again_percent,omitempty"`
+	GuardVerdict     *string  `db:"guard_verdict" json:"guard_verdict,omitempty"`
+	// CanaryVerdict is nil until the canary's replays settle or one dies:
+	// "succeeded" or "died".
+	CanaryVerdict *string `db:"canary_verdict" json:"canary_verdict,omitempty"`
+	// EnqueuedAt is when the last letter was handed to the queue.
+	EnqueuedAt *time.Time `db:"enqueued_at" json:"enqueued_at,omitempty"`
+	// StoppedFollowingBy names who ended the operation before its replays
+	// had all settled.
+	StoppedFollowingBy *string `db:"stopped_following_by" json:"stopped_following_by,omitempty"`
+	// Replays is where its replay jobs were when the runner last counted
+	// them (FollowOperations, about once a second); nil before the first
+	// count, and for a discard.
+	Replays *ReplayCounts `db:"replays" json:"replays,omitempty"`
+}
+
+// guardPending reports whether the died-again guard has yet to judge.
+func (op Operation) guardPending() bool {
+	return op.Kind == OpReplay && op.DiedAgainPercent != nil && op.GuardVerdict == nil
 }
 
 const operationColumns = `id, kind, state, actor, reason, ids, filter, max_id, matched, rate_per_second, canary,
-	cursor_failed_at, cursor_id, lane_cursors, done_count, skipped, pace_origin, audit_event_id, error, created_at, updated_at, finished_at`
+	cursor_failed_at, cursor_id, lane_cursors, done_count, skipped, pace_origin, audit_event_id, error, created_at, updated_at, finished_at,
+	died_again_percent, guard_verdict, canary_verdict, enqueued_at, stopped_following_by, replays`
 
 // Selection is what a bulk operation acts on: explicit letter ids, or every
 // letter matching a filter, bounded by MaxID so that letters arriving after
@@ -225,8 +271,11 @@ type OperationParams struct {
 	RatePerSecond float64
 	// Canary replays this many letters first and waits for a release.
 	Canary int
-	Now    time.Time
-	Key    string // one-time key, as in ReplayParams
+	// DiedAgainPercent sets the died-again guard (0: none), a percentage
+	// strictly between 0 and 100.
+	DiedAgainPercent float64
+	Now              time.Time
+	Key              string // one-time key, as in ReplayParams
 	// Confirm, when set, is called inside the transaction with the number
 	// of pending letters the selection holds, counted by the server, before
 	// anything is written; an error from it aborts the operation. It is how
@@ -251,6 +300,9 @@ func (s *Store) CreateOperation(ctx context.Context, p OperationParams) (Operati
 	}
 	if p.RatePerSecond < 0 || p.Canary < 0 {
 		return Operation{}, &ValidationError{Fields: map[string]string{"rate_per_second": "must not be negative"}}
+	}
+	if p.DiedAgainPercent != 0 && (p.Kind != OpReplay || !(p.DiedAgainPercent > 0 && p.DiedAgainPercent < 100)) {
+		return Operation{}, &ValidationError{Fields: map[string]string{"died_again_percent": "a replay's guard is a percentage between 0 and 100 (0: no guard)"}}
 	}
 	var op Operation
 	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
@@ -288,8 +340,13 @@ func (p OperationParams) requestHash() string {
 		filter = p.Selection.Filter.FirstPage().Values()
 		filter.Del("limit")
 	}
-	return requestHash("bulk_"+string(p.Kind), uniqueIDs(p.Selection.IDs), filter, p.Selection.MaxID,
-		p.Reason, p.RatePerSecond, p.Canary)
+	parts := []any{"bulk_" + string(p.Kind), uniqueIDs(p.Selection.IDs), filter, p.Selection.MaxID, p.Reason, p.RatePerSecond, p.Canary}
+	if p.DiedAgainPercent != 0 {
+		// Only when set, so that a key stored before the guard existed
+		// still matches its request.
+		parts = append(parts, p.DiedAgainPercent)
+	}
+	return requestHash(parts...)
 }
 
 func createOperationInTx(ctx context.Context, tx *sqlx.Tx, p OperationParams) (Operation, error) {
@@ -323,12 +380,16 @@ func createOperationInTx(ctx context.Context, tx *sqlx.Tx, p OperationParams) (O
 	if p.RatePerSecond > 0 {
 		rate = &p.RatePerSecond
 	}
+	var guard *float64
+	if p.DiedAgainPercent > 0 {
+		guard = &p.DiedAgainPercent
+	}
 	var op Operation
 	err := tx.GetContext(ctx, &op, `
-		INSERT INTO operations (kind, actor, reason, ids, filter, max_id, matched, rate_per_second, canary, pace_origin)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, now())
+		INSERT INTO operations (kind, actor, reason, ids, filter, max_id, matched, rate_per_second, canary, pace_origin, died_again_percent)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, now(), $10)
 		RETURNING `+operationColumns,
-		p.Kind, p.Actor.Name, p.Reason, ids, filter, maxID, matched, rate, p.Canary)
+		p.Kind, p.Actor.Name, p.Reason, ids, filter, maxID, matched, rate, p.Canary, guard)
 	if err != nil {
 		return Operation{}, fmt.Errorf("insert operation: %w", translate(err))
 	}
@@ -339,6 +400,9 @@ func createOperationInTx(ctx context.Context, tx *sqlx.Tx, p OperationParams) (O
 		filterJSON = &f
 	}
 	details := map[string]any{"kind": p.Kind, "canary": p.Canary, "rate_per_second": p.RatePerSecond}
+	if guard != nil {
+		details["died_again_percent"] = *guard
+	}
 	if sel.Filter == nil {
 		details["ids"] = sel.IDs
 	}

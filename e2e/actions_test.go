@@ -42,6 +42,15 @@ func startActionServer(t *testing.T, db *dlqtest.DB) (string, *dlq.Store) {
 	return base, store
 }
 
+// succeedJobs does what a worker would with every job waiting: run it,
+// successfully (the action server runs the bulk runner, not a worker).
+func succeedJobs(t *testing.T, db *dlqtest.DB) {
+	t.Helper()
+	if _, err := db.Exec(`UPDATE jobs SET state = 'succeeded', attempt = 1, finished_at = now() WHERE state IN ('available', 'retrying')`); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // signInOlga signs the page in as olga, an operator.
 func signInOlga(t *testing.T, page playwright.Page, base string, db *dlqtest.DB) {
 	t.Helper()
@@ -115,9 +124,13 @@ func TestBulkReplaySelectedRows(t *testing.T) {
 	must(t, byTestID(page, "confirm").Click())
 
 	must(t, expect.Page(page).ToHaveURL(regexp.MustCompile(`/operations/\d+$`)))
-	must(t, expect.Locator(byTestID(page, "op-state")).ToHaveText("Done"))
-	must(t, expect.Locator(byTestID(page, "outcome-replayed")).ToHaveText("3 replayed"))
+	// Handed to the queue; no worker runs here, so the replays wait.
+	must(t, expect.Locator(byTestID(page, "op-state")).ToHaveText("Settling: replays still running"))
+	must(t, expect.Locator(byTestID(page, "outcome-replayed")).ToHaveText("3 enqueued for replay"))
 	must(t, expect.Locator(byTestID(page, "op-count")).ToHaveText("3 of 3 handled · 100%"))
+	succeedJobs(t, db)
+	must(t, expect.Locator(byTestID(page, "op-state")).ToHaveText("Done"))
+	must(t, expect.Locator(byTestID(page, "replays-succeeded")).ToHaveText("3 succeeded"))
 	screenshot(t, page, "operation-done")
 	if n := countRows(t, db, `SELECT count(*) FROM jobs WHERE replay_of = ANY($1)`, int64s(picked)); n != 3 {
 		t.Fatalf("%d replay jobs for the three picked letters, want 3", n)
@@ -150,8 +163,8 @@ func TestReplayAllMatchingAFilter(t *testing.T) {
 	must(t, expect.Locator(byTestID(page, "confirm-count")).ToHaveText("60"))
 	must(t, expect.Locator(byTestID(page, "confirm-selection")).ToContainText("task reports.build, pending"))
 	must(t, byTestID(page, "confirm").Click())
-	must(t, expect.Locator(byTestID(page, "op-state")).ToHaveText("Done"))
-	must(t, expect.Locator(byTestID(page, "outcome-replayed")).ToHaveText("60 replayed"))
+	must(t, expect.Locator(byTestID(page, "op-state")).ToHaveText("Settling: replays still running"))
+	must(t, expect.Locator(byTestID(page, "outcome-replayed")).ToHaveText("60 enqueued for replay"))
 	if n := countRows(t, db, `SELECT count(*) FROM jobs WHERE replay_of = ANY($1)`, int64s(reports)); n != 60 {
 		t.Fatalf("%d of the 60 matching letters replayed", n)
 	}
@@ -244,8 +257,8 @@ func TestDoubleClickReplaysOnce(t *testing.T) {
 	must(t, byTestID(page, "bulk-replay").Click())
 	resendForm(t, page, `[data-testid="confirm-form"]`)
 	must(t, byTestID(page, "confirm").Dblclick())
-	must(t, expect.Locator(byTestID(page, "op-state")).ToHaveText("Done"))
-	must(t, expect.Locator(byTestID(page, "outcome-replayed")).ToHaveText("2 replayed"))
+	must(t, expect.Locator(byTestID(page, "op-state")).ToHaveText("Settling: replays still running"))
+	must(t, expect.Locator(byTestID(page, "outcome-replayed")).ToHaveText("2 enqueued for replay"))
 
 	mu.Lock()
 	sent := fmt.Sprint(posts)
@@ -333,21 +346,24 @@ func TestCanaryThenRelease(t *testing.T) {
 	must(t, expect.Locator(byTestID(page, "canary-verdict")).ToContainText("1 failed again and is retrying"))
 	must(t, expect.Locator(byTestID(page, "release")).ToHaveCount(0))
 
-	// Then it dies again: the page, polling, says the operation stopped.
-	_, err = db.ExecContext(ctx, `UPDATE jobs SET state = 'dead', attempt = 5, last_error = 'SMTPRecipientsRefused: mailbox unavailable' WHERE replay_of = $1`, ids[0])
+	// Then it dies again: the page, polling, says the operation waits for
+	// a decision, and offers release anyway or cancel.
+	_, err = db.ExecContext(ctx, `UPDATE jobs SET state = 'dead', attempt = 5, finished_at = now(), last_error = 'SMTPRecipientsRefused: mailbox unavailable' WHERE replay_of = $1`, ids[0])
 	must(t, err)
-	must(t, expect.Locator(byTestID(page, "op-state")).ToHaveText("Stopped: the canary died again"))
+	must(t, expect.Locator(byTestID(page, "op-state")).ToHaveText("Canary failed: waiting for a decision"))
 	must(t, expect.Locator(byTestID(page, "canary-verdict")).ToContainText("Cancel this operation"))
+	must(t, expect.Locator(byTestID(page, "release")).ToHaveText("Release anyway"))
+	must(t, expect.Locator(byTestID(page, "op-why")).ToContainText("A canary replay died again"))
 	screenshot(t, page, "operation-canary-died")
 
-	// Had both succeeded: "Release the rest" appears, and the rest follows.
-	_, err = db.ExecContext(ctx, `UPDATE jobs SET state = 'succeeded', last_error = NULL WHERE replay_of = ANY($1)`, int64s(ids[:2]))
+	// The operator judges the failure a bad letter, not a bad fix: release anyway.
+	_, err = db.ExecContext(ctx, `UPDATE jobs SET state = 'succeeded', finished_at = now(), last_error = NULL WHERE replay_of = $1`, ids[1])
 	must(t, err)
-	must(t, expect.Locator(byTestID(page, "op-state")).ToHaveText("Canary succeeded: waiting for release"))
 	screenshot(t, page, "operation-canary")
 	must(t, byTestID(page, "release").Click())
-	must(t, expect.Locator(byTestID(page, "op-state")).ToHaveText("Done"))
-	must(t, expect.Locator(byTestID(page, "outcome-replayed")).ToHaveText("8 replayed"))
+	must(t, expect.Locator(byTestID(page, "op-state")).ToHaveText("Settling: replays still running"))
+	must(t, expect.Locator(byTestID(page, "outcome-replayed")).ToHaveText("8 enqueued for replay"))
+	must(t, expect.Locator(byTestID(page, "replays-died-again")).ToHaveText("1 died again (new dead letters)"))
 	must(t, expect.Locator(byTestID(page, "op-pace")).ToContainText("20 per second"))
 	screenshot(t, page, "operation-progress")
 	if n := countRows(t, db, `SELECT count(*) FROM jobs`); n != 8 {

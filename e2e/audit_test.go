@@ -38,6 +38,14 @@ func TestAuditTrail(t *testing.T) {
 	op, err := svc.StartBulk(ctx, replay.BulkRequest{Kind: dlq.OpReplay, Actor: olga, Reason: "the rest of the outage",
 		Selection: dlq.Selection{IDs: ids[2:]}})
 	must(t, err)
+	// Enqueued, then its replays run (as a worker would: none runs here).
+	deadline := time.Now().Add(20 * time.Second)
+	for op.State != dlq.OpSettling && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+		op, err = store.Operation(ctx, op.ID)
+		must(t, err)
+	}
+	succeedJobs(t, db)
 	if op, err = svc.Wait(ctx, op.ID, 20*time.Second); err != nil || op.State != dlq.OpDone {
 		t.Fatalf("bulk replay: %+v %v", op, err)
 	}

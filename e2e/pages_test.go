@@ -60,10 +60,17 @@ func consolePages(t *testing.T, page playwright.Page) (base string, paths []stri
 		VALUES ('replay', 'canary', 'alice', $1, $2, 1, 1)`, fmt.Sprintf("{%d}", letter), letter)
 	must(t, err)
 	bulk := url.Values{"action": {"replay"}, "all_matching": {"1"}, "filter": {"fingerprint=" + fp}}
+	// A replay settling, guarded: both bars, the guard, stop following.
+	var op int64
+	must(t, db.QueryRowContext(context.Background(), `INSERT INTO operations (kind, actor, reason, ids, max_id, matched, done_count,
+		state, died_again_percent, guard_verdict, replays, enqueued_at)
+		VALUES ('replay', 'olga', 'fix shipped', '{1,2,3,4}', 4, 4, 4, 'settling', 20, 'passed',
+			'{"waiting": 1, "running": 1, "succeeded": 1, "died_again": 1}', now()) RETURNING id`).Scan(&op))
 	return base, []string{
 		"/", "/dead-letters", fmt.Sprintf("/dead-letters/%d", letter), "/groups", "/groups/" + fp,
 		"/dead-letters/bulk?" + bulk.Encode(), "/jobs", fmt.Sprintf("/jobs/%d", job), "/workers", "/audit",
 		"/operations", "/admin/users", "/admin/notifications",
+		fmt.Sprintf("/operations/%d", op),
 	}
 }
 

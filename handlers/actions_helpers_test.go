@@ -207,6 +207,14 @@ func (a actions) waitOperation(t *testing.T, id int64, want dlq.OperationState) 
 	}
 }
 
+// succeedReplays does what a worker would do with every job waiting: run
+// it, successfully (this harness runs a runner but no worker), so that a
+// replay operation settles.
+func (a actions) succeedReplays(t *testing.T) {
+	t.Helper()
+	a.db.MustExec(`UPDATE jobs SET state = 'succeeded', attempt = 1, finished_at = now() WHERE state IN ('available', 'retrying')`)
+}
+
 // operationFrom reads the operation id from a redirect to its page.
 func operationFrom(t *testing.T, rec *httptest.ResponseRecorder) int64 {
 	t.Helper()

@@ -221,17 +221,27 @@ type OperationJSON struct {
 	RatePerSecond *float64          `json:"rate_per_second,omitempty"`
 	Canary        int               `json:"canary,omitempty"`
 	CanaryJobs    []dlq.JobOutcome  `json:"canary_jobs,omitempty"`
-	AuditEventID  *int64            `json:"audit_event_id,omitempty"`
-	Error         *string           `json:"error,omitempty"`
-	CreatedAt     *time.Time        `json:"created_at,omitempty"`
-	FinishedAt    *time.Time        `json:"finished_at,omitempty"`
+	// Replays is where a replay's jobs are: waiting, running, succeeded,
+	// died again (the second phase; the operation is done once none wait
+	// or run). DiedAgainPercent is its died-again guard, when it has one.
+	Replays            *dlq.ReplayCounts `json:"replays,omitempty"`
+	DiedAgainPercent   *float64          `json:"died_again_percent,omitempty"`
+	StoppedFollowingBy *string           `json:"stopped_following_by,omitempty"`
+	AuditEventID       *int64            `json:"audit_event_id,omitempty"`
+	Error              *string           `json:"error,omitempty"`
+	CreatedAt          *time.Time        `json:"created_at,omitempty"`
+	FinishedAt         *time.Time        `json:"finished_at,omitempty"`
 }
 
 func apiOperation(op dlq.Operation, jobs []dlq.JobOutcome) OperationJSON {
 	done := op.Done
 	out := OperationJSON{Kind: op.Kind, State: string(op.State), Matched: op.Matched, Skipped: op.Skipped,
 		MaxID: op.MaxID, Actor: op.Actor, Reason: op.Reason, RatePerSecond: op.RatePerSecond, Canary: op.Canary,
-		CanaryJobs: jobs, AuditEventID: op.AuditEventID, Error: op.Error, FinishedAt: op.FinishedAt}
+		CanaryJobs: jobs, AuditEventID: op.AuditEventID, Error: op.Error, FinishedAt: op.FinishedAt,
+		Replays: op.Replays, DiedAgainPercent: op.DiedAgainPercent, StoppedFollowingBy: op.StoppedFollowingBy}
+	if op.Kind == dlq.OpReplay && op.Replays == nil && op.ID != 0 {
+		out.Replays = &dlq.ReplayCounts{} // not counted yet: none settled
+	}
 	if op.ID != 0 {
 		id, created := op.ID, op.CreatedAt
 		out.OperationID, out.URL, out.CreatedAt = &id, fmt.Sprintf("/operations/%d", op.ID), &created
@@ -245,7 +255,7 @@ func apiOperation(op dlq.Operation, jobs []dlq.JobOutcome) OperationJSON {
 }
 
 // operationStatus is 200 once an operation will do nothing more, 202
-// while it runs or waits at its canary.
+// while it runs, settles or waits for a decision.
 func operationStatus(op dlq.Operation) int {
 	if op.State.Finished() {
 		return http.StatusOK
@@ -311,6 +321,9 @@ func APIOperation(store OperationReader) echo.HandlerFunc {
 			if jobs, err = store.OperationJobs(ctx, op.ID, op.Canary); err != nil {
 				return err
 			}
+		}
+		if op.Replays, err = replaysOf(ctx, store, op); err != nil {
+			return err
 		}
 		return c.JSON(operationStatus(op), apiOperation(op, jobs))
 	}

@@ -159,13 +159,20 @@ func TestActionAPI(t *testing.T) {
 		if n := a.count(t, `SELECT count(*) FROM operations`) + a.count(t, `SELECT count(*) FROM jobs`); n != 0 {
 			t.Fatal("a dry run changed something")
 		}
-		rec, body = a.api(t, a.olgaAPI, http.MethodPost, "/api/v1/dead-letters/replay", `{"filter": {"task": "reports.build"}, "reason": "fixed", "wait_seconds": 20}`)
-		if rec.Code != http.StatusOK || body["state"] != "done" || num(body["matched"]) != 7 || num(body["replayed"]) != 7 || num(body["skipped"]) != 0 {
+		// Every letter handed to the queue within the wait, none run: 202, settling.
+		rec, body = a.api(t, a.olgaAPI, http.MethodPost, "/api/v1/dead-letters/replay", `{"filter": {"task": "reports.build"}, "reason": "fixed", "wait_seconds": 2}`)
+		if rec.Code != http.StatusAccepted || body["state"] != "settling" || num(body["matched"]) != 7 || num(body["replayed"]) != 7 || num(body["skipped"]) != 0 {
 			t.Fatalf("bulk replay: %d %v", rec.Code, body)
 		}
 		opID := num(body["operation_id"])
 		rec, body = a.api(t, a.olgaAPI, http.MethodGet, fmt.Sprintf("/api/v1/operations/%d", opID), "")
-		if rec.Code != http.StatusOK || body["state"] != "done" {
+		if r, _ := body["replays"].(map[string]any); rec.Code != http.StatusAccepted || num(r["waiting"]) != 7 || num(r["succeeded"]) != 0 {
+			t.Fatalf("get settling operation: %d %v", rec.Code, body)
+		}
+		a.succeedReplays(t)
+		a.waitOperation(t, opID, dlq.OpDone)
+		rec, body = a.api(t, a.olgaAPI, http.MethodGet, fmt.Sprintf("/api/v1/operations/%d", opID), "")
+		if r, _ := body["replays"].(map[string]any); rec.Code != http.StatusOK || body["state"] != "done" || num(r["succeeded"]) != 7 || num(r["waiting"]) != 0 {
 			t.Fatalf("get operation: %d %v", rec.Code, body)
 		}
 		rec, _ = a.api(t, a.olgaAPI, http.MethodPost, fmt.Sprintf("/api/v1/operations/%d/cancel", opID), "")
@@ -188,7 +195,7 @@ func TestActionAPI(t *testing.T) {
 			t.Fatalf("%d %v; want 202 running", rec.Code, body)
 		}
 		opID := num(body["operation_id"])
-		a.waitOperation(t, opID, dlq.OpDone)
+		a.waitOperation(t, opID, dlq.OpSettling)
 		// A canary stops at its canary: 202 with the canary's jobs.
 		more := a.letters(t, 3, "reports.build")
 		rec, body = a.api(t, a.olgaAPI, http.MethodPost, "/api/v1/dead-letters/replay",

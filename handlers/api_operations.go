@@ -53,10 +53,9 @@ func APIOperations(store OperationLister) echo.HandlerFunc {
 }
 
 // operationStates are the states ?state= may name, besides the phases
-// open and finished: every state an operation can be in (a new state
-// belongs here too). Which of them are open is dlq's to say
-// (OperationState.Finished), never this list's.
-var operationStates = []dlq.OperationState{dlq.OpRunning, dlq.OpCanary, dlq.OpDone, dlq.OpCancelled, dlq.OpFailed}
+// open and finished: every state an operation can be in. Which of them
+// are open is dlq's to say (OperationState.Finished), never this list's.
+var operationStates = dlq.OperationStates
 
 // parseOperationListFilter reads the list's query string, the page's and
 // the API's alike. Problems come back as a *dlq.ValidationError by field.

@@ -24,6 +24,7 @@ type AuditReader interface {
 	AuditLister
 	GetAuditEntry(ctx context.Context, id int64) (dlq.AuditEntry, error)
 	AuditLetters(ctx context.Context, id, after int64, limit int) ([]dlq.AuditLetter, int64, error)
+	ReplayOutcomes(ctx context.Context, letterIDs []int64) (map[int64]dlq.ReplayOutcome, error)
 }
 
 // auditLettersPage is how many letters an entry's page lists at once.
@@ -118,9 +119,21 @@ func AuditEntryPage(store AuditReader, version string) echo.HandlerFunc {
 				return err
 			}
 			v.LettersTotal = views.Number(total)
+			ids := make([]int64, 0, len(letters))
 			for _, l := range letters {
-				v.Letters = append(v.Letters, views.AuditLetterRow{ID: l.DeadLetterID, Href: fmt.Sprintf("/dead-letters/%d", l.DeadLetterID),
-					Outcome: outcomeWord(l.Outcome), Task: l.Task, Status: string(l.Status)})
+				ids = append(ids, l.DeadLetterID)
+			}
+			outcomes, err := store.ReplayOutcomes(ctx, ids)
+			if err != nil {
+				return err
+			}
+			for _, l := range letters {
+				row := views.AuditLetterRow{ID: l.DeadLetterID, Href: fmt.Sprintf("/dead-letters/%d", l.DeadLetterID),
+					Outcome: outcomeWord(l.Outcome), Task: l.Task, Status: string(l.Status)}
+				if o, ok := outcomes[l.DeadLetterID]; ok && l.Status == dlq.StatusReplayed {
+					row.Status, row.StatusText, row.StatusHref = replayStatus(o)
+				}
+				v.Letters = append(v.Letters, row)
 			}
 			if len(letters) == auditLettersPage {
 				v.NextLettersURL = fmt.Sprintf("/audit/%d?after=%d", id, letters[len(letters)-1].DeadLetterID)
@@ -129,6 +142,29 @@ func AuditEntryPage(store AuditReader, version string) echo.HandlerFunc {
 		meta := Meta(c, fmt.Sprintf("Audit entry %d", id), "audit", version)
 		return Render(c, http.StatusOK, views.Layout(meta, views.AuditEntryPage(v)))
 	}
+}
+
+// replayStatus says what became of a letter's replay, for "status now": a
+// replayed letter is not a success until its replay job succeeded, and
+// one that died again names the letter it became. It returns the badge's
+// class, its words and (for a death) the new letter's page.
+func replayStatus(o dlq.ReplayOutcome) (class, text, href string) {
+	if o.DiedAgainAs != nil {
+		return "dead", fmt.Sprintf("died again as letter %d", *o.DiedAgainAs), fmt.Sprintf("/dead-letters/%d", *o.DiedAgainAs)
+	}
+	switch o.JobState {
+	case dlq.StateSucceeded:
+		return "succeeded", "replay succeeded", ""
+	case dlq.StateRunning:
+		return "running", "replay running", ""
+	case dlq.StateRetrying:
+		return "retrying", "replay failed, retrying", ""
+	case dlq.StateAvailable:
+		return "available", "replay waiting", ""
+	case dlq.StateDead:
+		return "dead", "replay died again", ""
+	}
+	return "stale", "replayed; outcome unknown (its job is gone)", ""
 }
 
 // outcomeWord says what an entry did to a letter: the links store the

@@ -40,6 +40,11 @@ var actionTexts = map[string]string{
 	dlq.ActionJobKill:       "Killed to the dead letters",
 	dlq.ActionJobCancel:     "Asked to cancel a running job",
 	dlq.ActionDemo:          "Demo action",
+	// A bulk replay's follow-through.
+	dlq.ActionCanaryVerdict:     "Canary verdict",
+	dlq.ActionBulkAutoPause:     "Auto-paused: replays died again",
+	dlq.ActionBulkResume:        "Resumed after the auto-pause",
+	dlq.ActionBulkStopFollowing: "Stopped following an operation",
 }
 
 func actionText(action string) string {
@@ -51,10 +56,16 @@ func actionText(action string) string {
 
 // countOrder lists outcome counts in the order a person reads them; any
 // other count follows in name order.
-var countOrder = []string{"matched", "replayed", "discarded", "restored", "skipped", "purged"}
+var countOrder = []string{"matched", "replayed", "discarded", "restored", "skipped", "purged",
+	"succeeded", "died_again", "running", "waiting"}
 
 var countLabels = map[string]string{
-	"skipped": "skipped (already replayed or discarded)",
+	"skipped":    "skipped (already replayed or discarded)",
+	"replayed":   "replayed (enqueued)",
+	"succeeded":  "replays succeeded",
+	"died_again": "replays died again",
+	"running":    "replays running",
+	"waiting":    "replays waiting",
 }
 
 // auditCounts turns an entry's counts object into labelled items.
@@ -96,7 +107,8 @@ type auditDetails struct {
 		Kwargs json.RawMessage `json:"kwargs"`
 	} `json:"after"`
 	StartedAuditEventID int64  `json:"started_audit_event_id"`
-	Kind                string `json:"kind"` // of a bulk operation
+	Kind                string `json:"kind"`    // of a bulk operation
+	Verdict             string `json:"verdict"` // of a canary
 }
 
 func parseDetails(raw json.RawMessage) auditDetails {
@@ -128,6 +140,10 @@ func auditRow(e dlq.AuditEntry) views.AuditRow {
 		r.ActionText = "Started a bulk " + d.Kind
 	case e.Action == dlq.ActionBulkFinish && d.Kind != "":
 		r.ActionText = "Bulk " + d.Kind + " finished"
+	case e.Action == dlq.ActionCanaryVerdict && d.Verdict == "died":
+		r.ActionText = "Canary died again: the operation waits for a decision"
+	case e.Action == dlq.ActionCanaryVerdict && d.Verdict == "succeeded":
+		r.ActionText = "Canary succeeded: every canary replay ran"
 	}
 	if e.DeadLetterID != nil {
 		r.LetterID = *e.DeadLetterID

@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/PuerkitoBio/goquery"
+
+	"github.com/redrive/redrive/dlq"
 )
 
 // The audit pages: who did what, filters, one entry and its letters, exports.
@@ -19,10 +21,10 @@ func TestAuditPages(t *testing.T) {
 	ids := a.letters(t, 4, "billing.charge")
 	a.api(t, a.olgaAPI, http.MethodPost, fmt.Sprintf("/api/v1/dead-letters/%d/replay", ids[0]), `{"args": [7], "reason": "bad amount"}`)
 	a.api(t, a.olgaAPI, http.MethodPost, fmt.Sprintf("/api/v1/dead-letters/%d/discard", ids[1]), `{"reason": "=HYPERLINK(\"x\")"}`)
-	_, op := a.api(t, a.olgaAPI, http.MethodPost, "/api/v1/dead-letters/replay", fmt.Sprintf(`{"ids": [%d, %d, %d], "reason": "bulk"}`, ids[1], ids[2], ids[3]))
-	if op["state"] != "done" {
-		t.Fatalf("bulk: %v", op)
-	}
+	_, op := a.api(t, a.olgaAPI, http.MethodPost, "/api/v1/dead-letters/replay", fmt.Sprintf(`{"ids": [%d, %d, %d], "reason": "bulk", "wait_seconds": 0}`, ids[1], ids[2], ids[3]))
+	a.waitOperation(t, int64(op["operation_id"].(float64)), dlq.OpSettling)
+	a.succeedReplays(t)
+	a.waitOperation(t, int64(op["operation_id"].(float64)), dlq.OpDone)
 
 	t.Run("NewestFirstWithWhoWhatAndCounts", func(t *testing.T) {
 		rec, doc := a.page(t, a.vic, "/audit?actor=olga")
@@ -39,7 +41,7 @@ func TestAuditPages(t *testing.T) {
 		finish := doc.Find(`[data-testid="audit-entry"]`).First()
 		var counts []string
 		finish.Find(`[data-testid="audit-counts"] li`).Each(func(_ int, s *goquery.Selection) { counts = append(counts, squash(s)) })
-		if got := strings.Join(counts, " · "); got != "3 matched · 2 replayed · 1 skipped (already replayed or discarded)" {
+		if got := strings.Join(counts, " · "); got != "3 matched · 2 replayed (enqueued) · 1 skipped (already replayed or discarded) · 2 replays succeeded · 0 replays died again" {
 			t.Fatalf("bulk counts %q", got)
 		}
 		start := doc.Find(`[data-testid="audit-entry"]`).Eq(1)
@@ -94,7 +96,8 @@ func TestAuditPages(t *testing.T) {
 			t.Fatalf("letters total %q", got)
 		}
 		if n := entry.Find(`[data-testid="entry-letter"] a`).Length(); n != 2 {
-			t.Fatalf("%d letter links", n)
+			h, _ := entry.Find(`[data-testid="entry-letters-table"]`).Html()
+			t.Fatalf("%d letter links: %s", n, h)
 		}
 		_, doc = a.page(t, a.vic, "/audit?action=bulk_finish")
 		_, finish := a.page(t, a.vic, doc.Find(`[data-testid="audit-open"]`).AttrOr("href", ""))
@@ -128,4 +131,45 @@ func TestAuditPages(t *testing.T) {
 			t.Fatalf("json export: %v %v", entries, err)
 		}
 	})
+}
+
+// The entry's "status now" says what became of each replay: never a green
+// "replayed" for one that died again.
+func TestAuditEntryStatusNow(t *testing.T) {
+	t.Parallel()
+	a := newActions(t)
+	ids := a.letters(t, 3, "billing.charge")
+	// The harness's letters name job ids of their own; the replay jobs'
+	// ids must not meet them, as a real worker's letters never do.
+	a.db.MustExec(`SELECT setval(pg_get_serial_sequence('jobs', 'id'), 1000000)`)
+	_, op := a.api(t, a.olgaAPI, http.MethodPost, "/api/v1/dead-letters/replay", fmt.Sprintf(`{"ids": [%d, %d, %d], "wait_seconds": 0}`, ids[0], ids[1], ids[2]))
+	opID := int64(op["operation_id"].(float64))
+	a.waitOperation(t, opID, dlq.OpSettling)
+	// The first replay died again, as a worker leaves it: its job dead and a
+	// new letter naming the job and the letter it replays; the second
+	// succeeded; the third still waits.
+	a.db.MustExec(`UPDATE jobs SET state = 'dead', attempt = 3, finished_at = now() WHERE replay_of = $1`, ids[0])
+	var reborn int64
+	if err := a.db.Get(&reborn, `INSERT INTO dead_letters (job_id, queue, task, args, kwargs, error_class, error_message,
+			attempts, max_attempts, reason, fingerprint, enqueued_at, replay_of)
+		SELECT j.id, j.queue, j.task, j.args, j.kwargs, 'E', 'still broken', 3, 3, 'exhausted', 'fp-again', j.created_at, j.replay_of
+		FROM jobs j WHERE j.replay_of = $1 RETURNING id`, ids[0]); err != nil {
+		t.Fatal(err)
+	}
+	a.db.MustExec(`UPDATE jobs SET state = 'succeeded', attempt = 1, finished_at = now() WHERE replay_of = $1`, ids[1])
+	_, doc := a.page(t, a.vic, "/audit?action=bulk_start")
+	_, entry := a.page(t, a.vic, doc.Find(`[data-testid="audit-open"]`).AttrOr("href", ""))
+	var got []string
+	entry.Find(`[data-testid="entry-letter-status"]`).Each(func(_ int, s *goquery.Selection) { got = append(got, squash(s)) })
+	want := []string{fmt.Sprintf("died again as letter %d", reborn), "replay succeeded", "replay waiting"}
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Fatalf("status now %q, want %q", got, want)
+	}
+	link := entry.Find(`[data-testid="entry-letter-status"] a`)
+	if link.AttrOr("href", "") != fmt.Sprintf("/dead-letters/%d", reborn) || !link.HasClass("dead") {
+		t.Fatalf("the died-again status links %q", link.AttrOr("href", ""))
+	}
+	if entry.Find(`[data-testid="entry-letter-status"] .replayed`).Length() != 0 {
+		t.Fatal("a green replayed badge for a replay")
+	}
 }

@@ -43,6 +43,8 @@ type bulkForm struct {
 	// The confirmation form's choices, as typed.
 	rate, canarySize, typed, reason, key string
 	canaryOn                             bool
+	// diedAgain is the died-again guard's percentage ("": none).
+	diedAgain string
 	// fresh is a first showing of the confirmation: the safe defaults
 	// apply (safeDefaults); a form sent back keeps what the operator chose.
 	fresh bool
@@ -67,6 +69,9 @@ func safeDefaults(b *bulkForm, matched int64) {
 	if b.rate == "" {
 		b.rate = safePace
 	}
+	if b.diedAgain == "" {
+		b.diedAgain = strconv.FormatFloat(dlq.DefaultDiedAgainPercent, 'f', -1, 64)
+	}
 }
 
 // parseBulkForm reads the action and the selection: a filter when "all
@@ -79,7 +84,7 @@ func parseBulkForm(c echo.Context, now time.Time) (bulkForm, error) {
 	}
 	b := bulkForm{kind: dlq.OperationKind(form.Get("action")), key: form.Get("key"),
 		rate: form.Get("rate_per_second"), canarySize: form.Get("canary_size"), typed: form.Get("typed"),
-		reason: form.Get("reason"), canaryOn: form.Get("canary") == "on"}
+		reason: form.Get("reason"), canaryOn: form.Get("canary") == "on", diedAgain: strings.TrimSpace(form.Get("died_again_percent"))}
 	if b.kind != dlq.OpReplay && b.kind != dlq.OpDiscard {
 		return bulkForm{}, BadRequest("invalid_action", "Choose replay or discard.")
 	}
@@ -181,6 +186,11 @@ func BulkConfirm(svc BulkService, now func() time.Time, version string) echo.Han
 				problems["canary"] = "The canary must replay a whole number of letters, at least 1."
 			}
 		}
+		if b.diedAgain != "" && b.kind == dlq.OpReplay {
+			if r.DiedAgainPercent, err = strconv.ParseFloat(strings.TrimSuffix(b.diedAgain, "%"), 64); err != nil {
+				problems["died_again_percent"] = "The died-again threshold must be a percentage, like 20 (or empty: no guard)."
+			}
+		}
 		if len(problems) == 0 {
 			op, err := svc.StartBulk(c.Request().Context(), r)
 			if err == nil {
@@ -215,6 +225,8 @@ func bulkProblem(field, msg string) string {
 		return "The pace " + msg + "."
 	case "canary":
 		return "The canary size " + msg + "."
+	case "died_again_percent":
+		return "The died-again threshold " + msg + "."
 	default:
 		return field + ": " + msg
 	}
@@ -240,7 +252,7 @@ func renderConfirm(c echo.Context, svc BulkService, b bulkForm, status int, prob
 		AllMatching: b.allMatching, IDs: b.sel.IDs, MaxID: p.MaxID,
 		Matched: p.Matched, MatchedText: views.Number(p.Matched), Skipped: p.Other, SkippedText: views.Number(p.Other),
 		NeedTyped: p.Matched > replay.TypedConfirmationOver, Typed: b.typed, Rate: b.rate,
-		CanaryOn: b.canaryOn, CanarySize: b.canarySize, Reason: b.reason, Problems: problems,
+		CanaryOn: b.canaryOn, CanarySize: b.canarySize, Reason: b.reason, Problems: problems, DiedAgain: b.diedAgain,
 		BackHref: "/dead-letters", ByTaskCut: len(p.ByTask) == 20,
 	}
 	if b.allMatching {

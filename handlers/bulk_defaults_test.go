@@ -30,7 +30,7 @@ func TestBulkConfirmationSafeDefaults(t *testing.T) {
 	insert(1, "fp-big", "2 days", "highest id, oldest failure")
 	insert(3, "fp-small", "1 day", "small")
 
-	confirm := func(t *testing.T, filter url.Values) (canary bool, size, rate, firstSample string) {
+	confirm := func(t *testing.T, filter url.Values) (canary bool, size, rate, guard, firstSample string) {
 		t.Helper()
 		q := url.Values{"action": {"replay"}, "all_matching": {"1"}, "filter": {filter.Encode()}}
 		rec, doc := a.page(t, a.olga, "/dead-letters/bulk?"+q.Encode())
@@ -40,22 +40,23 @@ func TestBulkConfirmationSafeDefaults(t *testing.T) {
 		_, canary = doc.Find(`[data-testid="confirm-canary"]`).Attr("checked")
 		size, _ = doc.Find(`[data-testid="confirm-canary-size"]`).Attr("value")
 		rate, _ = doc.Find(`[data-testid="confirm-rate"]`).Attr("value")
-		return canary, size, rate, squash(doc.Find(`[data-testid="sample-row"]`).First())
+		guard, _ = doc.Find(`[data-testid="confirm-died-again"]`).Attr("value")
+		return canary, size, rate, guard, squash(doc.Find(`[data-testid="sample-row"]`).First())
 	}
 
 	t.Run("Large", func(t *testing.T) {
-		canary, size, rate, first := confirm(t, url.Values{"fingerprint": {"fp-big"}})
-		if !canary || size != "10" || rate != "50" {
-			t.Fatalf("1,002 letters: canary %v of %q at %q/s, want a canary of 10 at 50/s", canary, size, rate)
+		canary, size, rate, guard, first := confirm(t, url.Values{"fingerprint": {"fp-big"}})
+		if !canary || size != "10" || rate != "50" || guard != "20" {
+			t.Fatalf("1,002 letters: canary %v of %q at %q/s, guard %q%%; want a canary of 10 at 50/s, guard 20%%", canary, size, rate, guard)
 		}
 		if !strings.Contains(first, "newest failure") {
 			t.Fatalf("first sample row %q, want the newest failure", first)
 		}
 	})
 	t.Run("Small", func(t *testing.T) {
-		canary, _, rate, _ := confirm(t, url.Values{"fingerprint": {"fp-small"}})
-		if canary || rate != "" {
-			t.Fatalf("3 letters: canary %v, pace %q; want neither", canary, rate)
+		canary, _, rate, guard, _ := confirm(t, url.Values{"fingerprint": {"fp-small"}})
+		if canary || rate != "" || guard != "" {
+			t.Fatalf("3 letters: canary %v, pace %q, guard %q; want none", canary, rate, guard)
 		}
 	})
 }

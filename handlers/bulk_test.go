@@ -60,15 +60,31 @@ func TestBulkFromTheList(t *testing.T) {
 		}
 
 		opID := operationFrom(t, a.submit(t, a.olga, confirm, `[data-testid="confirm-form"]`, url.Values{"reason": {"fix shipped"}}))
-		op := a.waitOperation(t, opID, dlq.OpDone)
+		op := a.waitOperation(t, opID, dlq.OpSettling)
 		if op.Done != 3 || op.Skipped != 1 {
 			t.Fatalf("operation: %d replayed, %d skipped; want 3 and 1", op.Done, op.Skipped)
 		}
+		// Handed to the queue, not yet run: settling, and the page says so.
 		_, page := a.page(t, a.olga, fmt.Sprintf("/operations/%d", opID))
+		if got := text(page, "op-state"); got != "Settling: replays still running" {
+			t.Fatalf("state %q", got)
+		}
+		if got := text(page, "op-settled-count"); got != "0 of 3 settled · 0%" {
+			t.Fatalf("settled %q", got)
+		}
+		if _, live := page.Find(`[data-testid="op-progress"]`).Attr("hx-trigger"); !live || page.Find(`[data-testid="stop-following"]`).Length() != 1 {
+			t.Fatal("a settling operation polls and offers to stop following")
+		}
+		a.succeedReplays(t)
+		op = a.waitOperation(t, opID, dlq.OpDone)
+		_, page = a.page(t, a.olga, fmt.Sprintf("/operations/%d", opID))
 		if got := text(page, "op-state"); got != "Done" {
 			t.Fatalf("state %q", got)
 		}
-		for key, want := range map[string]string{"replayed": "3 replayed", "already_replayed": "1 already replayed", "not_found": "0 not found"} {
+		if got := text(page, "replays-succeeded"); got != "3 succeeded" {
+			t.Fatalf("succeeded %q", got)
+		}
+		for key, want := range map[string]string{"replayed": "3 enqueued for replay", "already_replayed": "1 already replayed", "not_found": "0 not found"} {
 			if got := text(page, "outcome-"+key); got != want {
 				t.Errorf("outcome %s: %q, want %q", key, got, want)
 			}
@@ -115,7 +131,7 @@ func TestBulkFromTheList(t *testing.T) {
 		// Two more letters of the task die while the engineer reads the page.
 		later := a.letters(t, 2, "reports.build")
 		opID := operationFrom(t, a.submit(t, a.olga, confirm, `[data-testid="confirm-form"]`, nil))
-		if op := a.waitOperation(t, opID, dlq.OpDone); op.Done != 5 || op.MaxID != first[4] {
+		if op := a.waitOperation(t, opID, dlq.OpSettling); op.Done != 5 || op.MaxID != first[4] {
 			t.Fatalf("operation %+v: want 5 replayed, bound %d", op, first[4])
 		}
 		if n := a.count(t, `SELECT count(*) FROM dead_letters WHERE id = ANY($1) AND status = 'pending'`, pqInts(later)); n != 2 {
@@ -172,8 +188,8 @@ func TestBulkFromTheList(t *testing.T) {
 		}
 		// Over 1,000 the canary and pace start filled in; this operator
 		// clears both (TestBulkConfirmationSafeDefaults checks them).
-		rec = a.submit(t, a.olga, confirm, `[data-testid="confirm-form"]`, url.Values{"typed": {"1,001"}, "canary": {""}, "rate_per_second": {""}})
-		if op := a.waitOperation(t, operationFrom(t, rec), dlq.OpDone); op.Done != 1001 {
+		rec = a.submit(t, a.olga, confirm, `[data-testid="confirm-form"]`, url.Values{"typed": {"1,001"}, "canary": {""}, "rate_per_second": {""}, "died_again_percent": {""}})
+		if op := a.waitOperation(t, operationFrom(t, rec), dlq.OpSettling); op.Done != 1001 {
 			t.Fatalf("replayed %d", op.Done)
 		}
 	})
@@ -190,7 +206,7 @@ func TestBulkFromTheList(t *testing.T) {
 		if one != two {
 			t.Fatalf("two operations (%d, %d) from one form", one, two)
 		}
-		a.waitOperation(t, one, dlq.OpDone)
+		a.waitOperation(t, one, dlq.OpSettling)
 		if n := a.count(t, `SELECT count(*) FROM jobs`); n != 2 {
 			t.Fatalf("%d jobs, want 2", n)
 		}
@@ -235,28 +251,28 @@ func TestCanaryOperation(t *testing.T) {
 		t.Fatalf("fragment: %d", rec.Code)
 	}
 
-	// One canary job dies again: stopped, no release.
-	a.db.MustExec(`UPDATE jobs SET state = 'dead', attempt = 5, last_error = 'still broken' WHERE replay_of = $1`, ids[0])
-	a.db.MustExec(`UPDATE jobs SET state = 'succeeded' WHERE replay_of = $1`, ids[1])
+	// One canary job dies again: the operation waits for a decision, in a
+	// state that says so, with the verdict audited; release anyway or cancel.
+	a.db.MustExec(`UPDATE jobs SET state = 'dead', attempt = 5, last_error = 'still broken', finished_at = now() WHERE replay_of = $1`, ids[0])
+	a.waitOperation(t, opID, dlq.OpCanaryFailed)
 	_, page = a.page(t, a.olga, path)
-	if got := text(page, "op-state"); got != "Stopped: the canary died again" {
+	if got := text(page, "op-state"); got != "Canary failed: waiting for a decision" {
 		t.Fatalf("state %q", got)
 	}
-	if page.Find(`[data-testid="release"]`).Length() != 0 || page.Find(`[data-testid="cancel"]`).Length() != 1 {
-		t.Fatal("a dead canary offers cancel, not release")
+	if got := text(page, "release"); got != "Release anyway" || page.Find(`[data-testid="cancel"]`).Length() != 1 {
+		t.Fatalf("a dead canary offers release anyway (%q) and cancel", got)
 	}
-
-	// Had it succeeded: release the rest.
-	a.db.MustExec(`UPDATE jobs SET state = 'succeeded' WHERE replay_of = $1`, ids[0])
-	_, page = a.page(t, a.olga, path)
-	if got := page.Find(`[data-testid="canary"]`).AttrOr("data-verdict", ""); got != "succeeded" {
+	if n := a.count(t, `SELECT count(*) FROM audit_events WHERE operation_id = $1 AND action = 'canary_verdict' AND details->>'verdict' = 'died'`, opID); n != 1 {
+		t.Fatal("no verdict entry")
+	}
+	if got := page.Find(`[data-testid="canary"]`).AttrOr("data-verdict", ""); got != "died" {
 		t.Fatalf("verdict %q", got)
 	}
 	rec = a.submit(t, a.olga, page, `[data-testid="release-form"]`, nil)
 	if rec.Code != http.StatusSeeOther {
 		t.Fatalf("release: %d", rec.Code)
 	}
-	if op := a.waitOperation(t, opID, dlq.OpDone); op.Done != 6 {
+	if op := a.waitOperation(t, opID, dlq.OpSettling); op.Done != 6 {
 		t.Fatalf("replayed %d, want 6", op.Done)
 	}
 	if n := a.count(t, `SELECT count(*) FROM audit_events WHERE operation_id = $1 AND action = 'canary_release' AND actor = 'olga'`, opID); n != 1 {
@@ -315,4 +331,50 @@ func pqInts(ids []int64) any {
 func newGet(path string) *http.Request {
 	req, _ := http.NewRequest(http.MethodGet, path, nil)
 	return req
+}
+
+// An operation the died-again guard paused says why, and resumes.
+func TestAutoPausedOperation(t *testing.T) {
+	t.Parallel()
+	a := newActions(t)
+	ids := a.letters(t, 3, "billing.charge")
+	_, op := a.api(t, a.olgaAPI, http.MethodPost, "/api/v1/dead-letters/replay", fmt.Sprintf(`{"ids": [%d, %d, %d], "canary": 1, "wait_seconds": 0}`, ids[0], ids[1], ids[2]))
+	opID := int64(op["operation_id"].(float64))
+	a.waitOperation(t, opID, dlq.OpCanary)
+	// As FollowOperations leaves it when the guard trips (tested in dlq).
+	a.db.MustExec(`UPDATE operations SET state = 'auto_paused', died_again_percent = 20, guard_verdict = 'tripped' WHERE id = $1`, opID)
+	path := fmt.Sprintf("/operations/%d", opID)
+	_, page := a.page(t, a.olga, path)
+	if got := text(page, "op-state"); got != "Auto-paused: too many replays died again" {
+		t.Fatalf("state %q", got)
+	}
+	if got := text(page, "op-why"); !strings.Contains(got, "more than 20% of the first 100 replays to settle died again") {
+		t.Fatalf("why %q", got)
+	}
+	if page.Find(`[data-testid="resume"]`).Length() != 1 || page.Find(`[data-testid="cancel"]`).Length() != 1 {
+		t.Fatal("an auto-paused operation offers resume and cancel")
+	}
+	if rec := a.submit(t, a.olga, page, `[data-testid="resume-form"]`, nil); rec.Code != http.StatusSeeOther {
+		t.Fatalf("resume: %d", rec.Code)
+	}
+	a.waitOperation(t, opID, dlq.OpSettling)
+	if n := a.count(t, `SELECT count(*) FROM audit_events WHERE operation_id = $1 AND action = 'bulk_resume' AND actor = 'olga'`, opID); n != 1 {
+		t.Fatal("no resume entry")
+	}
+	// Resuming again: already past it, the operation's page.
+	if rec := a.submit(t, a.olga, page, `[data-testid="resume-form"]`, nil); rec.Code != http.StatusSeeOther {
+		t.Fatalf("second resume: %d", rec.Code)
+	}
+	// Stop following, audited.
+	_, page = a.page(t, a.olga, path)
+	if rec := a.submit(t, a.olga, page, `[data-testid="stop-following-form"]`, nil); rec.Code != http.StatusSeeOther {
+		t.Fatalf("stop following: %d", rec.Code)
+	}
+	_, page = a.page(t, a.olga, path)
+	if got := text(page, "op-state"); got != "Done: stopped following" || !strings.Contains(text(page, "op-why"), "olga stopped following") {
+		t.Fatalf("state %q, why %q", got, text(page, "op-why"))
+	}
+	if n := a.count(t, `SELECT count(*) FROM audit_events WHERE operation_id = $1 AND action = 'bulk_stop_following' AND actor = 'olga'`, opID); n != 1 {
+		t.Fatal("no stop-following entry")
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -25,12 +26,16 @@ type OperationReader interface {
 	Operation(ctx context.Context, id int64) (dlq.Operation, error)
 	OperationJobs(ctx context.Context, opID int64, limit int) ([]dlq.JobOutcome, error)
 	OperationSkips(ctx context.Context, op dlq.Operation) (dlq.SkipCounts, error)
+	OperationReplays(ctx context.Context, opID int64) (dlq.ReplayCounts, error)
 }
 
-// OperationChanger cancels operations and releases canaries (replay.Service).
+// OperationChanger cancels operations, releases canaries, resumes what the
+// died-again guard paused and stops following settling ones (replay.Service).
 type OperationChanger interface {
 	Cancel(ctx context.Context, id int64, a replay.Actor, key string) (dlq.Operation, error)
 	ReleaseCanary(ctx context.Context, id int64, a replay.Actor, key string) (dlq.Operation, error)
+	Resume(ctx context.Context, id int64, a replay.Actor, key string) (dlq.Operation, error)
+	StopFollowing(ctx context.Context, id int64, a replay.Actor, key string) (dlq.Operation, error)
 }
 
 // OperationPage renders GET /operations/:id.
@@ -56,9 +61,21 @@ func CancelOperation(store OperationReader, svc OperationChanger, version string
 }
 
 // ReleaseOperation handles POST /operations/:id/release: the canary went
-// well, replay the rest.
+// well (or died, and the operator releases anyway), replay the rest.
 func ReleaseOperation(store OperationReader, svc OperationChanger, version string) echo.HandlerFunc {
 	return changeOperation(store, version, dlq.OpRunning, "release", svc.ReleaseCanary)
+}
+
+// ResumeOperation handles POST /operations/:id/resume: the died-again
+// guard paused it, and the operator lets it go on.
+func ResumeOperation(store OperationReader, svc OperationChanger, version string) echo.HandlerFunc {
+	return changeOperation(store, version, dlq.OpRunning, "resume", svc.Resume)
+}
+
+// StopFollowingOperation handles POST /operations/:id/stop-following: the
+// operation ends now, its remaining replays run as any job does.
+func StopFollowingOperation(store OperationReader, svc OperationChanger, version string) echo.HandlerFunc {
+	return changeOperation(store, version, dlq.OpDone, "stop following", svc.StopFollowing)
 }
 
 func changeOperation(store OperationReader, version string, goal dlq.OperationState, verb string,
@@ -83,12 +100,13 @@ func changeOperation(store OperationReader, version string, goal dlq.OperationSt
 		if rerr != nil {
 			return rerr
 		}
-		released := goal == dlq.OpRunning && op.Canary > 0 && (op.State == dlq.OpRunning || op.State == dlq.OpDone)
-		if op.State == goal || released {
+		// Already past the goal: released or resumed and since settling or done.
+		past := goal == dlq.OpRunning && (op.State == dlq.OpSettling || op.State == dlq.OpDone)
+		if op.State == goal || past {
 			// Someone (or an earlier click) already did it.
 			return c.Redirect(http.StatusSeeOther, fmt.Sprintf("/operations/%d", id))
 		}
-		problem := &views.Notice{Kind: "error", Message: fmt.Sprintf("Nothing to %s: this operation is %s.", verb, opStateText(op, nil))}
+		problem := &views.Notice{Kind: "error", Message: fmt.Sprintf("Nothing to %s: this operation is %s.", verb, strings.ToLower(opStateText(op, nil)))}
 		return renderOperation(c, store, version, http.StatusConflict, problem, false)
 	}
 }
@@ -118,14 +136,35 @@ func renderOperation(c echo.Context, store OperationReader, version string, stat
 	if err != nil {
 		return err
 	}
+	replays, err := replaysOf(ctx, store, op)
+	if err != nil {
+		return err
+	}
 	meta := Meta(c, fmt.Sprintf("%s operation %d", verbOf(op.Kind), op.ID), "operations", version)
-	v := operationView(op, jobs, skips)
+	v := operationView(op, jobs, skips, replays)
 	v.CanAct, v.CSRFToken, v.Problem = meta.CanAct, meta.CSRFToken, problem
 	c.Response().Header().Add("Vary", "HX-Request")
 	if fragment {
 		return Render(c, status, views.OperationProgress(v))
 	}
 	return Render(c, status, views.Layout(meta, views.OperationPage(v)))
+}
+
+// replaysOf is where a replay's jobs are: the counts the runner keeps in
+// the operation's row (a second old at most), or counted now before the
+// runner's first count. Nil for a discard.
+func replaysOf(ctx context.Context, store OperationReader, op dlq.Operation) (*dlq.ReplayCounts, error) {
+	if op.Kind != dlq.OpReplay {
+		return nil, nil
+	}
+	if op.Replays != nil {
+		return op.Replays, nil
+	}
+	c, err := store.OperationReplays(ctx, op.ID)
+	if err != nil {
+		return nil, err
+	}
+	return &c, nil
 }
 
 func verbOf(k dlq.OperationKind) string {
@@ -135,11 +174,11 @@ func verbOf(k dlq.OperationKind) string {
 	return "Replay"
 }
 
-// operationView maps an operation, its canary jobs and its skips to the
-// page's view model.
-func operationView(op dlq.Operation, jobs []dlq.JobOutcome, skips dlq.SkipCounts) views.OperationView {
+// operationView maps an operation, its canary jobs, its skips and (for a
+// replay) where its replays are to the page's view model.
+func operationView(op dlq.Operation, jobs []dlq.JobOutcome, skips dlq.SkipCounts, replays *dlq.ReplayCounts) views.OperationView {
 	handled := op.Done + op.Skipped
-	if op.State == dlq.OpDone {
+	if op.EnqueuedAt != nil || op.State == dlq.OpDone {
 		handled = op.Matched // the closing count folds in letters that left the selection
 	}
 	v := views.OperationView{
@@ -148,9 +187,14 @@ func operationView(op dlq.Operation, jobs []dlq.JobOutcome, skips dlq.SkipCounts
 		Actor: op.Actor, Reason: op.Reason, CreatedAt: op.CreatedAt, FinishedAt: op.FinishedAt,
 		Matched: op.Matched, Handled: handled, MatchedText: views.Number(op.Matched), HandledText: views.Number(handled),
 		Percent: percent(handled, op.Matched), MaxID: op.MaxID,
-		Outcomes:    operationOutcomes(op, skips),
-		CanCancel:   !op.State.Finished(),
-		LettersHref: "/audit",
+		Outcomes:         operationOutcomes(op, skips),
+		CanCancel:        !op.State.Finished() && op.State != dlq.OpSettling,
+		CanResume:        op.State == dlq.OpAutoPaused,
+		CanStopFollowing: op.State == dlq.OpSettling,
+		LettersHref:      "/audit",
+	}
+	if replays != nil {
+		v.Replays = replaysView(op, *replays)
 	}
 	if op.AuditEventID != nil {
 		v.LettersHref = fmt.Sprintf("/audit/%d", *op.AuditEventID)
@@ -169,10 +213,60 @@ func operationView(op dlq.Operation, jobs []dlq.JobOutcome, skips dlq.SkipCounts
 		v.Error = *op.Error
 	}
 	v.Canary = canaryView(op, jobs)
-	v.CanRelease = v.Canary != nil && v.Canary.Verdict == "succeeded"
+	v.CanRelease = op.State == dlq.OpCanaryFailed || (v.Canary != nil && v.Canary.Verdict == "succeeded" && op.State == dlq.OpCanary)
+	v.ReleaseLabel = "Release the rest"
+	if op.State == dlq.OpCanaryFailed {
+		v.ReleaseLabel = "Release anyway"
+	}
 	v.StateText = opStateText(op, v.Canary)
 	v.StateKind = opStateKind(op, v.Canary)
+	v.Why = operationWhy(op, replays)
 	return v
+}
+
+// replaysView is the second phase of a replay: its jobs settling.
+func replaysView(op dlq.Operation, c dlq.ReplayCounts) *views.ReplaysView {
+	num := views.Number
+	// Replays enqueued before jobs carried their operation (00026) are
+	// not counted: the bar is of the replays known.
+	enqueued := max(op.Done, c.Total())
+	r := &views.ReplaysView{Enqueued: enqueued, Settled: c.Settled(), EnqueuedText: num(enqueued), SettledText: num(c.Settled()),
+		Percent: percent(c.Settled(), enqueued), Waiting: num(c.Waiting), Running: num(c.Running), Succeeded: num(c.Succeeded),
+		DiedAgain: num(c.DiedAgain), DiedAgainN: c.DiedAgain}
+	if op.DiedAgainPercent != nil {
+		r.Guard = fmt.Sprintf("Died-again guard: pause if more than %s%% of the first %d replays to settle die again",
+			trimFloat(*op.DiedAgainPercent), dlq.GuardSample)
+		switch {
+		case op.GuardVerdict == nil:
+			r.Guard += fmt.Sprintf(" (watching; until it judges, at most %s replays are in flight).", num(dlq.GuardWindow))
+		case *op.GuardVerdict == "passed":
+			r.Guard += " (passed)."
+		default:
+			r.Guard += " (tripped)."
+		}
+	}
+	return r
+}
+
+// operationWhy explains a state that waits for the operator, or an end
+// before every replay settled.
+func operationWhy(op dlq.Operation, c *dlq.ReplayCounts) string {
+	switch {
+	case op.State == dlq.OpAutoPaused && op.DiedAgainPercent != nil:
+		return fmt.Sprintf("Paused by the died-again guard: more than %s%% of the first %d replays to settle died again, so nothing more is released. "+
+			"Look at the new dead letters; then resume (the guard will not pause it again) or cancel the rest.",
+			trimFloat(*op.DiedAgainPercent), dlq.GuardSample)
+	case op.State == dlq.OpCanaryFailed:
+		return "A canary replay died again, so nothing else was released. Look at the new dead letters below; then cancel, " +
+			"or release the rest anyway."
+	case op.State == dlq.OpSettling:
+		return "Every letter is handed to the queue; the operation is done when each replay has succeeded or died again. " +
+			"Stop following to end it now (the replays go on as any job does)."
+	case op.State == dlq.OpDone && op.StoppedFollowingBy != nil && c != nil:
+		return fmt.Sprintf("%s stopped following this operation before every replay had settled; the counts below are as the replays are now.",
+			*op.StoppedFollowingBy)
+	}
+	return ""
 }
 
 // operationOutcomes lists an operation's counts per outcome. For explicit
@@ -184,6 +278,10 @@ func operationOutcomes(op dlq.Operation, s dlq.SkipCounts) []views.OutcomeItem {
 	out := []views.OutcomeItem{{Key: string(op.Kind) + "ed", Label: pastTenseOf(op.Kind), N: num(op.Done), Kind: "ok"}}
 	if op.Kind == dlq.OpDiscard {
 		out[0].Key = "discarded"
+	} else {
+		// Handed to the queue is not yet replayed: what became of the
+		// replays is the second bar's, in green only when they succeeded.
+		out[0].Label, out[0].Kind = "enqueued for replay", "muted"
 	}
 	if op.Filter != nil {
 		out = append(out, views.OutcomeItem{Key: "skipped", N: num(op.Skipped), Kind: "muted",
@@ -202,8 +300,8 @@ func operationOutcomes(op dlq.Operation, s dlq.SkipCounts) []views.OutcomeItem {
 	}
 	if left := op.Matched - op.Done - op.Skipped; left > 0 && op.State != dlq.OpDone {
 		label := "still to do"
-		if op.State.Finished() {
-			label = "left alone (" + string(op.State) + ")"
+		if op.State.Finished() || op.State.Waiting() {
+			label = "left alone (" + strings.ReplaceAll(string(op.State), "_", " ") + ")"
 		}
 		out = append(out, views.OutcomeItem{Key: "left", Label: label, N: num(left), Kind: "muted"})
 	}
@@ -248,7 +346,7 @@ func canaryView(op dlq.Operation, jobs []dlq.JobOutcome) *views.CanaryView {
 		c.Verdict = "died"
 		c.Message = fmt.Sprintf("Stopped: the canary died again — %d of %d canary %s failed for good. Nothing else was replayed. Cancel this operation, look at the new dead letters, and fix the cause first.",
 			dead, n, plural(n, "job", "jobs"))
-		if op.State != dlq.OpCanary {
+		if op.State != dlq.OpCanary && op.State != dlq.OpCanaryFailed {
 			c.Message = fmt.Sprintf("%d of %d canary %s died again.", dead, n, plural(n, "job", "jobs"))
 		}
 	case op.State == dlq.OpCanary && n > 0 && succeeded == n:
@@ -281,7 +379,16 @@ func canaryView(op dlq.Operation, jobs []dlq.JobOutcome) *views.CanaryView {
 func opStateText(op dlq.Operation, c *views.CanaryView) string {
 	switch op.State {
 	case dlq.OpRunning:
+		if op.Kind == dlq.OpReplay {
+			return "Running: handing letters to the queue"
+		}
 		return "Running"
+	case dlq.OpSettling:
+		return "Settling: replays still running"
+	case dlq.OpCanaryFailed:
+		return "Canary failed: waiting for a decision"
+	case dlq.OpAutoPaused:
+		return "Auto-paused: too many replays died again"
 	case dlq.OpCanary:
 		if c != nil && c.Verdict == "died" {
 			return "Stopped: the canary died again"
@@ -291,6 +398,9 @@ func opStateText(op dlq.Operation, c *views.CanaryView) string {
 		}
 		return "Canary running: waiting for its jobs"
 	case dlq.OpDone:
+		if op.StoppedFollowingBy != nil {
+			return "Done: stopped following"
+		}
 		return "Done"
 	case dlq.OpCancelled:
 		return "Cancelled"
@@ -305,7 +415,8 @@ func opStateKind(op dlq.Operation, c *views.CanaryView) string {
 	switch {
 	case op.State == dlq.OpDone:
 		return "ok"
-	case op.State == dlq.OpFailed || (c != nil && c.Verdict == "died"):
+	case op.State == dlq.OpFailed || op.State == dlq.OpCanaryFailed || op.State == dlq.OpAutoPaused ||
+		(c != nil && c.Verdict == "died" && op.State == dlq.OpCanary):
 		return "error"
 	case op.State == dlq.OpCancelled || op.State == dlq.OpCanary:
 		return "warn"

@@ -63,7 +63,8 @@ func (s *Sender) compose(ctx context.Context, ev dlq.NotificationEvent) (Message
 		} else {
 			m.Text = "The group has no letters left."
 		}
-	case dlq.NotifyOperationDone, dlq.NotifyOperationFailed, dlq.NotifyOperationCancelled:
+	case dlq.NotifyOperationDone, dlq.NotifyOperationFailed, dlq.NotifyOperationCancelled,
+		dlq.NotifyOperationAutoPaused, dlq.NotifyOperationCanaryFailed:
 		id, err := strconv.ParseInt(ev.Subject, 10, 64)
 		if err != nil {
 			return Message{}, fmt.Errorf("event %d: operation id %q: %w", ev.ID, ev.Subject, err)
@@ -73,9 +74,24 @@ func (s *Sender) compose(ctx context.Context, ev dlq.NotificationEvent) (Message
 			return Message{}, err
 		}
 		verb := map[string]string{dlq.NotifyOperationDone: "finished", dlq.NotifyOperationFailed: "failed",
-			dlq.NotifyOperationCancelled: "was cancelled"}[ev.Kind]
+			dlq.NotifyOperationCancelled:    "was cancelled",
+			dlq.NotifyOperationAutoPaused:   "auto-paused: too many replays died again",
+			dlq.NotifyOperationCanaryFailed: "waits: its canary died again"}[ev.Kind]
 		m.Title = fmt.Sprintf("Bulk %s #%d %s", op.Kind, op.ID, verb)
 		m.Text = fmt.Sprintf("%d of %d letters handled, %d skipped; started by %s", op.Done, op.Matched, op.Skipped, op.Actor)
+		if op.Replays != nil {
+			r := op.Replays
+			m.Text += fmt.Sprintf("\nReplays: %d succeeded, %d died again, %d still waiting or running", r.Succeeded, r.DiedAgain, r.Waiting+r.Running)
+		}
+		switch {
+		case ev.Kind == dlq.NotifyOperationAutoPaused && op.DiedAgainPercent != nil:
+			m.Text += fmt.Sprintf("\nMore than %g%% of the first %d replays to settle died again; nothing more is released until someone resumes or cancels it.",
+				*op.DiedAgainPercent, dlq.GuardSample)
+		case ev.Kind == dlq.NotifyOperationCanaryFailed:
+			m.Text += "\nNothing else is released until someone releases it anyway or cancels it."
+		case ev.Kind == dlq.NotifyOperationDone && op.StoppedFollowingBy != nil:
+			m.Text += fmt.Sprintf("\n%s stopped following it before every replay had settled.", *op.StoppedFollowingBy)
+		}
 		if op.Reason != "" {
 			m.Text += ": " + clip(op.Reason, 200)
 		}

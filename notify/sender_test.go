@@ -297,6 +297,45 @@ func TestNotifications(t *testing.T) {
 		}
 	})
 
+	// A bulk replay is announced when it really ends, once its replays
+	// settled, not when its letters were handed to the queue; the
+	// died-again guard's pause is announced as auto-paused.
+	t.Run("ReplayEndsWhenSettledAndAutoPauseIsAnnounced", func(t *testing.T) {
+		t.Parallel()
+		e := setup(t)
+		r := newReceiver(t, ok)
+		e.run(t, "console-1", r.URL, nil)
+		var paused, settled int64
+		if err := e.db.Get(&paused, `INSERT INTO operations (kind, actor, reason, ids, max_id, matched, died_again_percent, replays)
+			VALUES ('replay', 'alice', 'fix shipped', '{1,2}', 2, 2000, 20, '{"waiting": 1500, "running": 0, "succeeded": 70, "died_again": 30}')
+			RETURNING id`); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.db.Get(&settled, `INSERT INTO operations (kind, actor, ids, max_id, matched)
+			VALUES ('replay', 'bob', '{3}', 3, 1) RETURNING id`); err != nil {
+			t.Fatal(err)
+		}
+		e.db.MustExec(`UPDATE operations SET state = 'auto_paused', done_count = 500, guard_verdict = 'tripped' WHERE id = $1`, paused)
+		e.db.MustExec(`UPDATE operations SET state = 'settling', done_count = 1 WHERE id = $1`, settled)
+		waitFor(t, 10*time.Second, "a notification", func() bool { return len(r.received()) == 1 })
+		time.Sleep(300 * time.Millisecond)
+		if n := len(r.received()); n != 1 {
+			t.Fatalf("%d notifications; settling is not an end", n)
+		}
+		var m notify.Message
+		_ = json.Unmarshal(r.received()[0], &m)
+		if m.Event != dlq.NotifyOperationAutoPaused || !strings.Contains(m.Title, "auto-paused") ||
+			!strings.Contains(m.Text, "30 died again") || !strings.Contains(m.Text, "More than 20%") {
+			t.Errorf("message %+v", m)
+		}
+		e.db.MustExec(`UPDATE operations SET state = 'done', finished_at = now() WHERE id = $1`, settled)
+		waitFor(t, 10*time.Second, "the end", func() bool { return len(r.received()) == 2 })
+		_ = json.Unmarshal(r.received()[1], &m)
+		if m.Event != dlq.NotifyOperationDone || !strings.Contains(m.Title, fmt.Sprintf("#%d finished", settled)) {
+			t.Errorf("message %+v", m)
+		}
+	})
+
 	// A pause that begins, and one that expires by itself, are announced;
 	// a resume by hand is the operator's own doing and is not.
 	t.Run("PauseBeganAndExpiredAreAnnounced", func(t *testing.T) {

@@ -21,6 +21,10 @@ type BulkRequest struct {
 	// first and waits for a release (0: no canary).
 	RatePerSecond float64
 	Canary        int
+	// DiedAgainPercent is the died-again guard (0: none): more than this
+	// share of the first dlq.GuardSample settled replays dying again
+	// pauses the operation.
+	DiedAgainPercent float64
 	// DryRun answers the counts and changes nothing.
 	DryRun bool
 	// Typed is what the engineer typed to confirm; the console requires it
@@ -74,8 +78,11 @@ func (s *Service) StartBulk(ctx context.Context, r BulkRequest) (dlq.Operation, 
 	if r.Canary < 0 || r.Canary > MaxCanary {
 		problems["canary"] = fmt.Sprintf("must be between 0 and %d", MaxCanary)
 	}
-	if r.Kind == dlq.OpDiscard && (r.RatePerSecond > 0 || r.Canary > 0) {
-		problems["kind"] = "pacing and canaries apply to replays only"
+	if r.Kind == dlq.OpDiscard && (r.RatePerSecond > 0 || r.Canary > 0 || r.DiedAgainPercent != 0) {
+		problems["kind"] = "pacing, canaries and the died-again guard apply to replays only"
+	}
+	if r.DiedAgainPercent != 0 && !(r.DiedAgainPercent > 0 && r.DiedAgainPercent < 100) {
+		problems["died_again_percent"] = "must be a percentage between 0 and 100, such as 20 (or 0: no guard)"
 	}
 	if r.Kind == dlq.OpDiscard && strings.TrimSpace(r.Reason) == "" {
 		problems["reason"] = "a reason is required to discard"
@@ -106,7 +113,7 @@ func (s *Service) StartBulk(ctx context.Context, r BulkRequest) (dlq.Operation, 
 	}
 	op, err := s.store.CreateOperation(ctx, dlq.OperationParams{
 		Kind: r.Kind, Selection: r.Selection, Actor: r.Actor.Actor, Reason: strings.TrimSpace(r.Reason),
-		RatePerSecond: r.RatePerSecond, Canary: r.Canary, Now: s.now(), Key: r.Key, Confirm: confirm,
+		RatePerSecond: r.RatePerSecond, Canary: r.Canary, DiedAgainPercent: r.DiedAgainPercent, Now: s.now(), Key: r.Key, Confirm: confirm,
 	})
 	if err != nil {
 		return dlq.Operation{}, err
@@ -125,21 +132,42 @@ func (s *Service) Cancel(ctx context.Context, id int64, a Actor, key string) (dl
 	return s.store.CancelOperation(ctx, dlq.ChangeOperationParams{ID: id, Actor: a.Actor, Now: s.now(), Key: key})
 }
 
-// ReleaseCanary lets an operation continue after its canary; key as for
-// Cancel.
+// ReleaseCanary lets an operation continue after its canary, also after a
+// canary that died again (release anyway); key as for Cancel.
 func (s *Service) ReleaseCanary(ctx context.Context, id int64, a Actor, key string) (dlq.Operation, error) {
+	return s.changeAndWake(ctx, id, a, key, s.store.ReleaseCanary)
+}
+
+// Resume lets an operation the died-again guard paused release the rest;
+// key as for Cancel.
+func (s *Service) Resume(ctx context.Context, id int64, a Actor, key string) (dlq.Operation, error) {
+	return s.changeAndWake(ctx, id, a, key, s.store.ResumeOperation)
+}
+
+// StopFollowing ends a settling operation before all its replays settled;
+// key as for Cancel.
+func (s *Service) StopFollowing(ctx context.Context, id int64, a Actor, key string) (dlq.Operation, error) {
 	if err := mayAct(a); err != nil {
 		return dlq.Operation{}, err
 	}
-	op, err := s.store.ReleaseCanary(ctx, dlq.ChangeOperationParams{ID: id, Actor: a.Actor, Now: s.now(), Key: key})
+	return s.store.StopFollowing(ctx, dlq.ChangeOperationParams{ID: id, Actor: a.Actor, Now: s.now(), Key: key})
+}
+
+func (s *Service) changeAndWake(ctx context.Context, id int64, a Actor, key string,
+	change func(context.Context, dlq.ChangeOperationParams) (dlq.Operation, error)) (dlq.Operation, error) {
+	if err := mayAct(a); err != nil {
+		return dlq.Operation{}, err
+	}
+	op, err := change(ctx, dlq.ChangeOperationParams{ID: id, Actor: a.Actor, Now: s.now(), Key: key})
 	if err == nil {
 		s.wake()
 	}
 	return op, err
 }
 
-// Wait follows an operation until it finishes, waits at a canary, or
-// timeout passes, and returns its latest state.
+// Wait follows an operation until it finishes, waits for a decision (at a
+// canary, a dead canary, the guard), or timeout passes, and returns its
+// latest state. A settling operation is not finished: Wait goes on.
 func (s *Service) Wait(ctx context.Context, id int64, timeout time.Duration) (dlq.Operation, error) {
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
@@ -147,7 +175,7 @@ func (s *Service) Wait(ctx context.Context, id int64, timeout time.Duration) (dl
 	defer tick.Stop()
 	for {
 		op, err := s.store.Operation(ctx, id)
-		if err != nil || op.State.Finished() || op.State == dlq.OpCanary {
+		if err != nil || op.State.Finished() || op.State.Waiting() {
 			return op, err
 		}
 		select {

@@ -15,6 +15,7 @@ type OperationStore interface {
 	RunnableOperations(ctx context.Context) ([]int64, error)
 	RunOperationLane(ctx context.Context, opID int64, lane, lanes, batchSize int, now time.Time) (dlq.BatchResult, error)
 	FailOperation(ctx context.Context, opID int64, cause string, now time.Time) error
+	FollowOperations(ctx context.Context, now time.Time) (int, error)
 }
 
 // maxBatchFailures is how many times in a row an operation's batch may
@@ -82,9 +83,12 @@ func (r *Runner) Wake() {
 	}
 }
 
-// Run works on operations until ctx ends. A batch in flight when ctx ends
-// rolls back whole and is redone later.
+// Run works on operations, and follows their replays, until ctx ends. A
+// batch in flight when ctx ends rolls back whole and is redone later.
 func (r *Runner) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Go(func() { r.follow(ctx) })
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	for {
@@ -96,6 +100,24 @@ func (r *Runner) Run(ctx context.Context) error {
 		}
 		r.runAll(ctx)
 		timer.Reset(r.cfg.PollInterval)
+	}
+}
+
+// follow counts the replays of the operations not finished once every
+// PollInterval, in its own loop: a large operation's batches keep runAll
+// busy for a while, and its settled bar (and guard) must move meanwhile.
+func (r *Runner) follow(ctx context.Context) {
+	tick := time.NewTicker(r.cfg.PollInterval)
+	defer tick.Stop()
+	for {
+		if _, err := r.cfg.Store.FollowOperations(ctx, r.cfg.Now()); err != nil && ctx.Err() == nil {
+			r.cfg.Logger.Error("follow operations", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
 	}
 }
 
@@ -160,6 +182,8 @@ func (r *Runner) runLane(ctx context.Context, id int64, lane int) {
 		if res.Finished || res.State != dlq.OpRunning || (res.Acted == 0 && res.Skipped == 0) {
 			if res.Finished {
 				r.cfg.Logger.Info("operation finished", "operation_id", id)
+			} else if res.State == dlq.OpSettling {
+				r.cfg.Logger.Info("operation enqueued; following its replays", "operation_id", id)
 			}
 			return
 		}

@@ -86,6 +86,8 @@ type Store interface {
 	Operation(ctx context.Context, id int64) (dlq.Operation, error)
 	CancelOperation(ctx context.Context, p dlq.ChangeOperationParams) (dlq.Operation, error)
 	ReleaseCanary(ctx context.Context, p dlq.ChangeOperationParams) (dlq.Operation, error)
+	ResumeOperation(ctx context.Context, p dlq.ChangeOperationParams) (dlq.Operation, error)
+	StopFollowing(ctx context.Context, p dlq.ChangeOperationParams) (dlq.Operation, error)
 	Workers(ctx context.Context) ([]dlq.WorkerInfo, error)
 }
 

@@ -47,4 +47,9 @@ type AuditLetterRow struct {
 	Outcome string
 	Task    string // "" when the letter was purged since
 	Status  string
+	// StatusText says what became of a replayed letter's replay, with
+	// Status the badge's class ("succeeded", "dead", "running", ...) and
+	// StatusHref the letter it died again as; "" for other letters.
+	StatusText string
+	StatusHref string
 }

@@ -33,7 +33,9 @@ type BulkConfirmView struct {
 	Rate       string
 	CanaryOn   bool
 	CanarySize string
-	Reason     string
+	// DiedAgain is the died-again guard's percentage ("": none).
+	DiedAgain string
+	Reason    string
 	// Problems maps a field ("reason", "typed", "rate_per_second",
 	// "canary", "selection") to what is wrong with it.
 	Problems map[string]string

@@ -7,7 +7,7 @@ type OperationView struct {
 	ID        int64
 	Kind      string // "replay" or "discard"
 	Verb      string // "Replay" or "Discard"
-	State     string // "running", "canary", "done", "cancelled", "failed"
+	State     string // dlq's state name: "running", "settling", "canary_failed", "auto_paused", "done", ...
 	StateText string // the state in words
 	StateKind string // how to colour it: "running", "ok", "warn", "error"
 	// Live: the operation can still change, so the fragment polls PollURL.
@@ -26,6 +26,12 @@ type OperationView struct {
 	HandledText string
 	Percent     string
 	Outcomes    []OutcomeItem
+	// Replays is the second phase of a replay: its jobs settling. Nil for
+	// a discard.
+	Replays *ReplaysView
+	// Why explains a state that waits for a decision (the guard paused it,
+	// the canary died) or an end before every replay settled.
+	Why string
 
 	Selection     string
 	SelectionHref string // "" for explicit ids
@@ -37,12 +43,30 @@ type OperationView struct {
 	CanAct     bool
 	CanCancel  bool
 	CanRelease bool
-	CSRFToken  string
+	// ReleaseLabel is the release button's words ("Release anyway" after
+	// a dead canary).
+	ReleaseLabel     string
+	CanResume        bool
+	CanStopFollowing bool
+	CSRFToken        string
 	// LettersHref opens the audit entry that lists every letter acted on.
 	LettersHref string
 	Error       string
 	// Problem is a refused cancel or release (409), shown above the rest.
 	Problem *Notice
+}
+
+// ReplaysView is where an operation's replay jobs are: Settled
+// (succeeded or died again) out of Enqueued (the letters handed to the
+// queue), with the counts per state.
+type ReplaysView struct {
+	Enqueued, Settled                      int64
+	EnqueuedText, SettledText, Percent     string
+	Waiting, Running, Succeeded, DiedAgain string
+	// DiedAgainN is DiedAgain as a number, to colour it.
+	DiedAgainN int64
+	// Guard says what the died-again guard watches ("" when none).
+	Guard string
 }
 
 // OutcomeItem is one outcome of an operation: "replayed 1,234".

@@ -285,7 +285,29 @@ func TestOpenAPIResponsesMatch(t *testing.T) {
 	if released["state"] != "running" {
 		t.Errorf("released: %v", released)
 	}
-	waitForState(t, c, id(canary["operation_id"]), "done")
+	// Every letter enqueued; no worker runs here, so its replays wait:
+	// settling, with the counts of the second phase, until someone stops
+	// following it.
+	waitForState(t, c, id(canary["operation_id"]), "settling")
+	settling := c.call(t, seen, vic, "GET", fmt.Sprintf("/api/v1/operations/%d", id(canary["operation_id"])), "", 202)
+	if r, _ := settling["replays"].(map[string]any); r == nil || r["waiting"] != float64(len(bulk)-1) {
+		t.Errorf("settling: replays %v, want %d waiting", settling["replays"], len(bulk)-1)
+	}
+	c.call(t, seen, op, "POST", fmt.Sprintf("/api/v1/operations/%d/resume", id(canary["operation_id"])), "", 409)
+	stopped := c.call(t, seen, op, "POST", fmt.Sprintf("/api/v1/operations/%d/stop-following", id(canary["operation_id"])), "", 200)
+	if stopped["state"] != "done" || stopped["stopped_following_by"] != "olga" {
+		t.Errorf("stopped following: %v", stopped)
+	}
+	c.call(t, seen, op, "POST", fmt.Sprintf("/api/v1/operations/%d/stop-following", id(canary["operation_id"])), "", 409)
+	// An operation the died-again guard paused (its state set here: the
+	// guard itself is tested in dlq) resumes.
+	paused := c.call(t, seen, op, "POST", "/api/v1/dead-letters/replay", body([]int64{letter("email.send"), letter("email.send")}, `, "canary": 1, "wait_seconds": 0`), 202)
+	waitForState(t, c, id(paused["operation_id"]), "canary")
+	c.db.MustExec(`UPDATE operations SET state = 'auto_paused', died_again_percent = 20, guard_verdict = 'tripped' WHERE id = $1`, id(paused["operation_id"]))
+	resumed := c.call(t, seen, op, "POST", fmt.Sprintf("/api/v1/operations/%d/resume", id(paused["operation_id"])), "", 202)
+	if resumed["state"] != "running" || resumed["died_again_percent"] != 20.0 {
+		t.Errorf("resumed: %v", resumed)
+	}
 	c.call(t, seen, op, "POST", "/api/v1/dead-letters/discard", body([]int64{d}, ""), 200)
 	c.call(t, seen, vic, "POST", "/api/v1/dead-letters/discard", body([]int64{d}, ""), 403)
 	c.call(t, seen, op, "POST", "/api/v1/dead-letters/discard", `{"ids": [1], "wait_seconds": 1000}`, 400)

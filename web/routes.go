@@ -95,6 +95,8 @@ func routes(e *echo.Echo, cfg Config, sec *auth.Security) error {
 	e.GET("/operations/:id/progress", handlers.OperationProgressFragment(store))
 	e.POST("/operations/:id/cancel", handlers.CancelOperation(store, cfg.Replay, cfg.Version))
 	e.POST("/operations/:id/release", handlers.ReleaseOperation(store, cfg.Replay, cfg.Version))
+	e.POST("/operations/:id/resume", handlers.ResumeOperation(store, cfg.Replay, cfg.Version))
+	e.POST("/operations/:id/stop-following", handlers.StopFollowingOperation(store, cfg.Replay, cfg.Version))
 	e.GET("/audit", handlers.Audit(reads, cfg.Now, cfg.Version), fresh)
 	e.GET("/audit/export.csv", handlers.ExportAudit(reads, cfg.Logger, cfg.Now, handlers.ExportCSV))
 	e.GET("/audit/export.json", handlers.ExportAudit(reads, cfg.Logger, cfg.Now, handlers.ExportJSON))
@@ -108,6 +110,8 @@ func routes(e *echo.Echo, cfg Config, sec *auth.Security) error {
 	e.GET("/api/v1/operations/:id", handlers.APIOperation(store))
 	e.POST("/api/v1/operations/:id/cancel", handlers.APIChangeOperation(cfg.Replay.Cancel))
 	e.POST("/api/v1/operations/:id/release", handlers.APIChangeOperation(cfg.Replay.ReleaseCanary))
+	e.POST("/api/v1/operations/:id/resume", handlers.APIChangeOperation(cfg.Replay.Resume))
+	e.POST("/api/v1/operations/:id/stop-following", handlers.APIChangeOperation(cfg.Replay.StopFollowing))
 	e.GET("/api/v1/audit", handlers.APIAudit(store, cfg.Now))
 
 	// --- Pauses (issue 14): every page's banner, the pause pages, the API.

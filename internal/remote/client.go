@@ -182,7 +182,8 @@ func (c *Client) Operation(ctx context.Context, id int64) (Operation, error) {
 	return op, err
 }
 
-// ChangeOperation cancels ("cancel") or releases ("release") an operation.
+// ChangeOperation cancels ("cancel"), releases ("release"), resumes
+// ("resume") or stops following ("stop-following") an operation.
 func (c *Client) ChangeOperation(ctx context.Context, id int64, change string) (Operation, error) {
 	var op Operation
 	_, err := c.do(ctx, http.MethodPost, "/api/v1/operations/"+strconv.FormatInt(id, 10)+"/"+change, nil, struct{}{}, &op)

@@ -19,25 +19,32 @@ func runOperations(ctx context.Context, e env, args []string) error {
 		"release": func(ctx context.Context, e env, args []string) error {
 			return runOperationChange(ctx, e, "release", args)
 		},
+		"resume": func(ctx context.Context, e env, args []string) error {
+			return runOperationChange(ctx, e, "resume", args)
+		},
+		"stop-following": func(ctx context.Context, e env, args []string) error {
+			return runOperationChange(ctx, e, "stop-following", args)
+		},
 	}
 	if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
 		fmt.Fprint(e.stderr, "Usage: redrive operations list [--state S] [--limit N] [--output table|json]\n"+
-			"       redrive operations watch ID\n       redrive operations cancel ID\n       redrive operations release ID [--wait]\n")
+			"       redrive operations watch ID\n       redrive operations cancel ID\n       redrive operations release ID [--wait]\n"+
+			"       redrive operations resume ID [--wait]\n       redrive operations stop-following ID\n")
 		return flag.ErrHelp
 	}
 	if len(args) == 0 {
-		return usagef("redrive operations needs a subcommand: list, watch ID, cancel ID or release ID")
+		return usagef("redrive operations needs a subcommand: list, watch ID, cancel ID, release ID, resume ID or stop-following ID")
 	}
 	sub, ok := subs[args[0]]
 	if !ok {
-		return usagef("unknown operations subcommand %q: list, watch, cancel or release", args[0])
+		return usagef("unknown operations subcommand %q: list, watch, cancel, release, resume or stop-following", args[0])
 	}
 	return sub(ctx, e, args[1:])
 }
 
 func runOperationList(ctx context.Context, e env, args []string) error {
 	fs := newFlags("operations list [--state S] [--limit N] [--output table|json]", "Bulk operations, newest first.", e)
-	state := fs.String("state", "", "only open (not finished) or finished operations, or those in one state: running, canary, done, cancelled, failed")
+	state := fs.String("state", "", "only open (not finished) or finished operations, or those in one state: running, canary, canary_failed, auto_paused, settling, done, cancelled, failed")
 	limit := fs.Int("limit", 20, "how many operations")
 	output := outputFlag(fs)
 	rest, err := parse(fs, args)
@@ -71,14 +78,18 @@ func runOperationList(ctx context.Context, e env, args []string) error {
 	}
 	now := time.Now()
 	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tKIND\tSTATE\tDONE\tSKIPPED\tMATCHED\tBY\tSTARTED\tREASON")
+	fmt.Fprintln(tw, "ID\tKIND\tSTATE\tDONE\tSKIPPED\tMATCHED\tSETTLED\tDIED AGAIN\tBY\tSTARTED\tREASON")
 	for _, op := range ops {
 		started := ""
 		if op.CreatedAt != nil {
 			started = ago(now, *op.CreatedAt)
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\n", op.ID(), op.Kind, op.State, op.Acted(), op.Skipped, op.Matched,
-			op.Actor, started, clip(op.Reason, 40))
+		settled, died := "-", "-"
+		if r := op.Replays; r != nil {
+			settled, died = strconv.FormatInt(r.Settled(), 10), strconv.FormatInt(r.DiedAgain, 10)
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\n", op.ID(), op.Kind, op.State, op.Acted(), op.Skipped, op.Matched,
+			settled, died, op.Actor, started, clip(op.Reason, 40))
 	}
 	return tw.Flush()
 }
@@ -97,7 +108,8 @@ func idArg(fs *flag.FlagSet, args []string) (int64, error) {
 
 func runOperationWatch(ctx context.Context, e env, args []string) error {
 	fs := newFlags("operations watch ID [--interval D]",
-		"Follow an operation until it finishes, or until its canary's jobs have all succeeded or failed.", e)
+		"Follow an operation until it finishes (a replay: until every replay succeeded or died again), until its canary's jobs "+
+			"have all succeeded or failed, or until the died-again guard pauses it.", e)
 	interval := fs.Duration("interval", time.Second, "how often to ask the console")
 	id, err := idArg(fs, args)
 	if err != nil {
@@ -114,10 +126,12 @@ func runOperationWatch(ctx context.Context, e env, args []string) error {
 }
 
 func runOperationChange(ctx context.Context, e env, change string, args []string) error {
-	summary := "Cancel a running operation, or one waiting at its canary; letters already done stay done."
-	if change == "release" {
-		summary = "Release an operation waiting at its canary: the rest of its letters follow."
-	}
+	summary := map[string]string{
+		"cancel":         "Cancel a running operation, or one waiting for a decision; letters already done stay done.",
+		"release":        "Release an operation waiting at its canary (also one whose canary died: release anyway): the rest of its letters follow.",
+		"resume":         "Resume an operation the died-again guard paused: the rest of its letters follow.",
+		"stop-following": "Stop following a settling operation: it is done now; its replays still running go on as any job does.",
+	}[change]
 	fs := newFlags("operations "+change+" ID", summary, e)
 	wait := fs.Bool("wait", false, "then follow the operation until it finishes")
 	interval := fs.Duration("interval", time.Second, "how often --wait asks the console")
@@ -136,7 +150,7 @@ func runOperationChange(ctx context.Context, e env, change string, args []string
 	if err != nil {
 		return err
 	}
-	verb := map[string]string{"cancel": "cancelled", "release": "released"}[change]
+	verb := map[string]string{"cancel": "cancelled", "release": "released", "resume": "resumed", "stop-following": "no longer followed"}[change]
 	fmt.Fprintf(e.stdout, "Operation %d %s: %s, %d of %d letters done.\n", id, verb, op.State, op.Acted(), op.Matched)
 	if *wait && !op.Finished() {
 		return watch(ctx, e, c, id, *interval)

@@ -3,6 +3,9 @@ package remote
 import (
 	"context"
 	"fmt"
+	"io"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
@@ -29,23 +32,38 @@ func tallyCanary(jobs []JobOutcome) canaryTally {
 // settled: every canary job has succeeded or died.
 func (t canaryTally) settled() bool { return t.waiting == 0 && t.succeeded+t.dead > 0 }
 
-// progressLine is one plain line of an operation's progress.
+// progressLine is one plain line of an operation's progress: its
+// letters handed to the queue and, for a replay, its replays settled.
 func progressLine(op Operation) string {
 	verb := map[string]string{"replay": "replayed", "discard": "discarded"}[op.Kind]
 	line := fmt.Sprintf("operation %d %s: %d of %d %s, %d skipped", op.ID(), op.State, op.Acted(), op.Matched, verb, op.Skipped)
-	if op.State == "canary" {
+	if r := op.Replays; r != nil {
+		line += fmt.Sprintf("; replays: %d of %d settled (%d succeeded, %d died again), %d running, %d waiting",
+			r.Settled(), op.Acted(), r.Succeeded, r.DiedAgain, r.Running, r.Waiting)
+	}
+	if op.State == "canary" || op.State == "canary_failed" {
 		t := tallyCanary(op.CanaryJobs)
 		line += fmt.Sprintf("; canary jobs: %d succeeded, %d failed, %d still running", t.succeeded, t.dead, t.waiting)
 	}
 	return line
 }
 
-// progress shows an operation's progress: a live bar on a terminal, a
-// plain line per change elsewhere (logs, CI, pipes).
+// progress shows an operation's progress: live bars on a terminal (one
+// for the letters enqueued and, for a replay, one for its replays
+// settled), a plain line per change elsewhere (logs, CI, pipes).
 type progress struct {
-	e    env
-	bar  *progressbar.ProgressBar
-	last string
+	e                 env
+	enqueued, settled *progressbar.ProgressBar
+	last              string
+	drawn             int // lines drawn on the terminal, to redraw over
+}
+
+func newBar(total int64, desc string) *progressbar.ProgressBar {
+	// Rendered to nowhere: show draws the bars' text itself, so that two
+	// of them can stand on two lines.
+	return progressbar.NewOptions64(max(total, 1), progressbar.OptionSetWriter(io.Discard),
+		progressbar.OptionSetDescription(desc), progressbar.OptionShowCount(), progressbar.OptionSetWidth(30),
+		progressbar.OptionSetPredictTime(true), progressbar.OptionThrottle(0))
 }
 
 func (p *progress) show(op Operation) {
@@ -57,25 +75,46 @@ func (p *progress) show(op Operation) {
 		p.last = line
 		return
 	}
-	desc := fmt.Sprintf("%s #%d %s", op.Kind, op.ID(), op.State)
-	if op.State == "canary" {
+	desc := fmt.Sprintf("%s #%d %s · enqueued", op.Kind, op.ID(), op.State)
+	if op.State == "canary" || op.State == "canary_failed" {
 		t := tallyCanary(op.CanaryJobs)
-		desc += fmt.Sprintf(" (jobs: %d ok, %d failed, %d running)", t.succeeded, t.dead, t.waiting)
+		desc += fmt.Sprintf(" (canary jobs: %d ok, %d failed, %d running)", t.succeeded, t.dead, t.waiting)
 	}
-	if p.bar == nil {
-		p.bar = progressbar.NewOptions64(max(op.Matched, 1), progressbar.OptionSetWriter(p.e.stdout),
-			progressbar.OptionSetDescription(desc), progressbar.OptionShowCount(), progressbar.OptionSetWidth(30),
-			progressbar.OptionSetPredictTime(true))
+	if p.enqueued == nil {
+		p.enqueued = newBar(op.Matched, desc)
 	}
-	p.bar.Describe(desc)
-	_ = p.bar.Set64(min(op.Acted()+op.Skipped, max(op.Matched, 1)))
+	p.enqueued.Describe(desc)
+	_ = p.enqueued.Set64(min(op.Acted()+op.Skipped, max(op.Matched, 1)))
+	lines := []string{p.enqueued.String()}
+	if r := op.Replays; r != nil && op.Kind == "replay" {
+		total := max(op.Acted(), r.Settled()+r.Running+r.Waiting, 1)
+		if p.settled == nil {
+			p.settled = newBar(total, "")
+		}
+		p.settled.ChangeMax64(total)
+		p.settled.Describe(fmt.Sprintf("replays settled: %d succeeded, %d died again, %d running, %d waiting",
+			r.Succeeded, r.DiedAgain, r.Running, r.Waiting))
+		_ = p.settled.Set64(min(r.Settled(), total))
+		lines = append(lines, p.settled.String())
+	}
+	// Back to the first line drawn, then each line over the old one.
+	if p.drawn > 1 {
+		fmt.Fprintf(p.e.stdout, "\x1b[%dA", p.drawn-1)
+	}
+	for i, l := range lines {
+		if i > 0 {
+			fmt.Fprint(p.e.stdout, "\n")
+		}
+		fmt.Fprint(p.e.stdout, "\r\x1b[2K"+strings.TrimLeft(l, "\r"))
+	}
+	p.drawn = len(lines)
 }
 
-// done ends the bar's line so what follows starts on its own.
+// done ends the bars' lines so what follows starts on its own.
 func (p *progress) done() {
-	if p.bar != nil {
-		_ = p.bar.Exit()
+	if p.drawn > 0 {
 		fmt.Fprintln(p.e.stdout)
+		p.drawn = 0
 	}
 }
 
@@ -98,7 +137,13 @@ func watch(ctx context.Context, e env, c *Client, id int64, interval time.Durati
 			p.done()
 			return finished(e, op, time.Since(start))
 		}
-		if t := tallyCanary(op.CanaryJobs); op.State == "canary" && t.settled() {
+		if op.State == "auto_paused" {
+			p.done()
+			return fmt.Errorf("operation %d auto-paused: more than %s of the first 100 replays to settle died again, so nothing more is released; "+
+				"look at the new dead letters, then resume it (redrive operations resume %d --wait) or cancel it (redrive operations cancel %d)",
+				id, guardWords(op), id, id)
+		}
+		if t := tallyCanary(op.CanaryJobs); (op.State == "canary" || op.State == "canary_failed") && t.settled() {
 			p.done()
 			if t.dead > 0 {
 				failedAgain(e, op.CanaryJobs)
@@ -118,11 +163,26 @@ func watch(ctx context.Context, e env, c *Client, id int64, interval time.Durati
 	}
 }
 
-// finished reports a finished operation.
+// guardWords is the died-again guard's threshold in words.
+func guardWords(op Operation) string {
+	if op.DiedAgainPercent == nil {
+		return "the threshold"
+	}
+	return strconv.FormatFloat(*op.DiedAgainPercent, 'f', -1, 64) + "%"
+}
+
+// finished reports a finished operation: its letters and, for a replay,
+// what its replays did.
 func finished(e env, op Operation, took time.Duration) error {
 	verb := map[string]string{"replay": "replayed", "discard": "discarded"}[op.Kind]
 	summary := fmt.Sprintf("Operation %d %s: %d of %d letters %s, %d skipped (no longer pending)", op.ID(), op.State, op.Acted(), op.Matched,
 		verb, op.Skipped)
+	if r := op.Replays; r != nil {
+		summary += fmt.Sprintf("; replays: %d succeeded, %d died again", r.Succeeded, r.DiedAgain)
+		if left := r.Waiting + r.Running; left > 0 {
+			summary += fmt.Sprintf(", %d still waiting or running (no longer followed)", left)
+		}
+	}
 	if op.State == "failed" {
 		msg := "no reason given"
 		if op.Error != nil {

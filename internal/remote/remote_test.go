@@ -307,8 +307,8 @@ func TestOnCallJourney(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	if !strings.Contains(out, fmt.Sprintf("Operation %d done: 12 of 12 letters replayed, 0 skipped", opID)) {
-		t.Fatalf("release --wait should end with the summary:\n%s", out)
+	if !strings.Contains(out, fmt.Sprintf("Operation %d done: 12 of 12 letters replayed, 0 skipped (no longer pending); replays: 12 succeeded, 0 died again", opID)) {
+		t.Fatalf("release --wait should end with the summary, once every replay ran:\n%s", out)
 	}
 	if n := c.count(t, `SELECT count(*) FROM dead_letters WHERE status = 'replayed' AND id = ANY($1)`, pq.Array(ids)); n != 12 {
 		t.Fatalf("%d of 12 replayed", n)
@@ -415,6 +415,28 @@ func TestFailingCanaryStops(t *testing.T) {
 	}
 }
 
+// TestWaitFollowsReplaysToTheirOutcome: --wait returns once every replay
+// has run, and says how many died again; the plain lines show both phases.
+func TestWaitFollowsReplaysToTheirOutcome(t *testing.T) {
+	t.Parallel()
+	c := newConsole(t)
+	c.letters(t, 3, "reports.build", "fp-report", time.Now())
+	c.letters(t, 2, "billing.charge", "fp-card", time.Now())
+	out, err := c.run(t, "replay", "--filter", "since=1h", "--wait", "--interval", "50ms")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if !strings.Contains(out, "Operation 1 done: 5 of 5 letters replayed, 0 skipped (no longer pending); replays: 2 succeeded, 3 died again") {
+		t.Fatalf("no settled summary:\n%s", out)
+	}
+	if !strings.Contains(out, "; replays: ") || !strings.Contains(out, "settled (") {
+		t.Fatalf("no plain line with the replays:\n%s", out)
+	}
+	if n := c.count(t, `SELECT count(*) FROM dead_letters WHERE replay_of IS NOT NULL AND status = 'pending'`); n != 3 {
+		t.Fatalf("%d new letters, want the 3 that died again", n)
+	}
+}
+
 // TestProgressBarOnATerminal: on a terminal --wait draws a bar that ends
 // full, instead of a line per change.
 func TestProgressBarOnATerminal(t *testing.T) {
@@ -433,6 +455,9 @@ func TestProgressBarOnATerminal(t *testing.T) {
 	}
 	if !strings.Contains(out, "Operation 1 done: 5 of 5 letters replayed") {
 		t.Fatalf("no summary:\n%s", out)
+	}
+	if !strings.Contains(out, "replays settled: 5 succeeded, 0 died again") || !strings.Contains(out, "\x1b[1A") {
+		t.Fatalf("no second bar for the replays:\n%q", out)
 	}
 }
 

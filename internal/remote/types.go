@@ -122,10 +122,15 @@ type Operation struct {
 	RatePerSecond *float64     `json:"rate_per_second"`
 	Canary        int          `json:"canary"`
 	CanaryJobs    []JobOutcome `json:"canary_jobs"`
-	AuditEventID  *int64       `json:"audit_event_id"`
-	Error         *string      `json:"error"`
-	CreatedAt     *time.Time   `json:"created_at"`
-	FinishedAt    *time.Time   `json:"finished_at"`
+	// Replays is where a replay's jobs are: the second phase. The
+	// operation is done once none wait or run.
+	Replays            *ReplayCounts `json:"replays"`
+	DiedAgainPercent   *float64      `json:"died_again_percent"`
+	StoppedFollowingBy *string       `json:"stopped_following_by"`
+	AuditEventID       *int64        `json:"audit_event_id"`
+	Error              *string       `json:"error"`
+	CreatedAt          *time.Time    `json:"created_at"`
+	FinishedAt         *time.Time    `json:"finished_at"`
 }
 
 // ID is the operation's id, 0 for a dry run.
@@ -147,7 +152,20 @@ func (op Operation) Acted() int64 {
 	return 0
 }
 
-// Finished reports whether the operation will do nothing more.
+// Finished reports whether the operation will do nothing more: as the
+// console's (dlq.OperationState.Finished), every replay settled or no
+// longer followed; a settling operation is not finished.
 func (op Operation) Finished() bool {
 	return op.State == "done" || op.State == "cancelled" || op.State == "failed"
 }
+
+// ReplayCounts is where an operation's replay jobs are.
+type ReplayCounts struct {
+	Waiting   int64 `json:"waiting"`
+	Running   int64 `json:"running"`
+	Succeeded int64 `json:"succeeded"`
+	DiedAgain int64 `json:"died_again"`
+}
+
+// Settled counts the replays that succeeded or died again.
+func (c ReplayCounts) Settled() int64 { return c.Succeeded + c.DiedAgain }
