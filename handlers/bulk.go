@@ -270,7 +270,7 @@ func renderConfirm(c echo.Context, svc BulkService, b bulkForm, status int, prob
 	}
 	for _, o := range p.Overlaps {
 		v.Overlaps = append(v.Overlaps, views.OverlapNotice{ID: o.Operation.ID, Href: fmt.Sprintf("/operations/%d", o.Operation.ID),
-			Kind: string(o.Operation.Kind), Actor: o.Operation.Actor, State: strings.ToLower(opStateText(o.Operation, nil)),
+			Kind: string(o.Operation.Kind), Actor: o.Operation.Actor, State: strings.ToLower(opStateShort(o.Operation)),
 			Letters: views.Number(o.Letters)})
 	}
 	v.Sample = letterResults(dlq.Filter{}, dlq.DeadLetterPage{Letters: p.Sample}, dlq.Count{}).Rows

@@ -411,6 +411,16 @@ func opStateText(op dlq.Operation, c *views.CanaryView) string {
 	}
 }
 
+// opStateShort is opStateText's first words ("Running", "Settling"), for
+// where the state is named inside a sentence.
+func opStateShort(op dlq.Operation) string {
+	t := opStateText(op, nil)
+	if i := strings.Index(t, ":"); i > 0 {
+		return t[:i]
+	}
+	return t
+}
+
 func opStateKind(op dlq.Operation, c *views.CanaryView) string {
 	switch {
 	case op.State == dlq.OpDone:

@@ -105,9 +105,9 @@ func TestOperationsPage(t *testing.T) {
 			t.Fatalf("%d rows, want 3", got.Length())
 		}
 		want := []struct{ link, state, who, selection, href, matched, progress string }{
-			{fmt.Sprintf("Replay #%d", byGroup.ID), "Running", "alice", "error group fp-c", "/groups/fp-c", "6", "0 of 6 · 0%"},
+			{fmt.Sprintf("Replay #%d", byGroup.ID), "Running: handing letters to the queue", "alice", "error group fp-c", "/groups/fp-c", "6", "0 of 6 · 0%"},
 			{fmt.Sprintf("Discard #%d", byFilter.ID), "Cancelled", "bob", "task email.send", "/dead-letters?", "5", "0 of 5 · 0%"},
-			{fmt.Sprintf("Replay #%d", byIDs.ID), "Running", "alice", "2 letters by id", "", "2", "0 of 2 · 0%"},
+			{fmt.Sprintf("Replay #%d", byIDs.ID), "Running: handing letters to the queue", "alice", "2 letters by id", "", "2", "0 of 2 · 0%"},
 		}
 		for i, w := range want {
 			row := got.Eq(i)
@@ -123,7 +123,7 @@ func TestOperationsPage(t *testing.T) {
 	})
 
 	t.Run("Filters", func(t *testing.T) {
-		running := func(id int64) string { return fmt.Sprintf("Replay #%d Running", id) }
+		running := func(id int64) string { return fmt.Sprintf("Replay #%d Running: handing letters to the queue", id) }
 		for path, want := range map[string][]string{
 			"/operations?state=open":                         {running(byGroup.ID), running(byIDs.ID)},
 			"/operations?state=finished":                     {fmt.Sprintf("Discard #%d Cancelled", byFilter.ID)},
@@ -158,7 +158,7 @@ func TestOperationsPage(t *testing.T) {
 			}
 			path = next
 		}
-		if want := []string{fmt.Sprintf("Replay #%d Running", byGroup.ID), fmt.Sprintf("Replay #%d Running", byIDs.ID)}; strings.Join(seen, "|") != strings.Join(want, "|") {
+		if want := []string{fmt.Sprintf("Replay #%d Running: handing letters to the queue", byGroup.ID), fmt.Sprintf("Replay #%d Running: handing letters to the queue", byIDs.ID)}; strings.Join(seen, "|") != strings.Join(want, "|") {
 			t.Errorf("pages: %q, want %q", seen, want)
 		}
 	})
@@ -278,23 +278,23 @@ func TestConfirmWarnsOfOverlap(t *testing.T) {
 }
 
 // TestOperationsShowUnknownStates: a state this code does not know (one a
-// later version adds, say "settling") still shows, by its name, in the
+// later version adds, say "rolling_back") still shows, by its name, in the
 // list and the banner; whether it is open is finished_at's to say.
 func TestOperationsShowUnknownStates(t *testing.T) {
 	t.Parallel()
 	c := newOpsConsole(t)
 	op := c.start(t, dlq.OpReplay, "alice", dlq.Selection{IDs: c.ok})
 	c.exec(t, `ALTER TABLE operations DROP CONSTRAINT operations_state_valid`)
-	c.exec(t, `UPDATE operations SET state = 'settling' WHERE id = $1`, op.ID)
+	c.exec(t, `UPDATE operations SET state = 'rolling_back' WHERE id = $1`, op.ID)
 	rec, doc := c.page(t, "/operations?state=open")
 	if rec.Code != http.StatusOK {
 		t.Fatalf("%d %.300s", rec.Code, rec.Body.String())
 	}
 	row := doc.Find(`[data-testid="op-row"]`)
-	if row.Length() != 1 || squash(row.Find(`[data-testid="op-row-state"]`)) != "settling" || row.AttrOr("data-state", "") != "settling" {
+	if row.Length() != 1 || squash(row.Find(`[data-testid="op-row-state"]`)) != "rolling_back" || row.AttrOr("data-state", "") != "rolling_back" {
 		t.Errorf("the list: %q", squash(row))
 	}
-	if got, want := squash(byTestID(doc.Selection, "ops-banner-op")), fmt.Sprintf("Replay #%d by alice: 0 of 4 (settling) — view", op.ID); got != want {
+	if got, want := squash(byTestID(doc.Selection, "ops-banner-op")), fmt.Sprintf("Replay #%d by alice: 0 of 4 (rolling_back) — view", op.ID); got != want {
 		t.Errorf("the banner: %q, want %q", got, want)
 	}
 }
