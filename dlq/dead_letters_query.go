@@ -141,13 +141,18 @@ func (s *Store) ListDeadLetters(ctx context.Context, f Filter) (DeadLetterPage, 
 	return page, nil
 }
 
+// listPageSQL is the query of listPage and its arguments.
+func listPageSQL(f Filter, limit int) (string, []any) {
+	where, args := f.where(true, 0)
+	args = append(args, limit+1)
+	return `SELECT ` + listColumns + ` FROM dead_letters ` + where +
+		` ORDER BY failed_at DESC, id DESC LIMIT $` + strconv.Itoa(len(args)), args
+}
+
 // listPage reads limit+1 rows: the extra row only tells whether there is a
 // next page, without a second query.
 func (s *Store) listPage(ctx context.Context, f Filter, limit int) (DeadLetterPage, error) {
-	where, args := f.where(true, 0)
-	args = append(args, limit+1)
-	q := `SELECT ` + listColumns + ` FROM dead_letters ` + where +
-		` ORDER BY failed_at DESC, id DESC LIMIT $` + strconv.Itoa(len(args))
+	q, args := listPageSQL(f, limit)
 	rows, err := s.db.QueryContext(ctx, q, args...)
 	if err != nil {
 		return DeadLetterPage{}, translate(err)

@@ -1,4 +1,26 @@
 package dlq
 
+import "strings"
+
 // ClaimSQL exposes the claim query to the external tests that check its plan.
 const ClaimSQL = claimSQL
+
+// ListPageSQL exposes the list query and its arguments to the external
+// tests that check its plan.
+func ListPageSQL(f Filter, limit int) (string, []any) { return listPageSQL(f, limit) }
+
+// NormaliseMessageEveryRegexp is NormaliseMessage running every regexp,
+// without the byte tests that skip those that cannot match: the tests
+// check the two agree.
+func NormaliseMessageEveryRegexp(msg string) string {
+	if i := strings.IndexByte(msg, '\n'); i >= 0 {
+		msg = msg[:i]
+	}
+	if len(msg) > 500 {
+		msg = msg[:500]
+	}
+	for _, n := range normalisers {
+		msg = n.re.ReplaceAllString(msg, n.with)
+	}
+	return strings.TrimSpace(msg)
+}
