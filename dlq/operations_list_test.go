@@ -51,6 +51,13 @@ func TestListOperations(t *testing.T) {
 	// 4 replay alice (open), 5 discard alice (cancelled).
 	op1 := startOp(t, store, dlq.OpReplay, alice, dlq.Selection{IDs: ids[:2]})
 	runToEnd(t, store, op1.ID, 100)
+	// Its replays run, as a worker would run them: then it is done.
+	if _, err := db.Exec(`UPDATE jobs SET state = 'succeeded', attempt = 1, finished_at = now() WHERE state = 'available'`); err != nil {
+		t.Fatal(err)
+	}
+	if op := follow(t, store, op1.ID); op.State != dlq.OpDone {
+		t.Fatalf("operation 1 is %s once its replays ran, want done", op.State)
+	}
 	op2 := startOp(t, store, dlq.OpDiscard, bob, dlq.Selection{IDs: ids[2:4]})
 	op3 := startOp(t, store, dlq.OpReplay, bob, dlq.Selection{IDs: ids[4:6]})
 	cancelOp(t, store, op3.ID)

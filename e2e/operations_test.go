@@ -63,6 +63,18 @@ func TestOperationsInFlight(t *testing.T) {
 	// letter is replayed once whichever operation reaches it first.
 	must(t, byTestID(page, "confirm").Click())
 	must(t, expect.Page(page).ToHaveURL(regexp.MustCompile(`/operations/\d+$`)))
+	// No worker runs here: once both operations have handed their letters
+	// to the queue, the test runs the replays as a worker would, and both
+	// settle.
+	must(t, expect.Locator(byTestID(page, "op-state")).ToHaveText("Settling: replays still running"))
+	deadline := time.Now().Add(30 * time.Second)
+	for countRows(t, db, `SELECT count(*) FROM operations WHERE state = 'running'`) != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the operations did not hand their letters to the queue")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	succeedJobs(t, db)
 	must(t, expect.Locator(byTestID(page, "op-state")).ToHaveText("Done"))
 	if n := countRows(t, db, `SELECT count(*) FROM (SELECT replay_of FROM jobs GROUP BY replay_of HAVING count(*) > 1) x`); n != 0 {
 		t.Fatalf("%d letters replayed twice", n)

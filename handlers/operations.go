@@ -141,6 +141,9 @@ func renderOperation(c echo.Context, store OperationReader, version string, stat
 		return err
 	}
 	meta := Meta(c, fmt.Sprintf("%s operation %d", verbOf(op.Kind), op.ID), "operations", version)
+	// The page says more of this operation than the banner, and live: a
+	// banner naming it too would go stale above its own progress.
+	meta.InFlight = bannerWithout(meta.InFlight, op.ID)
 	v := operationView(op, jobs, skips, replays)
 	v.CanAct, v.CSRFToken, v.Problem = meta.CanAct, meta.CSRFToken, problem
 	c.Response().Header().Add("Vary", "HX-Request")
@@ -409,6 +412,23 @@ func opStateText(op dlq.Operation, c *views.CanaryView) string {
 	default:
 		return string(op.State)
 	}
+}
+
+// bannerWithout is b without the operation id, nil when nothing is left.
+func bannerWithout(b *views.InFlightBanner, id int64) *views.InFlightBanner {
+	if b == nil {
+		return nil
+	}
+	rest := &views.InFlightBanner{More: b.More}
+	for _, n := range b.Operations {
+		if n.ID != id {
+			rest.Operations = append(rest.Operations, n)
+		}
+	}
+	if len(rest.Operations) == 0 && rest.More == 0 {
+		return nil
+	}
+	return rest
 }
 
 // opStateShort is opStateText's first words ("Running", "Settling"), for

@@ -36,6 +36,11 @@ type RunnerConfig struct {
 	// it is also how a second console process picks up operations after a
 	// crash of the first. Default 1s.
 	PollInterval time.Duration
+	// FollowInterval is how often the replays of the operations in flight
+	// are counted (their settled bar, their died-again guard); default
+	// PollInterval, at most a second, so that a long poll does not leave
+	// an operation settling long after its last replay ran.
+	FollowInterval time.Duration
 	// Lanes is how many batches of one operation run at once (default
 	// dlq.OperationLanes); paced operations and canaries run one at a time
 	// whatever it says.
@@ -65,6 +70,7 @@ type laneKey struct {
 func NewRunner(cfg RunnerConfig) *Runner {
 	cfg.BatchSize = cmp.Or(cfg.BatchSize, 2000)
 	cfg.PollInterval = cmp.Or(cfg.PollInterval, time.Second)
+	cfg.FollowInterval = cmp.Or(cfg.FollowInterval, min(cfg.PollInterval, time.Second))
 	cfg.Lanes = max(cmp.Or(cfg.Lanes, dlq.OperationLanes), 1)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -104,10 +110,10 @@ func (r *Runner) Run(ctx context.Context) error {
 }
 
 // follow counts the replays of the operations not finished once every
-// PollInterval, in its own loop: a large operation's batches keep runAll
+// FollowInterval, in its own loop: a large operation's batches keep runAll
 // busy for a while, and its settled bar (and guard) must move meanwhile.
 func (r *Runner) follow(ctx context.Context) {
-	tick := time.NewTicker(r.cfg.PollInterval)
+	tick := time.NewTicker(r.cfg.FollowInterval)
 	defer tick.Stop()
 	for {
 		if _, err := r.cfg.Store.FollowOperations(ctx, r.cfg.Now()); err != nil && ctx.Err() == nil {
