@@ -120,9 +120,17 @@ func TestListAudit(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if res.Finished {
+		if res.Finished || res.State != dlq.OpRunning {
 			break
 		}
+	}
+	// Its replays run, as a worker would run them; the operation then
+	// settles, and its closing entry is written.
+	if _, err := db.Exec(`UPDATE jobs SET state = 'succeeded', attempt = 1, finished_at = now() WHERE state = 'available'`); err != nil {
+		t.Fatal(err)
+	}
+	if op := follow(t, store, op.ID); op.State != dlq.OpDone {
+		t.Fatalf("the bulk replay is %s once its replays ran, want done", op.State)
 	}
 
 	list := func(q string) []string {
