@@ -248,8 +248,15 @@ func batchQuery(op Operation, sel Selection, limit, lane, lanes int) (string, []
 func finishOperation(ctx context.Context, tx *sqlx.Tx, op Operation, now time.Time) (OperationState, error) {
 	skipped := max(op.Matched-op.Done, op.Skipped)
 	if op.Kind == OpReplay {
+		// Counted once here too, not only at the follower's next tick: the
+		// settling operation's second phase starts with every replay in
+		// it, never with the counts of its canary.
+		c, err := replayCounts(ctx, tx, op.ID)
+		if err != nil {
+			return "", err
+		}
 		if _, err := tx.ExecContext(ctx, `UPDATE operations SET state = 'settling', skipped = $2, enqueued_at = now(),
-			updated_at = now() WHERE id = $1`, op.ID, skipped); err != nil {
+			updated_at = now(), replays = $3 WHERE id = $1`, op.ID, skipped, mustJSON(c)); err != nil {
 			return "", fmt.Errorf("finish enqueueing: %w", err)
 		}
 		return OpSettling, nil

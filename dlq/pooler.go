@@ -27,7 +27,26 @@ var ErrTransactionPooler = errors.New("the database connection goes through a tr
 // pooler) each client connection has its own backend throughout; behind a
 // transaction pooler either the second got the first's backend, or the
 // first moved to another.
+//
+// Other clients of the same pooler (a console starting beside the worker)
+// can take the released session in between and hand it back, so one
+// round may see nothing; a direct connection never shows either sign, so
+// a few rounds lose no certainty and one sign is enough.
 func BehindTransactionPooler(ctx context.Context, db *sqlx.DB) (bool, error) {
+	for range poolerCheckRounds {
+		pooled, err := sharesSessions(ctx, db)
+		if err != nil || pooled {
+			return pooled, err
+		}
+	}
+	return false, nil
+}
+
+// poolerCheckRounds is how many times BehindTransactionPooler looks.
+const poolerCheckRounds = 5
+
+// sharesSessions is one round of BehindTransactionPooler's check.
+func sharesSessions(ctx context.Context, db *sqlx.DB) (bool, error) {
 	a, err := db.Connx(ctx)
 	if err != nil {
 		return false, fmt.Errorf("pooler check: %w", err)
