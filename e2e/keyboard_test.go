@@ -380,7 +380,10 @@ func TestOutageBanner(t *testing.T) {
 		t.Fatalf("GET /jobs during the outage: %d, want 503", resp.Status())
 	}
 	must(t, expect.Locator(other.GetByTestId("outage")).ToContainText("Database unreachable as of"))
-	must(t, expect.Locator(other.GetByTestId("current-user")).ToContainText("unknown until the database is back"))
+	// The header: who the session says is signed in, unconfirmed, and
+	// their Admin link; the page it leads to waits for the database too.
+	must(t, expect.Locator(other.GetByTestId("current-user")).ToHaveText("admin (admin) · unconfirmed"))
+	must(t, expect.Locator(other.GetByTestId("nav-admin")).ToBeVisible())
 	must(t, expect.Locator(other.GetByRole("navigation", playwright.PageGetByRoleOptions{Name: "Main"})).ToContainText("Dead letters"))
 	screenshot(t, other, "outage-page")
 	expectAxeClean(t, other, "the 503 page")

@@ -22,13 +22,25 @@ type Principal struct {
 
 const principalKey = "redrive.principal"
 
-const unknownUserKey = "redrive.unknown-user"
+const unverifiedUserKey = "redrive.unverified-user"
 
-// SetUnknownUser records that the request carries a genuine sign-in (a
+// unverifiedUser is who a genuine sign-in said it was when the database
+// could not confirm it.
+type unverifiedUser struct {
+	name string
+	role dlq.Role
+}
+
+// SetUnverifiedUser records that the request carries a genuine sign-in (a
 // session cookie, a trusted proxy's header) whose user could not be looked
-// up (the database is unreachable): the page it fails with says someone is
-// signed in without naming who, or their role, which it cannot check.
-func SetUnknownUser(c echo.Context) { c.Set(unknownUserKey, true) }
+// up (the database is unreachable). name and role are what the sign-in
+// itself says (the session's as of its last confirmation, the proxy's
+// header and its configured role); the page it fails with shows them as
+// unconfirmed, or, when name is empty (a cookie from an older version),
+// that someone is signed in. They grant nothing.
+func SetUnverifiedUser(c echo.Context, name string, role dlq.Role) {
+	c.Set(unverifiedUserKey, unverifiedUser{name: name, role: role})
+}
 
 // SetPrincipal records who is making the request.
 func SetPrincipal(c echo.Context, p Principal) { c.Set(principalKey, p) }
@@ -65,8 +77,11 @@ func Meta(c echo.Context, title, active, version string) views.PageMeta {
 		m.User = &views.User{Name: p.Name, Role: string(p.Role)}
 		m.CanAct = p.Role.CanAct()
 		m.CanAdminister = p.Role.CanAdminister()
-	} else if unknown, _ := c.Get(unknownUserKey).(bool); unknown {
-		m.User = &views.User{Unknown: true}
+	} else if u, ok := c.Get(unverifiedUserKey).(unverifiedUser); ok {
+		m.User = &views.User{Name: u.name, Role: string(u.role), Unknown: u.name == "", Unverified: u.name != ""}
+		// The header keeps its Admin link (its page answers 503 until the
+		// database is back); no action is offered on an unconfirmed user.
+		m.CanAdminister = u.name != "" && u.role.CanAdminister()
 	}
 	if tok, ok := c.Get(csrfKey).(string); ok {
 		m.CSRFToken = tok

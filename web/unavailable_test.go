@@ -59,12 +59,12 @@ func TestDatabaseOutageAnswers503(t *testing.T) {
 				path, rec.Code, rec.Header().Get("Retry-After"), rec.Body.String())
 		}
 	}
-	// The page keeps its header, saying honestly that who is signed in is
-	// unknown, and the banner; htmx gets the error alone, coded, for the
-	// banner of the page it refreshes.
+	// The page keeps its header, naming who the session says is signed in
+	// as unconfirmed (and offering no action to them), and the banner; htmx
+	// gets the error alone, coded, for the banner of the page it refreshes.
 	if body := page("/jobs").Body.String(); !strings.Contains(body, `data-testid="current-user"`) ||
-		!strings.Contains(body, "unknown until the database is back") || !strings.Contains(body, `data-outage-retry="5"`) ||
-		!strings.Contains(body, `aria-label="Main"`) {
+		!strings.Contains(body, "op (operator) · unconfirmed") || !strings.Contains(body, `data-outage-retry="5"`) ||
+		!strings.Contains(body, `aria-label="Main"`) || strings.Contains(body, `action="/logout"`) {
 		t.Errorf("GET /jobs during an outage lost the header or the banner:\n%.1500s", body)
 	}
 	hx := httptest.NewRequest(http.MethodGet, handlers.OverviewRefreshURL, nil)

@@ -130,15 +130,23 @@ func (a *authenticator) fromProxy(c echo.Context) (handlers.Principal, bool, err
 			Message: "This account is disabled in Redrive."}
 	case err != nil && !errors.Is(err, dlq.ErrNotFound):
 		if dlq.IsUnavailable(err) {
-			handlers.SetUnknownUser(c)
+			// The trusted proxy names the user and the configuration
+			// their role; only whether they are disabled here is unknown.
+			handlers.SetUnverifiedUser(c, name, a.proxyRole(name))
 		}
 		return handlers.Principal{}, false, err
 	}
+	return handlers.Principal{Name: name, Role: a.proxyRole(name), Via: viaProxy}, true, nil
+}
+
+// proxyRole is the role the configuration gives a user signed in by the
+// proxy.
+func (a *authenticator) proxyRole(name string) dlq.Role {
 	role, ok := a.cfg.ProxyRoles[strings.ToLower(name)]
 	if !ok {
 		role = a.cfg.ProxyDefaultRole
 	}
-	return handlers.Principal{Name: name, Role: role, Via: viaProxy}, true, nil
+	return role
 }
 
 // fromSession signs the request in from its session cookie, if the cookie
@@ -166,11 +174,18 @@ func (a *authenticator) fromSession(c echo.Context) error {
 	}
 	if err != nil {
 		if dlq.IsUnavailable(err) {
-			handlers.SetUnknownUser(c)
+			handlers.SetUnverifiedUser(c, d.Name, dlq.Role(d.Role))
 		}
 		return err
 	}
 	handlers.SetPrincipal(c, handlers.Principal{Name: u.Name, Role: u.Role, Via: viaSession})
+	if d.Name != u.Name || d.Role != string(u.Role) {
+		// Renamed, a new role, or a cookie from before they were kept:
+		// the cookie is rewritten now, not at the next minute's touch.
+		d.Name, d.Role, d.SeenAt = u.Name, string(u.Role), a.sessions.now()
+		a.sessions.remember(c, d)
+		return a.sessions.write(c, d)
+	}
 	a.sessions.remember(c, d)
 	return a.sessions.touch(c, d)
 }

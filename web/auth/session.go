@@ -65,6 +65,10 @@ type sessionData struct {
 	SID        []byte
 	SignedInAt time.Time
 	SeenAt     time.Time
+	// Name and Role are who the user was when the database last confirmed
+	// them (sign-in, or a request since). They are shown, marked as such,
+	// only when the database cannot be asked; they never sign anyone in.
+	Name, Role string
 }
 
 func newSessions(cfg Config, trust ProxyTrust, revoker sessionRevoker) *Sessions {
@@ -154,6 +158,9 @@ func (m *Sessions) load(r *http.Request) (sessionData, sessionState) {
 		return sessionData{}, invalidSession
 	}
 	d := sessionData{UserID: uid, Epoch: epoch, SID: sid, SignedInAt: time.Unix(iat, 0), SeenAt: time.Unix(seen, 0)}
+	// Cookies written before these were kept have neither: unknown then.
+	d.Name, _ = s.Values["name"].(string)
+	d.Role, _ = s.Values["role"].(string)
 	if !m.fresh(d, m.now()) {
 		return sessionData{}, invalidSession
 	}
@@ -176,6 +183,9 @@ func (m *Sessions) write(c echo.Context, d sessionData) error {
 	s.Values["sid"] = d.SID
 	s.Values["iat"] = d.SignedInAt.Unix()
 	s.Values["seen"] = d.SeenAt.Unix()
+	if d.Name != "" {
+		s.Values["name"], s.Values["role"] = d.Name, d.Role
+	}
 	left := d.SignedInAt.Add(m.lifetime).Sub(m.now())
 	s.Options = m.options(r, max(int(left/time.Second), 1))
 	dropSetCookie(c, s.Name())
@@ -269,7 +279,8 @@ func (m *Sessions) startSignedOut(c echo.Context) (sessionData, error) {
 // worth nothing afterwards.
 func (m *Sessions) Start(c echo.Context, u dlq.User) error {
 	now := m.now()
-	return m.write(c, sessionData{UserID: u.ID, Epoch: u.SessionEpoch, SID: newSID(), SignedInAt: now, SeenAt: now})
+	return m.write(c, sessionData{UserID: u.ID, Epoch: u.SessionEpoch, SID: newSID(), SignedInAt: now, SeenAt: now,
+		Name: u.Name, Role: string(u.Role)})
 }
 
 // End signs the requester out: the session is recorded as revoked, so a
