@@ -100,10 +100,11 @@ func (s *Store) OperationReplays(ctx context.Context, opID int64) (ReplayCounts,
 }
 
 // followableSQL lists the replays whose jobs may still change: every one
-// not finished (a paused one's jobs in flight go on settling). operations
-// is small (one row per bulk action), so this reads it whole.
+// not finished (a paused one's jobs in flight go on settling). finished_at
+// is set exactly when a state is Finished, so the open states are not
+// listed here a second time, and the open-operations index serves it.
 const followableSQL = `SELECT id FROM operations
-WHERE kind = 'replay' AND state IN ('running', 'canary', 'canary_failed', 'auto_paused', 'settling')
+WHERE kind = 'replay' AND finished_at IS NULL
 ORDER BY id`
 
 // FollowOperations counts the replays of every replay operation not
