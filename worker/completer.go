@@ -15,6 +15,13 @@ import (
 // transaction small enough that a slow flush cannot hold row locks long.
 const (
 	maxOutcomeBatch = 2_000
+	// outcomeWriters batches are written at once, each on its own
+	// connection. One writer leaves the database a single backend, so a
+	// burst of dead letters (dozens of index entries and summary rows each)
+	// is bound by one core while the other idles through every commit's
+	// WAL flush and round trip; two overlap them. More would only queue on
+	// the summary rows, which each batch's triggers update at its end.
+	outcomeWriters = 2
 	// Retries of a flush that failed for the connection's sake (not its
 	// data) back off from retryFlushMin to retryFlushMax, until the leases
 	// of the jobs in it would run out.
@@ -82,16 +89,46 @@ func (c *completer) take(max int) []outcome {
 	return batch
 }
 
-// run writes outcomes as they arrive until stop is closed, then writes what
+// run writes outcomes as they arrive, up to outcomeWriters batches at once,
+// until stop is closed; then it waits for the writes in flight, writes what
 // is left, retrying for at most finalFlushWindow, and returns.
+//
+// A writer takes its batch only once it is free, so under load each batch
+// is what arrived while the other writers were busy: batches grow with the
+// load instead of one writer taking every outcome as it comes.
 func (c *completer) run(ctx context.Context, stop <-chan struct{}) {
+	free := make(chan struct{}, outcomeWriters)
+	for range outcomeWriters {
+		free <- struct{}{}
+	}
+	var writing sync.WaitGroup
+	finish := func() {
+		writing.Wait()
+		c.flushAll(ctx, time.Now().Add(finalFlushWindow))
+	}
 	for {
 		select {
 		case <-c.wake:
-			c.flushAll(ctx, time.Time{})
 		case <-stop:
-			c.flushAll(ctx, time.Now().Add(finalFlushWindow))
+			finish()
 			return
+		}
+		for {
+			select {
+			case <-free:
+			case <-stop:
+				finish()
+				return
+			}
+			batch := c.take(maxOutcomeBatch)
+			if len(batch) == 0 {
+				free <- struct{}{}
+				break
+			}
+			writing.Go(func() {
+				defer func() { free <- struct{}{} }()
+				c.flush(ctx, batch, time.Time{})
+			})
 		}
 	}
 }
