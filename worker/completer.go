@@ -15,13 +15,16 @@ import (
 // transaction small enough that a slow flush cannot hold row locks long.
 const (
 	maxOutcomeBatch = 2_000
-	// outcomeWriters batches are written at once, each on its own
-	// connection. One writer leaves the database a single backend, so a
-	// burst of dead letters (dozens of index entries and summary rows each)
-	// is bound by one core while the other idles through every commit's
-	// WAL flush and round trip; two overlap them. More would only queue on
-	// the summary rows, which each batch's triggers update at its end.
-	outcomeWriters = 2
+	// deadLetterWriters batches of dead letters are written at once, each
+	// on its own connection. A dead letter costs the database several
+	// times a success (the job's update, a letter with its index entries,
+	// the summary rows), so with one writer a burst of them is bound by
+	// one backend, the other core idling through every commit's WAL flush
+	// and round trip (make bench: 7,100 letters/s with one writer, 8,800
+	// with two). Successes are cheap and touch neighbouring rows: two
+	// writers of them only contend (16,000–18,000 jobs/s with one, 14,000–
+	// 17,000 with two), so they keep one.
+	deadLetterWriters = 2
 	// Retries of a flush that failed for the connection's sake (not its
 	// data) back off from retryFlushMin to retryFlushMax, until the leases
 	// of the jobs in it would run out.
@@ -45,10 +48,12 @@ type outcome struct {
 
 // completer writes attempts' outcomes in batches, as River's batch
 // completer does: handlers hand their outcome over and take the next job
-// at once, and one goroutine writes whatever has accumulated with one
-// statement per kind (succeeded, retrying, dead). Under load the batch
-// grows by itself to what arrived during the previous write, so writers
-// never queue behind one another; when idle, an outcome is written at once.
+// at once, and each kind of outcome (succeeded, retrying, dead) has its own
+// lane, whose writers write whatever has accumulated with one statement.
+// Under load a batch grows by itself to what arrived during the previous
+// write, so writers never queue behind one another; when idle, an outcome
+// is written at once. The lanes are independent, so a burst of costly dead
+// letters never holds back the acknowledgement of jobs that succeeded.
 //
 // Until its outcome is written a job keeps its lease, which the heartbeat
 // renews, so a database that goes away for a moment delays the write
@@ -57,58 +62,85 @@ type outcome struct {
 // lease would last; one that fails for its data is split, so one bad row
 // cannot hold back the others.
 type completer struct {
-	w       *Worker
+	w     *Worker
+	lanes map[action]*lane
+}
+
+// lane queues one kind of outcome for its writers.
+type lane struct {
+	write   writeFunc
+	writers int
 	mu      sync.Mutex
 	pending []outcome
 	wake    chan struct{}
 }
 
 func newCompleter(w *Worker) *completer {
-	return &completer{w: w, wake: make(chan struct{}, 1)}
+	c := &completer{w: w}
+	newLane := func(fn writeFunc, writers int) *lane {
+		return &lane{write: fn, writers: writers, wake: make(chan struct{}, 1)}
+	}
+	c.lanes = map[action]*lane{
+		actComplete:   newLane(c.writeCompleted, 1),
+		actRetry:      newLane(c.writeRetries, 1),
+		actDeadLetter: newLane(c.writeDead, deadLetterWriters),
+	}
+	return c
 }
 
 // add queues an outcome for writing.
 func (c *completer) add(o outcome) {
-	c.mu.Lock()
-	c.pending = append(c.pending, o)
-	c.mu.Unlock()
-	signal(c.wake)
+	l := c.lanes[o.d.act]
+	l.mu.Lock()
+	l.pending = append(l.pending, o)
+	l.mu.Unlock()
+	signal(l.wake)
 }
 
 // take removes and returns up to max queued outcomes, oldest first.
-func (c *completer) take(max int) []outcome {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	n := min(len(c.pending), max)
+func (l *lane) take(max int) []outcome {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := min(len(l.pending), max)
 	batch := make([]outcome, n)
-	copy(batch, c.pending)
-	c.pending = c.pending[n:]
-	if len(c.pending) == 0 {
-		c.pending = nil // let a burst's backing array go
+	copy(batch, l.pending)
+	l.pending = l.pending[n:]
+	if len(l.pending) == 0 {
+		l.pending = nil // let a burst's backing array go
 	}
 	return batch
 }
 
-// run writes outcomes as they arrive, up to outcomeWriters batches at once,
-// until stop is closed; then it waits for the writes in flight, writes what
+// run writes outcomes as they arrive until stop is closed, then writes what
 // is left, retrying for at most finalFlushWindow, and returns.
+func (c *completer) run(ctx context.Context, stop <-chan struct{}) {
+	var lanes sync.WaitGroup
+	for _, l := range c.lanes {
+		lanes.Go(func() { c.runLane(ctx, l, stop) })
+	}
+	lanes.Wait()
+}
+
+// runLane is run for one lane: up to l.writers batches are written at
+// once; on stop it waits for the writes in flight, then writes what is
+// left.
 //
 // A writer takes its batch only once it is free, so under load each batch
 // is what arrived while the other writers were busy: batches grow with the
 // load instead of one writer taking every outcome as it comes.
-func (c *completer) run(ctx context.Context, stop <-chan struct{}) {
-	free := make(chan struct{}, outcomeWriters)
-	for range outcomeWriters {
+func (c *completer) runLane(ctx context.Context, l *lane, stop <-chan struct{}) {
+	free := make(chan struct{}, l.writers)
+	for range l.writers {
 		free <- struct{}{}
 	}
 	var writing sync.WaitGroup
 	finish := func() {
 		writing.Wait()
-		c.flushAll(ctx, time.Now().Add(finalFlushWindow))
+		c.flushLane(ctx, l, time.Now().Add(finalFlushWindow))
 	}
 	for {
 		select {
-		case <-c.wake:
+		case <-l.wake:
 		case <-stop:
 			finish()
 			return
@@ -120,48 +152,29 @@ func (c *completer) run(ctx context.Context, stop <-chan struct{}) {
 				finish()
 				return
 			}
-			batch := c.take(maxOutcomeBatch)
+			batch := l.take(maxOutcomeBatch)
 			if len(batch) == 0 {
 				free <- struct{}{}
 				break
 			}
 			writing.Go(func() {
 				defer func() { free <- struct{}{} }()
-				c.flush(ctx, batch, time.Time{})
+				c.write(ctx, batch, time.Time{}, l.write)
 			})
 		}
 	}
 }
 
-// flushAll writes every queued outcome, in batches of maxOutcomeBatch.
-// A non-zero giveUp bounds the retries of a failing write.
-func (c *completer) flushAll(ctx context.Context, giveUp time.Time) {
+// flushLane writes every outcome queued in l, in batches of
+// maxOutcomeBatch. A non-zero giveUp bounds the retries of a failing write.
+func (c *completer) flushLane(ctx context.Context, l *lane, giveUp time.Time) {
 	for {
-		batch := c.take(maxOutcomeBatch)
+		batch := l.take(maxOutcomeBatch)
 		if len(batch) == 0 {
 			return
 		}
-		c.flush(ctx, batch, giveUp)
+		c.write(ctx, batch, giveUp, l.write)
 	}
-}
-
-// flush writes one batch: the successes, the retries and the dead letters,
-// each with one statement.
-func (c *completer) flush(ctx context.Context, batch []outcome, giveUp time.Time) {
-	var done, retry, dead []outcome
-	for _, o := range batch {
-		switch o.d.act {
-		case actComplete:
-			done = append(done, o)
-		case actRetry:
-			retry = append(retry, o)
-		case actDeadLetter:
-			dead = append(dead, o)
-		}
-	}
-	c.write(ctx, done, giveUp, c.writeCompleted)
-	c.write(ctx, retry, giveUp, c.writeRetries)
-	c.write(ctx, dead, giveUp, c.writeDead)
 }
 
 // writeFunc writes a batch of one kind and reports the job ids it wrote.
