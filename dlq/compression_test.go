@@ -1,0 +1,52 @@
+package dlq_test
+
+import (
+	"testing"
+
+	"github.com/redrive/redrive/dlq/dlqtest"
+)
+
+// TestLargeValuesCompressWithLZ4: migration 00031 has the server compress a
+// letter's and a job's large values with lz4 rather than pglz, when it was
+// built with lz4; and a letter written since reads back whole.
+func TestLargeValuesCompressWithLZ4(t *testing.T) {
+	t.Parallel()
+	db := dlqtest.NewDB(t)
+	var lz4 bool
+	if err := db.Get(&lz4, `SELECT 'lz4' = ANY (enumvals) FROM pg_settings WHERE name = 'default_toast_compression'`); err != nil {
+		t.Fatal(err)
+	}
+	if !lz4 {
+		t.Skip("this server was built without lz4: the migration keeps pglz")
+	}
+	var cols []string
+	if err := db.Select(&cols, `SELECT attrelid::regclass || '.' || attname FROM pg_attribute
+		WHERE attrelid IN ('dead_letters'::regclass, 'jobs'::regclass) AND attcompression = 'l' ORDER BY 1`); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"dead_letters.args", "dead_letters.error_message", "dead_letters.history", "dead_letters.kwargs",
+		"dead_letters.traceback", "jobs.args", "jobs.errors", "jobs.kwargs"}
+	if len(cols) != len(want) {
+		t.Fatalf("lz4 columns = %v, want %v", cols, want)
+	}
+	for i := range want {
+		if cols[i] != want[i] {
+			t.Fatalf("lz4 columns = %v, want %v", cols, want)
+		}
+	}
+
+	// A traceback long enough to be compressed is stored as lz4 and reads
+	// back as written.
+	id := insertLetters(t, db, 1)[0]
+	if _, err := db.Exec(`UPDATE dead_letters SET traceback = repeat('File "app.py", line 12, in charge' || chr(10), 400) WHERE id = $1`, id); err != nil {
+		t.Fatal(err)
+	}
+	var method string
+	var length int
+	if err := db.QueryRow(`SELECT pg_column_compression(traceback), length(traceback) FROM dead_letters WHERE id = $1`, id).Scan(&method, &length); err != nil {
+		t.Fatal(err)
+	}
+	if method != "lz4" || length != 400*len("File \"app.py\", line 12, in charge\n") {
+		t.Fatalf("traceback stored as %q, %d characters; want lz4 and all of it", method, length)
+	}
+}
