@@ -49,6 +49,7 @@ func metrics(sz Sizes) []metric {
 		metric{key: "deadletter.misjudged", river: true, unit: "letters", lowerBetter: true,
 			label: "Dead-lettering: misjudged (lease_expired, wrong reason or error, missing)"},
 		metric{key: "seed", label: fmt.Sprintf("Seed %s letters (`redrive seed`)", count(sz.Letters)), unit: "s", lowerBetter: true},
+		metric{key: "seed.search", label: "Their search rows, the second step (`redrive search rebuild`)", unit: "s", lowerBetter: true},
 		metric{key: "size", label: "Database size per million letters (letters, search, summaries)", unit: "MiB", lowerBetter: true},
 	)
 	for _, pg := range consolePages() {

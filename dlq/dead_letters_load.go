@@ -109,34 +109,51 @@ const indexLoadBatch = 100_000
 // GIN pending lists (or the next ordinary insert would pay for merging
 // them, and every search would scan them) and refreshes the statistics, so
 // the first queries are planned for the table as it now is, not as
-// autovacuum last saw it.
-func (s *Store) IndexLoadedDeadLetters(ctx context.Context, connections int) error {
-	if err := s.indexLoadedSearch(ctx, max(connections, 1)); err != nil {
-		return err
+// autovacuum last saw it. It returns how many letters it indexed.
+func (s *Store) IndexLoadedDeadLetters(ctx context.Context, connections int) (int64, error) {
+	n, err := s.indexLoadedSearch(ctx, max(connections, 1))
+	if err != nil {
+		return n, err
 	}
 	if _, err := s.db.ExecContext(ctx, cleanGINPendingSQL); err != nil {
-		return fmt.Errorf("index loaded letters: merge GIN pending lists: %w", err)
+		return n, fmt.Errorf("index loaded letters: merge GIN pending lists: %w", err)
 	}
 	if _, err := s.db.ExecContext(ctx, `ANALYZE dead_letters, dead_letter_search`); err != nil {
-		return fmt.Errorf("index loaded letters: analyze: %w", err)
+		return n, fmt.Errorf("index loaded letters: analyze: %w", err)
+	}
+	return n, nil
+}
+
+// AnalyzeDeadLetters refreshes the planner's statistics of the letters
+// after a bulk load whose search rows are left for later, so the first
+// queries are planned for the table as it now is, not as autovacuum last
+// saw it.
+func (s *Store) AnalyzeDeadLetters(ctx context.Context) error {
+	if _, err := s.db.ExecContext(ctx, `ANALYZE dead_letters`); err != nil {
+		return fmt.Errorf("analyze dead letters: %w", err)
 	}
 	return nil
 }
 
 // indexLoadedSearch runs indexLoadedOnce on connections goroutines until
-// the queue is empty or one fails.
-func (s *Store) indexLoadedSearch(ctx context.Context, connections int) error {
+// the queue is empty or one fails, and returns how many letters they
+// indexed.
+func (s *Store) indexLoadedSearch(ctx context.Context, connections int) (int64, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var (
 		mu       sync.Mutex
 		firstErr error
+		indexed  int64
 		wg       sync.WaitGroup
 	)
 	for range connections {
 		wg.Go(func() {
 			for {
 				n, err := s.indexLoadedOnce(ctx)
+				mu.Lock()
+				indexed += n
+				mu.Unlock()
 				if err != nil {
 					mu.Lock()
 					if firstErr == nil {
@@ -153,7 +170,7 @@ func (s *Store) indexLoadedSearch(ctx context.Context, connections int) error {
 		})
 	}
 	wg.Wait()
-	return firstErr
+	return indexed, firstErr
 }
 
 // indexLoadedOnce indexes one batch in its own transaction, with the

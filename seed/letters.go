@@ -31,14 +31,27 @@ const maxParallel = 4
 // Loader is the store's bulk load of dead letters (dlq.Store).
 type Loader interface {
 	LoadDeadLetters(ctx context.Context, n int, letter func(i int) dlq.DeadLetter) (int, error)
-	IndexLoadedDeadLetters(ctx context.Context, connections int) error
+	IndexLoadedDeadLetters(ctx context.Context, connections int) (int64, error)
+	AnalyzeDeadLetters(ctx context.Context) error
+}
+
+// Options say how DeadLetters finishes.
+type Options struct {
+	// SearchLater leaves the letters' search rows to a second step: a
+	// running console's indexer builds them in the background (the list
+	// says how many letters are not yet searchable), or `redrive search
+	// rebuild` builds them at once. Building them is about half of a
+	// seed's time (the trigram index of each letter's text), and every
+	// other page, count and action works on the letters without them.
+	SearchLater bool
 }
 
 // DeadLetters writes n synthetic dead letters that failed in the 14 days
 // before now, batchSize per transaction, a few batches at a time, then has
-// the store build their search rows. It returns how many letters it wrote
-// (all of them unless it fails part way; batches that committed stay).
-func DeadLetters(ctx context.Context, store Loader, n int, now time.Time) (int, error) {
+// the store build their search rows (unless opts.SearchLater) and refresh
+// the planner's statistics. It returns how many letters it wrote (all of
+// them unless it fails part way; batches that committed stay).
+func DeadLetters(ctx context.Context, store Loader, n int, now time.Time, opts Options) (int, error) {
 	if n < 0 {
 		return 0, &dlq.ValidationError{Fields: map[string]string{"n": "must not be negative"}}
 	}
@@ -61,7 +74,12 @@ func DeadLetters(ctx context.Context, store Loader, n int, now time.Time) (int, 
 	if err != nil {
 		return inserted, fmt.Errorf("seed: %w", err)
 	}
-	if err := store.IndexLoadedDeadLetters(ctx, workers); err != nil {
+	if opts.SearchLater {
+		err = store.AnalyzeDeadLetters(ctx)
+	} else {
+		_, err = store.IndexLoadedDeadLetters(ctx, workers)
+	}
+	if err != nil {
 		return inserted, fmt.Errorf("seed: %w", err)
 	}
 	return inserted, nil

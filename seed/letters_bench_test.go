@@ -22,7 +22,7 @@ func BenchmarkDeadLetters(b *testing.B) {
 			store := dlq.NewStore(dlqtest.NewDB(b).DB)
 			now := time.Now()
 			for b.Loop() {
-				got, err := seed.DeadLetters(ctx, store, n, now)
+				got, err := seed.DeadLetters(ctx, store, n, now, seed.Options{})
 				if err != nil || got != n {
 					b.Fatalf("seeded %d of %d: %v", got, n, err)
 				}

@@ -25,7 +25,7 @@ func TestDeadLetters(t *testing.T) {
 		t.Parallel()
 		db := dlqtest.NewDB(t)
 		store := dlq.NewStore(db.DB)
-		n, err := seed.DeadLetters(ctx, store, 5000, now)
+		n, err := seed.DeadLetters(ctx, store, 5000, now, seed.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -58,7 +58,7 @@ func TestDeadLetters(t *testing.T) {
 	t.Run("RecentFailuresOutnumberOldOnes", func(t *testing.T) {
 		t.Parallel()
 		db := dlqtest.NewDB(t)
-		if _, err := seed.DeadLetters(ctx, dlq.NewStore(db.DB), 2000, now); err != nil {
+		if _, err := seed.DeadLetters(ctx, dlq.NewStore(db.DB), 2000, now, seed.Options{}); err != nil {
 			t.Fatal(err)
 		}
 		var lastDay, firstDay int
@@ -79,7 +79,7 @@ func TestDeadLetters(t *testing.T) {
 	t.Run("IDsRiseWithFailureTime", func(t *testing.T) {
 		t.Parallel()
 		db := dlqtest.NewDB(t)
-		if _, err := seed.DeadLetters(ctx, dlq.NewStore(db.DB), 3000, now); err != nil {
+		if _, err := seed.DeadLetters(ctx, dlq.NewStore(db.DB), 3000, now, seed.Options{}); err != nil {
 			t.Fatal(err)
 		}
 		var backwards int
@@ -98,7 +98,7 @@ func TestDeadLetters(t *testing.T) {
 		db := dlqtest.NewDB(t)
 		store := dlq.NewStore(db.DB)
 		for range 2 { // seeding twice must not reuse job ids either
-			if _, err := seed.DeadLetters(ctx, store, 50, now); err != nil {
+			if _, err := seed.DeadLetters(ctx, store, 50, now, seed.Options{}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -123,10 +123,10 @@ func TestDeadLetters(t *testing.T) {
 	t.Run("NothingOrNegative", func(t *testing.T) {
 		t.Parallel()
 		store := dlq.NewStore(dlqtest.NewDB(t).DB)
-		if n, err := seed.DeadLetters(ctx, store, 0, now); n != 0 || err != nil {
+		if n, err := seed.DeadLetters(ctx, store, 0, now, seed.Options{}); n != 0 || err != nil {
 			t.Errorf("seed 0: %d, %v", n, err)
 		}
-		if _, err := seed.DeadLetters(ctx, store, -1, now); !errors.Is(err, dlq.ErrInvalid) {
+		if _, err := seed.DeadLetters(ctx, store, -1, now, seed.Options{}); !errors.Is(err, dlq.ErrInvalid) {
 			t.Errorf("seed -1: want ErrInvalid, got %v", err)
 		}
 	})

@@ -76,6 +76,7 @@ var options = []option{
 	{"timeout", "", time.Duration(0), "limit on one attempt of this job, instead of its task's (0: the task's; a worker's --job-timeout still caps it)"},
 	// seed.
 	{"dead-letters", "", 0, "how many dead letters to insert (required)"},
+	{"index-search", "", false, "build the letters' search rows before returning, rather than leave them to a console or `redrive search rebuild`"},
 	// user and token.
 	{"role", "", "", "viewer, operator or admin"},
 	{"user", "", "", "the user the token acts as (create)"},

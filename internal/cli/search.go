@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"strings"
 	"time"
 
@@ -132,9 +133,10 @@ func runSearch(ctx context.Context, args []string, e env) error {
 		return err
 	}
 	fmt.Fprintf(e.stdout, "rebuilt %d letters' search text in %s\n", n, time.Since(start).Round(time.Millisecond))
-	// Letters written while no console ran are still queued for search.
+	// Letters written while no console ran (a seed, say) are still queued
+	// for search: index them in large batches, one connection a core.
 	start = time.Now()
-	indexed, err := store.IndexSearch(ctx, f.integer("batch"))
+	indexed, err := store.IndexLoadedDeadLetters(ctx, min(runtime.NumCPU(), 4))
 	if err != nil {
 		return err
 	}

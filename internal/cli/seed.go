@@ -10,8 +10,11 @@ import (
 )
 
 func runSeed(ctx context.Context, args []string, e env) error {
-	fs := newFlagSet("seed", "Insert realistic synthetic dead letters in bulk, for benchmarks and demos.", e.stderr)
-	register(fs, databaseOptions, []string{"dead-letters"})
+	fs := newFlagSet("seed", "Insert realistic synthetic dead letters in bulk, for benchmarks and demos.\n"+
+		"Their search rows are a second step: a running console builds them in the\n"+
+		"background (until then the list says how many letters search cannot find yet),\n"+
+		"`redrive search rebuild` builds them at once, and --index-search waits for them.", e.stderr)
+	register(fs, databaseOptions, []string{"dead-letters", "index-search"})
 	f, err := parse(fs, args, e.getenv)
 	if err != nil {
 		return err
@@ -27,10 +30,14 @@ func runSeed(ctx context.Context, args []string, e env) error {
 	}
 	defer db.Close()
 	start := time.Now()
-	inserted, err := seed.DeadLetters(ctx, dlq.NewStore(db), n, time.Now())
+	later := !f.boolean("index-search")
+	inserted, err := seed.DeadLetters(ctx, dlq.NewStore(db), n, time.Now(), seed.Options{SearchLater: later})
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(e.stdout, "inserted %d dead letters in %s\n", inserted, time.Since(start).Round(time.Millisecond))
+	if later {
+		fmt.Fprintln(e.stdout, "their search rows are built by a running console, or now by `redrive search rebuild`")
+	}
 	return nil
 }
