@@ -61,10 +61,14 @@ func decide(attempt, maxAttempts int, err, stop error, retryDelay func(attempt i
 	}
 }
 
-// execute runs one claimed job and records its outcome. It runs in the
-// job's own goroutine, counted in w.jobs, which the outcome's recording
-// releases; cancel ends the job's context once it has.
-func (w *Worker) execute(ctx context.Context, cancel context.CancelCauseFunc, a *activeJob) {
+// execute runs one claimed job and records its outcome. It runs on a
+// runner (dispatch); the job is counted in w.jobs, which the outcome's
+// recording releases; cancel ends the job's context once it has.
+//
+// It reports whether the handler was abandoned (see runHandler): its
+// goroutine is then the handler's, to finish whenever it does, and no
+// longer one of the worker's runners.
+func (w *Worker) execute(ctx context.Context, cancel context.CancelCauseFunc, a *activeJob) (abandoned bool) {
 	log := newJobLog(w.log, &a.job)
 	start := w.cfg.NowFunc()
 	done := func(err error) {
@@ -75,9 +79,9 @@ func (w *Worker) execute(ctx context.Context, cancel context.CancelCauseFunc, a 
 	t, ok := w.tasks[a.job.Task]
 	if !ok {
 		done(Permanent(&unknownTaskError{task: a.job.Task, worker: w.cfg.ID, known: w.taskNames}))
-		return
+		return false
 	}
-	w.runHandler(ctx, t, a.job, log, done)
+	return w.runHandler(ctx, t, a.job, log, done)
 }
 
 // record decides what becomes of a job whose handler returned err (or was
@@ -126,7 +130,7 @@ func (w *Worker) record(ctx context.Context, a *activeJob, log *jobLog, start ti
 // The handler runs on the caller's goroutine, and a timer watches it only
 // once its context has ended: one goroutine per job, not two, on the path
 // every job takes.
-func (w *Worker) runHandler(ctx context.Context, t task, job dlq.Job, log *jobLog, done func(error)) {
+func (w *Worker) runHandler(ctx context.Context, t task, job dlq.Job, log *jobLog, done func(error)) (abandoned bool) {
 	// The job's own timeout, else its task's, else the default; never
 	// over the operator's cap.
 	limit := cmp.Or(job.Timeout(), t.opts.Timeout, w.cfg.DefaultTimeout)
@@ -152,13 +156,17 @@ func (w *Worker) runHandler(ctx context.Context, t task, job dlq.Job, log *jobLo
 			log.get().Error("handler ignored cancellation and was abandoned; its goroutine may still be running",
 				"cause", context.Cause(hctx), "waited", abandonAfter)
 			settle(&abandonedError{task: job.Task, after: abandonAfter, cause: context.Cause(hctx)})
+			// The runner is the handler's now: shutdown does not wait for it.
+			w.runners.Done()
 		})
 	})
 	err := callHandler(withLogger(hctx, log), t.handler, &job)
 	stopWatch()
 	if settled.CompareAndSwap(false, true) {
 		settle(err)
+		return false
 	}
+	return true
 }
 
 func callHandler(ctx context.Context, h Handler, job *Job) (err error) {

@@ -88,6 +88,12 @@ type Worker struct {
 	// the slots in use. The others wait for the completer.
 	running int
 	jobs    sync.WaitGroup
+	// idle hands a claimed job to a runner waiting for one (dispatch);
+	// runners counts the runners, and stopRunners, closed as Run returns,
+	// ends the idle ones.
+	idle        chan jobRun
+	runners     sync.WaitGroup
+	stopRunners chan struct{}
 }
 
 // activeJob is a claimed job whose handler is running or whose outcome is
@@ -123,17 +129,19 @@ func New(store *dlq.Store, cfg Config) (*Worker, error) {
 		return nil, err
 	}
 	w := &Worker{
-		metrics:   m,
-		store:     store,
-		cfg:       cfg,
-		tasks:     tasks,
-		taskNames: slices.Sorted(maps.Keys(tasks)),
-		host:      hostname(),
-		log:       cfg.Logger.With("worker", cfg.ID),
-		wake:      make(chan struct{}, 1),
-		slotFreed: make(chan struct{}, 1),
-		active:    map[dlq.Lease]*activeJob{},
-		gaveUp:    map[dlq.Lease]time.Time{},
+		metrics:     m,
+		store:       store,
+		cfg:         cfg,
+		tasks:       tasks,
+		taskNames:   slices.Sorted(maps.Keys(tasks)),
+		host:        hostname(),
+		log:         cfg.Logger.With("worker", cfg.ID),
+		wake:        make(chan struct{}, 1),
+		slotFreed:   make(chan struct{}, 1),
+		active:      map[dlq.Lease]*activeJob{},
+		gaveUp:      map[dlq.Lease]time.Time{},
+		idle:        make(chan jobRun),
+		stopRunners: make(chan struct{}),
 	}
 	w.completer = newCompleter(w)
 	return w, nil
@@ -186,6 +194,8 @@ func (w *Worker) Run(ctx context.Context) error {
 	completer.Wait()
 	stopHeartbeat()
 	loops.Wait()
+	close(w.stopRunners)
+	w.runners.Wait()
 	err = errors.Join(err, w.unregister(detached))
 	w.log.Info("worker stopped")
 	return err

@@ -20,7 +20,7 @@ func TestSeededLettersReplayOnTheDemoWorker(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	b := setup(t)
-	if _, err := seed.DeadLetters(ctx, b.store, 400, time.Now()); err != nil {
+	if _, err := seed.DeadLetters(ctx, b.store, 400, time.Now(), seed.Options{}); err != nil {
 		t.Fatal(err)
 	}
 	b.startWorker(t, func(c *worker.Config) { c.Queues = demo.ShopQueues() })
