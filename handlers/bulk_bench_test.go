@@ -36,7 +36,7 @@ func BenchmarkBulkReplay100k(b *testing.B) {
 	db := dlqtest.NewDB(b)
 	store := dlq.NewStore(db.DB)
 	start := time.Now()
-	if n, err := seed.DeadLetters(ctx, store, total, time.Now()); err != nil || n != total {
+	if n, err := seed.DeadLetters(ctx, store, total, time.Now(), seed.Options{}); err != nil || n != total {
 		b.Fatalf("seeded %d of %d: %v", n, total, err)
 	}
 	if _, err := db.ExecContext(ctx, `VACUUM ANALYZE dead_letters, dead_letter_search`); err != nil {
