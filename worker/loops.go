@@ -107,17 +107,12 @@ func (w *Worker) start(jobsCtx context.Context, jobs []dlq.Job, leaseUntil time.
 	if len(jobs) == 0 {
 		return
 	}
-	type started struct {
-		ctx    context.Context
-		cancel context.CancelCauseFunc
-		a      *activeJob
-	}
-	runs := make([]started, len(jobs))
+	runs := make([]jobRun, len(jobs))
 	for i, job := range jobs {
 		ctx, cancel := context.WithCancelCause(jobsCtx)
 		a := &activeJob{job: job, cancel: cancel}
 		a.leaseNanos.Store(leaseUntil.UnixNano())
-		runs[i] = started{ctx: ctx, cancel: cancel, a: a}
+		runs[i] = jobRun{ctx: ctx, cancel: cancel, a: a}
 	}
 	w.mu.Lock()
 	for _, r := range runs {
@@ -141,7 +136,7 @@ func (w *Worker) start(jobsCtx context.Context, jobs []dlq.Job, leaseUntil time.
 	w.mu.Unlock()
 	w.jobs.Add(len(runs))
 	for _, r := range runs {
-		w.dispatch(jobRun{ctx: r.ctx, cancel: r.cancel, a: r.a})
+		w.dispatch(r)
 	}
 }
 
