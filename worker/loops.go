@@ -100,7 +100,7 @@ func (w *Worker) claim(jobsCtx context.Context, limit int) (int, error) {
 	return len(jobs), nil
 }
 
-// start runs each claimed job in its own goroutine. The jobs are in the
+// start runs each claimed job on a runner (dispatch). The jobs are in the
 // active set before start returns, so the claim loop's next count of free
 // slots includes them; they join it under one lock, not one each.
 func (w *Worker) start(jobsCtx context.Context, jobs []dlq.Job, leaseUntil time.Time) {
