@@ -1,6 +1,7 @@
 package dlq_test
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/redrive/redrive/dlq/dlqtest"
@@ -26,13 +27,8 @@ func TestLargeValuesCompressWithLZ4(t *testing.T) {
 	}
 	want := []string{"dead_letters.args", "dead_letters.error_message", "dead_letters.history", "dead_letters.kwargs",
 		"dead_letters.traceback", "jobs.args", "jobs.errors", "jobs.kwargs"}
-	if len(cols) != len(want) {
+	if !slices.Equal(cols, want) {
 		t.Fatalf("lz4 columns = %v, want %v", cols, want)
-	}
-	for i := range want {
-		if cols[i] != want[i] {
-			t.Fatalf("lz4 columns = %v, want %v", cols, want)
-		}
 	}
 
 	// A traceback long enough to be compressed is stored as lz4 and reads

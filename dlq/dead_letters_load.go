@@ -153,17 +153,12 @@ func (s *Store) indexLoadedSearch(ctx context.Context, connections int) (int64, 
 				n, err := s.indexLoadedOnce(ctx)
 				mu.Lock()
 				indexed += n
-				mu.Unlock()
-				if err != nil {
-					mu.Lock()
-					if firstErr == nil {
-						firstErr = err
-						cancel()
-					}
-					mu.Unlock()
-					return
+				if err != nil && firstErr == nil {
+					firstErr = err
+					cancel()
 				}
-				if n < indexLoadBatch {
+				mu.Unlock()
+				if err != nil || n < indexLoadBatch {
 					return
 				}
 			}
