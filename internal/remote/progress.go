@@ -88,10 +88,12 @@ func (p *progress) show(op Operation) {
 	lines := []string{p.enqueued.String()}
 	if r := op.Replays; r != nil && op.Kind == "replay" {
 		total := max(op.Acted(), r.Settled()+r.Running+r.Waiting, 1)
-		if p.settled == nil {
+		// A bar that has been full stays finished and stops drawing its
+		// count, so one whose total grew (more letters handed over) is
+		// drawn afresh rather than given a new maximum.
+		if p.settled == nil || p.settled.GetMax64() != total {
 			p.settled = newBar(total, "")
 		}
-		p.settled.ChangeMax64(total)
 		p.settled.Describe(fmt.Sprintf("replays settled: %d succeeded, %d died again, %d running, %d waiting",
 			r.Succeeded, r.DiedAgain, r.Running, r.Waiting))
 		_ = p.settled.Set64(min(r.Settled(), total))
