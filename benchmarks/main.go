@@ -53,8 +53,14 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	version := fs.String("version", "dev", "the Redrive build being measured, for the header")
 	timeout := fs.Duration("timeout", 4*time.Hour, "stop everything after this long")
 	only := fs.String("only", "", "run only the steps whose name contains this (e.g. \"drain best\", \"dead-lettering\", \"console\")")
+	engine := fs.String("engine", "", "measure only this engine (Redrive or River), e.g. to compare two Redrive builds")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *engine != "" {
+		if _, err := engineByName(*engine); err != nil {
+			return fmt.Errorf("--engine: %w", err)
+		}
 	}
 	if *redriveBin == "" {
 		return errors.New("--redrive is required: the path of the redrive binary (make build)")
@@ -75,12 +81,12 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	defer cancel()
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	return runSuite(ctx, report{started: time.Now(), quick: *quick, version: *version, sizes: sizes},
-		self, bin, *out, *only, logger, stdout)
+		self, bin, *out, *only, *engine, logger, stdout)
 }
 
 // runSuite starts the cluster, measures, stops the cluster (also on
 // Ctrl-C or timeout), and prints the table of whatever was measured.
-func runSuite(ctx context.Context, rp report, self, redriveBin, out, only string, logger *slog.Logger, stdout io.Writer) error {
+func runSuite(ctx context.Context, rp report, self, redriveBin, out, only, engine string, logger *slog.Logger, stdout io.Writer) error {
 	logger.Info("starting the private PostgreSQL cluster")
 	c, err := startCluster(ctx)
 	if err != nil {
@@ -90,7 +96,7 @@ func runSuite(ctx context.Context, rp report, self, redriveBin, out, only string
 	if rp.settings, err = c.settings(ctx); err != nil {
 		return err
 	}
-	s := &suite{c: c, sizes: rp.sizes, self: self, redriveBin: redriveBin, log: logger, res: newResults(rp.sizes.Runs), only: only}
+	s := &suite{c: c, sizes: rp.sizes, self: self, redriveBin: redriveBin, log: logger, res: newResults(rp.sizes.Runs), only: only, engine: engine}
 	if err := s.prepare(ctx); err != nil {
 		return fmt.Errorf("prepare templates: %w", err)
 	}

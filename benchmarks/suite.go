@@ -27,9 +27,26 @@ type suite struct {
 	// only, when set, keeps the steps whose name contains it: a quicker
 	// loop while working on one figure. The table is then partial.
 	only string
+	// engine, when set, measures only the engine of that name: an A/B of
+	// two Redrive builds needs no River runs between them.
+	engine string
 	// riverUIDB is River's database for the console step, built in its
 	// first round (riverUIData).
 	riverUIDB string
+}
+
+// engines are the engines this run measures.
+func (s *suite) engines() []engine {
+	if s.engine == "" {
+		return engines()
+	}
+	var es []engine
+	for _, e := range engines() {
+		if e.Name() == s.engine {
+			es = append(es, e)
+		}
+	}
+	return es
 }
 
 // wanted reports whether the step called name is to run.
@@ -48,7 +65,7 @@ type templates struct {
 // statistics and a visibility map, as a queue that has been up a while.
 func (s *suite) prepare(ctx context.Context) error {
 	s.templates = map[string]templates{}
-	for _, e := range engines() {
+	for _, e := range s.engines() {
 		start := time.Now()
 		prefix := strings.ToLower(e.Name())
 		var t templates
@@ -131,7 +148,7 @@ func (s *suite) needs(prefix string) bool {
 func (s *suite) run(ctx context.Context) {
 	steps := s.steps()
 	for round := range s.sizes.Runs {
-		order := engines()
+		order := s.engines()
 		if round%2 == 1 {
 			slices.Reverse(order)
 		}

@@ -2,8 +2,11 @@ package dlq
 
 import "strings"
 
-// ClaimSQL exposes the claim query to the external tests that check its plan.
-const ClaimSQL = claimSQL
+// ClaimQuery exposes the claim of limit jobs by "plan-test" with a 30 s
+// lease, and its parameters, to the external tests that check its plan.
+func ClaimQuery(queues []string, after map[string]Position, limit int) (string, []any) {
+	return claimArgs("plan-test", queues, after, limit, 30_000)
+}
 
 // ListPageSQL exposes the list query and its arguments to the external
 // tests that check its plan.

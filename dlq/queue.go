@@ -43,13 +43,46 @@ import (
 // sorted the queue's whole backlog instead of walking the index
 // (TestClaimCostIsFlat). NOT ARRAY[task] <@ list plans as well, but cost
 // 25% more per paused row.
-const claimSQL = `
-WITH next AS (
+//
+// claimAfterSQL is the same claim with each queue's walk starting after a
+// position ($5 and $6, one per queue): the run_at and id of the last job
+// a worker claimed from it, or -infinity for its head. Claimed jobs leave
+// their entries in jobs_claimable_idx, dead, until VACUUM removes them, and
+// a walk from the head steps over every one: 50,000 jobs drained since the
+// last VACUUM put 250 index pages (3 ms) before the first claimable row, a
+// cost that grew through a drain until the claim was half of all database
+// time. After the last claim's position the walk reads a few pages
+// (TestClaimAfterSkipsTheDrainedHead). The head's claim stays without the
+// condition: its selectivity, unknown to the planner, made it sort a small
+// queue whole instead of walking the index (TestClaimCostIsFlat).
+//
+// The claim commits without waiting for its WAL to reach the disk
+// (synchronous_commit off for its transaction alone, set in the statement
+// so that it holds behind a transaction pooler too): the wait was a fifth
+// of a claim's time at the defaults. Nothing depends on a claim being
+// durable. A claim lost in a server crash returns the job to the queue
+// unclaimed, as if the claim had never run, and is redelivered (at least
+// once); the job's outcome is written with a synchronous commit, whose
+// flush carries the earlier claim's commit record with it, so no outcome
+// is ever recorded against a claim that was lost. A worker killed, unlike
+// the server, loses nothing: the WAL writer flushes within a fraction of
+// a second, and the claim keeps counting its attempt.
+var claimSQL, claimAfterSQL = claimQuery(false), claimQuery(true)
+
+func claimQuery(after bool) string {
+	from, walk := "unnest($1::text[]) AS q(name)", ""
+	if after {
+		from = "unnest($1::text[], $5::timestamptz[], $6::bigint[]) AS q(name, after_run_at, after_id)"
+		walk = "\n\t\t\tAND (run_at, id) > (q.after_run_at, q.after_id)"
+	}
+	return `
+WITH async_commit AS (SELECT set_config('synchronous_commit', 'off', true) AS setting),
+next AS (
 	SELECT due.id AS next_id
-	FROM unnest($1::text[]) AS q(name)
+	FROM ` + from + `
 	CROSS JOIN LATERAL (
 		SELECT id, run_at FROM jobs
-		WHERE queue = q.name AND state IN ('available', 'retrying') AND run_at <= now()
+		WHERE queue = q.name AND state IN ('available', 'retrying') AND run_at <= now()` + walk + `
 			AND (task || '') <> ALL (ARRAY(` + pausedSQL + ` AND kind = 'task'))
 		ORDER BY run_at, id
 		LIMIT $2
@@ -62,8 +95,9 @@ WITH next AS (
 UPDATE jobs j
 SET state = 'running', attempt = j.attempt + 1, lease_owner = $3,
 	lease_expires_at = now() + $4 * interval '1 millisecond', attempted_at = now()
-WHERE j.id = ANY(ARRAY(SELECT next_id FROM next))
+WHERE j.id = ANY(ARRAY(SELECT next_id FROM next)) AND (SELECT setting FROM async_commit) = 'off'
 RETURNING ` + claimedColumns
+}
 
 // claimedColumns are jobColumns less those the claim itself sets to
 // values Claim knows: state, lease_owner and lease_expires_at (attempted_at
@@ -83,8 +117,34 @@ const pausedSQL = `SELECT name FROM pauses WHERE resumed_at IS NULL AND (until I
 // claimedColumns; TestClaimReturnsEveryColumn checks the result against
 // the job as the store reads it.
 func (s *Store) Claim(ctx context.Context, worker string, queues []string, limit int, lease time.Duration) ([]Job, error) {
+	return s.ClaimAfter(ctx, worker, queues, nil, limit, lease)
+}
+
+// Position is a place in a queue's claim order (run_at, then id): a claim
+// after it leaves the jobs at or before it alone.
+type Position struct {
+	RunAt time.Time
+	ID    int64
+}
+
+// PositionOf is job's place in its queue's claim order.
+func PositionOf(j Job) Position { return Position{RunAt: j.RunAt, ID: j.ID} }
+
+// Before reports whether p comes before q in claim order.
+func (p Position) Before(q Position) bool {
+	return p.RunAt.Before(q.RunAt) || p.RunAt.Equal(q.RunAt) && p.ID < q.ID
+}
+
+// ClaimAfter is Claim with each queue's walk starting after its position
+// in after (a queue missing from it starts at its head). A job due before
+// the position is not taken: one whose earlier run_at committed late (a
+// long transaction's now(), a rescued or handed-back job, an explicit past
+// run_at). The caller must claim from the head now and then, and whenever
+// a claim after positions comes back short, to take those too.
+func (s *Store) ClaimAfter(ctx context.Context, worker string, queues []string, after map[string]Position, limit int, lease time.Duration) ([]Job, error) {
 	leaseMS := lease.Milliseconds()
-	rows, err := s.db.QueryContext(ctx, claimSQL, pq.Array(queues), limit, worker, leaseMS)
+	query, args := claimArgs(worker, queues, after, limit, leaseMS)
+	rows, err := s.db.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("claim jobs: %w", err)
 	}
@@ -106,6 +166,25 @@ func (s *Store) Claim(ctx context.Context, worker string, queues []string, limit
 		return nil, fmt.Errorf("claim jobs: %w", err)
 	}
 	return jobs, nil
+}
+
+// claimArgs is the claim to run, from the head of every queue or after
+// positions, with its parameters in order.
+func claimArgs(worker string, queues []string, after map[string]Position, limit int, leaseMS int64) (string, []any) {
+	args := []any{pq.Array(queues), limit, worker, leaseMS}
+	if len(after) == 0 {
+		return claimSQL, args
+	}
+	// -infinity sorts before every run_at: a queue without a position is
+	// walked from its head.
+	afterRunAt, afterID := make([]string, len(queues)), make([]int64, len(queues))
+	for i, q := range queues {
+		afterRunAt[i] = "-infinity"
+		if p, ok := after[q]; ok {
+			afterRunAt[i], afterID[i] = p.RunAt.Format(time.RFC3339Nano), p.ID
+		}
+	}
+	return claimAfterSQL, append(args, pq.Array(afterRunAt), pq.Array(afterID))
 }
 
 // Lease names one claim of a job: the worker that claimed it and the

@@ -37,6 +37,7 @@ func (w *Worker) claimLoop(ctx, jobsCtx context.Context) {
 	// Claim at once on start: work may have piled up while no worker ran.
 	mayHaveWork := true
 	var lastClaim time.Time
+	var cursor claimCursor
 	for {
 		if ctx.Err() != nil {
 			return
@@ -44,12 +45,16 @@ func (w *Worker) claimLoop(ctx, jobsCtx context.Context) {
 		if free := w.freeSlots(); mayHaveWork && free > 0 {
 			if wait := claimCooldown - time.Since(lastClaim); free >= w.topUp() || wait <= 0 {
 				limit := min(free, maxClaimBatch)
-				n, err := w.claim(jobsCtx, limit)
+				from := cursor.next(time.Now(), w.cfg.PollInterval)
+				jobs, err := w.claim(jobsCtx, from, limit)
 				lastClaim = time.Now()
+				cursor.advance(lastClaim, from, jobs, limit, err != nil)
 				// A full batch suggests more is waiting: claim again as soon
-				// as slots free. A short one means the queues are drained
-				// for now, and a freed slot alone is no reason to ask again.
-				mayHaveWork = err == nil && n == limit
+				// as slots free. A short one from the head means the queues
+				// are drained for now, and a freed slot alone is no reason to
+				// ask again; a short one after positions is followed by a
+				// claim from the head, for what the walk skipped.
+				mayHaveWork = err == nil && (len(jobs) == limit || from != nil)
 				if mayHaveWork {
 					continue
 				}
@@ -70,18 +75,19 @@ func (w *Worker) claimLoop(ctx, jobsCtx context.Context) {
 	}
 }
 
-// claim takes up to limit jobs and starts them. The claim runs on a context
+// claim takes up to limit jobs, each queue's after its position in from
+// (nil: from the head), and starts them. The claim runs on a context
 // that shutdown does not cancel: a claim cancelled mid-flight can commit
 // without our seeing its rows, stranding those jobs until their leases
 // expire and burning an attempt of each.
-func (w *Worker) claim(jobsCtx context.Context, limit int) (int, error) {
+func (w *Worker) claim(jobsCtx context.Context, from map[string]dlq.Position, limit int) ([]dlq.Job, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(jobsCtx), writeTimeout)
 	defer cancel()
 	// The lease is counted from before the request, by this worker's clock:
 	// the completer must never believe a lease lasts longer than it does.
 	leaseUntil := time.Now().Add(w.cfg.LeaseDuration)
 	w.claiming.Lock()
-	jobs, err := w.store.Claim(ctx, w.cfg.ID, w.cfg.Queues, limit, w.cfg.LeaseDuration)
+	jobs, err := w.store.ClaimAfter(ctx, w.cfg.ID, w.cfg.Queues, from, limit, w.cfg.LeaseDuration)
 	w.start(jobsCtx, jobs, leaseUntil)
 	w.claiming.Unlock()
 	if err != nil {
@@ -92,12 +98,12 @@ func (w *Worker) claim(jobsCtx context.Context, limit int) (int, error) {
 		// next poll rather than being woken: a claim that fails every time
 		// (the database down, a broken query) must not spin.
 		w.handBackOrphans(jobsCtx)
-		return 0, err
+		return nil, err
 	}
 	if len(jobs) > 0 {
 		w.log.Debug("claimed jobs", "count", len(jobs))
 	}
-	return len(jobs), nil
+	return jobs, nil
 }
 
 // start runs each claimed job on a runner (dispatch). The jobs are in the
