@@ -35,11 +35,8 @@ func (e *cancelRequestedError) Error() string {
 
 // cancelRequest returns the operator's request that stopped a job, if any.
 func cancelRequest(stop error) *cancelRequestedError {
-	var c *cancelRequestedError
-	if errors.As(stop, &c) {
-		return c
-	}
-	return nil
+	c, _ := errors.AsType[*cancelRequestedError](stop)
+	return c
 }
 
 // cancelledAttempt rewrites a cancelled attempt's history entry to say who
