@@ -25,10 +25,7 @@ func TestAJobDueBeforeTheClaimedOnesRuns(t *testing.T) {
 		cfg.PollInterval = time.Minute // only a claim from the head can find it
 		cfg.ListenDSN = b.db.DSN
 		b.start(t, cfg)
-		waitFor(t, 5*time.Second, "the LISTEN connection", func() bool {
-			return b.count(t, `SELECT count(*) FROM pg_stat_activity
-				WHERE datname = current_database() AND query = 'LISTEN "redrive_jobs"'`) == 1
-		})
+		b.waitListening(t)
 		// The last claim took this job: the next walks on after it.
 		warm := b.enqueue(t, dlq.EnqueueParams{Task: "test.task"})
 		b.waitJob(t, warm, dlq.StateSucceeded, 5*time.Second)

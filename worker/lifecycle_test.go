@@ -77,10 +77,7 @@ func TestShutdown(t *testing.T) {
 		ncfg := next.config("w-next")
 		ncfg.PollInterval, ncfg.ListenDSN = time.Minute, b.db.DSN
 		next.start(t, ncfg)
-		waitFor(t, 5*time.Second, "the second worker's LISTEN connection", func() bool {
-			return b.count(t, `SELECT count(*) FROM pg_stat_activity
-				WHERE datname = current_database() AND query = 'LISTEN "redrive_jobs"'`) == 1
-		})
+		b.waitListening(t) // the second worker's: the first has none
 
 		stopped := time.Now()
 		if err := r.stop(t); err != nil {
@@ -346,10 +343,7 @@ func TestListenNotify(t *testing.T) {
 		b.start(t, cfg)
 		// Enqueue only once LISTEN has run: a job enqueued before it would
 		// wait for the next poll, a minute away, and the test would race.
-		waitFor(t, 5*time.Second, "the LISTEN connection", func() bool {
-			return b.count(t, `SELECT count(*) FROM pg_stat_activity
-				WHERE datname = current_database() AND query = 'LISTEN "redrive_jobs"'`) == 1
-		})
+		b.waitListening(t)
 		// After the warm job the queue is idle and the worker's startup
 		// claim is long done: from here only a notification (or a poll, a
 		// minute away) can start the next job.
