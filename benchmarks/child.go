@@ -17,6 +17,11 @@ import (
 // profile of its run there (engine-pid.pprof), for `go tool pprof`.
 const cpuProfileEnv = "BENCH_CPUPROFILE"
 
+// allocProfileEnv names a folder: when set, each worker child writes a
+// profile of what its run allocated there (engine-pid.allocs.pprof), read
+// with `go tool pprof -sample_index=alloc_space`.
+const allocProfileEnv = "BENCH_ALLOCPROFILE"
+
 // runChild is a worker process of a throughput or dead-letter run (the
 // harness re-executes itself as `child`): it builds the engine's worker,
 // prints "ready", waits for "go" on stdin, and works until stdin closes
@@ -74,6 +79,9 @@ func runChild(ctx context.Context, args []string, stdin io.Reader, stdout io.Wri
 		}
 		defer stop()
 	}
+	if dir := os.Getenv(allocProfileEnv); dir != "" {
+		defer writeAllocProfile(filepath.Join(dir, fmt.Sprintf("%s-%d.allocs.pprof", e.Name(), os.Getpid())))
+	}
 	if err := run(ctx); err != nil && !errors.Is(err, context.Canceled) {
 		return fmt.Errorf("%s worker: %w", e.Name(), err)
 	}
@@ -94,4 +102,18 @@ func profileCPU(path string) (stop func(), err error) {
 		pprof.StopCPUProfile()
 		f.Close()
 	}, nil
+}
+
+// writeAllocProfile writes the allocations sampled since the process
+// started to path; a failure is only reported, the run's figures stand.
+func writeAllocProfile(path string) {
+	f, err := os.Create(path)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "alloc profile:", err)
+		return
+	}
+	defer f.Close()
+	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+		fmt.Fprintln(os.Stderr, "alloc profile:", err)
+	}
 }

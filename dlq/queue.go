@@ -150,17 +150,20 @@ func (s *Store) ClaimAfter(ctx context.Context, worker string, queues []string, 
 	}
 	defer rows.Close()
 	jobs := make([]Job, 0, limit)
+	owner := worker
 	for rows.Next() {
-		j := Job{State: StateRunning}
-		var attemptedAt time.Time
+		// Scanned in place: a Job scanned on its own would escape to the
+		// heap (Scan takes pointers into it) and then be copied.
+		jobs = append(jobs, Job{State: StateRunning, LeaseOwner: &owner})
+		j := &jobs[len(jobs)-1]
+		times := new([2]time.Time) // attempted_at and the lease's end, in one allocation
 		if err := rows.Scan(&j.ID, &j.Queue, &j.Task, &j.Args, &j.Kwargs, &j.IdempotencyKey, &j.Attempt,
 			&j.MaxAttempts, &j.RunAt, &j.LastError, &j.Errors,
-			&j.CreatedAt, &attemptedAt, &j.FinishedAt, &j.ReplayOf, &j.TimeoutMS); err != nil {
+			&j.CreatedAt, &times[0], &j.FinishedAt, &j.ReplayOf, &j.TimeoutMS); err != nil {
 			return nil, fmt.Errorf("claim jobs: %w", err)
 		}
-		expires, owner := attemptedAt.Add(time.Duration(leaseMS)*time.Millisecond), worker
-		j.AttemptedAt, j.LeaseExpiresAt, j.LeaseOwner = &attemptedAt, &expires, &owner
-		jobs = append(jobs, j)
+		times[1] = times[0].Add(time.Duration(leaseMS) * time.Millisecond)
+		j.AttemptedAt, j.LeaseExpiresAt = &times[0], &times[1]
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("claim jobs: %w", err)

@@ -69,7 +69,8 @@ func decide(attempt, maxAttempts int, err, stop error, retryDelay func(attempt i
 // goroutine is then the handler's, to finish whenever it does, and no
 // longer one of the worker's runners.
 func (w *Worker) execute(ctx context.Context, cancel context.CancelCauseFunc, a *activeJob) (abandoned bool) {
-	log := newJobLog(w.log, &a.job)
+	a.log.init(w.log, &a.job)
+	log := &a.log
 	start := w.cfg.NowFunc()
 	done := func(err error) {
 		defer w.jobs.Done()
@@ -81,7 +82,7 @@ func (w *Worker) execute(ctx context.Context, cancel context.CancelCauseFunc, a 
 		done(Permanent(&unknownTaskError{task: a.job.Task, worker: w.cfg.ID, known: w.taskNames}))
 		return false
 	}
-	return w.runHandler(ctx, t, a.job, log, done)
+	return w.runHandler(ctx, t, a, log, done)
 }
 
 // record decides what becomes of a job whose handler returned err (or was
@@ -130,14 +131,17 @@ func (w *Worker) record(ctx context.Context, a *activeJob, log *jobLog, start ti
 // The handler runs on the caller's goroutine, and a timer watches it only
 // once its context has ended: one goroutine per job, not two, on the path
 // every job takes.
-func (w *Worker) runHandler(ctx context.Context, t task, job dlq.Job, log *jobLog, done func(error)) (abandoned bool) {
+func (w *Worker) runHandler(ctx context.Context, t task, a *activeJob, log *jobLog, done func(error)) (abandoned bool) {
+	a.handed = a.job
+	job := &a.handed
 	// The job's own timeout, else its task's, else the default; never
 	// over the operator's cap.
 	limit := cmp.Or(job.Timeout(), t.opts.Timeout, w.cfg.DefaultTimeout)
 	if w.cfg.MaxTimeout > 0 {
 		limit = min(limit, w.cfg.MaxTimeout)
 	}
-	deadline := &timeoutError{task: job.Task, after: limit}
+	a.deadline = timeoutError{task: job.Task, after: limit}
+	deadline := &a.deadline
 	hctx, cancel := context.WithTimeoutCause(ctx, limit, deadline)
 	// Exactly one of the handler's return and its abandonment reports.
 	var settled atomic.Bool
@@ -160,7 +164,7 @@ func (w *Worker) runHandler(ctx context.Context, t task, job dlq.Job, log *jobLo
 			w.runners.Done()
 		})
 	})
-	err := callHandler(withLogger(hctx, log), t.handler, &job)
+	err := callHandler(withLogger(hctx, log), t.handler, job)
 	stopWatch()
 	if settled.CompareAndSwap(false, true) {
 		settle(err)

@@ -73,7 +73,8 @@ type jobLog struct {
 	l    *slog.Logger
 }
 
-func newJobLog(base *slog.Logger, job *dlq.Job) *jobLog { return &jobLog{base: base, job: job} }
+// init sets the logger up for job; it must not have been used yet.
+func (j *jobLog) init(base *slog.Logger, job *dlq.Job) { j.base, j.job = base, job }
 
 func (j *jobLog) get() *slog.Logger {
 	j.once.Do(func() {

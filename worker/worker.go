@@ -101,6 +101,14 @@ type Worker struct {
 type activeJob struct {
 	job    dlq.Job
 	cancel context.CancelCauseFunc
+	// The parts of one attempt that live as long as the claim, held here
+	// so that a job costs one allocation for them, not four: the copy of
+	// the job its handler gets (a handler may change its copy; the worker
+	// keeps its own), its logger, and the cause its deadline cancels it
+	// with.
+	handed   dlq.Job
+	log      jobLog
+	deadline timeoutError
 	// finished is set once the handler has returned: a lease that then
 	// vanishes is not "lost" but released by the outcome write, and there
 	// is no handler left to cancel.
