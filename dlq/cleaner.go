@@ -16,20 +16,58 @@ import (
 // so it works through a transaction-pooling PgBouncer.
 const cleanerLockKey = 0x7265647269766501 // "redrive" + 1
 
-// deleteSucceededSQL deletes the oldest cleanable jobs that finished before
-// $1, at most $2, reading them from jobs_cleanable_idx in finished_at
-// order (migration 00013): succeeded jobs that no letter links to.
-// Replays (replay_of set) are kept for as long as their letter is, and
-// dead jobs for as long as theirs; neither is in the index. SKIP LOCKED
-// leaves alone a row something else holds.
+// deleteSucceededSQL deletes at most $2 cleanable jobs that finished
+// before $1: succeeded jobs that no letter links to, which is what
+// jobs_succeeded_idx holds (migration 00032). Replays (replay_of set) are
+// kept for as long as their letter is, and dead jobs for as long as
+// theirs; neither is in the index.
+//
+// The index is ordered for the console, by id within each (queue, task)
+// pair, not by finished_at, so the delete walks each pair's range from its
+// oldest id, reading finished_at from the index (INCLUDE), up to $3, the
+// first id created after the cutoff (succeededBoundSQL): a job created
+// after it cannot have finished before it. Between the start of a range
+// and the bound a walk reads, besides what it deletes, only the jobs
+// created before the cutoff that finished after it (a job scheduled or
+// backlogged for longer than the retention), until they too are old
+// enough.
+//
+// The walk does not lock the rows it reads (FOR UPDATE would read the heap
+// for every one); the DELETE re-checks each row on its newest version, so
+// a job that changed since is left alone.
 const deleteSucceededSQL = `
-DELETE FROM jobs WHERE id = ANY(ARRAY(
-	SELECT id FROM jobs
-	WHERE state = 'succeeded' AND replay_of IS NULL AND finished_at < $1
-	ORDER BY finished_at
+WITH RECURSIVE ` + succeededPairsCTE + `
+DELETE FROM jobs
+WHERE id = ANY(ARRAY(
+	SELECT d.id FROM succeeded_pairs p
+	CROSS JOIN LATERAL (
+		SELECT j.id FROM jobs j
+		WHERE j.state = 'succeeded' AND j.replay_of IS NULL AND j.queue = p.queue AND j.task = p.task
+			AND j.id < $3 AND j.finished_at < $1
+		ORDER BY j.id LIMIT $2
+	) d
 	LIMIT $2
-	FOR UPDATE SKIP LOCKED
-))`
+)) AND state = 'succeeded' AND replay_of IS NULL AND finished_at < $1`
+
+// succeededBoundSQL finds the first job created at or after $1, by a
+// binary search of the primary key (a few dozen probes): ids follow
+// creation closely, as both come from the enqueuing statement. A job
+// whose id is out of creation order by a moment is deleted by a later
+// pass rather than this one; none is deleted before its time, as the
+// delete checks finished_at itself. It is read before the delete, not
+// inside it, so that the planner knows the range it bounds: as an
+// unknown it once chose the primary key over jobs_succeeded_idx.
+const succeededBoundSQL = `
+WITH RECURSIVE bound(lo, hi) AS (
+	SELECT coalesce(min(id), 0), coalesce(max(id), 0) + 1 FROM jobs
+	UNION ALL
+	SELECT CASE WHEN m.created_at < $1 THEN b.lo + (b.hi - b.lo) / 2 + 1 ELSE b.lo END,
+		CASE WHEN m.created_at < $1 THEN b.hi ELSE b.lo + (b.hi - b.lo) / 2 END
+	FROM bound b
+	CROSS JOIN LATERAL (SELECT created_at FROM jobs WHERE id >= b.lo + (b.hi - b.lo) / 2 ORDER BY id LIMIT 1) m
+	WHERE b.lo < b.hi
+)
+SELECT max(lo) FROM bound`
 
 // DeleteSucceeded deletes up to limit succeeded jobs that finished before
 // cutoff, oldest first, in one transaction. It returns how many it
@@ -48,7 +86,11 @@ func (s *Store) DeleteSucceeded(ctx context.Context, cutoff time.Time, limit int
 	if !locked {
 		return 0, true, nil
 	}
-	res, err := tx.ExecContext(ctx, deleteSucceededSQL, cutoff, limit)
+	var bound int64
+	if err := tx.GetContext(ctx, &bound, succeededBoundSQL, cutoff); err != nil {
+		return 0, false, fmt.Errorf("delete succeeded jobs: bound: %w", err)
+	}
+	res, err := tx.ExecContext(ctx, deleteSucceededSQL, cutoff, limit, bound)
 	if err != nil {
 		return 0, false, fmt.Errorf("delete succeeded jobs: %w", err)
 	}
@@ -65,16 +107,26 @@ func (s *Store) DeleteSucceeded(ctx context.Context, cutoff time.Time, limit int
 // SucceededKept describes the succeeded jobs the cleaner may still delete.
 type SucceededKept struct {
 	// Estimate is Postgres's own count of them (pg_class.reltuples of
-	// jobs_cleanable_idx, refreshed by autovacuum and ANALYZE): an exact
+	// jobs_succeeded_idx, refreshed by autovacuum and ANALYZE): an exact
 	// count would read millions of rows on every page view.
 	Estimate int64
-	// Oldest is when the oldest of them finished; zero when there is none.
+	// Oldest is when the oldest of them finished, zero when there is
+	// none: the oldest of the first 100 of each (queue, task) pair by id,
+	// where the cleaner starts (see deleteSucceededSQL).
+	// It misses a job that finished earlier than all of those only if it
+	// was enqueued after them and finished before them all.
 	Oldest time.Time
 }
 
 const succeededKeptSQL = `
-SELECT GREATEST(COALESCE((SELECT reltuples FROM pg_class WHERE relname = 'jobs_cleanable_idx'), 0), 0)::bigint AS estimate,
-	(SELECT min(finished_at) FROM jobs WHERE state = 'succeeded' AND replay_of IS NULL) AS oldest`
+WITH RECURSIVE ` + succeededPairsCTE + `
+SELECT GREATEST(COALESCE((SELECT reltuples FROM pg_class WHERE relname = 'jobs_succeeded_idx'), 0), 0)::bigint AS estimate,
+	(SELECT min(o.finished_at) FROM succeeded_pairs p
+	 CROSS JOIN LATERAL (
+		SELECT j.finished_at FROM jobs j
+		WHERE j.state = 'succeeded' AND j.replay_of IS NULL AND j.queue = p.queue AND j.task = p.task
+		ORDER BY j.id LIMIT 100
+	 ) o) AS oldest`
 
 // SucceededKept reads how many succeeded jobs are kept, roughly, and the
 // oldest one's finishing time.

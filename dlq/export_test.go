@@ -27,3 +27,11 @@ func NormaliseMessageEveryRegexp(msg string) string {
 	}
 	return strings.TrimSpace(msg)
 }
+
+// DeleteSucceededSQL and SucceededBoundSQL expose the cleaner's delete
+// ($1 the cutoff, $2 the batch, $3 the bound) and its bound ($1) to the
+// external tests that check their plans.
+const (
+	DeleteSucceededSQL = deleteSucceededSQL
+	SucceededBoundSQL  = succeededBoundSQL
+)

@@ -173,6 +173,70 @@ const jobListColumns = `id, queue, task, state, attempt, max_attempts, run_at, c
 // order, and the branches are merged: a page costs at most five ranges of
 // limit+1 rows however rare the queue or task, where a single query would
 // scan the table for a rare one.
+//
+// Succeeded jobs are the exception (00032): those no letter links to are
+// in jobs_succeeded_idx (queue, task, id DESC) only, so their branch reads
+// one range per (queue, task) pair, found by skipping through that index
+// (succeededPairsCTE), and merges them; the succeeded replays stay in the
+// two indexes above and are one more range.
+
+// succeededPairsCTE finds each (queue, task) pair of the succeeded jobs no
+// letter links to, with a "loose index scan" of jobs_succeeded_idx: one
+// probe per pair, however many jobs each holds.
+const succeededPairsCTE = `succeeded_pairs(queue, task) AS (
+	(SELECT queue, task FROM jobs WHERE state = 'succeeded' AND replay_of IS NULL ORDER BY queue, task LIMIT 1)
+	UNION ALL
+	SELECT nxt.queue, nxt.task FROM succeeded_pairs p
+	CROSS JOIN LATERAL (
+		SELECT j.queue, j.task FROM jobs j
+		WHERE j.state = 'succeeded' AND j.replay_of IS NULL AND (j.queue, j.task) > (p.queue, p.task)
+		ORDER BY j.queue, j.task LIMIT 1
+	) nxt
+)`
+
+// succeededSelect is the SELECT of at most limit succeeded jobs matching
+// f's queue and task and the extra conditions (a cursor on id), in id
+// order (order ASC or DESC), or in no order when order is empty (a count
+// then stops after limit rows in all): each pair's range of
+// jobs_succeeded_idx, and the replays. The query must start WITH
+// RECURSIVE succeededPairsCTE.
+func succeededSelect(f JobFilter, columns string, extra []string, order string, limit int, args []any) (string, []any) {
+	orderBy := ""
+	if order != "" {
+		orderBy = "ORDER BY id " + order
+	}
+	var pairConds []string
+	add := func(cond string, v any) {
+		args = append(args, v)
+		pairConds = append(pairConds, fmt.Sprintf(cond, len(args)))
+	}
+	if f.Queue != "" {
+		add("p.queue = $%d", f.Queue)
+	}
+	if f.Task != "" {
+		add("p.task = $%d", f.Task)
+	}
+	rangeConds := append([]string{"state = 'succeeded'", "replay_of IS NULL", "queue = p.queue", "task = p.task"}, extra...)
+	plain := fmt.Sprintf(`(SELECT s.* FROM succeeded_pairs p CROSS JOIN LATERAL (
+		SELECT %s FROM jobs WHERE %s %s LIMIT %d) s
+	WHERE %s %s LIMIT %d)`,
+		columns, where(rangeConds), orderBy, limit, where(pairConds), orderBy, limit)
+	replayConds, args := JobFilter{Queue: f.Queue, Task: f.Task}.conds([]string{"state = 'succeeded'", "replay_of IS NOT NULL"}, args)
+	replays := fmt.Sprintf(`(SELECT %s FROM jobs WHERE %s %s LIMIT %d)`,
+		columns, where(append(replayConds, extra...)), orderBy, limit)
+	return fmt.Sprintf(`(SELECT * FROM (%s UNION ALL %s) s %s LIMIT %d)`, plain, replays, orderBy, limit), args
+}
+
+// withSucceededPairs prefixes query with succeededPairsCTE when one of
+// the branches reads succeeded jobs.
+func withSucceededPairs(query string, branches []JobFilter) string {
+	for _, b := range branches {
+		if b.State == StateSucceeded {
+			return "WITH RECURSIVE " + succeededPairsCTE + "\n" + query
+		}
+	}
+	return query
+}
 
 // branches returns the filters to ask: f itself, or one per state when f
 // narrows by queue or task but not by state.
@@ -224,24 +288,33 @@ func (s *Store) Jobs(ctx context.Context, f JobFilter) (JobPage, error) {
 	}
 	var args []any
 	var parts []string
-	for _, b := range f.branches() {
-		var conds []string
-		conds, args = b.conds(nil, args)
+	branches := f.branches()
+	for _, b := range branches {
+		var cursor []string
 		switch {
 		case f.Before != 0:
 			args = append(args, f.Before)
-			conds = append(conds, fmt.Sprintf("id < $%d", len(args)))
+			cursor = append(cursor, fmt.Sprintf("id < $%d", len(args)))
 		case f.After != 0:
 			args = append(args, f.After)
-			conds = append(conds, fmt.Sprintf("id > $%d", len(args)))
+			cursor = append(cursor, fmt.Sprintf("id > $%d", len(args)))
 		}
+		if b.State == StateSucceeded {
+			var part string
+			part, args = succeededSelect(b, jobListColumns, cursor, order, limit+1, args)
+			parts = append(parts, part)
+			continue
+		}
+		var conds []string
+		conds, args = b.conds(nil, args)
 		parts = append(parts, fmt.Sprintf(`(SELECT %s FROM jobs WHERE %s ORDER BY id %s LIMIT %d)`,
-			jobListColumns, where(conds), order, limit+1))
+			jobListColumns, where(append(conds, cursor...)), order, limit+1))
 	}
 	query := parts[0]
 	if len(parts) > 1 {
 		query = fmt.Sprintf(`SELECT * FROM (%s) j ORDER BY id %s LIMIT %d`, strings.Join(parts, "\nUNION ALL\n"), order, limit+1)
 	}
+	query = withSucceededPairs(query, branches)
 	var rows []JobListItem
 	if err := s.db.SelectContext(ctx, &rows, query, args...); err != nil {
 		return JobPage{}, fmt.Errorf("list jobs: %w", translate(err))
@@ -307,7 +380,17 @@ type JobTotal struct {
 func (s *Store) CountJobs(ctx context.Context, f JobFilter) (JobTotal, error) {
 	var args []any
 	var parts []string
-	for _, b := range f.branches() {
+	branches := f.branches()
+	for _, b := range branches {
+		if b.State == StateSucceeded {
+			// Any CountCap+1 of them tell the count is capped, in no
+			// particular order.
+			var rows string
+			rows, args = succeededSelect(b, "id", nil, "", CountCap+1, args)
+			parts = append(parts, fmt.Sprintf(`SELECT least(count(*), %[2]d) AS n, count(*) > %[2]d AS capped
+			FROM %[1]s x`, rows, CountCap))
+			continue
+		}
 		var conds []string
 		conds, args = b.conds(nil, args)
 		if b.State.ActiveState() {
@@ -317,8 +400,8 @@ func (s *Store) CountJobs(ctx context.Context, f JobFilter) (JobTotal, error) {
 		parts = append(parts, fmt.Sprintf(`SELECT least(count(*), %[2]d) AS n, count(*) > %[2]d AS capped
 			FROM (SELECT 1 FROM jobs WHERE %[1]s LIMIT %[3]d) x`, where(conds), CountCap, CountCap+1))
 	}
-	query := fmt.Sprintf(`SELECT COALESCE(sum(n), 0)::bigint AS n, COALESCE(bool_or(capped), false) AS capped FROM (%s) c`,
-		strings.Join(parts, "\nUNION ALL\n"))
+	query := withSucceededPairs(fmt.Sprintf(`SELECT COALESCE(sum(n), 0)::bigint AS n, COALESCE(bool_or(capped), false) AS capped FROM (%s) c`,
+		strings.Join(parts, "\nUNION ALL\n")), branches)
 	var t struct {
 		N      int64 `db:"n"`
 		Capped bool  `db:"capped"`

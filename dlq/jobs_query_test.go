@@ -343,3 +343,112 @@ func ids(jobs []dlq.JobListItem) []int64 {
 	}
 	return out
 }
+
+// TestSucceededJobList checks the succeeded jobs, which live in
+// jobs_succeeded_idx by (queue, task) pair and, for replays, in the
+// console's other indexes (00032), page newest first as one list, and
+// count as one, whatever the filter.
+func TestSucceededJobList(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	store, db := setup(t)
+	var letter int64
+	if err := db.Get(&letter, `INSERT INTO dead_letters (job_id, queue, task, args, kwargs, error_class,
+		error_message, attempts, max_attempts, reason, fingerprint, enqueued_at)
+		VALUES (0, 'payments', 't.ok', '[]', '{}', 'E', 'boom', 1, 1, 'permanent', 'f', now())
+		RETURNING id`); err != nil {
+		t.Fatal(err)
+	}
+	var all []int64
+	succeeded := func(n int, queue, task string, replayOf any) []int64 {
+		var got []int64
+		if err := db.Select(&got, `INSERT INTO jobs (queue, task, state, attempt, finished_at, replay_of)
+			SELECT $2, $3, 'succeeded', 1, now(), $4 FROM generate_series(1, $1) RETURNING id`,
+			n, queue, task, replayOf); err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, got...)
+		return got
+	}
+	// Interleaved, so that every page draws on several pairs.
+	var paymentsOK []int64
+	for range 3 {
+		succeeded(2, "default", "t.ok", nil)
+		paymentsOK = append(paymentsOK, succeeded(2, "payments", "t.ok", nil)...)
+		succeeded(1, "default", "t.other", nil)
+		paymentsOK = append(paymentsOK, succeeded(1, "payments", "t.ok", letter)...)
+	}
+	insertJobs(t, db, 4, "payments", "t.ok", dlq.StateDead)
+	newestFirst := func(ids []int64) []int64 {
+		out := slices.Clone(ids)
+		slices.Sort(out)
+		slices.Reverse(out)
+		return out
+	}
+
+	for _, c := range []struct {
+		name string
+		f    dlq.JobFilter
+		want []int64
+	}{
+		{"All", dlq.JobFilter{State: dlq.StateSucceeded}, newestFirst(all)},
+		{"OneQueueAndTaskWithReplays", dlq.JobFilter{State: dlq.StateSucceeded, Queue: "payments", Task: "t.ok"}, newestFirst(paymentsOK)},
+		{"OneQueue", dlq.JobFilter{State: dlq.StateSucceeded, Queue: "payments"}, newestFirst(paymentsOK)},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			var seen []int64
+			f := c.f
+			f.Limit = 4
+			for {
+				page, err := store.Jobs(ctx, f)
+				if err != nil {
+					t.Fatal(err)
+				}
+				seen = append(seen, ids(page.Jobs)...)
+				if page.Older == 0 {
+					break
+				}
+				f.Before = page.Older
+			}
+			if !reflect.DeepEqual(seen, c.want) {
+				t.Fatalf("pages %v, want %v", seen, c.want)
+			}
+			// And back: the newer page of the last one.
+			last, err := store.Jobs(ctx, dlq.JobFilter{State: c.f.State, Queue: c.f.Queue, Task: c.f.Task, Limit: 4, After: c.want[len(c.want)-1]})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n := len(c.want) - 1; !reflect.DeepEqual(ids(last.Jobs), c.want[max(0, n-4):n]) {
+				t.Errorf("newer page %v, want %v", ids(last.Jobs), c.want[max(0, n-4):n])
+			}
+			total, err := store.CountJobs(ctx, c.f)
+			if err != nil || total != (dlq.JobTotal{N: int64(len(c.want))}) {
+				t.Fatalf("count %+v, %v; want %d", total, err, len(c.want))
+			}
+		})
+	}
+
+	t.Run("TaskAcrossStates", func(t *testing.T) {
+		t.Parallel()
+		page, err := store.Jobs(ctx, dlq.JobFilter{Task: "t.ok", Queue: "payments", Limit: 50})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(page.Jobs) != len(paymentsOK)+4 {
+			t.Fatalf("payments t.ok jobs %v, want the %d succeeded and 4 dead", ids(page.Jobs), len(paymentsOK))
+		}
+		counts, err := store.JobCounts(ctx, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []dlq.JobCount{
+			{Queue: "default", State: dlq.StateSucceeded, N: 9},
+			{Queue: "payments", State: dlq.StateDead, N: 4},
+			{Queue: "payments", State: dlq.StateSucceeded, N: 9},
+		}
+		if !reflect.DeepEqual(counts, want) {
+			t.Fatalf("counts %+v, want %+v", counts, want)
+		}
+	})
+}

@@ -111,21 +111,29 @@ SELECT status, COALESCE(sum(n), 0)::bigint AS n FROM dead_letter_counts GROUP BY
 // settled states come from a recursive "loose index scan" over
 // jobs_state_queue_idx: one index probe per pair, however many rows each
 // pair holds. That index leaves running jobs out (migration 00013), and
-// those are few: their queues are read from jobs_running_lease_idx.
+// those are few: their queues are read from jobs_running_lease_idx. It
+// also leaves out the succeeded jobs no letter links to (00032), whose
+// queues come from the same kind of scan of jobs_succeeded_idx.
 const statePairsCTE = `settled(state, queue) AS (
-	(SELECT state, queue FROM jobs WHERE state <> 'running' ORDER BY state, queue LIMIT 1)
+	(SELECT state, queue FROM jobs WHERE ` + settledIndexed + ` ORDER BY state, queue LIMIT 1)
 	UNION ALL
 	SELECT nxt.state, nxt.queue FROM settled p
 	CROSS JOIN LATERAL (
 		SELECT j.state, j.queue FROM jobs j
-		WHERE j.state <> 'running' AND (j.state, j.queue) > (p.state, p.queue)
+		WHERE ` + settledIndexed + ` AND (j.state, j.queue) > (p.state, p.queue)
 		ORDER BY j.state, j.queue LIMIT 1
 	) nxt
-), pairs(state, queue) AS (
+), ` + succeededPairsCTE + `, pairs(state, queue) AS (
 	SELECT state, queue FROM settled
-	UNION ALL
+	UNION
+	SELECT 'succeeded', queue FROM succeeded_pairs
+	UNION
 	SELECT DISTINCT state, queue FROM jobs WHERE state = 'running'
 )`
+
+// settledIndexed is the predicate of jobs_state_queue_idx and
+// jobs_task_state_idx (00032), which a query repeats to be read from them.
+const settledIndexed = `state <> 'running' AND (state <> 'succeeded' OR replay_of IS NOT NULL)`
 
 // statePairsSQL lists the (state, queue) pairs present in jobs.
 const statePairsSQL = `WITH RECURSIVE ` + statePairsCTE + `
@@ -246,8 +254,14 @@ func jobCounts(ctx context.Context, q sqlx.QueryerContext, limit int) ([]JobCoun
 	args := []any{limit}
 	for _, p := range pairs {
 		args = append(args, string(p.State), p.Queue)
+		rows := fmt.Sprintf(`(SELECT 1 FROM jobs WHERE state = $%[1]d AND queue = $%[2]d LIMIT $1::int + 1)`, len(args)-1, len(args))
+		if p.State == StateSucceeded {
+			// Two indexes hold them (see statePairsCTE): a range of each.
+			rows = fmt.Sprintf(`((SELECT 1 FROM jobs WHERE state = 'succeeded' AND replay_of IS NULL AND queue = $%[1]d LIMIT $1::int + 1)
+				UNION ALL (SELECT 1 FROM jobs WHERE state = 'succeeded' AND replay_of IS NOT NULL AND queue = $%[1]d LIMIT $1::int + 1))`, len(args))
+		}
 		parts = append(parts, fmt.Sprintf(`SELECT $%[1]d::text AS state, $%[2]d::text AS queue, count(*) AS n
-			FROM (SELECT 1 FROM jobs WHERE state = $%[1]d AND queue = $%[2]d LIMIT $1::int + 1) x`, len(args)-1, len(args)))
+			FROM %[3]s x`, len(args)-1, len(args), rows))
 	}
 	query := `SELECT queue, state, least(n, $1::int) AS n, n > $1::int AS capped FROM (` +
 		strings.Join(parts, "\nUNION ALL\n") + `) c ORDER BY queue, state`

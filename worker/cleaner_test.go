@@ -17,16 +17,25 @@ func TestCleaner(t *testing.T) {
 	seed := func(t *testing.T, b *bundle) map[string]int64 {
 		t.Helper()
 		ids := map[string]int64{}
-		insert := func(name, state, finished string, replayOf any) {
+		// Each job was created a minute before it finished, as a worker
+		// would have run it, unless created says otherwise.
+		insertCreated := func(name, state, created, finished string, replayOf any) {
 			var id int64
-			err := b.db.Get(&id, `INSERT INTO jobs (task, state, finished_at, replay_of)
-				VALUES ('test.task', $1, now() - $2::interval, $3) RETURNING id`, state, finished, replayOf)
+			err := b.db.Get(&id, `INSERT INTO jobs (task, state, created_at, finished_at, replay_of)
+				VALUES ('test.task', $1, now() - $2::interval, now() - $3::interval, $4) RETURNING id`,
+				state, created, finished, replayOf)
 			if err != nil {
 				t.Fatal(err)
 			}
 			ids[name] = id
 		}
+		insert := func(name, state, finished string, replayOf any) {
+			insertCreated(name, state, finished+" 1 minute", finished, replayOf)
+		}
 		insert("old", "succeeded", "25 hours", nil)
+		// Scheduled for a month ahead, run an hour ago: too recent to go,
+		// though it was created long before the cutoff.
+		insertCreated("scheduled", "succeeded", "30 days", "1 hour", nil)
 		insert("older", "succeeded", "30 days", nil)
 		insert("recent", "succeeded", "1 hour", nil)
 		insert("dead", "dead", "30 days", nil)
@@ -67,7 +76,7 @@ func TestCleaner(t *testing.T) {
 			return !kept["old"] && !kept["older"]
 		})
 		kept := left(t, b, ids)
-		for _, name := range []string{"recent", "dead", "old-replay", "waiting"} {
+		for _, name := range []string{"recent", "scheduled", "dead", "old-replay", "waiting"} {
 			if !kept[name] {
 				t.Errorf("the cleaner deleted the %s job; it must keep it", name)
 			}
@@ -96,8 +105,8 @@ func TestCleaner(t *testing.T) {
 	t.Run("OneCleanerAtATime", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		b.db.MustExec(`INSERT INTO jobs (task, state, finished_at)
-			SELECT 'test.task', 'succeeded', now() - interval '2 days' FROM generate_series(1, 25000)`)
+		b.db.MustExec(`INSERT INTO jobs (task, state, created_at, finished_at)
+			SELECT 'test.task', 'succeeded', now() - interval '3 days', now() - interval '2 days' FROM generate_series(1, 25000)`)
 		// Hold the cleaner's lock as another process's cleaner would: a
 		// second cleaner is told it is busy and deletes nothing.
 		tx := b.db.MustBegin()
