@@ -108,7 +108,9 @@ func (w *Worker) claim(jobsCtx context.Context, from map[string]dlq.Position, li
 
 // start runs each claimed job on a runner (dispatch). The jobs are in the
 // active set before start returns, so the claim loop's next count of free
-// slots includes them; they join it under one lock, not one each.
+// slots includes them; they join it under one lock, not one each. Their
+// contexts derive from jobsCtx, which nothing cancels: stopJobs cancels
+// each job's own.
 func (w *Worker) start(jobsCtx context.Context, jobs []dlq.Job, leaseUntil time.Time) {
 	if len(jobs) == 0 {
 		return
@@ -137,6 +139,9 @@ func (w *Worker) start(jobsCtx context.Context, jobs []dlq.Job, leaseUntil time.
 			}
 		}
 		w.active[lease] = r.a
+		if w.jobsStopped != nil {
+			r.a.cancel(w.jobsStopped)
+		}
 	}
 	w.running += len(runs)
 	w.mu.Unlock()
