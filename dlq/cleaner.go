@@ -24,7 +24,7 @@ const cleanerLockKey = 0x7265647269766501 // "redrive" + 1
 //
 // The index is ordered for the console, by id within each (queue, task)
 // pair, not by finished_at, so the delete walks each pair's range from its
-// oldest id, reading finished_at from the index (INCLUDE), up to $3, the
+// oldest id (in the index's own order, succeededIndexOrderASC), reading finished_at from the index (INCLUDE), up to $3, the
 // first id created after the cutoff (succeededBoundSQL): a job created
 // after it cannot have finished before it. Between the start of a range
 // and the bound a walk reads, besides what it deletes, only the jobs
@@ -44,7 +44,7 @@ WHERE id = ANY(ARRAY(
 		SELECT j.id FROM jobs j
 		WHERE j.state = 'succeeded' AND j.replay_of IS NULL AND j.queue = p.queue AND j.task = p.task
 			AND j.id < $3 AND j.finished_at < $1
-		ORDER BY j.id LIMIT $2
+		` + succeededIndexOrderASC + ` LIMIT $2
 	) d
 	LIMIT $2
 )) AND state = 'succeeded' AND replay_of IS NULL AND finished_at < $1`
@@ -125,7 +125,7 @@ SELECT GREATEST(COALESCE((SELECT reltuples FROM pg_class WHERE relname = 'jobs_s
 	 CROSS JOIN LATERAL (
 		SELECT j.finished_at FROM jobs j
 		WHERE j.state = 'succeeded' AND j.replay_of IS NULL AND j.queue = p.queue AND j.task = p.task
-		ORDER BY j.id LIMIT 100
+		` + succeededIndexOrderASC + ` LIMIT 100
 	 ) o) AS oldest`
 
 // SucceededKept reads how many succeeded jobs are kept, roughly, and the

@@ -35,3 +35,10 @@ const (
 	DeleteSucceededSQL = deleteSucceededSQL
 	SucceededBoundSQL  = succeededBoundSQL
 )
+
+// JobsQuery exposes the job list's statement and its arguments to the
+// external tests that check its plan.
+func JobsQuery(f JobFilter) (string, []any) {
+	query, args, _ := jobsQuery(f)
+	return query, args
+}

@@ -205,6 +205,12 @@ func succeededSelect(f JobFilter, columns string, extra []string, order string, 
 	if order != "" {
 		orderBy = "ORDER BY id " + order
 	}
+	// Each pair's range is read in the index's own order, which only
+	// jobs_succeeded_idx has (succeededIndexOrder), also for a count.
+	rangeOrder := succeededIndexOrder
+	if order == "ASC" {
+		rangeOrder = succeededIndexOrderASC
+	}
 	var pairConds []string
 	add := func(cond string, v any) {
 		args = append(args, v)
@@ -220,12 +226,22 @@ func succeededSelect(f JobFilter, columns string, extra []string, order string, 
 	plain := fmt.Sprintf(`(SELECT s.* FROM succeeded_pairs p CROSS JOIN LATERAL (
 		SELECT %s FROM jobs WHERE %s %s LIMIT %d) s
 	WHERE %s %s LIMIT %d)`,
-		columns, where(rangeConds), orderBy, limit, where(pairConds), orderBy, limit)
+		columns, where(rangeConds), rangeOrder, limit, where(pairConds), orderBy, limit)
 	replayConds, args := JobFilter{Queue: f.Queue, Task: f.Task}.conds([]string{"state = 'succeeded'", "replay_of IS NOT NULL"}, args)
 	replays := fmt.Sprintf(`(SELECT %s FROM jobs WHERE %s %s LIMIT %d)`,
 		columns, where(append(replayConds, extra...)), orderBy, limit)
 	return fmt.Sprintf(`(SELECT * FROM (%s UNION ALL %s) s %s LIMIT %d)`, plain, replays, orderBy, limit), args
 }
+
+// succeededIndexOrder is the order of jobs_succeeded_idx within a (queue,
+// task) pair, and succeededIndexOrderASC its reverse. id is never NULL:
+// the NULLS clauses only make the primary key unable to serve the order
+// (00032), so that the planner, which cannot know how rare a pair is,
+// does not walk the primary key to find a rare pair's jobs.
+const (
+	succeededIndexOrder    = "ORDER BY id DESC NULLS LAST"
+	succeededIndexOrderASC = "ORDER BY id ASC NULLS FIRST"
+)
 
 // withSucceededPairs prefixes query with succeededPairsCTE when one of
 // the branches reads succeeded jobs.
@@ -280,13 +296,23 @@ func where(conds []string) string {
 
 // Jobs returns one page of jobs matching f, newest first.
 func (s *Store) Jobs(ctx context.Context, f JobFilter) (JobPage, error) {
-	limit := cmpLimit(f.Limit)
+	query, args, limit := jobsQuery(f)
+	var rows []JobListItem
+	if err := s.db.SelectContext(ctx, &rows, query, args...); err != nil {
+		return JobPage{}, fmt.Errorf("list jobs: %w", translate(err))
+	}
+	return pageOf(rows, f, limit), nil
+}
+
+// jobsQuery is the statement of the page of jobs f asks for, its
+// arguments and the page's size: it reads limit+1 rows.
+func jobsQuery(f JobFilter) (query string, args []any, limit int) {
+	limit = cmpLimit(f.Limit)
 	// Newer jobs are read oldest first from the cursor, then reversed.
 	order := "DESC"
 	if f.After != 0 {
 		order = "ASC"
 	}
-	var args []any
 	var parts []string
 	branches := f.branches()
 	for _, b := range branches {
@@ -310,16 +336,11 @@ func (s *Store) Jobs(ctx context.Context, f JobFilter) (JobPage, error) {
 		parts = append(parts, fmt.Sprintf(`(SELECT %s FROM jobs WHERE %s ORDER BY id %s LIMIT %d)`,
 			jobListColumns, where(append(conds, cursor...)), order, limit+1))
 	}
-	query := parts[0]
+	query = parts[0]
 	if len(parts) > 1 {
 		query = fmt.Sprintf(`SELECT * FROM (%s) j ORDER BY id %s LIMIT %d`, strings.Join(parts, "\nUNION ALL\n"), order, limit+1)
 	}
-	query = withSucceededPairs(query, branches)
-	var rows []JobListItem
-	if err := s.db.SelectContext(ctx, &rows, query, args...); err != nil {
-		return JobPage{}, fmt.Errorf("list jobs: %w", translate(err))
-	}
-	return pageOf(rows, f, limit), nil
+	return withSucceededPairs(query, branches), args, limit
 }
 
 // pageOf trims the limit+1 rows read to one page, newest first, and works

@@ -2,6 +2,7 @@ package dlq_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/url"
 	"reflect"
@@ -451,4 +452,64 @@ func TestSucceededJobList(t *testing.T) {
 			t.Fatalf("counts %+v, want %+v", counts, want)
 		}
 	})
+}
+
+// TestSucceededJobListCostIsFlat checks a page of succeeded jobs reads a
+// page from each (queue, task) range of jobs_succeeded_idx, however many
+// succeeded jobs there are and however rare the filter's: a scan of the
+// primary key that filtered them would read all 20,000 for the rare task.
+func TestSucceededJobListCostIsFlat(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, db := setup(t)
+	db.MustExec(`INSERT INTO jobs (queue, task, state, attempt, finished_at)
+		SELECT CASE WHEN g % 2 = 0 THEN 'default' ELSE 'payments' END,
+			CASE WHEN g % 4 < 2 THEN 't.ok' ELSE 't.other' END, 'succeeded', 1, now()
+		FROM generate_series(1, 20000) g`)
+	db.MustExec(`INSERT INTO jobs (queue, task, state, attempt, finished_at)
+		SELECT 'rare', 't.rare', 'succeeded', 1, now() FROM generate_series(1, 20)`)
+	db.MustExec(`INSERT INTO jobs (queue, task, state, attempt, finished_at)
+		SELECT 'default', 't.ok', 'succeeded', 1, now() FROM generate_series(1, 5000)`)
+	db.MustExec(`ANALYZE jobs`)
+
+	const limit = 50
+	for _, f := range []dlq.JobFilter{
+		{State: dlq.StateSucceeded},
+		{State: dlq.StateSucceeded, Task: "t.rare"},
+		{State: dlq.StateSucceeded, Queue: "payments"},
+		{State: dlq.StateSucceeded, Queue: "default", Task: "t.ok"},
+		{Task: "t.rare"},
+		{Queue: "rare"},
+	} {
+		f.Limit = limit
+		query, args := dlq.JobsQuery(f)
+		var raw string
+		if err := db.GetContext(ctx, &raw, `EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) `+query, args...); err != nil {
+			t.Fatalf("%+v: %v", f, err)
+		}
+		var plans []struct {
+			Plan bufferNode `json:"Plan"`
+		}
+		if err := json.Unmarshal([]byte(raw), &plans); err != nil {
+			t.Fatal(err)
+		}
+		var read float64
+		plans[0].Plan.walk(func(n bufferNode) {
+			if n.RelationName == "jobs" {
+				read += (n.ActualRows + n.Removed) * n.Loops
+			}
+		})
+		// Five pairs: a page of limit+1 from each, and a probe each.
+		if read > 5*(limit+1)+20 {
+			t.Errorf("%+v: a page read %.0f rows of jobs among 25,020 succeeded; want at most a page a pair", f, read)
+		}
+	}
+	// A count stops at the cap, read the same way: the rare pair's 20.
+	store := dlq.NewStore(db.DB)
+	for _, f := range []dlq.JobFilter{{State: dlq.StateSucceeded, Task: "t.rare"}, {Queue: "rare"}} {
+		total, err := store.CountJobs(ctx, f)
+		if err != nil || total != (dlq.JobTotal{N: 20}) {
+			t.Errorf("%+v: count %+v, %v; want 20", f, total, err)
+		}
+	}
 }
