@@ -2,7 +2,6 @@ package dlq_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"net/url"
 	"reflect"
@@ -483,22 +482,7 @@ func TestSucceededJobListCostIsFlat(t *testing.T) {
 	} {
 		f.Limit = limit
 		query, args := dlq.JobsQuery(f)
-		var raw string
-		if err := db.GetContext(ctx, &raw, `EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) `+query, args...); err != nil {
-			t.Fatalf("%+v: %v", f, err)
-		}
-		var plans []struct {
-			Plan bufferNode `json:"Plan"`
-		}
-		if err := json.Unmarshal([]byte(raw), &plans); err != nil {
-			t.Fatal(err)
-		}
-		var read float64
-		plans[0].Plan.walk(func(n bufferNode) {
-			if n.RelationName == "jobs" {
-				read += (n.ActualRows + n.Removed) * n.Loops
-			}
-		})
+		read, _ := explainRead(t, db, "jobs", query, args...)
 		// Five pairs: a page of limit+1 from each, and a probe each.
 		if read > 5*(limit+1)+20 {
 			t.Errorf("%+v: a page read %.0f rows of jobs among 25,020 succeeded; want at most a page a pair", f, read)

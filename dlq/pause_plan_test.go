@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"testing"
 
+	"github.com/jmoiron/sqlx"
+
 	"github.com/redrive/redrive/dlq"
 	"github.com/redrive/redrive/dlq/dlqtest"
 )
@@ -28,6 +30,39 @@ func (n bufferNode) walk(visit func(bufferNode)) {
 	for _, c := range n.Plans {
 		c.walk(visit)
 	}
+}
+
+// explainBuffers runs EXPLAIN (ANALYZE, BUFFERS) of query on q and returns
+// its plan and execution time. The statement runs: give it a transaction
+// to roll back when it writes.
+func explainBuffers(t *testing.T, q sqlx.QueryerContext, query string, args ...any) (plan bufferNode, ms float64) {
+	t.Helper()
+	var raw string
+	if err := sqlx.GetContext(context.Background(), q, &raw, `EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) `+query, args...); err != nil {
+		t.Fatalf("explain: %v", err)
+	}
+	var plans []struct {
+		Plan bufferNode `json:"Plan"`
+		Time float64    `json:"Execution Time"`
+	}
+	if err := json.Unmarshal([]byte(raw), &plans); err != nil {
+		t.Fatal(err)
+	}
+	return plans[0].Plan, plans[0].Time
+}
+
+// explainRead runs query as explainBuffers does and returns the rows and
+// index entries its scans of relation read (returned or filtered out,
+// every loop), and the shared buffers the whole statement touched.
+func explainRead(t *testing.T, q sqlx.QueryerContext, relation, query string, args ...any) (read, buffers float64) {
+	t.Helper()
+	plan, _ := explainBuffers(t, q, query, args...)
+	plan.walk(func(n bufferNode) {
+		if n.RelationName == relation && n.NodeType != "ModifyTable" {
+			read += (n.ActualRows + n.Removed) * n.Loops
+		}
+	})
+	return read, plan.SharedHit + plan.SharedRead
 }
 
 type claimCost struct {
@@ -66,21 +101,10 @@ func explainClaim(t *testing.T, db *dlqtest.DB, queues []string, after map[strin
 		t.Fatal(err)
 	}
 	defer tx.Rollback()
-	var raw string
 	query, args := dlq.ClaimQuery(queues, after, limit)
-	if err := tx.GetContext(ctx, &raw, `EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) `+query, args...); err != nil {
-		t.Fatalf("explain claim: %v", err)
-	}
-	var plans []struct {
-		Plan bufferNode `json:"Plan"`
-		Time float64    `json:"Execution Time"`
-	}
-	if err := json.Unmarshal([]byte(raw), &plans); err != nil {
-		t.Fatal(err)
-	}
-	c := claimCost{ms: plans[0].Time, buffers: plans[0].Plan.SharedHit + plans[0].Plan.SharedRead,
-		claimed: int(plans[0].Plan.ActualRows)}
-	plans[0].Plan.walk(func(n bufferNode) {
+	plan, ms := explainBuffers(t, tx, query, args...)
+	c := claimCost{ms: ms, buffers: plan.SharedHit + plan.SharedRead, claimed: int(plan.ActualRows)}
+	plan.walk(func(n bufferNode) {
 		switch {
 		case n.RelationName == "pauses":
 			c.pauses += n.Loops
