@@ -79,6 +79,9 @@ func (s *suite) bulkAction(ctx context.Context, srv *server, db *pgxpool.Pool, a
 	if err != nil {
 		return 0, fmt.Errorf("bulk %s: %w", action, err)
 	}
+	if err := s.c.quiesce(ctx); err != nil {
+		return 0, fmt.Errorf("bulk %s: %w", action, err)
+	}
 	start := time.Now()
 	code, op, err := srv.operation(ctx, http.MethodPost, "/api/v1/dead-letters/"+action, string(body))
 	for err == nil && code == http.StatusAccepted && op.State == "running" {

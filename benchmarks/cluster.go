@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -145,15 +146,38 @@ func (c *cluster) dropDB(ctx context.Context, name string) error {
 	return nil
 }
 
-// quiesce prepares the server for a measured run: a checkpoint, so the run
-// does not pay for a previous run's dirty pages and every run starts with
-// the same full-page-write state.
+// quiesce prepares the server for a measured run: it waits (up to
+// quiesceWait) for autovacuum workers busy with what earlier steps wrote,
+// so that the run does not share the two cores with them, then takes a
+// checkpoint, so the run does not pay for a previous run's dirty pages and
+// every run starts with the same full-page-write state. Autovacuum that
+// the run's own writes set off is the run's cost and is not waited for.
 func (c *cluster) quiesce(ctx context.Context) error {
+	wait, cancel := context.WithTimeout(ctx, quiesceWait)
+	defer cancel()
+	for {
+		var busy int
+		err := c.admin.QueryRow(wait, `SELECT count(*) FROM pg_stat_activity
+			WHERE backend_type = 'autovacuum worker'`).Scan(&busy)
+		if err != nil && wait.Err() == nil {
+			return fmt.Errorf("autovacuum workers: %w", err)
+		}
+		if busy == 0 || wait.Err() != nil {
+			break // a vacuum still running after quiesceWait runs beside the run
+		}
+		select {
+		case <-wait.Done():
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
 	if _, err := c.admin.Exec(ctx, "CHECKPOINT"); err != nil {
 		return fmt.Errorf("checkpoint: %w", err)
 	}
 	return nil
 }
+
+// quiesceWait bounds how long quiesce waits for autovacuum.
+const quiesceWait = 3 * time.Minute
 
 // withDB runs fn on a fresh copy of template and drops the copy after,
 // whatever fn returned.

@@ -52,7 +52,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	out := fs.String("out", "", "also write the table to this file")
 	version := fs.String("version", "dev", "the Redrive build being measured, for the header")
 	timeout := fs.Duration("timeout", 4*time.Hour, "stop everything after this long")
-	only := fs.String("only", "", "run only the steps whose name contains this (e.g. \"drain best\", \"dead-lettering\", \"console\")")
+	only := fs.String("only", "", "run only the steps whose name contains this, or one of its |-separated parts (e.g. \"drain best\", \"dead-lettering|console\")")
 	engine := fs.String("engine", "", "measure only this engine (Redrive or River), e.g. to compare two Redrive builds")
 	if err := fs.Parse(args); err != nil {
 		return err

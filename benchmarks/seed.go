@@ -12,10 +12,15 @@ import (
 // seed times `redrive seed --dead-letters Letters`, then the second step
 // that builds the letters' search rows, `redrive search rebuild`, so the
 // pages are measured on letters that are all searchable and no indexer
-// runs beside them.
+// runs beside them. The seed starts on a quiet server, as every measured
+// run does (quiesce); the search rows are built right after it, beside
+// whatever autovacuum the seed set off.
 func (s *suite) seed(ctx context.Context, dsn string, round int) error {
 	ctx, cancel := context.WithTimeout(ctx, s.sizes.RunTimeout)
 	defer cancel()
+	if err := s.c.quiesce(ctx); err != nil {
+		return err
+	}
 	start := time.Now()
 	if _, err := s.redrive(ctx, dsn, "", "seed", "--dead-letters", strconv.Itoa(s.sizes.Letters)); err != nil {
 		s.failRecord(redriveEngine{}, "seed", "seed.search")

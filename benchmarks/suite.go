@@ -24,7 +24,8 @@ type suite struct {
 	// templates maps engine name to its template databases.
 	templates map[string]templates
 	errs      []string
-	// only, when set, keeps the steps whose name contains it: a quicker
+	// only, when set, keeps the steps whose name contains it, or any of its
+	// "|"-separated parts ("dead-lettering|console"): a quicker
 	// loop while working on one figure. The table is then partial.
 	only string
 	// engine, when set, measures only the engine of that name: an A/B of
@@ -51,7 +52,15 @@ func (s *suite) engines() []engine {
 
 // wanted reports whether the step called name is to run.
 func (s *suite) wanted(name string) bool {
-	return s.only == "" || strings.Contains(name, s.only)
+	if s.only == "" {
+		return true
+	}
+	for part := range strings.SplitSeq(s.only, "|") {
+		if part != "" && strings.Contains(name, part) {
+			return true
+		}
+	}
+	return false
 }
 
 // templates are an engine's databases that runs are copied from: its
