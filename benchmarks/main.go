@@ -54,6 +54,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	timeout := fs.Duration("timeout", 4*time.Hour, "stop everything after this long")
 	only := fs.String("only", "", "run only the steps whose name contains this, or one of its |-separated parts (e.g. \"drain best\", \"dead-lettering|console\")")
 	engine := fs.String("engine", "", "measure only this engine (Redrive or River), e.g. to compare two Redrive builds")
+	runs := fs.Int("runs", 0, "runs of each figure instead of the mode's (3 in full mode): fewer for a quick look at one figure")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -76,6 +77,12 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	sizes := fullSizes()
 	if *quick {
 		sizes = quickSizes()
+	}
+	if *runs < 0 {
+		return errors.New("--runs must not be negative")
+	}
+	if *runs > 0 {
+		sizes.Runs = *runs
 	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
