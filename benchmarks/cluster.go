@@ -155,15 +155,15 @@ func (c *cluster) dropDB(ctx context.Context, name string) error {
 func (c *cluster) quiesce(ctx context.Context) error {
 	wait, cancel := context.WithTimeout(ctx, quiesceWait)
 	defer cancel()
-	for {
+	for wait.Err() == nil { // past quiesceWait, a vacuum still running runs beside the run
 		var busy int
 		err := c.admin.QueryRow(wait, `SELECT count(*) FROM pg_stat_activity
 			WHERE backend_type = 'autovacuum worker'`).Scan(&busy)
 		if err != nil && wait.Err() == nil {
 			return fmt.Errorf("autovacuum workers: %w", err)
 		}
-		if busy == 0 || wait.Err() != nil {
-			break // a vacuum still running after quiesceWait runs beside the run
+		if busy == 0 {
+			break
 		}
 		select {
 		case <-wait.Done():
