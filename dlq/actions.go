@@ -74,14 +74,24 @@ type ReplayResult struct {
 	Repeated bool `json:"-"`
 }
 
-const letterForUpdateSQL = `SELECT ` + deadLetterColumns + ` FROM dead_letters WHERE id = $1 FOR UPDATE`
+const letterSQL = `SELECT ` + deadLetterColumns + ` FROM dead_letters WHERE id = $1`
 
-// markReplayedSQL is the guard: it matches only a letter that is still
-// pending, so of two replays racing past the row lock's queue only the
-// first changes anything.
-const markReplayedSQL = `
-UPDATE dead_letters SET replayed_at = now(), replayed_by = $2, replay_job_id = $3
-WHERE id = $1 AND replayed_at IS NULL AND discarded_at IS NULL`
+// claimPendingSQL is the guard of a replay or a discard: it deletes the
+// letter's pending row, so of two actions racing for a letter (a bulk
+// batch among them) only the one whose DELETE removed the row goes on; the
+// other's DELETE waits for it, then finds nothing (claimLetter).
+const claimPendingSQL = `DELETE FROM pending_dead_letters WHERE id = $1`
+
+// The outcomes, written once the letter is claimed (migration 00033: the
+// letter's own row is never rewritten).
+const (
+	insertReplayedSQL = `
+INSERT INTO dead_letter_outcomes (dead_letter_id, failed_at, task, queue, replayed_at, replayed_by, replay_job_id)
+VALUES ($1, $2, $3, $4, now(), $5, $6)`
+	insertDiscardedSQL = `
+INSERT INTO dead_letter_outcomes (dead_letter_id, failed_at, task, queue, discarded_at, discarded_by, discard_reason)
+VALUES ($1, $2, $3, $4, now(), $5, $6)`
+)
 
 // ReplayDeadLetter enqueues a fresh job from the letter (same task, queue,
 // args and kwargs unless edited; attempts reset; replay_of set), marks the
@@ -108,11 +118,14 @@ func (s *Store) ReplayDeadLetter(ctx context.Context, p ReplayParams) (ReplayRes
 
 func replayInTx(ctx context.Context, tx *sqlx.Tx, p ReplayParams) (ReplayResult, error) {
 	var l DeadLetter
-	if err := tx.GetContext(ctx, &l, letterForUpdateSQL, p.ID); err != nil {
+	if err := tx.GetContext(ctx, &l, letterSQL, p.ID); err != nil {
 		return ReplayResult{}, fmt.Errorf("dead letter %d: %w", p.ID, translate(err))
 	}
 	if l.Status != StatusPending {
 		return ReplayResult{}, &StateError{Letter: l, Action: "replay"}
+	}
+	if err := claimLetter(ctx, tx, claimPendingSQL, l, "replay"); err != nil {
+		return ReplayResult{}, err
 	}
 	// What an editor showed was masked (mask.Policy); what it sends back may
 	// still hold placeholders, which stand for the stored values.
@@ -142,8 +155,8 @@ func replayInTx(ctx context.Context, tx *sqlx.Tx, p ReplayParams) (ReplayResult,
 	if err != nil {
 		return ReplayResult{}, fmt.Errorf("replay dead letter %d: %w", l.ID, err)
 	}
-	if err := execOne(ctx, tx, markReplayedSQL, l, "replay", p.Actor.Name, enq.Job.ID); err != nil {
-		return ReplayResult{}, err
+	if _, err := tx.ExecContext(ctx, insertReplayedSQL, l.ID, l.FailedAt, l.Task, l.Queue, p.Actor.Name, enq.Job.ID); err != nil {
+		return ReplayResult{}, fmt.Errorf("replay dead letter %d: %w", l.ID, translate(err))
 	}
 	action, details := ActionReplay, map[string]any{"replay_job_id": enq.Job.ID, "task": l.Task}
 	if edited {
@@ -173,10 +186,6 @@ type DiscardParams struct {
 	Key    string // one-time key, as in ReplayParams
 }
 
-const markDiscardedSQL = `
-UPDATE dead_letters SET discarded_at = now(), discarded_by = $2, discard_reason = $3
-WHERE id = $1 AND replayed_at IS NULL AND discarded_at IS NULL`
-
 // DiscardDeadLetter marks a pending letter discarded with a reason and
 // audits it in one transaction.
 func (s *Store) DiscardDeadLetter(ctx context.Context, p DiscardParams) (int64, error) {
@@ -188,8 +197,11 @@ func (s *Store) DiscardDeadLetter(ctx context.Context, p DiscardParams) (int64, 
 		if l.Status != StatusPending {
 			return AuditEntry{}, &StateError{Letter: l, Action: "discard"}
 		}
-		if err := execOne(ctx, tx, markDiscardedSQL, l, "discard", p.Actor.Name, p.Reason); err != nil {
+		if err := claimLetter(ctx, tx, claimPendingSQL, l, "discard"); err != nil {
 			return AuditEntry{}, err
+		}
+		if _, err := tx.ExecContext(ctx, insertDiscardedSQL, l.ID, l.FailedAt, l.Task, l.Queue, p.Actor.Name, p.Reason); err != nil {
+			return AuditEntry{}, fmt.Errorf("discard dead letter %d: %w", l.ID, translate(err))
 		}
 		return AuditEntry{At: p.Now, Action: ActionDiscard, Reason: p.Reason,
 			Counts: mustJSON(map[string]int{"discarded": 1}), Details: mustJSON(map[string]string{"task": l.Task})}, nil
@@ -205,9 +217,15 @@ type RestoreParams struct {
 	Key    string // one-time key, as in ReplayParams
 }
 
-const markRestoredSQL = `
-UPDATE dead_letters SET discarded_at = NULL, discarded_by = NULL, discard_reason = NULL
-WHERE id = $1 AND discarded_at IS NOT NULL`
+// claimDiscardedSQL is the guard of a restore: it deletes the letter's
+// outcome if it is a discard, so of two restores only one goes on.
+const claimDiscardedSQL = `
+DELETE FROM dead_letter_outcomes WHERE dead_letter_id = $1 AND failed_at = $2 AND discarded_at IS NOT NULL`
+
+// pendingAgainSQL makes a restored letter pending again.
+const pendingAgainSQL = `
+INSERT INTO pending_dead_letters (id, failed_at, task, queue, reason, error_class, fingerprint)
+SELECT id, failed_at, task, queue, reason, error_class, fingerprint FROM dead_letter_records WHERE id = $1`
 
 // RestoreDeadLetter undoes a discard and audits it in one transaction.
 func (s *Store) RestoreDeadLetter(ctx context.Context, p RestoreParams) (int64, error) {
@@ -216,8 +234,11 @@ func (s *Store) RestoreDeadLetter(ctx context.Context, p RestoreParams) (int64, 
 		if l.Status != StatusDiscarded {
 			return AuditEntry{}, &StateError{Letter: l, Action: "restore"}
 		}
-		if err := execOne(ctx, tx, markRestoredSQL, l, "restore"); err != nil {
+		if err := claimLetter(ctx, tx, claimDiscardedSQL, l, "restore", l.FailedAt); err != nil {
 			return AuditEntry{}, err
+		}
+		if _, err := tx.ExecContext(ctx, pendingAgainSQL, l.ID); err != nil {
+			return AuditEntry{}, fmt.Errorf("restore dead letter %d: %w", l.ID, translate(err))
 		}
 		return AuditEntry{At: p.Now, Action: ActionRestore, Reason: p.Reason,
 			Counts:  mustJSON(map[string]int{"restored": 1}),
@@ -250,7 +271,7 @@ func (s *Store) changeLetter(ctx context.Context, id int64, key, action, hash st
 func changeLetterInTx(ctx context.Context, tx *sqlx.Tx, id int64,
 	change func(*sqlx.Tx, DeadLetter) (AuditEntry, error), actor Actor) (int64, error) {
 	var l DeadLetter
-	if err := tx.GetContext(ctx, &l, letterForUpdateSQL, id); err != nil {
+	if err := tx.GetContext(ctx, &l, letterSQL, id); err != nil {
 		return 0, fmt.Errorf("dead letter %d: %w", id, translate(err))
 	}
 	entry, err := change(tx, l)
@@ -262,15 +283,23 @@ func changeLetterInTx(ctx context.Context, tx *sqlx.Tx, id int64,
 	return appendAudit(ctx, tx, entry)
 }
 
-func execOne(ctx context.Context, tx *sqlx.Tx, query string, l DeadLetter, action string, args ...any) error {
+// claimLetter runs a guard that must change exactly one row of letter l
+// (its id the first argument). When it changes none, another action got
+// there first: the *StateError names the letter as that action left it,
+// read again now that it has committed.
+func claimLetter(ctx context.Context, tx *sqlx.Tx, query string, l DeadLetter, action string, args ...any) error {
 	r, err := tx.ExecContext(ctx, query, append([]any{l.ID}, args...)...)
 	if err != nil {
 		return fmt.Errorf("%s dead letter %d: %w", action, l.ID, translate(err))
 	}
-	if n, _ := r.RowsAffected(); n != 1 {
-		return &StateError{Letter: l, Action: action}
+	if n, _ := r.RowsAffected(); n == 1 {
+		return nil
 	}
-	return nil
+	var now DeadLetter
+	if err := tx.GetContext(ctx, &now, letterSQL, l.ID); err != nil {
+		return fmt.Errorf("dead letter %d: %w", l.ID, translate(err))
+	}
+	return &StateError{Letter: now, Action: action}
 }
 
 // inTx runs fn in a transaction, committing when it returns nil.

@@ -22,9 +22,9 @@ func insertLetters(t *testing.T, db *dlqtest.DB, n int) []int64 {
 	t.Helper()
 	var ids []int64
 	err := db.Select(&ids, `
-		INSERT INTO dead_letters (job_id, queue, task, args, kwargs, error_class, error_message, attempts,
+		INSERT INTO dead_letter_records (job_id, queue, task, args, kwargs, error_class, error_message, attempts,
 			max_attempts, reason, fingerprint, enqueued_at)
-		SELECT 1000000 + g + (SELECT coalesce(max(id), 0) FROM dead_letters), 'default', 't.ok', '[1]', '{"a":1}',
+		SELECT 1000000 + g + (SELECT coalesce(max(id), 0) FROM dead_letter_records), 'default', 't.ok', '[1]', '{"a":1}',
 			'E', 'boom', 3, 3, 'exhausted', 'fp', now()
 		FROM generate_series(1, $1) g
 		RETURNING id`, n)
@@ -329,7 +329,7 @@ func TestPurgeSettled(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := db.Exec(`UPDATE dead_letters SET replayed_at = now() - interval '40 days' WHERE id = ANY($1)`, pqInt64s(ids[:5])); err != nil {
+	if _, err := db.Exec(`UPDATE dead_letter_outcomes SET replayed_at = now() - interval '40 days' WHERE dead_letter_id = ANY($1)`, pqInt64s(ids[:5])); err != nil {
 		t.Fatal(err)
 	}
 	n, err := store.PurgeSettled(ctx, dlq.PurgeParams{OlderThan: 30 * 24 * time.Hour, Actor: alice, Now: time.Now(), BatchSize: 2})

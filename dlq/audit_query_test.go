@@ -248,7 +248,7 @@ func TestOperationSkips(t *testing.T) {
 	all := insertLetters(t, db, 5)
 	// An id that names nothing, below the bound: a letter purged since.
 	gone, ids := all[0], all[1:]
-	if _, err := db.Exec(`DELETE FROM dead_letters WHERE id = $1`, gone); err != nil {
+	if _, err := db.Exec(`DELETE FROM dead_letter_records WHERE id = $1`, gone); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := store.ReplayDeadLetter(ctx, dlq.ReplayParams{ID: ids[0], Actor: alice, Now: time.Now()}); err != nil {

@@ -22,11 +22,12 @@ func TestLargeValuesCompressWithLZ4(t *testing.T) {
 	}
 	var cols []string
 	if err := db.Select(&cols, `SELECT attrelid::regclass || '.' || attname FROM pg_attribute
-		WHERE attrelid IN ('dead_letters'::regclass, 'jobs'::regclass) AND attcompression = 'l' ORDER BY 1`); err != nil {
+		WHERE attrelid IN ('dead_letter_records'::regclass, 'jobs'::regclass) AND attcompression = 'l' ORDER BY 1`); err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"dead_letters.args", "dead_letters.error_message", "dead_letters.history", "dead_letters.kwargs",
-		"dead_letters.traceback", "jobs.args", "jobs.errors", "jobs.kwargs"}
+	// The letters' facts live in dead_letter_records since migration 00033.
+	want := []string{"dead_letter_records.args", "dead_letter_records.error_message", "dead_letter_records.history",
+		"dead_letter_records.kwargs", "dead_letter_records.traceback", "jobs.args", "jobs.errors", "jobs.kwargs"}
 	if !slices.Equal(cols, want) {
 		t.Fatalf("lz4 columns = %v, want %v", cols, want)
 	}
@@ -34,7 +35,7 @@ func TestLargeValuesCompressWithLZ4(t *testing.T) {
 	// A traceback long enough to be compressed is stored as lz4 and reads
 	// back as written.
 	id := insertLetters(t, db, 1)[0]
-	if _, err := db.Exec(`UPDATE dead_letters SET traceback = repeat('File "app.py", line 12, in charge' || chr(10), 400) WHERE id = $1`, id); err != nil {
+	if _, err := db.Exec(`UPDATE dead_letter_records SET traceback = repeat('File "app.py", line 12, in charge' || chr(10), 400) WHERE id = $1`, id); err != nil {
 		t.Fatal(err)
 	}
 	var method string

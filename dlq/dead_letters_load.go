@@ -2,9 +2,11 @@ package dlq
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/lib/pq"
 )
@@ -22,12 +24,67 @@ const reserveLetterJobIDsSQL = `
 SELECT ARRAY(SELECT nextval(s.seq) FROM (SELECT pg_get_serial_sequence('jobs', 'id')::regclass AS seq) s,
 	generate_series(1, $1))`
 
-// copyDeadLettersSQL names the columns LoadDeadLetters writes; id and
-// status are the table's own, replay_of is never set on a loaded letter.
-const copyDeadLettersSQL = `COPY dead_letters (job_id, queue, task, args, kwargs, idempotency_key, error_class,
+// copyDeadLettersSQL names the columns LoadDeadLetters writes; id is the
+// table's own, replay_of is never set on a loaded letter. Every letter is
+// written pending (the insert trigger writes its pending row);
+// loadOutcomesSQL then gives the replayed and discarded ones their outcome.
+const copyDeadLettersSQL = `COPY dead_letter_records (job_id, queue, task, args, kwargs, idempotency_key, error_class,
 	error_message, traceback, attempts, max_attempts, history, reason, fingerprint, worker_version,
-	enqueued_at, failed_at, replayed_at, replayed_by, replay_job_id, discarded_at, discarded_by,
-	discard_reason) FROM STDIN`
+	enqueued_at, failed_at) FROM STDIN`
+
+// loadOutcomesSQL settles loaded letters, found by their job ids, as a
+// replay or a discard does: their pending rows go, their outcomes are
+// written. Times travel as text (lib/pq has no array of nullable times).
+const loadOutcomesSQL = `
+WITH o AS (
+	SELECT * FROM unnest($1::bigint[], $2::text[]::timestamptz[], $3::text[], $4::bigint[],
+		$5::text[]::timestamptz[], $6::text[], $7::text[])
+		AS o(job_id, replayed_at, replayed_by, replay_job_id, discarded_at, discarded_by, discard_reason)
+), taken AS (
+	DELETE FROM pending_dead_letters p USING dead_letter_records r, o
+	WHERE r.job_id = o.job_id AND p.id = r.id
+	RETURNING p.id, p.failed_at, p.task, p.queue, o.*
+)
+INSERT INTO dead_letter_outcomes (failed_at, dead_letter_id, task, queue, replayed_at, replayed_by,
+	replay_job_id, discarded_at, discarded_by, discard_reason)
+SELECT failed_at, id, task, queue, replayed_at, replayed_by, replay_job_id, discarded_at, discarded_by, discard_reason
+FROM taken ORDER BY failed_at, id`
+
+// loadedOutcomes collects the outcomes of a load's settled letters, as
+// the columns of loadOutcomesSQL.
+type loadedOutcomes struct {
+	jobIDs, replayJobIDs                                  []sql.NullInt64
+	replayedAt, replayedBy, discardedAt, discardedBy, why []sql.NullString
+}
+
+func (o *loadedOutcomes) add(jobID int64, replayJobID *int64, l DeadLetter) {
+	str := func(s *string) sql.NullString {
+		if s == nil {
+			return sql.NullString{}
+		}
+		return sql.NullString{String: *s, Valid: true}
+	}
+	at := func(t *time.Time) sql.NullString {
+		if t == nil {
+			return sql.NullString{}
+		}
+		return sql.NullString{String: t.Format(time.RFC3339Nano), Valid: true}
+	}
+	o.jobIDs = append(o.jobIDs, sql.NullInt64{Int64: jobID, Valid: true})
+	if replayJobID != nil {
+		o.replayJobIDs = append(o.replayJobIDs, sql.NullInt64{Int64: *replayJobID, Valid: true})
+	} else {
+		o.replayJobIDs = append(o.replayJobIDs, sql.NullInt64{})
+	}
+	o.replayedAt, o.replayedBy = append(o.replayedAt, at(l.ReplayedAt)), append(o.replayedBy, str(l.ReplayedBy))
+	o.discardedAt, o.discardedBy = append(o.discardedAt, at(l.DiscardedAt)), append(o.discardedBy, str(l.DiscardedBy))
+	o.why = append(o.why, str(l.DiscardReason))
+}
+
+func (o *loadedOutcomes) args() []any {
+	return []any{pq.Array(o.jobIDs), pq.Array(o.replayedAt), pq.Array(o.replayedBy), pq.Array(o.replayJobIDs),
+		pq.Array(o.discardedAt), pq.Array(o.discardedBy), pq.Array(o.why)}
+}
 
 // LoadDeadLetters writes n letters, letter(0) to letter(n-1) in that order,
 // with COPY in one transaction, and returns how many it wrote (n, or 0 when
@@ -61,11 +118,15 @@ func (s *Store) LoadDeadLetters(ctx context.Context, n int, letter func(i int) D
 		return 0, fmt.Errorf("load dead letters: copy: %w", translate(err))
 	}
 	defer stmt.Close()
+	var settled loadedOutcomes
 	for i := range n {
 		l := letter(i)
 		var replayJob *int64
 		if l.ReplayedAt != nil {
 			replayJob = &ids[2*i+1]
+		}
+		if l.ReplayedAt != nil || l.DiscardedAt != nil {
+			settled.add(ids[2*i], replayJob, l)
 		}
 		history, err := json.Marshal([]Attempt(l.History))
 		if err != nil {
@@ -74,14 +135,18 @@ func (s *Store) LoadDeadLetters(ctx context.Context, n int, letter func(i int) D
 		// COPY takes text: raw JSON as a string, or lib/pq would send bytea.
 		_, err = stmt.ExecContext(ctx, ids[2*i], l.Queue, l.Task, string(l.Args), string(l.Kwargs), l.IdempotencyKey,
 			l.ErrorClass, l.ErrorMessage, l.Traceback, l.Attempts, l.MaxAttempts, string(history), string(l.Reason),
-			l.Fingerprint, l.WorkerVersion, l.EnqueuedAt, l.FailedAt, l.ReplayedAt, l.ReplayedBy, replayJob,
-			l.DiscardedAt, l.DiscardedBy, l.DiscardReason)
+			l.Fingerprint, l.WorkerVersion, l.EnqueuedAt, l.FailedAt)
 		if err != nil {
 			return 0, fmt.Errorf("load dead letters: copy: %w", translate(err))
 		}
 	}
 	if _, err := stmt.ExecContext(ctx); err != nil {
 		return 0, fmt.Errorf("load dead letters: copy: %w", translate(err))
+	}
+	if len(settled.jobIDs) > 0 {
+		if _, err := tx.ExecContext(ctx, loadOutcomesSQL, settled.args()...); err != nil {
+			return 0, fmt.Errorf("load dead letters: outcomes: %w", translate(err))
+		}
 	}
 	if err := tx.Commit(); err != nil {
 		return 0, fmt.Errorf("load dead letters: commit: %w", err)
@@ -118,7 +183,7 @@ func (s *Store) IndexLoadedDeadLetters(ctx context.Context, connections int) (in
 	if _, err := s.db.ExecContext(ctx, cleanGINPendingSQL); err != nil {
 		return n, fmt.Errorf("index loaded letters: merge GIN pending lists: %w", err)
 	}
-	if _, err := s.db.ExecContext(ctx, `ANALYZE dead_letters, dead_letter_search`); err != nil {
+	if _, err := s.db.ExecContext(ctx, `ANALYZE dead_letter_records, pending_dead_letters, dead_letter_outcomes, dead_letter_search`); err != nil {
 		return n, fmt.Errorf("index loaded letters: analyze: %w", err)
 	}
 	return n, nil
@@ -129,7 +194,7 @@ func (s *Store) IndexLoadedDeadLetters(ctx context.Context, connections int) (in
 // queries are planned for the table as it now is, not as autovacuum last
 // saw it.
 func (s *Store) AnalyzeDeadLetters(ctx context.Context) error {
-	if _, err := s.db.ExecContext(ctx, `ANALYZE dead_letters`); err != nil {
+	if _, err := s.db.ExecContext(ctx, `ANALYZE dead_letter_records, pending_dead_letters, dead_letter_outcomes`); err != nil {
 		return fmt.Errorf("analyze dead letters: %w", err)
 	}
 	return nil
@@ -196,4 +261,4 @@ SELECT gin_clean_pending_list(i.indexrelid)
 FROM pg_index i
 JOIN pg_class c ON c.oid = i.indexrelid
 JOIN pg_am am ON am.oid = c.relam
-WHERE i.indrelid IN ('dead_letters'::regclass, 'dead_letter_search'::regclass) AND am.amname = 'gin'`
+WHERE i.indrelid IN ('dead_letter_records'::regclass, 'dead_letter_search'::regclass) AND am.amname = 'gin'`

@@ -3,6 +3,7 @@ package dlq_test
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -16,6 +17,7 @@ type letterScan struct {
 	NodeType string       `json:"Node Type"`
 	Relation string       `json:"Relation Name"`
 	Index    string       `json:"Index Name"`
+	Cond     string       `json:"Index Cond"`
 	Rows     float64      `json:"Actual Rows"`
 	Removed  float64      `json:"Rows Removed by Filter"`
 	Loops    float64      `json:"Actual Loops"`
@@ -23,10 +25,14 @@ type letterScan struct {
 	Plans    []letterScan `json:"Plans"`
 }
 
-// scansOfLetters walks a plan and returns the scans of dead_letters (under
-// the CTE named cte, when not empty) and the rows they returned or
-// filtered out.
-func scansOfLetters(t *testing.T, raw, cte string) (scans []letterScan, read float64) {
+// letterTables are the tables a letter lives in since migration 00033:
+// its facts, its pending row while pending, its outcome once settled.
+var letterTables = map[string]bool{"dead_letter_records": true, "pending_dead_letters": true, "dead_letter_outcomes": true}
+
+// scansOfLetters walks a plan and returns the scans of the letters' tables
+// (under the CTE named cte, when not empty) and, by table, the rows they
+// returned or filtered out.
+func scansOfLetters(t *testing.T, raw, cte string) (scans []letterScan, read map[string]float64) {
 	t.Helper()
 	var plans []struct {
 		Plan letterScan `json:"Plan"`
@@ -34,12 +40,13 @@ func scansOfLetters(t *testing.T, raw, cte string) (scans []letterScan, read flo
 	if err := json.Unmarshal([]byte(raw), &plans); err != nil {
 		t.Fatal(err)
 	}
+	read = map[string]float64{}
 	var walk func(n letterScan, in bool)
 	walk = func(n letterScan, in bool) {
 		in = in || n.Subplan == "CTE "+cte
-		if in && n.Relation == "dead_letters" {
+		if in && letterTables[n.Relation] {
 			scans = append(scans, n)
-			read += (n.Rows + n.Removed) * n.Loops
+			read[n.Relation] += (n.Rows + n.Removed) * n.Loops
 		}
 		for _, c := range n.Plans {
 			walk(c, in)
@@ -49,12 +56,30 @@ func scansOfLetters(t *testing.T, raw, cte string) (scans []letterScan, read flo
 	return scans, read
 }
 
+// fingerprintWalks are the scans that walk an index on the fingerprint in
+// its order: an Index Scan (or Index Only Scan) with the fingerprint in its
+// condition, as dead_letters_fingerprint_idx (fingerprint, failed_at DESC,
+// id DESC) serves a group's letters newest first. A bitmap scan is no such
+// walk: it reads the whole group before any letter comes out.
+func fingerprintWalks(scans []letterScan) []letterScan {
+	var walks []letterScan
+	for _, s := range scans {
+		if (s.NodeType == "Index Scan" || s.NodeType == "Index Only Scan") && strings.Contains(s.Cond, "fingerprint") {
+			walks = append(walks, s)
+		}
+	}
+	return walks
+}
+
 // TestPendingFingerprintReadsUseTheFingerprintIndex: migration 00030 drops
 // the partial index on pending letters by fingerprint, which every
 // dead-lettering had to write. The reads it served, a group's pending
 // letters as a page and as the batches of a bulk replay, walk the
 // status-less fingerprint index instead and read about as many letters as
-// they return; their count comes from error_groups.
+// they return; their count comes from error_groups. Since migration 00033
+// a letter lives in three tables (letterTables): whichever of them serves
+// the read, it walks an index on the fingerprint and reads about as many
+// rows of each table as it returns.
 func TestPendingFingerprintReadsUseTheFingerprintIndex(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -82,11 +107,13 @@ func TestPendingFingerprintReadsUseTheFingerprintIndex(t *testing.T) {
 		t.Fatal(err)
 	}
 	scans, read := scansOfLetters(t, raw, "")
-	if len(scans) != 1 || scans[0].NodeType != "Index Scan" || scans[0].Index != "dead_letters_fingerprint_idx" {
-		t.Fatalf("the page of a group's pending letters scans %+v, want one Index Scan of dead_letters_fingerprint_idx", scans)
+	if walks := fingerprintWalks(scans); len(walks) != 1 {
+		t.Errorf("the page of a group's pending letters scans %+v, want one of them an index walk on fingerprint", scans)
 	}
-	if read > 2*(limit+1) {
-		t.Fatalf("a page of %d read %.0f letters", limit, read)
+	for table, n := range read {
+		if n > 2*(limit+1) {
+			t.Errorf("a page of %d read %.0f rows of %s", limit, n, table)
+		}
 	}
 
 	// The count: exact, from the group's summary, not from an index.
@@ -106,10 +133,12 @@ func TestPendingFingerprintReadsUseTheFingerprintIndex(t *testing.T) {
 		t.Fatal(err)
 	}
 	scans, read = scansOfLetters(t, raw, "batch")
-	if len(scans) != 1 || scans[0].Index != "dead_letters_fingerprint_idx" {
-		t.Fatalf("a bulk replay batch scans %+v, want dead_letters_fingerprint_idx", scans)
+	if walks := fingerprintWalks(scans); len(walks) != 1 {
+		t.Errorf("a bulk replay batch scans %+v, want one of them an index walk on fingerprint", scans)
 	}
-	if read > 2*limit {
-		t.Fatalf("a bulk replay batch of %d read %.0f letters", limit, read)
+	for table, n := range read {
+		if n > 2*limit {
+			t.Errorf("a bulk replay batch of %d read %.0f rows of %s", limit, n, table)
+		}
 	}
 }

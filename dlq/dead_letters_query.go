@@ -65,9 +65,45 @@ type Count struct {
 // must stay well under 100 ms.
 const DefaultCountBudget = 30 * time.Millisecond
 
+// letterSource is the relation a query of letters reads: every letter
+// (the dead_letters view), or the pending ones only (pending_dead_letters,
+// whose narrow rows carry every column a filter names, and the indexes of
+// the pending views: migration 00033).
+type letterSource int
+
+const (
+	allLetters letterSource = iota
+	pendingLetters
+)
+
+// table is the relation's name.
+func (s letterSource) table() string {
+	if s == pendingLetters {
+		return "pending_dead_letters"
+	}
+	return "dead_letters"
+}
+
+// source is where f's letters are read from. Pending letters come from
+// their own table, whose indexes serve the pending views newest first, by
+// reason, error class and error group. A filter on task or queue (and none
+// of those) is served better by that column's index on every letter,
+// checking that each is pending on the way (most letters of a task are),
+// as before the letters were split.
+func (f Filter) source() letterSource {
+	if f.Status != StatusPending {
+		return allLetters
+	}
+	if (f.Task != "" || f.Queue != "") && f.Reason == "" && f.ErrorClass == "" && f.Fingerprint == "" {
+		return allLetters
+	}
+	return pendingLetters
+}
+
 // where renders f's conditions, cursor included, as a WHERE clause with
-// $n placeholders; values only ever travel as arguments.
-func (f Filter) where(withCursor bool, argOffset int) (string, []any) {
+// $n placeholders for a query of src; values only ever travel as
+// arguments.
+func (f Filter) where(src letterSource, withCursor bool, argOffset int) (string, []any) {
 	var clauses []string
 	var args []any
 	// Placeholders start after argOffset, so a caller can put its own
@@ -84,11 +120,8 @@ func (f Filter) where(withCursor bool, argOffset int) (string, []any) {
 	eq("task", f.Task)
 	eq("queue", f.Queue)
 	eq("reason", string(f.Reason))
-	if f.Status != "" {
-		// A literal, not a parameter: the planner can then prove that the
-		// partial indexes on pending letters (migration 00008) apply,
-		// whatever plan the driver asks for. Status is one of three words.
-		clauses = append(clauses, "status = "+pq.QuoteLiteral(string(f.Status)))
+	if c := f.Status.condition(src); c != "" {
+		clauses = append(clauses, c)
 	}
 	eq("error_class", f.ErrorClass)
 	eq("fingerprint", f.Fingerprint)
@@ -119,6 +152,42 @@ func (f Filter) where(withCursor bool, argOffset int) (string, []any) {
 	return "WHERE " + strings.Join(clauses, " AND "), args
 }
 
+// condition is the status's condition in a query of src, "" for none.
+//
+// Of every letter (the view), a pending letter is one with a pending row:
+// a semi-join, which the planner estimates well and, for a page, runs as
+// one primary-key probe per letter along the list's index. A replayed or
+// discarded letter is one whose outcome says so, looked up per letter by a
+// scalar subquery: the planner cannot turn it into a join, so it too walks
+// the list's index. The obvious spellings made it join the tables whole:
+// status = 'x' on the view, or a join on dead_letter_outcomes, whose
+// two-column key it estimates at one row a match.
+func (s Status) condition(src letterSource) string {
+	switch {
+	case s == "":
+		return ""
+	case src == pendingLetters && s == StatusPending:
+		return ""
+	case src == pendingLetters:
+		return "FALSE"
+	case s == StatusPending:
+		return "id IN (SELECT id FROM pending_dead_letters)"
+	case s == StatusReplayed:
+		return outcomeIsSQL("replayed_at")
+	case s == StatusDiscarded:
+		return outcomeIsSQL("discarded_at")
+	}
+	// ParseFilter admits no other status.
+	return "FALSE"
+}
+
+// outcomeIsSQL is true of a letter of dead_letters whose outcome has column
+// set, NULL (so false) of a pending letter.
+func outcomeIsSQL(column string) string {
+	return `(SELECT o.` + column + ` IS NOT NULL FROM dead_letter_outcomes o
+		WHERE o.failed_at = dead_letters.failed_at AND o.dead_letter_id = dead_letters.id)`
+}
+
 var likeEscaper = strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`)
 
 func escapeLike(s string) string { return likeEscaper.Replace(s) }
@@ -141,12 +210,18 @@ func (s *Store) ListDeadLetters(ctx context.Context, f Filter) (DeadLetterPage, 
 	return page, nil
 }
 
-// listPageSQL is the query of listPage and its arguments.
+// listPageSQL is the query of listPage and its arguments. A page of
+// pending letters is found in pending_dead_letters, then read whole.
 func listPageSQL(f Filter, limit int) (string, []any) {
-	where, args := f.where(true, 0)
+	src := f.source()
+	where, args := f.where(src, true, 0)
 	args = append(args, limit+1)
-	return `SELECT ` + listColumns + ` FROM dead_letters ` + where +
-		` ORDER BY failed_at DESC, id DESC LIMIT $` + strconv.Itoa(len(args)), args
+	page := ` ORDER BY failed_at DESC, id DESC LIMIT $` + strconv.Itoa(len(args))
+	if src == pendingLetters {
+		return `SELECT ` + listColumns + ` FROM dead_letters WHERE id IN (SELECT id FROM pending_dead_letters ` +
+			where + page + `) ORDER BY failed_at DESC, id DESC`, args
+	}
+	return `SELECT ` + listColumns + ` FROM dead_letters ` + where + page, args
 }
 
 // listPage reads limit+1 rows: the extra row only tells whether there is a
@@ -231,9 +306,10 @@ func (s *Store) countDeadLetters(ctx context.Context, f Filter, budget time.Dura
 // could take a second to find 10,001 matches, and the page must not wait
 // for a number: past the budget the count gives up and says so.
 func (s *Store) countCapped(ctx context.Context, f Filter, budget time.Duration) (Count, error) {
-	where, args := f.where(false, 0)
+	src := f.source()
+	where, args := f.where(src, false, 0)
 	args = append(args, LetterCountCap+1)
-	q := `SELECT count(*) FROM (SELECT 1 FROM dead_letters ` + where + ` LIMIT $` + strconv.Itoa(len(args)) + `) capped`
+	q := `SELECT count(*) FROM (SELECT 1 FROM ` + src.table() + ` ` + where + ` LIMIT $` + strconv.Itoa(len(args)) + `) capped`
 	tx, err := s.db.BeginTxx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
 		return Count{}, err

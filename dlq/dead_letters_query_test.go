@@ -416,11 +416,9 @@ func TestInflowDailyFollowsHourly(t *testing.T) {
 		}
 	}
 	check("after insert")
-	if _, err := db.Exec(`UPDATE dead_letters SET discarded_at = now(), discarded_by = 't', discard_reason = 'r' WHERE id % 5 = 0 AND status = 'pending'`); err != nil {
-		t.Fatal(err)
-	}
+	dlqtest.Settle(t, db, dlqtest.Outcome{Status: "discarded", By: "t", Reason: "r"}, "id % 5 = 0")
 	check("after discard")
-	if _, err := db.Exec(`DELETE FROM dead_letters WHERE id % 3 = 0`); err != nil {
+	if _, err := db.Exec(`DELETE FROM dead_letter_records WHERE id % 3 = 0`); err != nil {
 		t.Fatal(err)
 	}
 	check("after purge")

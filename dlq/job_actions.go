@@ -288,7 +288,7 @@ RETURNING j.id, j.task, j.errors`
 // killLettersSQL writes the letters of jobs killJobsSQL just marked dead,
 // from their rows, with the error the Go side chose for each.
 const killLettersSQL = `
-INSERT INTO dead_letters (job_id, queue, task, args, kwargs, idempotency_key, error_class, error_message,
+INSERT INTO dead_letter_records (job_id, queue, task, args, kwargs, idempotency_key, error_class, error_message,
 	traceback, attempts, max_attempts, history, reason, fingerprint, worker_version, enqueued_at, replay_of)
 SELECT j.id, j.queue, j.task, j.args, j.kwargs, j.idempotency_key, o.class, o.message, o.traceback,
 	j.attempt, j.max_attempts, j.errors, 'killed', o.fingerprint, o.version, j.created_at, j.replay_of

@@ -321,7 +321,7 @@ func TestDeadLetterIDForJob(t *testing.T) {
 	ctx := context.Background()
 	store, db := setup(t)
 	var letterID int64
-	err := db.GetContext(ctx, &letterID, `INSERT INTO dead_letters (job_id, queue, task, args, kwargs,
+	err := db.GetContext(ctx, &letterID, `INSERT INTO dead_letter_records (job_id, queue, task, args, kwargs,
 		error_class, error_message, attempts, max_attempts, reason, fingerprint, enqueued_at)
 		VALUES (42, 'default', 't.ok', '[]', '{}', 'E', 'boom', 1, 1, 'permanent', 'fp', now()) RETURNING id`)
 	if err != nil {
@@ -353,7 +353,7 @@ func TestSucceededJobList(t *testing.T) {
 	ctx := context.Background()
 	store, db := setup(t)
 	var letter int64
-	if err := db.Get(&letter, `INSERT INTO dead_letters (job_id, queue, task, args, kwargs, error_class,
+	if err := db.Get(&letter, `INSERT INTO dead_letter_records (job_id, queue, task, args, kwargs, error_class,
 		error_message, attempts, max_attempts, reason, fingerprint, enqueued_at)
 		VALUES (0, 'payments', 't.ok', '[]', '{}', 'E', 'boom', 1, 1, 'permanent', 'f', now())
 		RETURNING id`); err != nil {

@@ -1,6 +1,7 @@
 package dlq_test
 
 import (
+	"cmp"
 	"context"
 	"slices"
 	"strings"
@@ -212,6 +213,32 @@ func TestSearchFindsNoEscapedSecret(t *testing.T) {
 	}
 }
 
+// insertLetterBefore33 inserts a pending letter as dlqtest.InsertDeadLetter
+// does, with its defaults, into a schema migrated down below 00033, where
+// dead_letters is still the letters' table, then indexes it for search.
+func insertLetterBefore33(t *testing.T, db *dlqtest.DB, l dlqtest.Letter) int64 {
+	t.Helper()
+	var id int64
+	err := db.Get(&id, `
+		INSERT INTO dead_letters (job_id, queue, task, args, kwargs, error_class, error_message, traceback,
+			attempts, max_attempts, history, reason, fingerprint, worker_version, enqueued_at, failed_at)
+		SELECT coalesce(max(job_id), 0) + 1, 'default', $1, $2, $3, 'RuntimeError', $4, '', 5, 5,
+			jsonb_build_array(jsonb_build_object('attempt', 5, 'at', now(), 'host', 'w1', 'version', 'v1',
+				'class', 'RuntimeError', 'message', $4::text, 'outcome', 'dead', 'duration_ms', 120)),
+			'exhausted', left(encode(convert_to($1 || '/RuntimeError', 'UTF8'), 'hex'), 16), '',
+			now() - interval '1 minute', now()
+		FROM dead_letters
+		RETURNING id`,
+		cmp.Or(l.Task, "billing.charge"), cmp.Or(l.Args, `[1]`), cmp.Or(l.Kwargs, `{}`), cmp.Or(l.Message, "boom"))
+	if err != nil {
+		t.Fatalf("insert dead letter: %v", err)
+	}
+	if err := dlqtest.IndexSearch(context.Background(), db.DB); err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
 // Migration 00029 leaves no search row built by the old function in use:
 // they are skipped until rebuilt, then hide the escaped spelling. Its Down
 // gives the old function back.
@@ -227,7 +254,7 @@ func TestSearchSpellingsMigrationRebuilds(t *testing.T) {
 	if _, err := p.DownTo(ctx, 28); err != nil {
 		t.Fatalf("down to 28: %v", err)
 	}
-	id := dlqtest.InsertDeadLetter(t, db.DB, escapedLetter)
+	id := insertLetterBefore33(t, db, escapedLetter)
 	if got := searchIDs(t, store, "Erin-77"); !sameIDs(got, id) {
 		t.Fatalf("before 00029 search for the escaped secret found %v; the old function is not what this test assumes", got)
 	}

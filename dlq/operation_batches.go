@@ -26,26 +26,24 @@ type BatchResult struct {
 // a letter twice.
 //
 // A batch walks oldest first on (failed_at, id), the list's order read
-// backwards, and takes only pending letters: whatever the filter narrows
-// by (task, queue, fingerprint, error class, reason, time), one of the
-// partial indexes on pending letters (00008) holds exactly those rows in
-// that order, so a batch of 2,000 reads 2,000 index entries. The earlier
-// walk in id order read the primary key and tested the filter on every
-// row on the way: ten rows read for each one kept with "failed in the last
-// hour" on a million letters, a hundred with a filter matching 1%.
-// Letters that are not pending could never be acted on, so leaving them
-// out changes nothing but the cost; they count as skipped when the
-// operation finishes (Matched - Done).
+// backwards, through pending_dead_letters, which holds the pending letters
+// only, with every column a filter names: one of its indexes holds the
+// filter's letters in that order (by time, reason or error class, the
+// rest filtered on the way), so a batch of 2,000 reads about 2,000 index
+// entries. Letters that are not pending could never be acted on, so
+// leaving them out changes nothing but the cost; they count as skipped when
+// the operation finishes (Matched - Done).
 //
-// The guarded UPDATE comes first and is the claim: it changes only letters
-// that are still pending (re-checked on the newest row version when another
-// transaction got there first), and only the letters it changed get a job
-// and an audit link. A replay's job id is drawn from the jobs sequence in
-// that UPDATE, so the job can be inserted from the UPDATE's RETURNING rows
-// instead of reading each letter a second time. An earlier version locked
-// the batch with SELECT ... FOR UPDATE first: one more WAL record and one
-// more visit of every letter's heap page, for a guarantee the UPDATE's
-// WHERE clause gives on its own.
+// Deleting the letters' pending rows comes first and is the claim: of two
+// transactions acting on a letter, only the one whose DELETE removed its
+// row goes on (the other's DELETE, re-checking the row once the first
+// commits, finds it gone), and only the letters it took get an outcome, a
+// job and an audit link. The rows are deleted by the ctid the batch read,
+// which cannot be reused while this statement's snapshot still sees the
+// row. The letter's own row is never written: its outcome is a narrow row
+// of dead_letter_outcomes (migration 00033 says what that saves). A
+// replay's job id is drawn from the jobs sequence as the outcome is
+// written, so the job can be inserted from the outcomes' RETURNING rows.
 //
 // Paced replays spread run_at: the k-th letter of a batch runs k / rate
 // seconds after the batch's start slot, which is where the operation's
@@ -55,15 +53,18 @@ type BatchResult struct {
 // once; RunOperationBatch moves pace_origin to match.
 //
 // The audit links are inserted without ON CONFLICT: a letter is changed at
-// most once per operation (the guard), so its link cannot exist yet, and a
+// most once per operation (the claim), so its link cannot exist yet, and a
 // plain insert costs a WAL record less than a speculative one.
 //
 // The statements are templates: the selection's condition and, once the
 // operation has a position, the keyset condition after it.
 const batchSelectSQL = `batch AS MATERIALIZED (
-	SELECT id, failed_at FROM dead_letters
+	SELECT ctid, id, failed_at FROM pending_dead_letters
 	WHERE %s AND id <= $1%s
 	ORDER BY failed_at, id LIMIT $2
+), taken AS (
+	DELETE FROM pending_dead_letters p USING batch b WHERE p.ctid = b.ctid
+	RETURNING p.id, p.failed_at, p.task, p.queue
 )`
 
 // batchSummarySQL reports the batch's last letter (the new cursor), how
@@ -75,21 +76,22 @@ LEFT JOIN (SELECT failed_at, id FROM batch ORDER BY failed_at DESC, id DESC LIMI
 
 const replayBatchSQL = `
 WITH %s, marked AS (
-	UPDATE dead_letters d SET replayed_at = now(), replayed_by = $6,
-		replay_job_id = nextval((SELECT pg_get_serial_sequence('jobs', 'id'))::regclass)
-	FROM batch b
-	WHERE d.id = b.id AND d.replayed_at IS NULL AND d.discarded_at IS NULL
-	RETURNING d.id, d.replay_job_id, d.queue, d.task, d.args, d.kwargs, d.max_attempts
+	INSERT INTO dead_letter_outcomes (failed_at, dead_letter_id, task, queue, replayed_at, replayed_by, replay_job_id)
+	SELECT failed_at, id, task, queue, now(), $6,
+		nextval((SELECT pg_get_serial_sequence('jobs', 'id'))::regclass)
+	FROM taken
+	RETURNING dead_letter_id, replay_job_id
 ), acted AS (
 	INSERT INTO jobs (id, queue, task, args, kwargs, max_attempts, run_at, replay_of, operation_id)
 	OVERRIDING SYSTEM VALUE
-	SELECT replay_job_id, queue, task, args, kwargs, max_attempts,
+	SELECT m.replay_job_id, r.queue, r.task, r.args, r.kwargs, r.max_attempts,
 		CASE WHEN $3::float8 IS NULL THEN now()
 		     ELSE greatest(now(), $4::timestamptz + ($5::bigint / $3::float8) * interval '1 second')
 		          + (k / $3::float8) * interval '1 second' END,
-		id, $8::bigint
-	FROM (SELECT m.*, row_number() OVER (ORDER BY m.id) AS k FROM marked m) m
-	ORDER BY id
+		r.id, $8::bigint
+	FROM (SELECT m.*, row_number() OVER (ORDER BY m.dead_letter_id) AS k FROM marked m) m
+	JOIN dead_letter_records r ON r.id = m.dead_letter_id
+	ORDER BY r.id
 	RETURNING replay_of
 ), linked AS (
 	INSERT INTO audit_event_letters (dead_letter_id, audit_event_id, outcome)
@@ -98,10 +100,9 @@ WITH %s, marked AS (
 
 const discardBatchSQL = `
 WITH %s, acted AS (
-	UPDATE dead_letters d SET discarded_at = now(), discarded_by = $3, discard_reason = $4
-	FROM batch b
-	WHERE d.id = b.id AND d.replayed_at IS NULL AND d.discarded_at IS NULL
-	RETURNING d.id
+	INSERT INTO dead_letter_outcomes (failed_at, dead_letter_id, task, queue, discarded_at, discarded_by, discard_reason)
+	SELECT failed_at, id, task, queue, now(), $3, $4 FROM taken
+	RETURNING dead_letter_id AS id
 ), linked AS (
 	INSERT INTO audit_event_letters (dead_letter_id, audit_event_id, outcome)
 	SELECT id, $5::bigint, 'discard' FROM acted WHERE $5::bigint IS NOT NULL
@@ -223,7 +224,7 @@ func batchQuery(op Operation, sel Selection, limit, lane, lanes int) (string, []
 	default:
 		return "", nil, fmt.Errorf("unknown operation kind %q", op.Kind)
 	}
-	where, selArgs := sel.pendingWhere(len(args))
+	where, selArgs := sel.where(pendingLetters, len(args))
 	args = append(args, selArgs...)
 	after := ""
 	if op.CursorFailedAt != nil {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/redrive/redrive/dlq"
+	"github.com/redrive/redrive/dlq/dlqtest"
 )
 
 // runLanes runs every lane of an operation, each batch after batch, until
@@ -44,10 +45,7 @@ func TestOperationLanes(t *testing.T) {
 		store, db := setup(t)
 		ids := insertLetters(t, db, 600)
 		// Some letters are already handled: they are skipped, not counted twice.
-		if _, err := db.Exec(`UPDATE dead_letters SET discarded_at = now(), discarded_by = 'bob', discard_reason = 'x'
-			WHERE id = ANY($1)`, ids[100:110]); err != nil {
-			t.Fatal(err)
-		}
+		dlqtest.Settle(t, db, dlqtest.Outcome{Status: "discarded", By: "bob", Reason: "x"}, "id = ANY($1)", ids[100:110])
 		op, err := store.CreateOperation(ctx, dlq.OperationParams{Kind: dlq.OpReplay, Actor: alice, Now: time.Now(),
 			Selection: dlq.Selection{Filter: filterOf(t, "task=t.ok&status=all")}})
 		if err != nil {

@@ -148,35 +148,20 @@ func (s Selection) valid() error {
 	return nil
 }
 
-// where returns the selection's condition, numbering its arguments after
-// the first offset ones.
-func (s Selection) where(offset int) (string, []any) {
+// where returns the selection's condition in a query of src, numbering
+// its arguments after the first offset ones. Of pending_dead_letters, the
+// letters a bulk action can change, it selects the selection's pending
+// letters: a filter for another status then selects none.
+func (s Selection) where(src letterSource, offset int) (string, []any) {
 	if s.Filter == nil {
 		return fmt.Sprintf("id = ANY($%d)", offset+1), []any{pq.Array(s.IDs)}
 	}
-	clause, args := s.Filter.FirstPage().where(false, offset)
+	clause, args := s.Filter.FirstPage().where(src, false, offset)
 	clause = strings.TrimPrefix(clause, "WHERE ")
 	if clause == "" {
 		return "TRUE", nil
 	}
 	return clause, args
-}
-
-// pendingWhere is where's condition narrowed to pending letters, the only
-// ones a bulk action can change: a filter without a status then matches a
-// partial index on pending letters. A filter for another status keeps it
-// (and its batches act on nothing).
-func (s Selection) pendingWhere(offset int) (string, []any) {
-	if s.Filter != nil && s.Filter.Status == "" {
-		f := *s.Filter
-		f.Status = StatusPending
-		s.Filter = &f
-	}
-	if s.Filter == nil {
-		where, args := s.where(offset)
-		return where + " AND status = 'pending'", args
-	}
-	return s.where(offset)
 }
 
 // storedFilter is the filter as the operation keeps it: pinned (Filter.Pinned).
@@ -202,6 +187,64 @@ func (op Operation) selection() (Selection, error) {
 		return Selection{}, err
 	}
 	return Selection{Filter: &f, MaxID: op.MaxID}, nil
+}
+
+// pendingOnly is the selection narrowed to its pending letters.
+func (s Selection) pendingOnly() Selection {
+	if s.Filter != nil && s.Filter.Status == "" {
+		f := *s.Filter
+		f.Status = StatusPending
+		s.Filter = &f
+	}
+	return s
+}
+
+// pendingSource is where the selection's pending letters are best read
+// from to be counted or sampled (Filter.source); a batch always reads
+// pending_dead_letters, whose rows it deletes.
+func (s Selection) pendingSource() letterSource {
+	if s.Filter == nil {
+		return pendingLetters
+	}
+	return s.pendingOnly().Filter.source()
+}
+
+// boundedWhere is where's condition, bounded by MaxID when set.
+func (s Selection) boundedWhere(src letterSource) (string, []any) {
+	where, args := s.where(src, 0)
+	if s.MaxID > 0 {
+		args = append(args, s.MaxID)
+		where += fmt.Sprintf(" AND id <= $%d", len(args))
+	}
+	return where, args
+}
+
+// selectionCount is how many letters a selection holds (all), how many of
+// them are pending, and its highest id: MaxID when set, else the highest
+// that matches now.
+type selectionCount struct {
+	all, pending, maxID int64
+}
+
+// countSelection counts sel's letters, then its pending ones from their
+// own table: a count of the view filtering on status would look up every
+// letter's outcome.
+func countSelection(ctx context.Context, q sqlx.QueryerContext, sel Selection) (selectionCount, error) {
+	var c selectionCount
+	where, args := sel.boundedWhere(allLetters)
+	if err := q.QueryRowxContext(ctx, `SELECT count(*), coalesce(max(id), 0) FROM dead_letters WHERE `+where, args...).
+		Scan(&c.all, &c.maxID); err != nil {
+		return c, fmt.Errorf("count selection: %w", translate(err))
+	}
+	src := sel.pendingSource()
+	where, args = sel.pendingOnly().boundedWhere(src)
+	if err := sqlx.GetContext(ctx, q, &c.pending, `SELECT count(*) FROM `+src.table()+` WHERE `+where, args...); err != nil {
+		return c, fmt.Errorf("count selection: pending: %w", translate(err))
+	}
+	if sel.MaxID > 0 {
+		c.maxID = sel.MaxID
+	}
+	return c, nil
 }
 
 // Preview is what a confirmation page shows before a bulk action.
@@ -231,30 +274,23 @@ func (s *Store) PreviewSelection(ctx context.Context, sel Selection, sampleSize 
 	if err := sel.valid(); err != nil {
 		return Preview{}, err
 	}
-	where, args := sel.where(0)
-	if sel.MaxID > 0 {
-		args = append(args, sel.MaxID)
-		where += fmt.Sprintf(" AND id <= $%d", len(args))
-	}
 	var p Preview
-	err := s.db.QueryRowxContext(ctx, `
-		SELECT count(*) FILTER (WHERE status = 'pending'), count(*) FILTER (WHERE status <> 'pending'),
-			coalesce(max(id), 0)
-		FROM dead_letters WHERE `+where, args...).Scan(&p.Matched, &p.Other, &p.MaxID)
+	c, err := countSelection(ctx, s.db, sel)
 	if err != nil {
-		return Preview{}, fmt.Errorf("preview selection: %w", translate(err))
+		return Preview{}, fmt.Errorf("preview selection: %w", err)
 	}
-	if sel.MaxID > 0 {
-		p.MaxID = sel.MaxID
-	}
+	p.Matched, p.Other, p.MaxID = c.pending, c.all-c.pending, c.maxID
+	src := sel.pendingSource()
+	where, args := sel.pendingOnly().boundedWhere(src)
 	if err := s.db.SelectContext(ctx, &p.ByTask, `
-		SELECT task, count(*) AS n FROM dead_letters WHERE status = 'pending' AND `+where+`
+		SELECT task, count(*) AS n FROM `+src.table()+` WHERE `+where+`
 		GROUP BY task ORDER BY n DESC, task LIMIT 20`, args...); err != nil {
 		return Preview{}, fmt.Errorf("preview selection: by task: %w", err)
 	}
 	if err := s.db.SelectContext(ctx, &p.Sample, `
-		SELECT `+deadLetterColumns+` FROM dead_letters WHERE status = 'pending' AND `+where+`
-		ORDER BY failed_at DESC, id DESC LIMIT `+strconv.Itoa(sampleSize), args...); err != nil {
+		SELECT `+deadLetterColumns+` FROM dead_letters WHERE id IN (SELECT id FROM `+src.table()+` WHERE `+where+`
+			ORDER BY failed_at DESC, id DESC LIMIT `+strconv.Itoa(sampleSize)+`)
+		ORDER BY failed_at DESC, id DESC`, args...); err != nil {
 		return Preview{}, fmt.Errorf("preview selection: sample: %w", err)
 	}
 	return p, nil
@@ -351,23 +387,15 @@ func (p OperationParams) requestHash() string {
 
 func createOperationInTx(ctx context.Context, tx *sqlx.Tx, p OperationParams) (Operation, error) {
 	sel := p.Selection
-	where, args := sel.where(0)
-	if sel.MaxID > 0 {
-		args = append(args, sel.MaxID)
-		where += fmt.Sprintf(" AND id <= $%d", len(args))
+	c, err := countSelection(ctx, tx, sel)
+	if err != nil {
+		return Operation{}, err
 	}
-	var matched, pending, maxID int64
-	if err := tx.QueryRowxContext(ctx, `SELECT count(*), count(*) FILTER (WHERE status = 'pending'), coalesce(max(id), 0)
-		FROM dead_letters WHERE `+where, args...).Scan(&matched, &pending, &maxID); err != nil {
-		return Operation{}, fmt.Errorf("count selection: %w", translate(err))
-	}
+	matched, maxID := c.all, c.maxID
 	if p.Confirm != nil {
-		if err := p.Confirm(pending); err != nil {
+		if err := p.Confirm(c.pending); err != nil {
 			return Operation{}, err
 		}
-	}
-	if sel.MaxID > 0 {
-		maxID = sel.MaxID
 	}
 	var ids any
 	var filter any
@@ -385,7 +413,7 @@ func createOperationInTx(ctx context.Context, tx *sqlx.Tx, p OperationParams) (O
 		guard = &p.DiedAgainPercent
 	}
 	var op Operation
-	err := tx.GetContext(ctx, &op, `
+	err = tx.GetContext(ctx, &op, `
 		INSERT INTO operations (kind, actor, reason, ids, filter, max_id, matched, rate_per_second, canary, pace_origin, died_again_percent)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, now(), $10)
 		RETURNING `+operationColumns,

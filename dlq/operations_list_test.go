@@ -155,11 +155,15 @@ func TestSelectionOverlaps(t *testing.T) {
 		t.Helper()
 		store, db := setup(t)
 		ids := insertLetters(t, db, 30)
-		if _, err := db.Exec(`UPDATE dead_letters SET task = 't.other' WHERE id = ANY($1)`, pq.Array(ids[10:20])); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := db.Exec(`UPDATE dead_letters SET fingerprint = 'fp-b' WHERE id = ANY($1)`, pq.Array(ids[20:])); err != nil {
-			t.Fatal(err)
+		// The letters are pending: their pending rows, which the
+		// selections read, carry task and fingerprint too (migration 00033).
+		for _, table := range []string{"dead_letter_records", "pending_dead_letters"} {
+			if _, err := db.Exec(`UPDATE `+table+` SET task = 't.other' WHERE id = ANY($1)`, pq.Array(ids[10:20])); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := db.Exec(`UPDATE `+table+` SET fingerprint = 'fp-b' WHERE id = ANY($1)`, pq.Array(ids[20:])); err != nil {
+				t.Fatal(err)
+			}
 		}
 		return store, db, ids
 	}

@@ -37,8 +37,10 @@ func (s *Store) SelectionOverlaps(ctx context.Context, sel Selection) ([]Overlap
 		WHERE finished_at IS NULL ORDER BY id LIMIT $1`, maxOverlapOperations); err != nil {
 		return nil, fmt.Errorf("selection overlaps: open operations: %w", translate(err))
 	}
-	where, args := sel.where(0)
-	cond := []string{"status = 'pending'", "(" + where + ")"}
+	// Only pending letters can still be acted on: both selections are
+	// read from pending_dead_letters.
+	where, args := sel.where(pendingLetters, 0)
+	cond := []string{"(" + where + ")"}
 	if sel.MaxID > 0 {
 		args = append(args, sel.MaxID)
 		cond = append(cond, fmt.Sprintf("id <= $%d", len(args)))
@@ -53,7 +55,7 @@ func (s *Store) SelectionOverlaps(ctx context.Context, sel Selection) ([]Overlap
 		if err != nil {
 			continue // a stored filter no longer readable: the runner fails that operation, it acts on nothing
 		}
-		w, a := opSel.where(len(args))
+		w, a := opSel.where(pendingLetters, len(args))
 		args = append(args, a...)
 		args = append(args, op.MaxID)
 		c := fmt.Sprintf("(%s AND id <= $%d)", w, len(args))
@@ -64,7 +66,7 @@ func (s *Store) SelectionOverlaps(ctx context.Context, sel Selection) ([]Overlap
 	if len(kept) == 0 {
 		return nil, nil
 	}
-	q := `SELECT ` + strings.Join(counts, ", ") + ` FROM dead_letters WHERE ` + strings.Join(cond, " AND ") +
+	q := `SELECT ` + strings.Join(counts, ", ") + ` FROM pending_dead_letters WHERE ` + strings.Join(cond, " AND ") +
 		` AND (` + strings.Join(either, " OR ") + `)`
 	n := make([]int64, len(kept))
 	dest := make([]any, len(kept))

@@ -149,10 +149,7 @@ func TestBulkOperations(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer other.Rollback()
-			if _, err := other.ExecContext(ctx, `UPDATE dead_letters SET discarded_at = now(), discarded_by = 'bob',
-				discard_reason = 'by hand' WHERE id = $1`, ids[7]); err != nil {
-				t.Fatal(err)
-			}
+			dlqtest.Settle(t, other, dlqtest.Outcome{Status: "discarded", By: "bob", Reason: "by hand"}, "id = $1", ids[7])
 			done := make(chan dlq.BatchResult, 1)
 			go func() {
 				res, err := store.RunOperationBatch(ctx, op.ID, 100, time.Now())
@@ -307,10 +304,8 @@ func TestBulkOperations(t *testing.T) {
 		store, db := setup(t)
 		ids := insertLetters(t, db, 20)
 		// Two of the first five were replayed by someone else already.
-		if _, err := db.Exec(`UPDATE dead_letters SET replayed_at = now(), replayed_by = 'bob', replay_job_id = 999999
-			WHERE id = ANY($1)`, []int64{ids[0], ids[2]}); err != nil {
-			t.Fatal(err)
-		}
+		dlqtest.Settle(t, db, dlqtest.Outcome{Status: "replayed", By: "bob", ReplayJobID: 999999},
+			"id = ANY($1)", []int64{ids[0], ids[2]})
 		op, err := store.CreateOperation(ctx, dlq.OperationParams{Kind: dlq.OpReplay, Actor: alice, Now: time.Now(),
 			Canary: 5, Selection: dlq.Selection{IDs: ids}})
 		if err != nil {

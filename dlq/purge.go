@@ -19,15 +19,29 @@ type PurgeParams struct {
 	BatchSize int
 }
 
-// purgeBatchSQL deletes one batch and returns the ids it deleted.
+// purgeBatchSQL deletes one batch, oldest outcome first, and returns the
+// ids it deleted. Locking the outcomes is what keeps a purge and a restore
+// apart: a restore deletes the outcome it undoes, so the purge skips a
+// letter being restored, and a restore that comes second finds nothing to
+// undo. Jobs that replayed a deleted letter keep their history but lose
+// the link (jobs.replay_of has no foreign key: migration 00033).
 const purgeBatchSQL = `
-DELETE FROM dead_letters WHERE id IN (
-	SELECT id FROM dead_letters
-	WHERE status <> 'pending' AND coalesce(discarded_at, replayed_at) < $1
-	ORDER BY id LIMIT $2
+WITH settled AS (
+	SELECT failed_at, dead_letter_id FROM dead_letter_outcomes
+	WHERE coalesce(discarded_at, replayed_at) < $1
+	ORDER BY coalesce(discarded_at, replayed_at) LIMIT $2
 	FOR UPDATE SKIP LOCKED
+), outcomes AS (
+	DELETE FROM dead_letter_outcomes o USING settled s
+	WHERE o.failed_at = s.failed_at AND o.dead_letter_id = s.dead_letter_id
+	RETURNING o.dead_letter_id
+), letters AS (
+	DELETE FROM dead_letter_records r USING outcomes o WHERE r.id = o.dead_letter_id
+	RETURNING r.id
+), unlinked AS (
+	UPDATE jobs SET replay_of = NULL WHERE replay_of IN (SELECT id FROM letters)
 )
-RETURNING id`
+SELECT id FROM letters ORDER BY id`
 
 // PurgeSettled deletes replayed and discarded letters settled before the
 // cutoff, batch by batch. Each batch and its audit entry (with the count

@@ -421,7 +421,7 @@ WITH dead AS (
 	RETURNING j.id, j.queue, j.task, j.args, j.kwargs, j.idempotency_key, j.attempt, j.max_attempts, j.errors,
 		j.created_at, j.replay_of, o.error_class, o.error_message, o.traceback, o.reason, o.fingerprint, o.version
 )
-INSERT INTO dead_letters (job_id, queue, task, args, kwargs, idempotency_key, error_class, error_message,
+INSERT INTO dead_letter_records (job_id, queue, task, args, kwargs, idempotency_key, error_class, error_message,
 	traceback, attempts, max_attempts, history, reason, fingerprint, worker_version, enqueued_at, replay_of)
 SELECT id, queue, task, args, kwargs, idempotency_key, error_class, error_message, traceback,
 	attempt, max_attempts, errors, reason, fingerprint, version, created_at, replay_of

@@ -64,7 +64,7 @@ WITH dead AS (
 	RETURNING j.id, j.queue, j.task, j.args, j.kwargs, j.idempotency_key, j.attempt, j.max_attempts,
 		j.errors, j.created_at, j.replay_of, r.fingerprint, r.message, r.entry->>'version' AS version
 )
-INSERT INTO dead_letters (job_id, queue, task, args, kwargs, idempotency_key, error_class, error_message,
+INSERT INTO dead_letter_records (job_id, queue, task, args, kwargs, idempotency_key, error_class, error_message,
 	traceback, attempts, max_attempts, history, reason, fingerprint, worker_version, enqueued_at, replay_of)
 SELECT id, queue, task, args, kwargs, idempotency_key, $6, message, '', attempt, max_attempts, errors,
 	'lease_expired', fingerprint, COALESCE(version, ''), created_at, replay_of

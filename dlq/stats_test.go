@@ -23,14 +23,14 @@ func TestOverview(t *testing.T) {
 	// 10 letters: one failing now, one 3 hours ago (today
 	// or yesterday, depending on the hour) and eight 3 days ago; 2 of them
 	// replayed, 1 discarded.
-	exec(`INSERT INTO dead_letters (job_id, queue, task, args, kwargs, error_class, error_message, attempts,
+	exec(`INSERT INTO dead_letter_records (job_id, queue, task, args, kwargs, error_class, error_message, attempts,
 		max_attempts, reason, fingerprint, enqueued_at, failed_at)
 		SELECT g, 'default', CASE WHEN g <= 6 THEN 'billing.charge' ELSE 'mail.send' END, '[]', '{}', 'E',
 			'boom ' || g, 1, 1, 'permanent', CASE WHEN g <= 6 THEN 'fp-charge' ELSE 'fp-mail' END, now(),
 			now() - CASE g WHEN 1 THEN interval '0' WHEN 2 THEN interval '3 hours' ELSE interval '3 days' END
 		FROM generate_series(1, 10) g`)
-	exec(`UPDATE dead_letters SET replayed_at = now(), replayed_by = 'a', replay_job_id = id WHERE job_id IN (3, 4)`)
-	exec(`UPDATE dead_letters SET discarded_at = now(), discarded_by = 'a', discard_reason = 'r' WHERE job_id = 10`)
+	dlqtest.Settle(t, db, dlqtest.Outcome{Status: "replayed", By: "a"}, "job_id IN (3, 4)")
+	dlqtest.Settle(t, db, dlqtest.Outcome{Status: "discarded", By: "a", Reason: "r"}, "job_id = 10")
 	exec(`INSERT INTO workers (id, host, pid, queues, concurrency, heartbeat_at) VALUES
 		('w-live', 'h1', 1, '{default}', 4, now() - interval '5 seconds'),
 		('w-stale', 'h2', 2, '{default}', 4, now() - interval '5 minutes')`)
@@ -160,19 +160,19 @@ func TestInflowTotalsFollowTheLetters(t *testing.T) {
 			t.Errorf("%s: %d hourly totals disagree with the letters", stage, mismatches)
 		}
 	}
-	exec(`INSERT INTO dead_letters (job_id, queue, task, args, kwargs, error_class, error_message, attempts,
+	exec(`INSERT INTO dead_letter_records (job_id, queue, task, args, kwargs, error_class, error_message, attempts,
 		max_attempts, reason, fingerprint, enqueued_at, failed_at)
 		SELECT g, CASE WHEN g % 3 = 0 THEN 'payments' ELSE 'default' END, 't' || (g % 4), '[]', '{}', 'E', 'boom',
 			1, 1, 'permanent', 'fp' || (g % 5), now(), now() - (g * 7 || ' minutes')::interval
 		FROM generate_series(1, 800) g`)
 	check("after a bulk insert over four days")
-	exec(`INSERT INTO dead_letters (job_id, queue, task, args, kwargs, error_class, error_message, attempts,
+	exec(`INSERT INTO dead_letter_records (job_id, queue, task, args, kwargs, error_class, error_message, attempts,
 		max_attempts, reason, fingerprint, enqueued_at)
 		VALUES (5000, 'default', 't1', '[]', '{}', 'E', 'boom', 1, 1, 'permanent', 'fp1', now())`)
 	check("after one more letter now")
-	exec(`UPDATE dead_letters SET replayed_at = now(), replayed_by = 'a', replay_job_id = id WHERE id % 7 = 0`)
+	dlqtest.Settle(t, db, dlqtest.Outcome{Status: "replayed", By: "a"}, "id % 7 = 0")
 	check("after replaying some")
-	exec(`DELETE FROM dead_letters WHERE id % 3 = 0 OR failed_at < now() - interval '2 days'`)
+	exec(`DELETE FROM dead_letter_records WHERE id % 3 = 0 OR failed_at < now() - interval '2 days'`)
 	check("after a purge")
 	var emptyRows int
 	if err := db.GetContext(ctx, &emptyRows, `SELECT count(*) FROM dead_letter_inflow_totals WHERE n <= 0`); err != nil {

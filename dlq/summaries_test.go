@@ -3,6 +3,8 @@ package dlq_test
 import (
 	"context"
 	"testing"
+
+	"github.com/redrive/redrive/dlq/dlqtest"
 )
 
 // The summary tables must always equal what a full scan of dead_letters
@@ -20,18 +22,29 @@ func TestSummariesFollowDeadLetters(t *testing.T) {
 	// Letters written by a session in a half-hour time zone (a worker's
 	// connection may run in any), changed and purged by UTC sessions.
 	exec(`SET TIME ZONE 'Asia/Kolkata';
-		INSERT INTO dead_letters (job_id, queue, task, args, kwargs, error_class, error_message, attempts,
+		INSERT INTO dead_letter_records (job_id, queue, task, args, kwargs, error_class, error_message, attempts,
 		max_attempts, reason, fingerprint, enqueued_at, failed_at)
 		SELECT g, CASE WHEN g % 3 = 0 THEN 'payments' ELSE 'default' END, 't' || (g % 4), '[]', '{}', 'E', 'boom ' || g,
 			1, 1, 'permanent', 'fp' || (g % 5), now(), now() - (g || ' minutes')::interval
 		FROM generate_series(1, 500) g;
 		SET TIME ZONE 'UTC'`)
-	exec(`UPDATE dead_letters SET replayed_at = now(), replayed_by = 'a', replay_job_id = id WHERE id % 7 = 0`)
-	exec(`UPDATE dead_letters SET discarded_at = now(), discarded_by = 'a', discard_reason = 'r' WHERE id % 11 = 0`)
-	exec(`DELETE FROM dead_letters WHERE id % 13 = 0`)
+	// Replays and discards move letters from pending_dead_letters to
+	// dead_letter_outcomes (migration 00033); a letter replayed already
+	// (id 77) is no longer pending, so the discard leaves it replayed.
+	dlqtest.Settle(t, db, dlqtest.Outcome{Status: "replayed", By: "a"}, "id % 7 = 0")
+	dlqtest.Settle(t, db, dlqtest.Outcome{Status: "discarded", By: "a", Reason: "r"}, "id % 11 = 0")
+	// A restore, as RestoreDeadLetter does it: the discard's outcome goes
+	// and the letter is pending again.
+	exec(`WITH undone AS (
+			DELETE FROM dead_letter_outcomes WHERE dead_letter_id % 22 = 0 AND discarded_at IS NOT NULL
+			RETURNING dead_letter_id)
+		INSERT INTO pending_dead_letters (id, failed_at, task, queue, reason, error_class, fingerprint)
+		SELECT id, failed_at, task, queue, reason, error_class, fingerprint FROM dead_letter_records
+		WHERE id IN (SELECT dead_letter_id FROM undone)`)
+	exec(`DELETE FROM dead_letter_records WHERE id % 13 = 0`)
 	// Retention takes the oldest and the newest letters of some groups:
 	// their first and last seen, and sample message, must follow.
-	exec(`DELETE FROM dead_letters WHERE id > 490 OR id < 12`)
+	exec(`DELETE FROM dead_letter_records WHERE id > 490 OR id < 12`)
 
 	checks := map[string]string{
 		"counts": `SELECT count(*) FROM (

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/redrive/redrive/dlq"
+	"github.com/redrive/redrive/dlq/dlqtest"
 )
 
 // A viewer reads everything and changes nothing: every action route, page
@@ -19,7 +20,7 @@ func TestViewerMayNotAct(t *testing.T) {
 	t.Parallel()
 	a := newActions(t)
 	ids := a.letters(t, 3, "billing.charge")
-	a.db.MustExec(`UPDATE dead_letters SET discarded_at = now(), discarded_by = 'olga', discard_reason = 'x' WHERE id = $1`, ids[2])
+	dlqtest.Settle(t, a.db, dlqtest.Outcome{Status: "discarded", By: "olga", Reason: "x"}, "id = $1", ids[2])
 	op, err := a.store.CreateOperation(context.Background(), dlq.OperationParams{Kind: dlq.OpReplay, Actor: dlq.Actor{Name: "olga"},
 		Selection: dlq.Selection{IDs: ids[:1]}, Canary: 1, Now: time.Now()})
 	if err != nil {

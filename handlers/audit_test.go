@@ -150,7 +150,7 @@ func TestAuditEntryStatusNow(t *testing.T) {
 	// succeeded; the third still waits.
 	a.db.MustExec(`UPDATE jobs SET state = 'dead', attempt = 3, finished_at = now() WHERE replay_of = $1`, ids[0])
 	var reborn int64
-	if err := a.db.Get(&reborn, `INSERT INTO dead_letters (job_id, queue, task, args, kwargs, error_class, error_message,
+	if err := a.db.Get(&reborn, `INSERT INTO dead_letter_records (job_id, queue, task, args, kwargs, error_class, error_message,
 			attempts, max_attempts, reason, fingerprint, enqueued_at, replay_of)
 		SELECT j.id, j.queue, j.task, j.args, j.kwargs, 'E', 'still broken', 3, 3, 'exhausted', 'fp-again', j.created_at, j.replay_of
 		FROM jobs j WHERE j.replay_of = $1 RETURNING id`, ids[0]); err != nil {

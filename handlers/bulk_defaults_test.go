@@ -17,7 +17,7 @@ func TestBulkConfirmationSafeDefaults(t *testing.T) {
 	// higher id that failed two days ago, and one that is the newest failure.
 	insert := func(n int, fp, ago, msg string) {
 		t.Helper()
-		if _, err := a.db.Exec(`INSERT INTO dead_letters (job_id, queue, task, args, kwargs, error_class, error_message,
+		if _, err := a.db.Exec(`INSERT INTO dead_letter_records (job_id, queue, task, args, kwargs, error_class, error_message,
 			attempts, max_attempts, reason, fingerprint, enqueued_at, failed_at)
 			SELECT nextval(pg_get_serial_sequence('jobs', 'id')), 'default', 'billing.charge', '[]', '{}', 'ChargeError',
 				$4, 3, 3, 'exhausted', $2, now() - $3::interval, now() - $3::interval

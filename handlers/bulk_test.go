@@ -169,7 +169,7 @@ func TestBulkFromTheList(t *testing.T) {
 	t.Run("OverAThousandNeedsTheTypedNumber", func(t *testing.T) {
 		t.Parallel()
 		a := newActions(t)
-		a.db.MustExec(`INSERT INTO dead_letters (job_id, queue, task, args, kwargs, error_class, error_message, attempts,
+		a.db.MustExec(`INSERT INTO dead_letter_records (job_id, queue, task, args, kwargs, error_class, error_message, attempts,
 			max_attempts, reason, fingerprint, enqueued_at)
 			SELECT 100000 + g, 'default', 'email.send', '[]', '{}', 'E', 'boom', 3, 3, 'exhausted', 'fp', now()
 			FROM generate_series(1, 1001) g`)

@@ -102,7 +102,7 @@ func squash(s *goquery.Selection) string {
 // queue with fingerprint fp, failed ago before now.
 func (c console) insertLetters(t *testing.T, n int, task, fp, ago string) {
 	t.Helper()
-	c.exec(t, `INSERT INTO dead_letters (job_id, queue, task, args, kwargs, error_class, error_message,
+	c.exec(t, `INSERT INTO dead_letter_records (job_id, queue, task, args, kwargs, error_class, error_message,
 		attempts, max_attempts, reason, fingerprint, enqueued_at, failed_at)
 		SELECT nextval(pg_get_serial_sequence('jobs', 'id')), 'default', $2, '[]', '{}', 'ChargeError',
 			'card declined for order ' || g, 3, 3, 'exhausted', $3, now() - $4::interval, now() - $4::interval

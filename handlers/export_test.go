@@ -42,7 +42,7 @@ func (s failingAfter) EachDeadLetter(ctx context.Context, f dlq.Filter, fn func(
 func TestExportFailingPartWayIsNotTakenForComplete(t *testing.T) {
 	t.Parallel()
 	db := dlqtest.NewDB(t)
-	if _, err := db.Exec(`INSERT INTO dead_letters (job_id, queue, task, args, kwargs, error_class, error_message,
+	if _, err := db.Exec(`INSERT INTO dead_letter_records (job_id, queue, task, args, kwargs, error_class, error_message,
 		attempts, max_attempts, reason, fingerprint, enqueued_at, failed_at)
 		SELECT g, 'default', 't.ok', '[]', '{}', 'E', 'boom', 1, 1, 'permanent', 'fp', now(), now() - g * interval '1 second'
 		FROM generate_series(1, 2500) g`); err != nil {

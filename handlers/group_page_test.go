@@ -22,7 +22,7 @@ func groupsFixture(t *testing.T) console {
 	}
 	c.insertLetters(t, 30, "email.send", "fp-hot", "5 minutes")
 	c.insertLetters(t, 12, "reports.build", "fp-new", "13 minutes")
-	c.exec(t, `UPDATE dead_letters SET traceback = 'Traceback: charge failed for order ' || id WHERE fingerprint = 'fp-new'`)
+	c.exec(t, `UPDATE dead_letter_records SET traceback = 'Traceback: charge failed for order ' || id WHERE fingerprint = 'fp-new'`)
 	return c
 }
 

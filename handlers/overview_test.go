@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/PuerkitoBio/goquery"
+
+	"github.com/redrive/redrive/dlq/dlqtest"
 )
 
 // overviewFixture: 10 letters (7 pending, 2 replayed, 1 discarded) in two
@@ -20,10 +22,10 @@ func overviewFixture(t *testing.T) console {
 	c.insertLetters(t, 1, "billing.charge", "fp-charge", "3 hours")
 	c.insertLetters(t, 4, "billing.charge", "fp-charge", "3 days")
 	c.insertLetters(t, 4, "mail.send", "fp-mail", "3 days")
-	c.exec(t, `UPDATE dead_letters SET replayed_at = now(), replayed_by = 'a', replay_job_id = id
-		WHERE id IN (SELECT id FROM dead_letters WHERE task = 'billing.charge' ORDER BY id DESC LIMIT 2)`)
-	c.exec(t, `UPDATE dead_letters SET discarded_at = now(), discarded_by = 'a', discard_reason = 'noise'
-		WHERE id = (SELECT min(id) FROM dead_letters WHERE task = 'mail.send')`)
+	dlqtest.Settle(t, c.db, dlqtest.Outcome{Status: "replayed", By: "a"},
+		`id IN (SELECT id FROM dead_letter_records WHERE task = 'billing.charge' ORDER BY id DESC LIMIT 2)`)
+	dlqtest.Settle(t, c.db, dlqtest.Outcome{Status: "discarded", By: "a", Reason: "noise"},
+		`id = (SELECT min(id) FROM dead_letter_records WHERE task = 'mail.send')`)
 	c.insertJobs(t, 3, "default", "billing.charge", "available")
 	c.insertJobs(t, 2, "payments", "billing.charge", "dead")
 	c.exec(t, `INSERT INTO workers (id, host, pid, queues, concurrency, heartbeat_at) VALUES

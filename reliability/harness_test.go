@@ -348,9 +348,9 @@ func setupEffects(t *testing.T, db *sqlx.DB) {
 func seedEffectLetters(t *testing.T, db *sqlx.DB, n int, prefix string) {
 	t.Helper()
 	_, err := db.Exec(`
-INSERT INTO dead_letters (job_id, queue, task, args, kwargs, error_class, error_message, traceback,
+INSERT INTO dead_letter_records (job_id, queue, task, args, kwargs, error_class, error_message, traceback,
 	attempts, max_attempts, history, reason, fingerprint, worker_version, enqueued_at, failed_at)
-SELECT 10000000 + (SELECT count(*) FROM dead_letters) + g, 'default', $2, '[]',
+SELECT 10000000 + (SELECT count(*) FROM dead_letter_records) + g, 'default', $2, '[]',
 	jsonb_build_object('event', $3 || g, 'account', 1000000 + g, 'version', 1),
 	'RuntimeError', 'boom', '', 5, 5, '[]', 'exhausted', 'rel-fingerprint', 'v1',
 	now() - interval '1 hour', now() - interval '30 minutes'

@@ -37,7 +37,7 @@ func (b bundle) letters(t *testing.T, n int) []int64 {
 	t.Helper()
 	var ids []int64
 	err := b.db.Select(&ids, `
-		INSERT INTO dead_letters (job_id, queue, task, args, kwargs, error_class, error_message, attempts,
+		INSERT INTO dead_letter_records (job_id, queue, task, args, kwargs, error_class, error_message, attempts,
 			max_attempts, reason, fingerprint, enqueued_at, worker_version)
 		SELECT 500000 + g, 'default', 't.ok', '[1]', '{"a":1}', 'E', 'boom', 3, 3, 'exhausted', 'fp', now(), 'v1.4.2'
 		FROM generate_series(1, $1) g RETURNING id`, n)

@@ -40,7 +40,7 @@ func TestCleaner(t *testing.T) {
 		insert("recent", "succeeded", "1 hour", nil)
 		insert("dead", "dead", "30 days", nil)
 		var letter int64
-		if err := b.db.Get(&letter, `INSERT INTO dead_letters (job_id, queue, task, args, kwargs, error_class,
+		if err := b.db.Get(&letter, `INSERT INTO dead_letter_records (job_id, queue, task, args, kwargs, error_class,
 			error_message, attempts, max_attempts, reason, fingerprint, enqueued_at)
 			VALUES ($1, 'default', 'test.task', '[]', '{}', 'E', 'boom', 1, 1, 'permanent', 'f', now())
 			RETURNING id`, ids["dead"]); err != nil {

@@ -37,18 +37,68 @@ type Letter struct {
 }
 
 const insertLetterSQL = `
-INSERT INTO dead_letters (job_id, queue, task, args, kwargs, error_class, error_message, traceback,
-	attempts, max_attempts, history, reason, fingerprint, worker_version, enqueued_at, failed_at, replay_of,
-	replayed_at, replayed_by, replay_job_id, discarded_at, discarded_by, discard_reason)
-VALUES (coalesce($1, (SELECT coalesce(max(job_id), 0) + 1 FROM dead_letters)), $2, $3, $4, $5, $6, $7, $8,
-	$9, $10, $11, $12, $13, $14, $15, $16, $17,
-	CASE WHEN $18 = 'replayed' THEN $16::timestamptz + interval '1 minute' END,
-	CASE WHEN $18 = 'replayed' THEN 'test' END,
-	CASE WHEN $18 = 'replayed' THEN $19::bigint END,
-	CASE WHEN $18 = 'discarded' THEN $16::timestamptz + interval '1 minute' END,
-	CASE WHEN $18 = 'discarded' THEN 'test' END,
-	CASE WHEN $18 = 'discarded' THEN 'not needed' END)
+INSERT INTO dead_letter_records (job_id, queue, task, args, kwargs, error_class, error_message, traceback,
+	attempts, max_attempts, history, reason, fingerprint, worker_version, enqueued_at, failed_at, replay_of)
+VALUES (coalesce($1, (SELECT coalesce(max(job_id), 0) + 1 FROM dead_letter_records)), $2, $3, $4, $5, $6, $7, $8,
+	$9, $10, $11, $12, $13, $14, $15, $16, $17)
 RETURNING id`
+
+// Outcome is what Settle records for the letters it settles. Zero values
+// take defaults.
+type Outcome struct {
+	Status string    // "replayed" or "discarded"
+	At     time.Time // default: now
+	By     string    // default: "test"
+	Reason string    // a discard's; default: "not needed"
+	// ReplayJobID is a replay's job; default: the letter's own id.
+	ReplayJobID int64
+}
+
+// settleSQL settles letters as a replay or a discard does: their pending
+// rows go and their outcomes are written (migration 00033). %s is the
+// condition on dead_letter_records; the outcome's values follow its
+// arguments.
+const settleSQL = `
+WITH taken AS (
+	DELETE FROM pending_dead_letters p WHERE p.id IN (SELECT id FROM dead_letter_records WHERE %s)
+	RETURNING p.id, p.failed_at, p.task, p.queue
+)
+INSERT INTO dead_letter_outcomes (failed_at, dead_letter_id, task, queue, replayed_at, replayed_by, replay_job_id,
+	discarded_at, discarded_by, discard_reason)
+SELECT failed_at, id, task, queue,
+	CASE WHEN $%[2]d = 'replayed' THEN coalesce($%[3]d, now()) END,
+	CASE WHEN $%[2]d = 'replayed' THEN $%[4]d END,
+	CASE WHEN $%[2]d = 'replayed' THEN coalesce($%[5]d, id) END,
+	CASE WHEN $%[2]d = 'discarded' THEN coalesce($%[3]d, now()) END,
+	CASE WHEN $%[2]d = 'discarded' THEN $%[4]d END,
+	CASE WHEN $%[2]d = 'discarded' THEN $%[6]d END
+FROM taken`
+
+// Settle marks the pending letters that where selects (a condition on
+// dead_letter_records, with $1.. for args) replayed or discarded, as the
+// console's actions would, and returns how many it settled.
+func Settle(t testing.TB, db sqlx.Execer, o Outcome, where string, args ...any) int64 {
+	t.Helper()
+	if o.Status != "replayed" && o.Status != "discarded" {
+		t.Fatalf("settle: status %q, want replayed or discarded", o.Status)
+	}
+	var at *time.Time
+	if !o.At.IsZero() {
+		at = &o.At
+	}
+	var job *int64
+	if o.ReplayJobID != 0 {
+		job = &o.ReplayJobID
+	}
+	n := len(args)
+	q := fmt.Sprintf(settleSQL, where, n+1, n+2, n+3, n+4, n+5)
+	r, err := db.Exec(q, append(args, o.Status, at, cmp.Or(o.By, "test"), job, cmp.Or(o.Reason, "not needed"))...)
+	if err != nil {
+		t.Fatalf("settle letters: %v", err)
+	}
+	settled, _ := r.RowsAffected()
+	return settled
+}
 
 // InsertDeadLetter inserts one letter and returns its id.
 func InsertDeadLetter(t testing.TB, db *sqlx.DB, l Letter) int64 {
@@ -77,13 +127,16 @@ func InsertDeadLetter(t testing.TB, db *sqlx.DB, l Letter) int64 {
 	if l.JobID != 0 {
 		jobID = &l.JobID
 	}
-	replayJob := cmp.Or(l.ReplayJobID, 999_999)
 	var id int64
 	err := db.Get(&id, insertLetterSQL, jobID, l.Queue, l.Task, l.Args, l.Kwargs, l.ErrorClass, l.Message, l.Traceback,
 		l.Attempts, l.MaxAttempts, l.History, l.Reason, l.Fingerprint, l.WorkerVersion, l.EnqueuedAt, l.FailedAt,
-		l.ReplayOf, l.Status, replayJob)
+		l.ReplayOf)
 	if err != nil {
 		t.Fatalf("insert dead letter: %v", err)
+	}
+	if l.Status == "replayed" || l.Status == "discarded" {
+		Settle(t, db, Outcome{Status: l.Status, At: l.FailedAt.Add(time.Minute), ReplayJobID: cmp.Or(l.ReplayJobID, 999_999)},
+			"id = $1", id)
 	}
 	if err := IndexSearch(context.Background(), db); err != nil {
 		t.Fatal(err)
@@ -107,25 +160,18 @@ func IndexSearch(ctx context.Context, db *sqlx.DB) error {
 // before $2 with whole-second failure times (so ties on failed_at occur),
 // and a unique order number in each message and args for rare searches.
 const seedLettersSQL = `
-INSERT INTO dead_letters (job_id, queue, task, args, kwargs, error_class, error_message, traceback,
-	attempts, max_attempts, history, reason, fingerprint, worker_version, enqueued_at, failed_at,
-	replayed_at, replayed_by, replay_job_id, discarded_at, discarded_by, discard_reason)
-SELECT $3::bigint + g, x.queue, x.task,
-	jsonb_build_array($3::bigint + g, 'customer-' || (g % 50000)),
-	jsonb_build_object('order_id', 'ord_' || ($3::bigint + g), 'region', (ARRAY['eu', 'us', 'ap'])[1 + g % 3]),
+WITH gen AS MATERIALIZED (
+SELECT $3::bigint + g AS job_id, x.queue, x.task,
+	jsonb_build_array($3::bigint + g, 'customer-' || (g % 50000)) AS args,
+	jsonb_build_object('order_id', 'ord_' || ($3::bigint + g), 'region', (ARRAY['eu', 'us', 'ap'])[1 + g % 3]) AS kwargs,
 	x.class, x.message, 'Traceback (most recent call last):' || E'\n' ||
 		'  File "/srv/app/' || replace(x.task, '.', '/') || '.py", line ' || (10 + x.kind) || ', in run' || E'\n' ||
-		'    raise ' || x.class || E'\n' || x.class || ': ' || x.message,
-	x.attempts, 5,
+		'    raise ' || x.class || E'\n' || x.class || ': ' || x.message AS traceback,
+	x.attempts,
 	jsonb_build_array(jsonb_build_object('attempt', x.attempts, 'at', x.failed_at, 'host', 'worker-' || (g % 7),
-		'version', 'v1.4.' || (x.kind % 3), 'class', x.class, 'message', x.message, 'outcome', 'dead', 'duration_ms', g % 900)),
-	x.reason, x.fingerprint, 'v1.4.' || (x.kind % 3), x.failed_at - interval '10 minutes', x.failed_at,
-	CASE WHEN x.st = 'replayed' THEN x.failed_at + interval '1 hour' END,
-	CASE WHEN x.st = 'replayed' THEN 'seed' END,
-	CASE WHEN x.st = 'replayed' THEN $3::bigint + 2000000000 + g END,
-	CASE WHEN x.st = 'discarded' THEN x.failed_at + interval '1 hour' END,
-	CASE WHEN x.st = 'discarded' THEN 'seed' END,
-	CASE WHEN x.st = 'discarded' THEN 'known issue' END
+		'version', 'v1.4.' || (x.kind % 3), 'class', x.class, 'message', x.message, 'outcome', 'dead', 'duration_ms', g % 900)) AS history,
+	x.reason, x.fingerprint, 'v1.4.' || (x.kind % 3) AS version, x.failed_at - interval '10 minutes' AS enqueued_at, x.failed_at,
+	x.st, $3::bigint + 2000000000 + g AS replay_job_id
 FROM generate_series(1, $1) g
 CROSS JOIN LATERAL (SELECT random() AS t, random() AS k, random() AS age, random() AS st, g AS gg) r
 CROSS JOIN LATERAL (
@@ -152,7 +198,31 @@ CROSS JOIN LATERAL (
 		substr(md5(t0.task || '/' || kq.kk), 1, 16) AS fingerprint,
 		date_trunc('second', $2::timestamptz - (r.age * interval '30 days')) AS failed_at,
 		CASE WHEN r.st < 0.80 THEN 'pending' WHEN r.st < 0.95 THEN 'replayed' ELSE 'discarded' END AS st
-) x`
+) x
+), letters AS (
+	INSERT INTO dead_letter_records (job_id, queue, task, args, kwargs, error_class, error_message, traceback,
+		attempts, max_attempts, history, reason, fingerprint, worker_version, enqueued_at, failed_at)
+	SELECT job_id, queue, task, args, kwargs, class, message, traceback, attempts, 5, history, reason, fingerprint,
+		version, enqueued_at, failed_at FROM gen
+)
+INSERT INTO seed_outcomes (job_id, st, replay_job_id) SELECT job_id, st, replay_job_id FROM gen WHERE st <> 'pending'`
+
+// seedOutcomesSQL settles the seeded letters seedLettersSQL drew a status
+// for, an hour after they failed, once their pending rows exist.
+const seedOutcomesSQL = `
+WITH taken AS (
+	DELETE FROM pending_dead_letters p USING dead_letter_records r, seed_outcomes s
+	WHERE s.job_id = r.job_id AND p.id = r.id
+	RETURNING p.id, p.failed_at, p.task, p.queue, s.st, s.replay_job_id
+)
+INSERT INTO dead_letter_outcomes (failed_at, dead_letter_id, task, queue, replayed_at, replayed_by, replay_job_id,
+	discarded_at, discarded_by, discard_reason)
+SELECT failed_at, id, task, queue,
+	CASE WHEN st = 'replayed' THEN failed_at + interval '1 hour' END, CASE WHEN st = 'replayed' THEN 'seed' END,
+	CASE WHEN st = 'replayed' THEN replay_job_id END,
+	CASE WHEN st = 'discarded' THEN failed_at + interval '1 hour' END, CASE WHEN st = 'discarded' THEN 'seed' END,
+	CASE WHEN st = 'discarded' THEN 'known issue' END
+FROM taken`
 
 // SeedDeadLetters inserts n realistic letters that failed in the 30 days
 // before now, in statements of up to 100,000 rows, deterministically, then
@@ -166,6 +236,9 @@ func SeedDeadLetters(ctx context.Context, db *sqlx.DB, n int, now time.Time) err
 	if _, err := tx.ExecContext(ctx, `SELECT setseed(0.42)`); err != nil {
 		return err
 	}
+	if _, err := tx.ExecContext(ctx, `CREATE TEMP TABLE seed_outcomes (job_id bigint, st text, replay_job_id bigint) ON COMMIT DROP`); err != nil {
+		return err
+	}
 	var base int64
 	if err := tx.GetContext(ctx, &base, `SELECT coalesce(max(job_id), 0) FROM dead_letters`); err != nil {
 		return err
@@ -177,6 +250,9 @@ func SeedDeadLetters(ctx context.Context, db *sqlx.DB, n int, now time.Time) err
 		}
 		done += batch
 	}
+	if _, err := tx.ExecContext(ctx, seedOutcomesSQL); err != nil {
+		return fmt.Errorf("seed dead letters: outcomes: %w", err)
+	}
 	if err := tx.Commit(); err != nil {
 		return err
 	}
@@ -185,6 +261,6 @@ func SeedDeadLetters(ctx context.Context, db *sqlx.DB, n int, now time.Time) err
 	}
 	// As autovacuum would leave a table at rest: statistics for the planner
 	// and a visibility map that lets index-only scans skip the heap.
-	_, err = db.ExecContext(ctx, `VACUUM ANALYZE dead_letters, dead_letter_search`)
+	_, err = db.ExecContext(ctx, `VACUUM ANALYZE dead_letter_records, pending_dead_letters, dead_letter_outcomes, dead_letter_search`)
 	return err
 }

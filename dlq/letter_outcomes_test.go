@@ -1,0 +1,169 @@
+package dlq_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/redrive/redrive/dlq"
+	"github.com/redrive/redrive/dlq/dlqtest"
+)
+
+// recordVersions is each letter's row version in dead_letter_records: its
+// ctid and xmin change whenever the row is rewritten or locked.
+func recordVersions(t *testing.T, db *dlqtest.DB) map[int64]string {
+	t.Helper()
+	var rows []struct {
+		ID      int64  `db:"id"`
+		Version string `db:"version"`
+	}
+	if err := db.Select(&rows, `SELECT id, ctid::text || '/' || xmin::text || '/' || xmax::text AS version FROM dead_letter_records`); err != nil {
+		t.Fatal(err)
+	}
+	out := make(map[int64]string, len(rows))
+	for _, r := range rows {
+		out[r.ID] = r.Version
+	}
+	return out
+}
+
+// assertSummariesMatch checks the per-status counts the triggers keep, and
+// each error group's pending count, against the letters themselves.
+func assertSummariesMatch(t *testing.T, db *dlqtest.DB) {
+	t.Helper()
+	if n := count(t, db, `
+		SELECT count(*) FROM (
+			SELECT task, queue, status, count(*) AS n FROM dead_letters GROUP BY 1, 2, 3
+		) real FULL JOIN (SELECT task, queue, status, n FROM dead_letter_counts WHERE n <> 0) kept
+			USING (task, queue, status)
+		WHERE real.n IS DISTINCT FROM kept.n`); n != 0 {
+		t.Fatalf("%d (task, queue, status) counts differ from the letters", n)
+	}
+	if n := count(t, db, `
+		SELECT count(*) FROM error_groups g
+		WHERE g.pending <> (SELECT count(*) FROM dead_letters d WHERE d.fingerprint = g.fingerprint AND d.status = 'pending')
+		   OR g.total <> (SELECT count(*) FROM dead_letters d WHERE d.fingerprint = g.fingerprint)`); n != 0 {
+		t.Fatalf("%d error groups' counts differ from the letters", n)
+	}
+	if n := count(t, db, `
+		SELECT count(*) FROM dead_letters d
+		WHERE (d.status = 'pending') <> EXISTS (SELECT 1 FROM pending_dead_letters p WHERE p.id = d.id)`); n != 0 {
+		t.Fatalf("%d letters' pending rows disagree with their status", n)
+	}
+}
+
+// Replaying, discarding and restoring, one by one or in bulk, write the
+// letter's outcome beside it and never rewrite (or lock) the letter's own
+// wide row: that rewrite was most of a bulk action's cost (migration 00033).
+func TestActionsLeaveTheLetterRowAlone(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	store, db := setup(t)
+	ids := insertLetters(t, db, 300)
+	before := recordVersions(t, db)
+
+	now := time.Now()
+	if _, err := store.ReplayDeadLetter(ctx, dlq.ReplayParams{ID: ids[0], Actor: alice, Now: now}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.DiscardDeadLetter(ctx, dlq.DiscardParams{ID: ids[1], Actor: alice, Reason: "noise", Now: now}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.DiscardDeadLetter(ctx, dlq.DiscardParams{ID: ids[2], Actor: alice, Reason: "noise", Now: now}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.RestoreDeadLetter(ctx, dlq.RestoreParams{ID: ids[2], Actor: alice, Now: now}); err != nil {
+		t.Fatal(err)
+	}
+	for kind, sel := range map[dlq.OperationKind][]int64{dlq.OpReplay: ids[10:60], dlq.OpDiscard: ids[110:160]} {
+		op, err := store.CreateOperation(ctx, dlq.OperationParams{Kind: kind, Actor: alice, Now: now, Reason: "bulk",
+			Selection: dlq.Selection{IDs: sel}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		runToEnd(t, store, op.ID, 7)
+	}
+
+	after := recordVersions(t, db)
+	for id, v := range before {
+		if after[id] != v {
+			t.Fatalf("letter %d's row was written: %s, then %s", id, v, after[id])
+		}
+	}
+	if n := count(t, db, `SELECT count(*) FROM dead_letters WHERE status = 'replayed'`); n != 51 {
+		t.Fatalf("%d replayed letters, want 51", n)
+	}
+	if n := count(t, db, `SELECT count(*) FROM dead_letters WHERE status = 'discarded'`); n != 51 {
+		t.Fatalf("%d discarded letters, want 51", n)
+	}
+	var restored dlq.DeadLetter
+	if err := db.Get(&restored, `SELECT status FROM dead_letters WHERE id = $1`, ids[2]); err != nil {
+		t.Fatal(err)
+	}
+	if restored.Status != dlq.StatusPending {
+		t.Fatalf("restored letter is %s, want pending", restored.Status)
+	}
+	assertSummariesMatch(t, db)
+}
+
+// A single action that loses the race for a letter says what the winner
+// made of it, not what the loser read before.
+func TestSecondActionOnALetterConflicts(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	store, db := setup(t)
+	ids := insertLetters(t, db, 1)
+	if _, err := store.DiscardDeadLetter(ctx, dlq.DiscardParams{ID: ids[0], Actor: alice, Reason: "noise", Now: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := store.ReplayDeadLetter(ctx, dlq.ReplayParams{ID: ids[0], Actor: alice, Now: time.Now()})
+	var se *dlq.StateError
+	if !errors.As(err, &se) || se.Letter.Status != dlq.StatusDiscarded {
+		t.Fatalf("replay of a discarded letter: %v, want a StateError naming it discarded", err)
+	}
+	if _, err := store.RestoreDeadLetter(ctx, dlq.RestoreParams{ID: ids[0], Actor: alice, Now: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = store.RestoreDeadLetter(ctx, dlq.RestoreParams{ID: ids[0], Actor: alice, Now: time.Now()})
+	if !errors.As(err, &se) || se.Letter.Status != dlq.StatusPending {
+		t.Fatalf("second restore: %v, want a StateError naming it pending", err)
+	}
+	if n := count(t, db, `SELECT count(*) FROM jobs`); n != 0 {
+		t.Fatalf("%d jobs enqueued by a refused replay", n)
+	}
+	assertSummariesMatch(t, db)
+}
+
+// A purge deletes a settled letter with its outcome, and the job that
+// replayed it forgets the link (jobs.replay_of has no foreign key).
+func TestPurgeTakesTheOutcomeAndUnlinksTheReplay(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	store, db := setup(t)
+	ids := insertLetters(t, db, 3)
+	res, err := store.ReplayDeadLetter(ctx, dlq.ReplayParams{ID: ids[0], Actor: alice, Now: time.Now()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.DiscardDeadLetter(ctx, dlq.DiscardParams{ID: ids[1], Actor: alice, Reason: "noise", Now: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	n, err := store.PurgeSettled(ctx, dlq.PurgeParams{OlderThan: time.Hour, Actor: alice, Now: time.Now().Add(2 * time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 2 {
+		t.Fatalf("purged %d, want the 2 settled letters", n)
+	}
+	if left := count(t, db, `SELECT count(*) FROM dead_letter_outcomes`); left != 0 {
+		t.Fatalf("%d outcomes left behind", left)
+	}
+	if left := count(t, db, `SELECT count(*) FROM dead_letters`); left != 1 {
+		t.Fatalf("%d letters left, want the pending one", left)
+	}
+	if linked := count(t, db, `SELECT count(*) FROM jobs WHERE id = $1 AND replay_of IS NOT NULL`, res.JobID); linked != 0 {
+		t.Fatal("the replay job still names its purged letter")
+	}
+	assertSummariesMatch(t, db)
+}
