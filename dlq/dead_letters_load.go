@@ -16,48 +16,53 @@ import (
 // letters and texts of an indexing batch, stay off temporary files.
 const loadSettingsSQL = `SET LOCAL work_mem = '256MB'`
 
-// reserveLetterJobIDsSQL draws $1 ids from the jobs' identity sequence in one
-// round trip: COPY returns nothing, so a loaded letter's job ids are known
-// before it is written. nextval never hands out an id twice, so no job the
-// worker creates later collides with a loaded letter's.
-const reserveLetterJobIDsSQL = `
-SELECT ARRAY(SELECT nextval(s.seq) FROM (SELECT pg_get_serial_sequence('jobs', 'id')::regclass AS seq) s,
-	generate_series(1, $1))`
+// reserveLetterIDsSQL draws $1 letter ids and $1 job ids from the two
+// identity sequences in one round trip: COPY returns nothing, so a loaded
+// letter's ids are known before it is written, and its outcome can be
+// written without reading the letter back. nextval never hands out an id
+// twice, so no letter or job written later collides with a loaded one.
+// (The letter's id costs no more than the identity default would.)
+const reserveLetterIDsSQL = `
+SELECT ARRAY(SELECT nextval(s.seq) FROM (SELECT pg_get_serial_sequence('dead_letter_records', 'id')::regclass AS seq) s,
+		generate_series(1, $1)),
+	ARRAY(SELECT nextval(s.seq) FROM (SELECT pg_get_serial_sequence('jobs', 'id')::regclass AS seq) s,
+		generate_series(1, $1))`
 
-// copyDeadLettersSQL names the columns LoadDeadLetters writes; id is the
-// table's own, replay_of is never set on a loaded letter. Every letter is
-// written pending (the insert trigger writes its pending row);
-// loadOutcomesSQL then gives the replayed and discarded ones their outcome.
-const copyDeadLettersSQL = `COPY dead_letter_records (job_id, queue, task, args, kwargs, idempotency_key, error_class,
-	error_message, traceback, attempts, max_attempts, history, reason, fingerprint, worker_version,
+// copyDeadLettersSQL names the columns LoadDeadLetters writes; replay_of
+// is never set on a loaded letter. Every letter is written pending (the
+// insert trigger writes its pending row); loadOutcomesSQL then gives the
+// replayed and discarded ones their outcome.
+const copyDeadLettersSQL = `COPY dead_letter_records (id, job_id, queue, task, args, kwargs, idempotency_key,
+	error_class, error_message, traceback, attempts, max_attempts, history, reason, fingerprint, worker_version,
 	enqueued_at, failed_at) FROM STDIN`
 
-// loadOutcomesSQL settles loaded letters, found by their job ids, as a
-// replay or a discard does: their pending rows go, their outcomes are
-// written. Times travel as text (lib/pq has no array of nullable times).
+// loadOutcomesSQL settles loaded letters as a replay or a discard does:
+// their pending rows go, their outcomes are written, and a replayed one's
+// job id is drawn from the jobs' sequence. Times travel as text (lib/pq
+// has no array of nullable times).
 const loadOutcomesSQL = `
 WITH o AS (
-	SELECT * FROM unnest($1::bigint[], $2::text[]::timestamptz[], $3::text[], $4::bigint[],
-		$5::text[]::timestamptz[], $6::text[], $7::text[])
-		AS o(job_id, replayed_at, replayed_by, replay_job_id, discarded_at, discarded_by, discard_reason)
+	SELECT * FROM unnest($1::bigint[], $2::text[]::timestamptz[], $3::text[], $4::text[],
+		$5::text[]::timestamptz[], $6::text[], $7::text[]::timestamptz[], $8::text[], $9::text[])
+		AS o(id, failed_at, task, queue, replayed_at, replayed_by, discarded_at, discarded_by, discard_reason)
 ), taken AS (
-	DELETE FROM pending_dead_letters p USING dead_letter_records r, o
-	WHERE r.job_id = o.job_id AND p.id = r.id
-	RETURNING p.id, p.failed_at, p.task, p.queue, o.*
+	DELETE FROM pending_dead_letters p WHERE p.id IN (SELECT id FROM o) RETURNING p.id
 )
 INSERT INTO dead_letter_outcomes (failed_at, dead_letter_id, task, queue, replayed_at, replayed_by,
 	replay_job_id, discarded_at, discarded_by, discard_reason)
-SELECT failed_at, id, task, queue, replayed_at, replayed_by, replay_job_id, discarded_at, discarded_by, discard_reason
-FROM taken ORDER BY failed_at, id`
+SELECT failed_at, id, task, queue, replayed_at, replayed_by,
+	CASE WHEN replayed_at IS NOT NULL THEN nextval((SELECT pg_get_serial_sequence('jobs', 'id'))::regclass) END,
+	discarded_at, discarded_by, discard_reason
+FROM o WHERE id IN (SELECT id FROM taken) ORDER BY failed_at, id`
 
 // loadedOutcomes collects the outcomes of a load's settled letters, as
 // the columns of loadOutcomesSQL.
 type loadedOutcomes struct {
-	jobIDs, replayJobIDs                                  []sql.NullInt64
-	replayedAt, replayedBy, discardedAt, discardedBy, why []sql.NullString
+	ids                                                                          []int64
+	failedAt, task, queue, replayedAt, replayedBy, discardedAt, discardedBy, why []sql.NullString
 }
 
-func (o *loadedOutcomes) add(jobID int64, replayJobID *int64, l DeadLetter) {
+func (o *loadedOutcomes) add(id int64, l DeadLetter) {
 	str := func(s *string) sql.NullString {
 		if s == nil {
 			return sql.NullString{}
@@ -70,28 +75,24 @@ func (o *loadedOutcomes) add(jobID int64, replayJobID *int64, l DeadLetter) {
 		}
 		return sql.NullString{String: t.Format(time.RFC3339Nano), Valid: true}
 	}
-	o.jobIDs = append(o.jobIDs, sql.NullInt64{Int64: jobID, Valid: true})
-	if replayJobID != nil {
-		o.replayJobIDs = append(o.replayJobIDs, sql.NullInt64{Int64: *replayJobID, Valid: true})
-	} else {
-		o.replayJobIDs = append(o.replayJobIDs, sql.NullInt64{})
-	}
+	o.ids = append(o.ids, id)
+	o.failedAt, o.task, o.queue = append(o.failedAt, at(&l.FailedAt)), append(o.task, str(&l.Task)), append(o.queue, str(&l.Queue))
 	o.replayedAt, o.replayedBy = append(o.replayedAt, at(l.ReplayedAt)), append(o.replayedBy, str(l.ReplayedBy))
 	o.discardedAt, o.discardedBy = append(o.discardedAt, at(l.DiscardedAt)), append(o.discardedBy, str(l.DiscardedBy))
 	o.why = append(o.why, str(l.DiscardReason))
 }
 
 func (o *loadedOutcomes) args() []any {
-	return []any{pq.Array(o.jobIDs), pq.Array(o.replayedAt), pq.Array(o.replayedBy), pq.Array(o.replayJobIDs),
-		pq.Array(o.discardedAt), pq.Array(o.discardedBy), pq.Array(o.why)}
+	return []any{pq.Array(o.ids), pq.Array(o.failedAt), pq.Array(o.task), pq.Array(o.queue), pq.Array(o.replayedAt),
+		pq.Array(o.replayedBy), pq.Array(o.discardedAt), pq.Array(o.discardedBy), pq.Array(o.why)}
 }
 
 // LoadDeadLetters writes n letters, letter(0) to letter(n-1) in that order,
 // with COPY in one transaction, and returns how many it wrote (n, or 0 when
 // it fails). It is for bulk loads (`redrive seed`): the letters are written
-// as given, without the worker's checks. Each letter's JobID, and the
-// ReplayJobID of one with a ReplayedAt, are drawn from the jobs' id
-// sequence; ID, ReplayOf and Status are ignored. letter is called once per
+// as given, without the worker's checks. Each letter's ID is drawn from the
+// letters' id sequence, its JobID, and the ReplayJobID of one with a
+// ReplayedAt, from the jobs'; ReplayOf and Status are ignored. letter is called once per
 // row as COPY streams, so a large load never holds its letters in memory.
 //
 // The search rows are not built here: call IndexLoadedDeadLetters once the
@@ -108,10 +109,9 @@ func (s *Store) LoadDeadLetters(ctx context.Context, n int, letter func(i int) D
 	if _, err := tx.ExecContext(ctx, loadSettingsSQL); err != nil {
 		return 0, fmt.Errorf("load dead letters: %w", err)
 	}
-	// Two ids a letter: its job's, and its replay's should it have one.
-	var ids []int64
-	if err := tx.GetContext(ctx, pq.Array(&ids), reserveLetterJobIDsSQL, 2*n); err != nil {
-		return 0, fmt.Errorf("load dead letters: reserve job ids: %w", translate(err))
+	var letterIDs, jobIDs []int64
+	if err := tx.QueryRowContext(ctx, reserveLetterIDsSQL, n).Scan(pq.Array(&letterIDs), pq.Array(&jobIDs)); err != nil {
+		return 0, fmt.Errorf("load dead letters: reserve ids: %w", translate(err))
 	}
 	stmt, err := tx.PrepareContext(ctx, copyDeadLettersSQL)
 	if err != nil {
@@ -121,19 +121,15 @@ func (s *Store) LoadDeadLetters(ctx context.Context, n int, letter func(i int) D
 	var settled loadedOutcomes
 	for i := range n {
 		l := letter(i)
-		var replayJob *int64
-		if l.ReplayedAt != nil {
-			replayJob = &ids[2*i+1]
-		}
 		if l.ReplayedAt != nil || l.DiscardedAt != nil {
-			settled.add(ids[2*i], replayJob, l)
+			settled.add(letterIDs[i], l)
 		}
 		history, err := json.Marshal([]Attempt(l.History))
 		if err != nil {
 			return 0, fmt.Errorf("load dead letters: history of letter %d: %w", i, err)
 		}
 		// COPY takes text: raw JSON as a string, or lib/pq would send bytea.
-		_, err = stmt.ExecContext(ctx, ids[2*i], l.Queue, l.Task, string(l.Args), string(l.Kwargs), l.IdempotencyKey,
+		_, err = stmt.ExecContext(ctx, letterIDs[i], jobIDs[i], l.Queue, l.Task, string(l.Args), string(l.Kwargs), l.IdempotencyKey,
 			l.ErrorClass, l.ErrorMessage, l.Traceback, l.Attempts, l.MaxAttempts, string(history), string(l.Reason),
 			l.Fingerprint, l.WorkerVersion, l.EnqueuedAt, l.FailedAt)
 		if err != nil {
@@ -143,7 +139,7 @@ func (s *Store) LoadDeadLetters(ctx context.Context, n int, letter func(i int) D
 	if _, err := stmt.ExecContext(ctx); err != nil {
 		return 0, fmt.Errorf("load dead letters: copy: %w", translate(err))
 	}
-	if len(settled.jobIDs) > 0 {
+	if len(settled.ids) > 0 {
 		if _, err := tx.ExecContext(ctx, loadOutcomesSQL, settled.args()...); err != nil {
 			return 0, fmt.Errorf("load dead letters: outcomes: %w", translate(err))
 		}
