@@ -85,16 +85,18 @@ func (s letterSource) table() string {
 }
 
 // source is where f's letters are read from. Pending letters come from
-// their own table, whose indexes serve the pending views newest first, by
-// reason, error class and error group. A filter on task or queue (and none
-// of those) is served better by that column's index on every letter,
-// checking that each is pending on the way (most letters of a task are),
-// as before the letters were split.
+// their own table, whose indexes serve the pending views newest first and
+// by reason. A filter on task, queue, error class or error group (and not
+// on reason) is served better by that column's index on every letter,
+// checking that each has a pending row on the way (most letters of a task
+// or a group are pending), as before the letters were split; the pending
+// table carries no index of its own for those, so that a new letter writes
+// no more index entries than it did then.
 func (f Filter) source() letterSource {
 	if f.Status != StatusPending {
 		return allLetters
 	}
-	if (f.Task != "" || f.Queue != "") && f.Reason == "" && f.ErrorClass == "" && f.Fingerprint == "" {
+	if f.Reason == "" && (f.Task != "" || f.Queue != "" || f.ErrorClass != "" || f.Fingerprint != "") {
 		return allLetters
 	}
 	return pendingLetters

@@ -25,25 +25,25 @@ type BatchResult struct {
 // together, which is what lets a crashed operation resume without acting on
 // a letter twice.
 //
-// A batch walks oldest first on (failed_at, id), the list's order read
-// backwards, through pending_dead_letters, which holds the pending letters
-// only, with every column a filter names: one of its indexes holds the
-// filter's letters in that order (by time, reason or error class, the
-// rest filtered on the way), so a batch of 2,000 reads about 2,000 index
-// entries. Letters that are not pending could never be acted on, so
-// leaving them out changes nothing but the cost; they count as skipped when
-// the operation finishes (Matched - Done).
+// A batch walks the selection's pending letters oldest first on
+// (failed_at, id), the list's order read backwards, where the pending list
+// would read them (Filter.source): pending_dead_letters by time or reason,
+// or the index of the letters' task, queue, error class or error group,
+// each letter checked for a pending row on the way. Either way one index
+// holds the filter's letters in that order, so a batch of 2,000 reads
+// about 2,000 index entries. Letters that are not pending could never be
+// acted on, so leaving them out changes nothing but the cost; they count as
+// skipped when the operation finishes (Matched - Done).
 //
 // Deleting the letters' pending rows comes first and is the claim: of two
 // transactions acting on a letter, only the one whose DELETE removed its
 // row goes on (the other's DELETE, re-checking the row once the first
 // commits, finds it gone), and only the letters it took get an outcome, a
-// job and an audit link. The rows are deleted by the ctid the batch read,
-// which cannot be reused while this statement's snapshot still sees the
-// row. The letter's own row is never written: its outcome is a narrow row
-// of dead_letter_outcomes (migration 00033 says what that saves). A
-// replay's job id is drawn from the jobs sequence as the outcome is
-// written, so the job can be inserted from the outcomes' RETURNING rows.
+// job and an audit link. The letter's own row is never written: its
+// outcome is a narrow row of dead_letter_outcomes (migration 00033 says
+// what that saves). A replay's job id is drawn from the jobs sequence as
+// the outcome is written, so the job can be inserted from the outcomes'
+// RETURNING rows.
 //
 // Paced replays spread run_at: the k-th letter of a batch runs k / rate
 // seconds after the batch's start slot, which is where the operation's
@@ -56,14 +56,15 @@ type BatchResult struct {
 // most once per operation (the claim), so its link cannot exist yet, and a
 // plain insert costs a WAL record less than a speculative one.
 //
-// The statements are templates: the selection's condition and, once the
-// operation has a position, the keyset condition after it.
+// The statements are templates: the relation the batch reads, the
+// selection's condition and, once the operation has a position, the keyset
+// condition after it.
 const batchSelectSQL = `batch AS MATERIALIZED (
-	SELECT ctid, id, failed_at FROM pending_dead_letters
+	SELECT id, failed_at FROM %s
 	WHERE %s AND id <= $1%s
 	ORDER BY failed_at, id LIMIT $2
 ), taken AS (
-	DELETE FROM pending_dead_letters p USING batch b WHERE p.ctid = b.ctid
+	DELETE FROM pending_dead_letters p USING batch b WHERE p.id = b.id
 	RETURNING p.id, p.failed_at, p.task, p.queue
 )`
 
@@ -224,7 +225,9 @@ func batchQuery(op Operation, sel Selection, limit, lane, lanes int) (string, []
 	default:
 		return "", nil, fmt.Errorf("unknown operation kind %q", op.Kind)
 	}
-	where, selArgs := sel.where(pendingLetters, len(args))
+	pending := sel.pendingOnly()
+	src := sel.pendingSource()
+	where, selArgs := pending.where(src, len(args))
 	args = append(args, selArgs...)
 	after := ""
 	if op.CursorFailedAt != nil {
@@ -237,7 +240,7 @@ func batchQuery(op Operation, sel Selection, limit, lane, lanes int) (string, []
 		// the condition as a filter on the index's id column.
 		after += fmt.Sprintf(" AND id %% %d = %d", lanes, lane)
 	}
-	return fmt.Sprintf(query, fmt.Sprintf(batchSelectSQL, where, after)), args, nil
+	return fmt.Sprintf(query, fmt.Sprintf(batchSelectSQL, src.table(), where, after)), args, nil
 }
 
 // finishOperation closes the first phase of an operation whose selection

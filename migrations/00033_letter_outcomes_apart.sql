@@ -14,9 +14,10 @@
 -- 1. dead_letter_records holds the facts of each letter (what failed, how,
 --    with what), inserted once and never updated by an action.
 -- 2. pending_dead_letters holds one narrow row per pending letter, with
---    the columns the pending views filter and sort on, the indexes
---    that were partial on status = 'pending', and one by error group (the
---    usual bulk action's selection). Replaying or discarding a
+--    the columns the pending views filter and sort on, and the indexes by
+--    time and by reason that were partial on status = 'pending'; a
+--    pending view by task, queue, error class or error group walks the
+--    letters' own index on that column and probes this table's key. Replaying or discarding a
 --    letter deletes its row (no index entry written); the DELETE is also
 --    the guard: of two actions racing for a letter, only the one whose
 --    DELETE removed the row goes on. Restoring a discarded letter inserts
@@ -43,7 +44,8 @@
 -- deletes, as the foreign key's ON DELETE SET NULL did.
 --
 -- The summaries follow the rows: pending counts (dead_letter_counts'
--- pending rows, error_groups.pending) move with pending_dead_letters,
+-- pending rows, error_groups.pending) move with pending_dead_letters (a new
+-- letter's are counted with it),
 -- replayed and discarded counts with dead_letter_outcomes, totals and
 -- inflow with dead_letter_records. Each trigger is per statement, so a
 -- batch updates each summary row once.
@@ -91,9 +93,10 @@ FROM dead_letter_records WHERE status <> 'pending' ORDER BY failed_at, id;
 
 CREATE INDEX pending_dead_letters_failed_idx      ON pending_dead_letters (failed_at DESC, id DESC);
 CREATE INDEX pending_dead_letters_reason_idx      ON pending_dead_letters (reason, failed_at DESC, id DESC);
-CREATE INDEX pending_dead_letters_error_class_idx ON pending_dead_letters (error_class, failed_at DESC, id DESC);
--- A bulk action on an error group reads only the group's pending letters.
-CREATE INDEX pending_dead_letters_fingerprint_idx ON pending_dead_letters (fingerprint, failed_at DESC, id DESC);
+-- By task, queue, error class or error group, the pending views read the
+-- letters' own index on the column and look up each letter's pending row
+-- (dlq's Filter.source): an index of those here too would make every new
+-- letter write more index entries than it did before the split.
 -- The purge's walk: settled letters, oldest outcome first. An action
 -- appends at its end (now()), so it costs a bulk action one adjacent entry.
 CREATE INDEX dead_letter_outcomes_settled_idx ON dead_letter_outcomes ((coalesce(discarded_at, replayed_at)));
@@ -126,16 +129,26 @@ LEFT JOIN dead_letter_outcomes o ON o.failed_at = r.failed_at AND o.dead_letter_
 
 -- +goose StatementBegin
 -- A new letter is pending: its pending row is written here, so that every
--- writer of letters (the worker, the rescuer, the seed's COPY) gets it.
+-- writer of letters (the worker, the rescuer, the seed's COPY) gets it, and
+-- counted here with the letter, in one upsert of each summary row: the
+-- pending rows' own trigger leaves the rows this trigger writes to it
+-- (counting them there would update each error group's row a second time
+-- in every dead-lettering statement, a row that concurrent writers of the
+-- same failure wait for).
 CREATE OR REPLACE FUNCTION dead_letters_summarise_insert() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
+    INSERT INTO dead_letter_counts AS c (task, queue, status, n)
+    SELECT task, queue, 'pending', count(*) FROM new_rows GROUP BY 1, 2 ORDER BY 1, 2
+    ON CONFLICT (task, queue, status) DO UPDATE SET n = c.n + EXCLUDED.n;
+
     INSERT INTO error_groups AS g (fingerprint, task, error_class, sample_message, total, pending, first_seen, last_seen)
     SELECT fingerprint, min(task), min(error_class),
            (array_agg(error_message ORDER BY failed_at DESC))[1],
-           count(*), 0, min(failed_at), max(failed_at)
+           count(*), count(*), min(failed_at), max(failed_at)
     FROM new_rows GROUP BY fingerprint ORDER BY fingerprint
     ON CONFLICT (fingerprint) DO UPDATE SET
         total = g.total + EXCLUDED.total,
+        pending = g.pending + EXCLUDED.pending,
         first_seen = least(g.first_seen, EXCLUDED.first_seen),
         last_seen = greatest(g.last_seen, EXCLUDED.last_seen),
         sample_message = CASE WHEN EXCLUDED.last_seen >= g.last_seen THEN EXCLUDED.sample_message ELSE g.sample_message END;
@@ -193,10 +206,14 @@ $$;
 
 -- +goose StatementBegin
 -- Pending counts, by task and queue and by error group, move with the
--- pending rows. delta is +1 on insert, -1 on delete.
+-- pending rows: a replay or discard deletes them, a restore inserts one
+-- again. The rows the letters' insert trigger writes (one trigger deeper)
+-- are counted there.
 CREATE FUNCTION pending_dead_letters_summarise() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    IF TG_OP = 'INSERT' THEN
+    IF TG_OP = 'INSERT' AND pg_trigger_depth() > 1 THEN
+        RETURN NULL;
+    ELSIF TG_OP = 'INSERT' THEN
         INSERT INTO dead_letter_counts AS c (task, queue, status, n)
         SELECT task, queue, 'pending', count(*) FROM new_rows GROUP BY 1, 2 ORDER BY 1, 2
         ON CONFLICT (task, queue, status) DO UPDATE SET n = c.n + EXCLUDED.n;
