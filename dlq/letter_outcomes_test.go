@@ -167,3 +167,60 @@ func TestPurgeTakesTheOutcomeAndUnlinksTheReplay(t *testing.T) {
 	}
 	assertSummariesMatch(t, db)
 }
+
+// A selection's pending letters are counted, sampled and acted on from
+// wherever its filter reads best (the pending table, or the letters' own
+// index with a pending probe), and a selection of another status has none.
+func TestSelectionsCountTheirPendingLetters(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	store, db := setup(t)
+	ids := insertLetters(t, db, 30)
+	dlqtest.Settle(t, db, dlqtest.Outcome{Status: "replayed"}, "id = ANY($1)", ids[:10])
+	dlqtest.Settle(t, db, dlqtest.Outcome{Status: "discarded"}, "id = ANY($1)", ids[10:15])
+	for _, c := range []struct {
+		query          string
+		matched, other int64
+	}{
+		{"", 15, 0},                               // pending by default: the pending table, newest first
+		{"task=t.ok", 15, 0},                      // the task's index, probing pending rows
+		{"status=all&task=t.ok", 15, 15},          // every letter of the task
+		{"reason=exhausted", 15, 0},               // the pending table by reason
+		{"task=t.ok&error_class=E", 15, 0},        // the error class's index
+		{"status=replayed", 0, 10},                // none pending
+		{"status=discarded&task=t.ok", 0, 5},      // none pending
+		{"status=all&fingerprint=fp", 15, 15},     // the group's index
+		{"status=pending&fingerprint=nope", 0, 0}, // nothing
+		{"status=pending&task=t.ok&queue=other", 0, 0},
+	} {
+		p, err := store.PreviewSelection(ctx, dlq.Selection{Filter: filterOf(t, c.query)}, 3)
+		if err != nil {
+			t.Fatalf("%q: %v", c.query, err)
+		}
+		if p.Matched != c.matched || p.Other != c.other {
+			t.Errorf("%q: matched %d, other %d; want %d, %d", c.query, p.Matched, p.Other, c.matched, c.other)
+		}
+		for _, l := range p.Sample {
+			if l.Status != dlq.StatusPending {
+				t.Errorf("%q: the sample holds letter %d, %s", c.query, l.ID, l.Status)
+			}
+		}
+	}
+	// A discard of the replayed letters acts on none; one by task acts on
+	// the pending ones only.
+	for _, c := range []struct {
+		query string
+		done  int64
+	}{{"status=replayed", 0}, {"task=t.ok", 15}} {
+		op, err := store.CreateOperation(ctx, dlq.OperationParams{Kind: dlq.OpDiscard, Actor: alice, Now: time.Now(),
+			Reason: "noise", Selection: dlq.Selection{Filter: filterOf(t, c.query)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		runToEnd(t, store, op.ID, 4)
+		if op, _ = store.Operation(ctx, op.ID); op.Done != c.done {
+			t.Errorf("%q: the discard acted on %d letters, want %d", c.query, op.Done, c.done)
+		}
+	}
+	assertSummariesMatch(t, db)
+}

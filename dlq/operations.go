@@ -200,10 +200,12 @@ func (s Selection) pendingOnly() Selection {
 }
 
 // pendingSource is where the selection's pending letters are best read
-// from to be counted or sampled (Filter.source); a batch always reads
-// pending_dead_letters, whose rows it deletes.
+// from to be counted, sampled or acted on (Filter.source). Ids are looked
+// up by the pending table's key; a filter for another status has no
+// pending letters, which the pending table's condition for it says
+// (FALSE).
 func (s Selection) pendingSource() letterSource {
-	if s.Filter == nil {
+	if s.Filter == nil || (s.Filter.Status != "" && s.Filter.Status != StatusPending) {
 		return pendingLetters
 	}
 	return s.pendingOnly().Filter.source()
