@@ -63,23 +63,27 @@ type loadedOutcomes struct {
 }
 
 func (o *loadedOutcomes) add(id int64, l DeadLetter) {
-	str := func(s *string) sql.NullString {
-		if s == nil {
-			return sql.NullString{}
-		}
-		return sql.NullString{String: *s, Valid: true}
-	}
-	at := func(t *time.Time) sql.NullString {
-		if t == nil {
-			return sql.NullString{}
-		}
-		return sql.NullString{String: t.Format(time.RFC3339Nano), Valid: true}
-	}
+	str, at := nullString, nullTimeText
 	o.ids = append(o.ids, id)
 	o.failedAt, o.task, o.queue = append(o.failedAt, at(&l.FailedAt)), append(o.task, str(&l.Task)), append(o.queue, str(&l.Queue))
 	o.replayedAt, o.replayedBy = append(o.replayedAt, at(l.ReplayedAt)), append(o.replayedBy, str(l.ReplayedBy))
 	o.discardedAt, o.discardedBy = append(o.discardedAt, at(l.DiscardedAt)), append(o.discardedBy, str(l.DiscardedBy))
 	o.why = append(o.why, str(l.DiscardReason))
+}
+
+func nullString(s *string) sql.NullString {
+	if s == nil {
+		return sql.NullString{}
+	}
+	return sql.NullString{String: *s, Valid: true}
+}
+
+// nullTimeText is t as text that Postgres reads back to the microsecond.
+func nullTimeText(t *time.Time) sql.NullString {
+	if t == nil {
+		return sql.NullString{}
+	}
+	return sql.NullString{String: t.Format(time.RFC3339Nano), Valid: true}
 }
 
 func (o *loadedOutcomes) args() []any {

@@ -67,8 +67,8 @@ const DefaultCountBudget = 30 * time.Millisecond
 
 // letterSource is the relation a query of letters reads: every letter
 // (the dead_letters view), or the pending ones only (pending_dead_letters,
-// whose narrow rows carry every column a filter names, and the indexes of
-// the pending views: migration 00033).
+// whose narrow rows carry every column a filter names, with indexes by
+// time and by reason: migration 00033).
 type letterSource int
 
 const (
@@ -212,18 +212,24 @@ func (s *Store) ListDeadLetters(ctx context.Context, f Filter) (DeadLetterPage, 
 	return page, nil
 }
 
-// listPageSQL is the query of listPage and its arguments. A page of
-// pending letters is found in pending_dead_letters, then read whole.
+// listPageSQL is the query of listPage and its arguments.
 func listPageSQL(f Filter, limit int) (string, []any) {
 	src := f.source()
 	where, args := f.where(src, true, 0)
 	args = append(args, limit+1)
-	page := ` ORDER BY failed_at DESC, id DESC LIMIT $` + strconv.Itoa(len(args))
+	return newestFirstSQL(listColumns, src, where, "$"+strconv.Itoa(len(args))), args
+}
+
+// newestFirstSQL reads columns of the first limit letters of src that
+// where (a WHERE clause, or "") selects, newest first. Letters found in
+// pending_dead_letters are then read whole from the view by id.
+func newestFirstSQL(columns string, src letterSource, where, limit string) string {
+	page := ` ORDER BY failed_at DESC, id DESC LIMIT ` + limit
 	if src == pendingLetters {
-		return `SELECT ` + listColumns + ` FROM dead_letters WHERE id IN (SELECT id FROM pending_dead_letters ` +
-			where + page + `) ORDER BY failed_at DESC, id DESC`, args
+		return `SELECT ` + columns + ` FROM dead_letters WHERE id IN (SELECT id FROM pending_dead_letters ` +
+			where + page + `) ORDER BY failed_at DESC, id DESC`
 	}
-	return `SELECT ` + listColumns + ` FROM dead_letters ` + where + page, args
+	return `SELECT ` + columns + ` FROM dead_letters ` + where + page
 }
 
 // listPage reads limit+1 rows: the extra row only tells whether there is a

@@ -289,10 +289,8 @@ func (s *Store) PreviewSelection(ctx context.Context, sel Selection, sampleSize 
 		GROUP BY task ORDER BY n DESC, task LIMIT 20`, args...); err != nil {
 		return Preview{}, fmt.Errorf("preview selection: by task: %w", err)
 	}
-	if err := s.db.SelectContext(ctx, &p.Sample, `
-		SELECT `+deadLetterColumns+` FROM dead_letters WHERE id IN (SELECT id FROM `+src.table()+` WHERE `+where+`
-			ORDER BY failed_at DESC, id DESC LIMIT `+strconv.Itoa(sampleSize)+`)
-		ORDER BY failed_at DESC, id DESC`, args...); err != nil {
+	if err := s.db.SelectContext(ctx, &p.Sample,
+		newestFirstSQL(deadLetterColumns, src, "WHERE "+where, strconv.Itoa(sampleSize)), args...); err != nil {
 		return Preview{}, fmt.Errorf("preview selection: sample: %w", err)
 	}
 	return p, nil
