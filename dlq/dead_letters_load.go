@@ -23,10 +23,8 @@ const loadSettingsSQL = `SET LOCAL work_mem = '256MB'`
 // twice, so no letter or job written later collides with a loaded one.
 // (The letter's id costs no more than the identity default would.)
 const reserveLetterIDsSQL = `
-SELECT ARRAY(SELECT nextval(s.seq) FROM (SELECT pg_get_serial_sequence('dead_letter_records', 'id')::regclass AS seq) s,
-		generate_series(1, $1)),
-	ARRAY(SELECT nextval(s.seq) FROM (SELECT pg_get_serial_sequence('jobs', 'id')::regclass AS seq) s,
-		generate_series(1, $1))`
+SELECT ARRAY(SELECT nextval(` + lettersSequenceSQL + `) FROM generate_series(1, $1)),
+	ARRAY(SELECT nextval(` + jobsSequenceSQL + `) FROM generate_series(1, $1))`
 
 // copyDeadLettersSQL names the columns LoadDeadLetters writes; replay_of
 // is never set on a loaded letter. Every letter is written pending (the
@@ -51,7 +49,7 @@ WITH o AS (
 INSERT INTO dead_letter_outcomes (failed_at, dead_letter_id, task, queue, replayed_at, replayed_by,
 	replay_job_id, discarded_at, discarded_by, discard_reason)
 SELECT failed_at, id, task, queue, replayed_at, replayed_by,
-	CASE WHEN replayed_at IS NOT NULL THEN nextval((SELECT pg_get_serial_sequence('jobs', 'id'))::regclass) END,
+	CASE WHEN replayed_at IS NOT NULL THEN nextval(` + jobsSequenceSQL + `) END,
 	discarded_at, discarded_by, discard_reason
 FROM o WHERE id IN (SELECT id FROM taken) ORDER BY failed_at, id`
 

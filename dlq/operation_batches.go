@@ -79,7 +79,7 @@ const replayBatchSQL = `
 WITH %s, marked AS (
 	INSERT INTO dead_letter_outcomes (failed_at, dead_letter_id, task, queue, replayed_at, replayed_by, replay_job_id)
 	SELECT failed_at, id, task, queue, now(), $6,
-		nextval((SELECT pg_get_serial_sequence('jobs', 'id'))::regclass)
+		nextval(` + jobsSequenceSQL + `)
 	FROM taken
 	RETURNING dead_letter_id, replay_job_id
 ), acted AS (
