@@ -18,7 +18,7 @@ func TestInBatches(t *testing.T) {
 		t.Parallel()
 		var mu sync.Mutex
 		var sizes []int
-		got, err := inBatches(ctx, 2*batchSize+7, 3, func(_ context.Context, size int) (int, error) {
+		got, err := inBatches(ctx, 3, batchSizes(2*batchSize+7), func(_ context.Context, size int) (int, error) {
 			mu.Lock()
 			sizes = append(sizes, size)
 			mu.Unlock()
@@ -34,7 +34,7 @@ func TestInBatches(t *testing.T) {
 		t.Parallel()
 		boom := errors.New("boom")
 		calls := 0
-		got, err := inBatches(ctx, 10*batchSize, 1, func(_ context.Context, size int) (int, error) {
+		got, err := inBatches(ctx, 1, batchSizes(10*batchSize), func(_ context.Context, size int) (int, error) {
 			calls++
 			if calls == 2 {
 				return 0, boom
@@ -45,6 +45,54 @@ func TestInBatches(t *testing.T) {
 			t.Fatalf("after an error in batch 2: %d rows, %d calls, %v", got, calls, err)
 		}
 	})
+}
+
+// TestBatchesAreStretchesOfTime checks that each batch of a span covers
+// its own stretch of time, oldest first, and that the sizes add up.
+func TestBatchesAreStretchesOfTime(t *testing.T) {
+	t.Parallel()
+	cat, err := compileCatalog()
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2025, 3, 14, 15, 9, 26, 0, time.UTC)
+	n := drawSpan + batchSize/2 + 3
+	batches := make(chan []draw)
+	go func() {
+		defer close(batches)
+		cat.batches(n, now)(context.Background(), batches)
+	}()
+	var got []int
+	var prev []draw
+	for b := range batches {
+		got = append(got, len(b))
+		if !slices.IsSortedFunc(b, func(x, y draw) int { return x.failedAt.Compare(y.failedAt) }) {
+			t.Errorf("batch %d is not oldest first", len(got))
+		}
+		// Within a span, a batch starts where the previous one ended.
+		if len(prev) > 0 && len(got) <= drawSpan/batchSize && b[0].failedAt.Before(prev[len(prev)-1].failedAt) {
+			t.Errorf("batch %d starts at %s, before batch %d ends (%s)", len(got), b[0].failedAt, len(got)-1, prev[len(prev)-1].failedAt)
+		}
+		prev = b
+	}
+	want := slices.Repeat([]int{batchSize}, drawSpan/batchSize)
+	if want = append(want, batchSize/2+3); !slices.Equal(got, want) {
+		t.Errorf("batch sizes %v, want %v", got, want)
+	}
+}
+
+// batchSizes produces the sizes of n rows' batches, as DeadLetters cuts its
+// draws.
+func batchSizes(n int) func(context.Context, chan<- int) {
+	return func(ctx context.Context, batches chan<- int) {
+		for left := n; left > 0; left -= batchSize {
+			select {
+			case batches <- min(batchSize, left):
+			case <-ctx.Done():
+				return
+			}
+		}
+	}
 }
 
 // TestCatalog checks the catalog without a database: every template
