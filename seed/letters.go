@@ -256,11 +256,12 @@ var (
 		"handled by hand: refunded and emailed the customer",
 		"endpoint owner asked us to stop retrying",
 	}
-	// Hosts and pids follow from (letter, attempt) rather than chance: a
-	// worker process keeps its pid, and a retry lands on another worker.
-	hosts    = []string{"worker-7d9f4c-x2kqp", "worker-7d9f4c-m8zt1", "worker-7d9f4c-q4hnv", "worker-7d9f4c-b7wcs", "worker-7d9f4c-t1rjd", "worker-7d9f4c-9gk2f"}
-	pids     = []int{7, 8, 7, 12, 7, 9}
-	rescuers = []string{"worker-7d9f4c-x2kqp-7", "worker-7d9f4c-q4hnv-7"}
+	// A letter's hosts and worker processes (host-pid, one per host)
+	// follow from (letter, attempt) rather than chance: a worker process
+	// keeps its pid, and a retry lands on another worker.
+	hosts       = []string{"worker-7d9f4c-x2kqp", "worker-7d9f4c-m8zt1", "worker-7d9f4c-q4hnv", "worker-7d9f4c-b7wcs", "worker-7d9f4c-t1rjd", "worker-7d9f4c-9gk2f"}
+	workerNames = []string{"worker-7d9f4c-x2kqp-7", "worker-7d9f4c-m8zt1-8", "worker-7d9f4c-q4hnv-7", "worker-7d9f4c-b7wcs-12", "worker-7d9f4c-t1rjd-7", "worker-7d9f4c-9gk2f-9"}
+	rescuers    = []string{"worker-7d9f4c-x2kqp-7", "worker-7d9f4c-q4hnv-7"}
 )
 
 // letter is the g-th letter of a batch, from its draw.
@@ -311,10 +312,11 @@ func (c compiled) letter(r *rand.Rand, d draw, g int, now time.Time) dlq.DeadLet
 		why := discardReasons[r.IntN(len(discardReasons))]
 		l.DiscardedAt, l.DiscardedBy, l.DiscardReason = &acted, &operator, &why
 	}
+	l.History = make(dlq.Attempts, 0, attempts)
 	for n := 1; n <= attempts; n++ {
 		at := d.failedAt.Add(-time.Duration(d.backoffMS*(1<<(attempts-1)-1<<(n-1))) * time.Millisecond)
 		slot := (g + n*5) % len(hosts)
-		a := dlq.Attempt{Attempt: n, At: at, Host: hosts[slot], Worker: fmt.Sprintf("%s-%d", hosts[slot], pids[slot]),
+		a := dlq.Attempt{Attempt: n, At: at, Host: hosts[slot], Worker: workerNames[slot],
 			Version: versionAt(at, now), Class: f.class, Message: l.ErrorMessage, Outcome: dlq.OutcomeRetry}
 		switch {
 		case n == attempts:
