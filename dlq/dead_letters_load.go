@@ -3,7 +3,6 @@ package dlq
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"fmt"
 	"sync"
 	"time"
@@ -121,12 +120,13 @@ func (s *Store) LoadDeadLetters(ctx context.Context, n int, letter func(i int) D
 	}
 	defer stmt.Close()
 	var settled loadedOutcomes
+	var history []byte // one buffer for every letter's history JSON
 	for i := range n {
 		l := letter(i)
 		if l.ReplayedAt != nil || l.DiscardedAt != nil {
 			settled.add(letterIDs[i], l)
 		}
-		history, err := json.Marshal([]Attempt(l.History))
+		history, err = l.History.appendJSON(history[:0])
 		if err != nil {
 			return 0, fmt.Errorf("load dead letters: history of letter %d: %w", i, err)
 		}

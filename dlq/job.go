@@ -131,7 +131,7 @@ func (a Attempts) Value() (driver.Value, error) {
 	if a == nil {
 		return []byte("[]"), nil
 	}
-	return json.Marshal([]Attempt(a))
+	return a.appendJSON(nil)
 }
 
 // Last returns the newest attempt, or false when there is none.
