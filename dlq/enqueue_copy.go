@@ -15,17 +15,6 @@ import (
 // COPY's own start), which a handful of rows does not win back.
 const copyMinBatch = 64
 
-// jobsSequenceSQL and lettersSequenceSQL name the identity sequences of
-// jobs and dead_letter_records for nextval. Each is a subquery, so
-// Postgres looks the sequence up once per statement (an InitPlan):
-// written as nextval(pg_get_serial_sequence(...)::regclass), or as a
-// column of a joined subquery, which the planner pulls up, the lookup ran
-// once per id drawn, and 100,000 ids took 260 ms instead of 50.
-const (
-	jobsSequenceSQL    = `(SELECT pg_get_serial_sequence('jobs', 'id')::regclass)`
-	lettersSequenceSQL = `(SELECT pg_get_serial_sequence('dead_letter_records', 'id')::regclass)`
-)
-
 // reserveJobIDsSQL checks the batch's tasks, draws one id per job from the
 // jobs' identity sequence, in order, and reads the transaction's clock, in
 // one round trip. The ids are drawn before the rows exist because COPY

@@ -128,10 +128,7 @@ func (a *Attempts) Scan(src any) error {
 
 // Value implements driver.Valuer for jsonb.
 func (a Attempts) Value() (driver.Value, error) {
-	if a == nil {
-		return []byte("[]"), nil
-	}
-	return a.appendJSON(nil)
+	return a.appendJSON(nil) // nil too: an empty history is []
 }
 
 // Last returns the newest attempt, or false when there is none.

@@ -210,8 +210,8 @@ func (c compiled) batches(n int, now time.Time) func(context.Context, chan<- []d
 	}
 }
 
-// draw is what decides a letter's place in time, drawn for a whole batch
-// first so the batch can go in oldest first (see letter).
+// draw is what decides a letter's place in time, drawn for a whole span
+// first so its batches can go in oldest first (see batches and letter).
 type draw struct {
 	failure               int
 	failedAt              time.Time
