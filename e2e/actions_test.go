@@ -213,6 +213,9 @@ func TestDiscardWithAReason(t *testing.T) {
 // reach the server once.
 func resendForm(t *testing.T, page playwright.Page, selector string) {
 	t.Helper()
+	// The form may be on a page still loading (a click that navigates
+	// returns before the next page is there).
+	must(t, page.Locator(selector).WaitFor())
 	statuses, err := page.Evaluate(`sel => {
 		const f = document.querySelector(sel);
 		// getAttribute: the confirm form's input named "action" shadows f.action.
