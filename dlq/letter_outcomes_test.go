@@ -28,31 +28,6 @@ func recordVersions(t *testing.T, db *dlqtest.DB) map[int64]string {
 	return out
 }
 
-// assertSummariesMatch checks the per-status counts the triggers keep, and
-// each error group's pending count, against the letters themselves.
-func assertSummariesMatch(t *testing.T, db *dlqtest.DB) {
-	t.Helper()
-	if n := count(t, db, `
-		SELECT count(*) FROM (
-			SELECT task, queue, status, count(*) AS n FROM dead_letters GROUP BY 1, 2, 3
-		) real FULL JOIN (SELECT task, queue, status, n FROM dead_letter_counts WHERE n <> 0) kept
-			USING (task, queue, status)
-		WHERE real.n IS DISTINCT FROM kept.n`); n != 0 {
-		t.Fatalf("%d (task, queue, status) counts differ from the letters", n)
-	}
-	if n := count(t, db, `
-		SELECT count(*) FROM error_groups g
-		WHERE g.pending <> (SELECT count(*) FROM dead_letters d WHERE d.fingerprint = g.fingerprint AND d.status = 'pending')
-		   OR g.total <> (SELECT count(*) FROM dead_letters d WHERE d.fingerprint = g.fingerprint)`); n != 0 {
-		t.Fatalf("%d error groups' counts differ from the letters", n)
-	}
-	if n := count(t, db, `
-		SELECT count(*) FROM dead_letters d
-		WHERE (d.status = 'pending') <> EXISTS (SELECT 1 FROM pending_dead_letters p WHERE p.id = d.id)`); n != 0 {
-		t.Fatalf("%d letters' pending rows disagree with their status", n)
-	}
-}
-
 // Replaying, discarding and restoring, one by one or in bulk, write the
 // letter's outcome beside it and never rewrite (or lock) the letter's own
 // wide row: that rewrite was most of a bulk action's cost (migration 00033).
@@ -104,7 +79,7 @@ func TestActionsLeaveTheLetterRowAlone(t *testing.T) {
 	if restored.Status != dlq.StatusPending {
 		t.Fatalf("restored letter is %s, want pending", restored.Status)
 	}
-	assertSummariesMatch(t, db)
+	dlqtest.AssertSummariesMatch(t, db)
 }
 
 // A single action that loses the race for a letter says what the winner
@@ -132,7 +107,7 @@ func TestSecondActionOnALetterConflicts(t *testing.T) {
 	if n := count(t, db, `SELECT count(*) FROM jobs`); n != 0 {
 		t.Fatalf("%d jobs enqueued by a refused replay", n)
 	}
-	assertSummariesMatch(t, db)
+	dlqtest.AssertSummariesMatch(t, db)
 }
 
 // A purge deletes a settled letter with its outcome, and the job that
@@ -165,7 +140,7 @@ func TestPurgeTakesTheOutcomeAndUnlinksTheReplay(t *testing.T) {
 	if linked := count(t, db, `SELECT count(*) FROM jobs WHERE id = $1 AND replay_of IS NOT NULL`, res.JobID); linked != 0 {
 		t.Fatal("the replay job still names its purged letter")
 	}
-	assertSummariesMatch(t, db)
+	dlqtest.AssertSummariesMatch(t, db)
 }
 
 // A selection's pending letters are counted, sampled and acted on from
@@ -222,5 +197,5 @@ func TestSelectionsCountTheirPendingLetters(t *testing.T) {
 			t.Errorf("%q: the discard acted on %d letters, want %d", c.query, op.Done, c.done)
 		}
 	}
-	assertSummariesMatch(t, db)
+	dlqtest.AssertSummariesMatch(t, db)
 }

@@ -1,0 +1,41 @@
+package dlqtest
+
+import "testing"
+
+// AssertSummariesMatch checks what the triggers keep against the letters
+// themselves: the per-status counts, each error group's total and pending
+// count, the hourly inflow, and that a letter has a pending row exactly
+// when it is pending.
+func AssertSummariesMatch(t testing.TB, db *DB) {
+	t.Helper()
+	for _, check := range []struct{ what, query string }{
+		{"(task, queue, status) counts differ from the letters", `
+			SELECT count(*) FROM (
+				SELECT task, queue, status, count(*) AS n FROM dead_letters GROUP BY 1, 2, 3
+			) real FULL JOIN (SELECT task, queue, status, n FROM dead_letter_counts WHERE n <> 0) kept
+				USING (task, queue, status)
+			WHERE real.n IS DISTINCT FROM kept.n`},
+		{"error groups' counts differ from the letters", `
+			SELECT count(*) FROM error_groups g
+			WHERE g.pending <> (SELECT count(*) FROM dead_letters d WHERE d.fingerprint = g.fingerprint AND d.status = 'pending')
+			   OR g.total <> (SELECT count(*) FROM dead_letters d WHERE d.fingerprint = g.fingerprint)`},
+		{"(error group, hour, queue) inflow counts differ from the letters", `
+			SELECT count(*) FROM (
+				SELECT fingerprint, date_trunc('hour', failed_at, 'UTC') AS hour, queue, count(*) AS n
+				FROM dead_letter_records GROUP BY 1, 2, 3
+			) real FULL JOIN (SELECT fingerprint, hour, queue, n FROM dead_letter_inflow WHERE n <> 0) kept
+				USING (fingerprint, hour, queue)
+			WHERE real.n IS DISTINCT FROM kept.n`},
+		{"letters' pending rows disagree with their status", `
+			SELECT count(*) FROM dead_letters d
+			WHERE (d.status = 'pending') <> EXISTS (SELECT 1 FROM pending_dead_letters p WHERE p.id = d.id)`},
+	} {
+		var n int
+		if err := db.Get(&n, check.query); err != nil {
+			t.Fatalf("%s: %v", check.query, err)
+		}
+		if n != 0 {
+			t.Fatalf("%d %s", n, check.what)
+		}
+	}
+}
