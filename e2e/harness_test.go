@@ -65,19 +65,29 @@ func newPageWith(t *testing.T, opts playwright.BrowserNewContextOptions) playwri
 
 var unsafeFileChars = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
 
-// screenshot saves a full-page PNG as e2e/screenshots/<name>.png.
+// screenshotTimeout bounds one capture. A full-page capture needs the
+// browser's compositor, which a CI machine running every test package at
+// once can starve for longer than defaultTimeout; the page is already
+// there, so waiting longer costs only time.
+const screenshotTimeout = 45 * time.Second
+
+// screenshot saves a full-page PNG as e2e/screenshots/<name>.png, for
+// people to look at. It asserts nothing about the page, so a capture that
+// fails (a timeout on a starved machine) is logged, not a test failure:
+// the assertions around it judge the page.
 func screenshot(t *testing.T, page playwright.Page, name string) {
 	t.Helper()
 	if err := os.MkdirAll(screenshotDir, 0o755); err != nil {
-		t.Errorf("screenshot %s: %v", name, err)
+		t.Logf("screenshot %s not saved: %v", name, err)
 		return
 	}
 	path := filepath.Join(screenshotDir, unsafeFileChars.ReplaceAllString(name, "_")+".png")
 	if _, err := page.Screenshot(playwright.PageScreenshotOptions{
 		Path:     playwright.String(path),
 		FullPage: playwright.Bool(true),
+		Timeout:  playwright.Float(float64(screenshotTimeout.Milliseconds())),
 	}); err != nil {
-		t.Errorf("screenshot %s: %v", name, err)
+		t.Logf("screenshot %s not saved: %v", name, err)
 	}
 }
 
