@@ -23,9 +23,11 @@ import (
 // screenshots for people to look at.
 
 // defaultTimeout bounds each Playwright action and auto-retrying assertion
-// that does not set its own: long enough for a loaded CI machine, short
-// enough that a broken page fails in seconds rather than minutes.
-const defaultTimeout = 15 * time.Second
+// that does not set its own: long enough for a CI machine running every
+// test package at once on 2 cores (15 s was not, once), short enough that a
+// broken page fails in seconds rather than minutes. A passing assertion
+// returns as soon as it holds, so only failures pay for the length.
+const defaultTimeout = 30 * time.Second
 
 // screenshotDir is where screenshot saves, relative to this package (go
 // test runs in it); git ignores it.

@@ -105,7 +105,7 @@ func TestRecoveryJourney(t *testing.T) {
 	must(t, byTestID(page, "confirm-reason").Fill("payments-provider back; retry logic fixed in v2.3.1"))
 	click(byTestID(page, "confirm"))
 	must(t, expect.Page(page).ToHaveURL(regexp.MustCompile(`/operations/\d+$`)))
-	slow := playwright.LocatorAssertionsToHaveTextOptions{Timeout: playwright.Float(30_000)}
+	slow := playwright.LocatorAssertionsToHaveTextOptions{Timeout: playwright.Float(45_000)}
 	must(t, expect.Locator(byTestID(page, "op-state")).ToHaveText("Canary succeeded: waiting for release", slow))
 	screenshot(t, page, "journey-2-canary-succeeded")
 

@@ -363,7 +363,7 @@ func TestOutageBanner(t *testing.T) {
 	must(t, expect.Locator(banner).ToBeHidden())
 
 	must(t, pg.Stop())
-	long := playwright.LocatorAssertionsToHaveTextOptions{Timeout: playwright.Float(20_000)}
+	long := playwright.LocatorAssertionsToHaveTextOptions{Timeout: playwright.Float(45_000)}
 	must(t, expect.Locator(banner).ToHaveText(regexp.MustCompile(
 		`^Database unreachable since \d\d:\d\d:\d\d UTC — retrying; the numbers below are from \d\d:\d\d:\d\d UTC\.$`), long))
 	must(t, expect.Locator(banner).ToBeVisible())
@@ -391,10 +391,10 @@ func TestOutageBanner(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	must(t, pg.Restart(ctx))
-	must(t, expect.Locator(banner).ToBeHidden(playwright.LocatorAssertionsToBeHiddenOptions{Timeout: playwright.Float(20_000)}))
+	must(t, expect.Locator(banner).ToBeHidden(playwright.LocatorAssertionsToBeHiddenOptions{Timeout: playwright.Float(45_000)}))
 	// The 503 page came back by itself, whole.
 	must(t, expect.Locator(other.GetByTestId("current-user")).ToHaveText("admin (admin)",
-		playwright.LocatorAssertionsToHaveTextOptions{Timeout: playwright.Float(20_000)}))
+		playwright.LocatorAssertionsToHaveTextOptions{Timeout: playwright.Float(45_000)}))
 	must(t, expect.Locator(other.GetByTestId("outage")).ToBeHidden())
 	if title, _ := other.Title(); !strings.HasPrefix(title, "Jobs") {
 		t.Errorf("the reloaded page is %q, want the jobs page", title)

@@ -90,7 +90,7 @@ func TestOperationSettles(t *testing.T) {
 	screenshot(t, page, "operation-settling")
 
 	// Then the last replay runs: done, three died again, nine succeeded.
-	slow := playwright.LocatorAssertionsToHaveTextOptions{Timeout: playwright.Float(30_000)}
+	slow := playwright.LocatorAssertionsToHaveTextOptions{Timeout: playwright.Float(45_000)}
 	must(t, expect.Locator(byTestID(page, "op-state")).ToHaveText("Done", slow))
 	must(t, expect.Locator(byTestID(page, "op-settled-count")).ToHaveText("12 of 12 settled · 100%"))
 	must(t, expect.Locator(byTestID(page, "replays-succeeded")).ToHaveText("9 succeeded"))
