@@ -120,6 +120,7 @@ func (s *Store) LoadDeadLetters(ctx context.Context, n int, letter func(i int) D
 	}
 	defer stmt.Close()
 	var settled loadedOutcomes
+	rows := newCopyRows(stmt)
 	var history []byte // one buffer for every letter's history JSON
 	for i := range n {
 		l := letter(i)
@@ -130,15 +131,29 @@ func (s *Store) LoadDeadLetters(ctx context.Context, n int, letter func(i int) D
 		if err != nil {
 			return 0, fmt.Errorf("load dead letters: history of letter %d: %w", i, err)
 		}
-		// COPY takes text: raw JSON as a string, or lib/pq would send bytea.
-		_, err = stmt.ExecContext(ctx, letterIDs[i], jobIDs[i], l.Queue, l.Task, string(l.Args), string(l.Kwargs), l.IdempotencyKey,
-			l.ErrorClass, l.ErrorMessage, l.Traceback, l.Attempts, l.MaxAttempts, string(history), string(l.Reason),
-			l.Fingerprint, l.WorkerVersion, l.EnqueuedAt, l.FailedAt)
-		if err != nil {
+		rows.int(letterIDs[i])
+		rows.int(jobIDs[i])
+		rows.text(l.Queue)
+		rows.text(l.Task)
+		rows.bytes(l.Args)
+		rows.bytes(l.Kwargs)
+		rows.optionalText(l.IdempotencyKey)
+		rows.text(l.ErrorClass)
+		rows.text(l.ErrorMessage)
+		rows.text(l.Traceback)
+		rows.int(int64(l.Attempts))
+		rows.int(int64(l.MaxAttempts))
+		rows.bytes(history)
+		rows.text(string(l.Reason))
+		rows.text(l.Fingerprint)
+		rows.text(l.WorkerVersion)
+		rows.time(l.EnqueuedAt)
+		rows.time(l.FailedAt)
+		if err := rows.endRow(ctx); err != nil {
 			return 0, fmt.Errorf("load dead letters: copy: %w", translate(err))
 		}
 	}
-	if _, err := stmt.ExecContext(ctx); err != nil {
+	if err := rows.finish(ctx); err != nil {
 		return 0, fmt.Errorf("load dead letters: copy: %w", translate(err))
 	}
 	if len(settled.ids) > 0 {

@@ -2,6 +2,8 @@ package dlq_test
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -56,6 +58,87 @@ func TestLoadDeadLettersKeepsTheirOutcomes(t *testing.T) {
 	}
 	if d := letters[2]; d.DiscardedAt == nil || !d.DiscardedAt.Equal(acted) || *d.DiscardedBy != tom || *d.DiscardReason != why || d.ReplayedAt != nil {
 		t.Errorf("discarded letter: %+v", d)
+	}
+	dlqtest.AssertSummariesMatch(t, db)
+}
+
+// A load writes every text as given, whatever COPY's text format would
+// read as a delimiter, an escape or a NULL, across many COPY chunks, and
+// its times to the microsecond; a bad letter fails the load and leaves
+// nothing behind.
+func TestLoadDeadLettersWritesTextAsGiven(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	store, db := setup(t)
+	zone := time.FixedZone("UTC+5:30", 5*3600+1800)
+	failedAt := time.Date(2026, 12, 1, 10, 0, 0, 123456000, zone)
+	key := `key\twith\N`
+	tricky := "tab\there, line\nbreak, crlf\r\nend, backslash \\ and \\N and \\\\n, naïve ünïcode ✓"
+	const n = 300 // with the long tracebacks, several COPY chunks
+	long := strings.Repeat("  File \"shop/charge.py\", line 42, in charge\n\tC:\\path\\to\\file\r\n", 20)
+	letter := func(i int) dlq.DeadLetter {
+		l := loadedLetter(i, failedAt)
+		l.ErrorMessage = fmt.Sprintf("%s #%d", tricky, i)
+		l.Traceback = long + tricky
+		l.Args = []byte(`["tab\there", "back\\slash", "\\N"]`)
+		l.Kwargs = []byte(`{"line": "a\nb", "nul": null}`)
+		l.History[0].Message = tricky
+		if i%2 == 0 {
+			l.IdempotencyKey = &key
+		}
+		return l
+	}
+	if got, err := store.LoadDeadLetters(ctx, n, letter); err != nil || got != n {
+		t.Fatalf("loaded %d of %d: %v", got, n, err)
+	}
+	var rows []struct {
+		ErrorMessage   string  `db:"error_message"`
+		Traceback      string  `db:"traceback"`
+		Args           string  `db:"args"`
+		Kwargs         string  `db:"kwargs"`
+		History        string  `db:"history"`
+		IdempotencyKey *string `db:"idempotency_key"`
+		EnqueuedAt     time.Time
+		FailedAt       time.Time `db:"failed_at"`
+	}
+	if err := db.Select(&rows, `SELECT error_message, traceback, args::text, kwargs::text, history->0->>'message' AS history,
+		idempotency_key, enqueued_at AS "enqueuedat", failed_at FROM dead_letter_records ORDER BY id`); err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != n {
+		t.Fatalf("%d letters in the table, want %d", len(rows), n)
+	}
+	for i, r := range rows {
+		want := letter(i)
+		if r.ErrorMessage != want.ErrorMessage || r.Traceback != want.Traceback || r.History != tricky {
+			t.Fatalf("letter %d's texts changed on the way:\n%q\n%q\n%q", i, r.ErrorMessage, r.Traceback, r.History)
+		}
+		if r.Args != `["tab\there", "back\\slash", "\\N"]` || r.Kwargs != `{"nul": null, "line": "a\nb"}` {
+			t.Fatalf("letter %d's arguments changed on the way: %s %s", i, r.Args, r.Kwargs)
+		}
+		if (i%2 == 0) != (r.IdempotencyKey != nil) || (r.IdempotencyKey != nil && *r.IdempotencyKey != key) {
+			t.Fatalf("letter %d's idempotency key: %v", i, r.IdempotencyKey)
+		}
+		if !r.FailedAt.Equal(want.FailedAt) || !r.EnqueuedAt.Equal(want.EnqueuedAt) {
+			t.Fatalf("letter %d's times: %s, %s, want %s, %s", i, r.EnqueuedAt, r.FailedAt, want.EnqueuedAt, want.FailedAt)
+		}
+	}
+
+	// Letter 250 of the next load is not JSON: the server refuses it when
+	// its chunk arrives, and the whole load is gone.
+	_, err := store.LoadDeadLetters(ctx, n, func(i int) dlq.DeadLetter {
+		l := letter(i)
+		if i == 250 {
+			l.Args = []byte(`not json`)
+		}
+		return l
+	})
+	if err == nil || !strings.Contains(err.Error(), "json") {
+		t.Fatalf("a letter with arguments that are not JSON: %v, want the server's refusal", err)
+	}
+	var count int
+	if err := db.Get(&count, `SELECT count(*) FROM dead_letter_records`); err != nil || count != n {
+		t.Fatalf("%d letters after the failed load (%v), want the first load's %d", count, err, n)
 	}
 	dlqtest.AssertSummariesMatch(t, db)
 }

@@ -81,27 +81,31 @@ func enqueueByCopy(ctx context.Context, tx *sql.Tx, b *batch) ([]int64, error) {
 		return nil, fmt.Errorf("enqueue batch: copy: %w", translate(err))
 	}
 	defer stmt.Close()
+	rows := newCopyRows(stmt)
 	for i := range b.n {
-		if plain {
-			_, err = stmt.ExecContext(ctx, ids[i], b.queues[i], b.taskOf[i], b.args[i], b.kwargs[i], b.maxAttempts[i])
-		} else {
+		rows.int(ids[i])
+		rows.text(b.queues[i])
+		rows.text(b.taskOf[i])
+		rows.text(b.args[i])
+		rows.text(b.kwargs[i])
+		rows.int(b.maxAttempts[i])
+		if !plain {
 			runAt := now
 			if !b.runAts[i].IsZero() {
 				runAt = b.runAts[i]
 			}
-			var timeout any
+			rows.time(runAt)
 			if b.timeouts[i] > 0 {
-				timeout = b.timeouts[i]
+				rows.int(b.timeouts[i])
+			} else {
+				rows.null()
 			}
-			_, err = stmt.ExecContext(ctx, ids[i], b.queues[i], b.taskOf[i], b.args[i], b.kwargs[i],
-				b.maxAttempts[i], runAt, timeout)
 		}
-		if err != nil {
+		if err := rows.endRow(ctx); err != nil {
 			return nil, fmt.Errorf("enqueue batch: copy: %w", translate(err))
 		}
 	}
-	// No arguments: end the COPY and wait for the server's verdict.
-	if _, err := stmt.ExecContext(ctx); err != nil {
+	if err := rows.finish(ctx); err != nil {
 		return nil, fmt.Errorf("enqueue batch: copy: %w", translate(err))
 	}
 	return ids, nil

@@ -82,8 +82,12 @@ type oneTripConn struct {
 type bytea []byte
 
 // CheckNamedValue converts a parameter as database/sql and lib/pq would,
-// then turns a resulting []byte into a string unless it was a bytea.
+// then turns a resulting []byte into a string unless it was a bytea. A
+// copyChunk passes as it is, for copyInStmt.
 func (c *oneTripConn) CheckNamedValue(nv *driver.NamedValue) error {
+	if _, ok := nv.Value.(copyChunk); ok {
+		return nil
+	}
 	if b, ok := nv.Value.(bytea); ok {
 		if b == nil {
 			nv.Value = nil
@@ -105,4 +109,59 @@ func (c *oneTripConn) CheckNamedValue(nv *driver.NamedValue) error {
 		nv.Value = string(b)
 	}
 	return nil
+}
+
+// copyChunk is rows already in COPY's text format, each ending in a
+// newline but the last (copyRows builds them). Passed as the only argument
+// of a COPY statement's Exec, it is sent as it is, instead of being read
+// as one row's values and encoded by lib/pq.
+type copyChunk []byte
+
+// copyDataStmt is lib/pq's statement for `COPY ... FROM STDIN`: besides
+// taking one row's values per Exec, it sends raw rows with CopyData.
+type copyDataStmt interface {
+	driver.Stmt
+	CopyData(ctx context.Context, rows string) (driver.Result, error)
+}
+
+// PrepareContext prepares query on the lib/pq connection, and lets a COPY
+// statement take a copyChunk (copyInStmt).
+func (c *oneTripConn) PrepareContext(ctx context.Context, query string) (driver.Stmt, error) {
+	stmt, err := c.pqConn.PrepareContext(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	if copyIn, ok := stmt.(copyDataStmt); ok {
+		return copyInStmt{copyIn}, nil
+	}
+	return stmt, nil
+}
+
+// copyInStmt is lib/pq's COPY statement, which also takes a copyChunk as
+// its only argument and hands it to CopyData. database/sql offers no other
+// way to reach CopyData inside a transaction.
+type copyInStmt struct {
+	copyDataStmt
+}
+
+// ExecContext sends a copyChunk with CopyData, and gives anything else
+// (one row's values, or none to end the COPY) to lib/pq's Exec.
+func (s copyInStmt) ExecContext(ctx context.Context, args []driver.NamedValue) (driver.Result, error) {
+	if len(args) == 1 {
+		if chunk, ok := args[0].Value.(copyChunk); ok {
+			return s.CopyData(ctx, string(chunk))
+		}
+	}
+	values := make([]driver.Value, len(args))
+	for i, arg := range args {
+		values[i] = arg.Value
+	}
+	// lib/pq's COPY statement has only the context-free Exec.
+	return s.Exec(values)
+}
+
+// Value refuses the chunk: only a COPY statement on a connection of Open
+// sends one as it is, and anywhere else it would be written as one value.
+func (copyChunk) Value() (driver.Value, error) {
+	return nil, errors.New("dlq: COPY rows need a database handle from dlq.Open")
 }

@@ -20,7 +20,9 @@ type Store struct {
 	db *sqlx.DB
 }
 
-// NewStore returns a store on an open database handle.
+// NewStore returns a store on a database handle from Open, whose
+// connections send every query in one round trip and stream COPY rows the
+// store has already encoded.
 func NewStore(db *sqlx.DB) *Store {
 	return &Store{db: db}
 }

@@ -1,0 +1,148 @@
+package dlq
+
+import (
+	"context"
+	"database/sql"
+	"strconv"
+	"time"
+
+	"github.com/lib/pq"
+)
+
+// copyChunkSize is how many bytes of rows copyRows gathers before handing
+// them to the connection, which sends them as one CopyData message: about
+// the 64 KB lib/pq itself buffers before it writes.
+const copyChunkSize = 64 << 10
+
+// copyRows streams rows to a `COPY ... FROM STDIN` statement prepared in a
+// transaction on a oneTripConn, encoding them in COPY's text format here
+// and sending them a chunk at a time (see copyChunk).
+//
+// It does what passing each row's values to the statement does (lib/pq
+// encodes them), at a fraction of the cost: measured seeding a million
+// letters, the per-row path was a third of the client's CPU (database/sql
+// converting 18 values a row, then lib/pq escaping them a byte at a time).
+//
+// Fields are appended in the statement's column order; endRow ends each
+// row, and finish ends the COPY. Every method but finish only appends to
+// a buffer; endRow sends a full chunk.
+type copyRows struct {
+	stmt   *sql.Stmt
+	buf    []byte // whole rows, each ending in '\n', then the current row
+	fields int    // fields of the current row so far
+}
+
+func newCopyRows(stmt *sql.Stmt) *copyRows {
+	return &copyRows{stmt: stmt, buf: make([]byte, 0, copyChunkSize+8<<10)}
+}
+
+// field starts the next field of the current row.
+func (w *copyRows) field() {
+	if w.fields > 0 {
+		w.buf = append(w.buf, '\t')
+	}
+	w.fields++
+}
+
+// text appends s as a text field (see appendCopyText).
+func (w *copyRows) text(s string) {
+	w.field()
+	w.buf = appendCopyText(w.buf, s)
+}
+
+// bytes appends b, text such as JSON, as a text field.
+func (w *copyRows) bytes(b []byte) {
+	w.field()
+	w.buf = appendCopyText(w.buf, b)
+}
+
+// appendCopyText appends s escaped as COPY's text format wants: a
+// backslash, and the three characters that end fields and rows.
+func appendCopyText[T string | []byte](buf []byte, s T) []byte {
+	start := 0
+	for i := 0; i < len(s); i++ {
+		var esc byte
+		switch s[i] {
+		case '\\':
+			esc = '\\'
+		case '\n':
+			esc = 'n'
+		case '\r':
+			esc = 'r'
+		case '\t':
+			esc = 't'
+		default:
+			continue
+		}
+		buf = append(buf, s[start:i]...)
+		buf = append(buf, '\\', esc)
+		start = i + 1
+	}
+	return append(buf, s[start:]...)
+}
+
+// optionalText appends *s, or NULL when s is nil.
+func (w *copyRows) optionalText(s *string) {
+	if s == nil {
+		w.null()
+		return
+	}
+	w.text(*s)
+}
+
+// null appends a NULL field.
+func (w *copyRows) null() {
+	w.field()
+	w.buf = append(w.buf, `\N`...)
+}
+
+// int appends n.
+func (w *copyRows) int(n int64) {
+	w.field()
+	w.buf = strconv.AppendInt(w.buf, n, 10)
+}
+
+// time appends t, to the microsecond Postgres keeps, in UTC.
+func (w *copyRows) time(t time.Time) {
+	w.field()
+	t = t.UTC()
+	if y := t.Year(); y < 1 || y > 9999 {
+		// Years Go's layout cannot write as Postgres reads them (BC).
+		w.buf = append(w.buf, pq.FormatTimestamp(t)...)
+		return
+	}
+	w.buf = t.AppendFormat(w.buf, "2006-01-02 15:04:05.999999Z07:00")
+}
+
+// endRow ends the current row, and sends the rows gathered so far once
+// they fill a chunk.
+func (w *copyRows) endRow(ctx context.Context) error {
+	w.buf = append(w.buf, '\n')
+	w.fields = 0
+	if len(w.buf) < copyChunkSize {
+		return nil
+	}
+	return w.send(ctx)
+}
+
+// send hands the gathered rows to the statement, without the last row's
+// newline, which lib/pq's CopyData adds.
+func (w *copyRows) send(ctx context.Context) error {
+	if len(w.buf) == 0 {
+		return nil
+	}
+	_, err := w.stmt.ExecContext(ctx, copyChunk(w.buf[:len(w.buf)-1]))
+	w.buf = w.buf[:0]
+	return err
+}
+
+// finish sends the rows not yet sent and ends the COPY, returning the
+// server's verdict on the whole stream (a bad row fails it here).
+func (w *copyRows) finish(ctx context.Context) error {
+	if err := w.send(ctx); err != nil {
+		return err
+	}
+	// No arguments: end the COPY and wait for the server's verdict.
+	_, err := w.stmt.ExecContext(ctx)
+	return err
+}
