@@ -28,7 +28,8 @@ SELECT ARRAY(SELECT nextval(` + lettersSequenceSQL + `) FROM generate_series(1, 
 // copyDeadLettersSQL names the columns LoadDeadLetters writes; replay_of
 // is never set on a loaded letter. Every letter is written pending (the
 // insert trigger writes its pending row); loadOutcomesSQL then gives the
-// replayed and discarded ones their outcome.
+// replayed and discarded ones their outcome. A load of settled letters
+// only writes none pending (loadSettledSQL, insertOutcomesSQL).
 const copyDeadLettersSQL = `COPY dead_letter_records (id, job_id, queue, task, args, kwargs, idempotency_key,
 	error_class, error_message, traceback, attempts, max_attempts, history, reason, fingerprint, worker_version,
 	enqueued_at, failed_at) FROM STDIN`
@@ -51,6 +52,25 @@ SELECT failed_at, id, task, queue, replayed_at, replayed_by,
 	CASE WHEN replayed_at IS NOT NULL THEN nextval(` + jobsSequenceSQL + `) END,
 	discarded_at, discarded_by, discard_reason
 FROM o WHERE id IN (SELECT id FROM taken) ORDER BY failed_at, id`
+
+// loadSettledSQL marks a load's transaction as one of settled letters
+// only (LoadSettledDeadLetters): the letters' insert trigger writes no
+// pending rows and counts nothing pending (migration 00035).
+const loadSettledSQL = `SET LOCAL redrive.load_settled = 'on'`
+
+// insertOutcomesSQL writes the outcomes of settled letters that were never
+// pending (LoadSettledDeadLetters): loadOutcomesSQL without the pending
+// rows to take.
+const insertOutcomesSQL = `
+INSERT INTO dead_letter_outcomes (failed_at, dead_letter_id, task, queue, replayed_at, replayed_by,
+	replay_job_id, discarded_at, discarded_by, discard_reason)
+SELECT failed_at, id, task, queue, replayed_at, replayed_by,
+	CASE WHEN replayed_at IS NOT NULL THEN nextval(` + jobsSequenceSQL + `) END,
+	discarded_at, discarded_by, discard_reason
+FROM unnest($1::bigint[], $2::text[]::timestamptz[], $3::text[], $4::text[],
+	$5::text[]::timestamptz[], $6::text[], $7::text[]::timestamptz[], $8::text[], $9::text[])
+	AS o(id, failed_at, task, queue, replayed_at, replayed_by, discarded_at, discarded_by, discard_reason)
+ORDER BY failed_at, id`
 
 // loadedOutcomes collects the outcomes of a load's settled letters, as
 // the columns of loadOutcomesSQL.
@@ -99,6 +119,21 @@ func (o *loadedOutcomes) args() []any {
 // The search rows are not built here: call IndexLoadedDeadLetters once the
 // loads are done, which builds them in large batches.
 func (s *Store) LoadDeadLetters(ctx context.Context, n int, letter func(i int) DeadLetter) (int, error) {
+	return s.loadDeadLetters(ctx, n, letter, false)
+}
+
+// LoadSettledDeadLetters is LoadDeadLetters for letters that are all
+// replayed or discarded, for a bulk load that can tell them apart: they go
+// in settled, with no pending row written only to be deleted (about a
+// tenth of a seed's time, when 30% of its letters are settled). A letter
+// that is neither fails the load, and nothing of it stays.
+func (s *Store) LoadSettledDeadLetters(ctx context.Context, n int, letter func(i int) DeadLetter) (int, error) {
+	return s.loadDeadLetters(ctx, n, letter, true)
+}
+
+// loadDeadLetters is LoadDeadLetters, or LoadSettledDeadLetters when
+// settled is true.
+func (s *Store) loadDeadLetters(ctx context.Context, n int, letter func(i int) DeadLetter, settled bool) (int, error) {
 	if n <= 0 {
 		return 0, nil
 	}
@@ -110,6 +145,13 @@ func (s *Store) LoadDeadLetters(ctx context.Context, n int, letter func(i int) D
 	if _, err := tx.ExecContext(ctx, loadSettingsSQL); err != nil {
 		return 0, fmt.Errorf("load dead letters: %w", err)
 	}
+	outcomesSQL := loadOutcomesSQL
+	if settled {
+		if _, err := tx.ExecContext(ctx, loadSettledSQL); err != nil {
+			return 0, fmt.Errorf("load dead letters: %w", err)
+		}
+		outcomesSQL = insertOutcomesSQL
+	}
 	var letterIDs, jobIDs []int64
 	if err := tx.QueryRowContext(ctx, reserveLetterIDsSQL, n).Scan(pq.Array(&letterIDs), pq.Array(&jobIDs)); err != nil {
 		return 0, fmt.Errorf("load dead letters: reserve ids: %w", translate(err))
@@ -119,13 +161,17 @@ func (s *Store) LoadDeadLetters(ctx context.Context, n int, letter func(i int) D
 		return 0, fmt.Errorf("load dead letters: copy: %w", translate(err))
 	}
 	defer stmt.Close()
-	var settled loadedOutcomes
+	var outcomes loadedOutcomes
 	rows := newCopyRows(stmt)
 	var history []byte // one buffer for every letter's history JSON
 	for i := range n {
 		l := letter(i)
-		if l.ReplayedAt != nil || l.DiscardedAt != nil {
-			settled.add(letterIDs[i], l)
+		switch {
+		case l.ReplayedAt != nil || l.DiscardedAt != nil:
+			outcomes.add(letterIDs[i], l)
+		case settled:
+			return 0, &ValidationError{Fields: map[string]string{"letters": fmt.Sprintf(
+				"letter %d of a load of settled letters is neither replayed nor discarded", i)}}
 		}
 		history, err = l.History.appendJSON(history[:0])
 		if err != nil {
@@ -156,8 +202,8 @@ func (s *Store) LoadDeadLetters(ctx context.Context, n int, letter func(i int) D
 	if err := rows.finish(ctx); err != nil {
 		return 0, fmt.Errorf("load dead letters: copy: %w", translate(err))
 	}
-	if len(settled.ids) > 0 {
-		if _, err := tx.ExecContext(ctx, loadOutcomesSQL, settled.args()...); err != nil {
+	if len(outcomes.ids) > 0 {
+		if _, err := tx.ExecContext(ctx, outcomesSQL, outcomes.args()...); err != nil {
 			return 0, fmt.Errorf("load dead letters: outcomes: %w", translate(err))
 		}
 	}

@@ -2,6 +2,7 @@ package dlq_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -139,6 +140,78 @@ func TestLoadDeadLettersWritesTextAsGiven(t *testing.T) {
 	var count int
 	if err := db.Get(&count, `SELECT count(*) FROM dead_letter_records`); err != nil || count != n {
 		t.Fatalf("%d letters after the failed load (%v), want the first load's %d", count, err, n)
+	}
+	dlqtest.AssertSummariesMatch(t, db)
+}
+
+// A load of settled letters writes them replayed or discarded without a
+// pending row, and every summary counts them as an action would have; a
+// letter in it that is still pending fails the whole load.
+func TestLoadSettledDeadLetters(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	store, db := setup(t)
+	failedAt := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	acted, ana, why := failedAt.Add(time.Hour), "ana", "a test order"
+	settledLetter := func(i int) dlq.DeadLetter {
+		l := loadedLetter(i, failedAt)
+		if i%3 == 0 {
+			l.DiscardedAt, l.DiscardedBy, l.DiscardReason = &acted, &ana, &why
+		} else {
+			l.ReplayedAt, l.ReplayedBy = &acted, &ana
+		}
+		return l
+	}
+	// Pending letters first, as a seed mixes them.
+	if n, err := store.LoadDeadLetters(ctx, 5, func(i int) dlq.DeadLetter { return loadedLetter(i, failedAt) }); err != nil || n != 5 {
+		t.Fatalf("loaded %d pending letters: %v", n, err)
+	}
+	if n, err := store.LoadSettledDeadLetters(ctx, 9, settledLetter); err != nil || n != 9 {
+		t.Fatalf("loaded %d settled letters: %v", n, err)
+	}
+	var byStatus []struct {
+		Status  string `db:"status"`
+		N       int    `db:"n"`
+		Pending int    `db:"pending_rows"`
+		Jobs    int    `db:"replay_jobs"`
+	}
+	if err := db.Select(&byStatus, `SELECT status, count(*) AS n, count(p.id) AS pending_rows, count(replay_job_id) AS replay_jobs
+		FROM dead_letters d LEFT JOIN pending_dead_letters p USING (id) GROUP BY status ORDER BY status`); err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprint([]any{"{discarded 3 0 0}", "{pending 5 5 0}", "{replayed 6 0 6}"})
+	got := make([]any, len(byStatus))
+	for i, s := range byStatus {
+		got[i] = fmt.Sprintf("{%s %d %d %d}", s.Status, s.N, s.Pending, s.Jobs)
+	}
+	if fmt.Sprint(got) != want {
+		t.Errorf("letters by status (count, pending rows, replay jobs): %v, want %v", got, want)
+	}
+	dlqtest.AssertSummariesMatch(t, db)
+
+	// The setting that spares the pending rows lasts only for its load: a
+	// plain load after it writes pending rows again.
+	if n, err := store.LoadDeadLetters(ctx, 2, func(i int) dlq.DeadLetter { return loadedLetter(i, failedAt) }); err != nil || n != 2 {
+		t.Fatalf("loaded %d pending letters: %v", n, err)
+	}
+	var pendingRows int
+	if err := db.Get(&pendingRows, `SELECT count(*) FROM pending_dead_letters`); err != nil || pendingRows != 7 {
+		t.Fatalf("%d pending rows (%v), want 7", pendingRows, err)
+	}
+
+	_, err := store.LoadSettledDeadLetters(ctx, 9, func(i int) dlq.DeadLetter {
+		if i == 4 {
+			return loadedLetter(i, failedAt)
+		}
+		return settledLetter(i)
+	})
+	var ve *dlq.ValidationError
+	if !errors.As(err, &ve) || !strings.Contains(err.Error(), "letter 4") {
+		t.Fatalf("a pending letter in a load of settled ones: %v, want a validation error naming it", err)
+	}
+	var letters int
+	if err := db.Get(&letters, `SELECT count(*) FROM dead_letter_records`); err != nil || letters != 16 {
+		t.Fatalf("%d letters after the refused load (%v), want 16", letters, err)
 	}
 	dlqtest.AssertSummariesMatch(t, db)
 }

@@ -47,8 +47,10 @@ func TestInBatches(t *testing.T) {
 	})
 }
 
-// TestBatchesAreStretchesOfTime checks that each batch of a span covers
-// its own stretch of time, oldest first, and that the sizes add up.
+// TestBatchesAreStretchesOfTime checks that each batch is all pending or
+// all settled and oldest first, that the batches of one kind in a span
+// follow one another in time, at most batchSize each and all full but the
+// last of the span, and that the sizes add up.
 func TestBatchesAreStretchesOfTime(t *testing.T) {
 	t.Parallel()
 	cat, err := compileCatalog()
@@ -57,27 +59,48 @@ func TestBatchesAreStretchesOfTime(t *testing.T) {
 	}
 	now := time.Date(2025, 3, 14, 15, 9, 26, 0, time.UTC)
 	n := drawSpan + batchSize/2 + 3
-	batches := make(chan []draw)
+	batches := make(chan batch)
 	go func() {
 		defer close(batches)
 		cat.batches(n, now)(context.Background(), batches)
 	}()
-	var got []int
-	var prev []draw
+	total, kinds := 0, map[bool]int{}
+	prev := map[bool][]draw{} // the last batch of each kind
+	partial := map[bool]int{} // batches of each kind under batchSize, in the first span
 	for b := range batches {
-		got = append(got, len(b))
-		if !slices.IsSortedFunc(b, func(x, y draw) int { return x.failedAt.Compare(y.failedAt) }) {
-			t.Errorf("batch %d is not oldest first", len(got))
+		total += len(b.draws)
+		kinds[b.settled]++
+		if len(b.draws) == 0 || len(b.draws) > batchSize {
+			t.Fatalf("a batch of %d draws", len(b.draws))
 		}
-		// Within a span, a batch starts where the previous one ended.
-		if len(prev) > 0 && len(got) <= drawSpan/batchSize && b[0].failedAt.Before(prev[len(prev)-1].failedAt) {
-			t.Errorf("batch %d starts at %s, before batch %d ends (%s)", len(got), b[0].failedAt, len(got)-1, prev[len(prev)-1].failedAt)
+		if !slices.IsSortedFunc(b.draws, func(x, y draw) int { return x.failedAt.Compare(y.failedAt) }) {
+			t.Errorf("a batch is not oldest first")
 		}
-		prev = b
+		for _, d := range b.draws {
+			if d.pending() == b.settled {
+				t.Fatalf("a batch with settled=%v holds a draw with pending=%v", b.settled, d.pending())
+			}
+		}
+		if total <= drawSpan {
+			// Within the first span, a batch starts where the previous one
+			// of its kind ended.
+			if p := prev[b.settled]; len(p) > 0 && b.draws[0].failedAt.Before(p[len(p)-1].failedAt) {
+				t.Errorf("a batch starts at %s, before the previous of its kind ends (%s)", b.draws[0].failedAt, p[len(p)-1].failedAt)
+			}
+			if len(b.draws) < batchSize {
+				partial[b.settled]++
+			}
+		}
+		prev[b.settled] = b.draws
 	}
-	want := slices.Repeat([]int{batchSize}, drawSpan/batchSize)
-	if want = append(want, batchSize/2+3); !slices.Equal(got, want) {
-		t.Errorf("batch sizes %v, want %v", got, want)
+	if total != n {
+		t.Errorf("%d draws in all, want %d", total, n)
+	}
+	if kinds[false] < drawSpan/batchSize/2 || kinds[true] < 2 {
+		t.Errorf("%d pending batches and %d settled ones, want both kinds", kinds[false], kinds[true])
+	}
+	if partial[false] > 1 || partial[true] > 1 {
+		t.Errorf("%d pending and %d settled batches of the first span not full, want at most one each", partial[false], partial[true])
 	}
 }
 

@@ -40,6 +40,7 @@ const maxParallel = 4
 // Loader is the store's bulk load of dead letters (dlq.Store).
 type Loader interface {
 	LoadDeadLetters(ctx context.Context, n int, letter func(i int) dlq.DeadLetter) (int, error)
+	LoadSettledDeadLetters(ctx context.Context, n int, letter func(i int) dlq.DeadLetter) (int, error)
 	IndexLoadedDeadLetters(ctx context.Context, connections int) (int64, error)
 	AnalyzeDeadLetters(ctx context.Context) error
 }
@@ -75,9 +76,13 @@ func DeadLetters(ctx context.Context, store Loader, n int, now time.Time, opts O
 	// batches run side by side, one backend each, about one per core (for
 	// a seed, client and server usually share the machine).
 	workers := min(runtime.NumCPU(), maxParallel)
-	inserted, err := inBatches(ctx, workers, cat.batches(n, now), func(ctx context.Context, draws []draw) (int, error) {
+	inserted, err := inBatches(ctx, workers, cat.batches(n, now), func(ctx context.Context, b batch) (int, error) {
 		r := rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
-		return store.LoadDeadLetters(ctx, len(draws), func(i int) dlq.DeadLetter { return cat.letter(r, draws[i], i, now) })
+		load := store.LoadDeadLetters
+		if b.settled {
+			load = store.LoadSettledDeadLetters
+		}
+		return load(ctx, len(b.draws), func(i int) dlq.DeadLetter { return cat.letter(r, b.draws[i], i, now) })
 	})
 	if err != nil {
 		return inserted, fmt.Errorf("seed: %w", err)
@@ -189,22 +194,44 @@ func compileCatalog() (compiled, error) {
 	return c, nil
 }
 
-// batches produces the draws of n letters, batchSize at a time: drawSpan
-// letters are drawn at once, sorted by failure time and cut in order, so
-// the batches of a span are consecutive stretches of time.
-func (c compiled) batches(n int, now time.Time) func(context.Context, chan<- []draw) {
-	return func(ctx context.Context, batches chan<- []draw) {
+// batch is the draws of one load: all pending, or all settled (replayed
+// or discarded), which the store loads without pending rows
+// (dlq.Store.LoadSettledDeadLetters).
+type batch struct {
+	draws   []draw
+	settled bool
+}
+
+// batches produces the draws of n letters, at most batchSize a batch:
+// drawSpan letters are drawn at once, sorted by failure time, parted into
+// the pending and the settled, and each part cut in order, so every batch
+// is a stretch of time. The two parts' batches go out oldest first.
+func (c compiled) batches(n int, now time.Time) func(context.Context, chan<- batch) {
+	return func(ctx context.Context, out chan<- batch) {
 		r := rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
 		for left := n; left > 0; left -= drawSpan {
 			draws := c.draw(r, min(left, drawSpan), now)
-			for len(draws) > 0 {
-				size := min(len(draws), batchSize)
+			var pending, settled []draw
+			for _, d := range draws {
+				if d.pending() {
+					pending = append(pending, d)
+				} else {
+					settled = append(settled, d)
+				}
+			}
+			var cut []batch
+			for _, part := range []batch{{draws: pending}, {draws: settled, settled: true}} {
+				for draws := part.draws; len(draws) > 0; draws = draws[min(len(draws), batchSize):] {
+					cut = append(cut, batch{draws: draws[:min(len(draws), batchSize)], settled: part.settled})
+				}
+			}
+			slices.SortStableFunc(cut, func(a, b batch) int { return a.draws[0].failedAt.Compare(b.draws[0].failedAt) })
+			for _, b := range cut {
 				select {
-				case batches <- draws[:size]:
+				case out <- b:
 				case <-ctx.Done():
 					return
 				}
-				draws = draws[size:]
 			}
 		}
 	}
@@ -218,6 +245,13 @@ type draw struct {
 	statusRoll, actedRoll float64
 	backoffMS, queuedMS   int64
 }
+
+// pendingShare is the share of letters still pending; the others were
+// replayed or discarded.
+const pendingShare = 0.70
+
+// pending reports whether the letter of d is still pending.
+func (d draw) pending() bool { return d.statusRoll < pendingShare }
 
 // draw draws n letters' failures and times, oldest first. Letters go in
 // oldest first so that within a batch ids rise with failed_at as they do
@@ -305,7 +339,7 @@ func (c compiled) letter(r *rand.Rand, d draw, g int, now time.Time) dlq.DeadLet
 	acted := d.failedAt.Add(time.Duration(float64(now.Sub(d.failedAt)) * d.actedRoll * d.actedRoll * d.actedRoll)).Truncate(time.Microsecond)
 	operator := operators[r.IntN(len(operators))]
 	switch {
-	case d.statusRoll < 0.70:
+	case d.pending():
 	case d.statusRoll < replayedShare:
 		l.ReplayedAt, l.ReplayedBy = &acted, &operator
 	default:
