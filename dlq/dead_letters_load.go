@@ -34,23 +34,28 @@ const copyDeadLettersSQL = `COPY dead_letter_records (id, job_id, queue, task, a
 	error_class, error_message, traceback, attempts, max_attempts, history, reason, fingerprint, worker_version,
 	enqueued_at, failed_at) FROM STDIN`
 
-// loadOutcomesSQL settles loaded letters as a replay or a discard does:
-// their pending rows go, their outcomes are written, and a replayed one's
-// job id is drawn from the jobs' sequence. Times travel as text (lib/pq
-// has no array of nullable times).
-const loadOutcomesSQL = `
-WITH o AS (
-	SELECT * FROM unnest($1::bigint[], $2::text[]::timestamptz[], $3::text[], $4::text[],
-		$5::text[]::timestamptz[], $6::text[], $7::text[]::timestamptz[], $8::text[], $9::text[])
-		AS o(id, failed_at, task, queue, replayed_at, replayed_by, discarded_at, discarded_by, discard_reason)
-), taken AS (
-	DELETE FROM pending_dead_letters p WHERE p.id IN (SELECT id FROM o) RETURNING p.id
-)
+// loadedOutcomeRows are the outcomes a load passes (loadedOutcomes.args),
+// as rows o; times travel as text (lib/pq has no array of nullable times).
+const loadedOutcomeRows = `unnest($1::bigint[], $2::text[]::timestamptz[], $3::text[], $4::text[],
+	$5::text[]::timestamptz[], $6::text[], $7::text[]::timestamptz[], $8::text[], $9::text[])
+	AS o(id, failed_at, task, queue, replayed_at, replayed_by, discarded_at, discarded_by, discard_reason)`
+
+// insertLoadedOutcomes writes outcomes from rows o; a replayed letter's job
+// id is drawn from the jobs' sequence.
+const insertLoadedOutcomes = `
 INSERT INTO dead_letter_outcomes (failed_at, dead_letter_id, task, queue, replayed_at, replayed_by,
 	replay_job_id, discarded_at, discarded_by, discard_reason)
 SELECT failed_at, id, task, queue, replayed_at, replayed_by,
 	CASE WHEN replayed_at IS NOT NULL THEN nextval(` + jobsSequenceSQL + `) END,
-	discarded_at, discarded_by, discard_reason
+	discarded_at, discarded_by, discard_reason`
+
+// loadOutcomesSQL settles loaded letters as a replay or a discard does:
+// their pending rows go and their outcomes are written.
+const loadOutcomesSQL = `
+WITH o AS (SELECT * FROM ` + loadedOutcomeRows + `),
+taken AS (
+	DELETE FROM pending_dead_letters p WHERE p.id IN (SELECT id FROM o) RETURNING p.id
+)` + insertLoadedOutcomes + `
 FROM o WHERE id IN (SELECT id FROM taken) ORDER BY failed_at, id`
 
 // loadSettledSQL marks a load's transaction as one of settled letters
@@ -61,15 +66,8 @@ const loadSettledSQL = `SET LOCAL redrive.load_settled = 'on'`
 // insertOutcomesSQL writes the outcomes of settled letters that were never
 // pending (LoadSettledDeadLetters): loadOutcomesSQL without the pending
 // rows to take.
-const insertOutcomesSQL = `
-INSERT INTO dead_letter_outcomes (failed_at, dead_letter_id, task, queue, replayed_at, replayed_by,
-	replay_job_id, discarded_at, discarded_by, discard_reason)
-SELECT failed_at, id, task, queue, replayed_at, replayed_by,
-	CASE WHEN replayed_at IS NOT NULL THEN nextval(` + jobsSequenceSQL + `) END,
-	discarded_at, discarded_by, discard_reason
-FROM unnest($1::bigint[], $2::text[]::timestamptz[], $3::text[], $4::text[],
-	$5::text[]::timestamptz[], $6::text[], $7::text[]::timestamptz[], $8::text[], $9::text[])
-	AS o(id, failed_at, task, queue, replayed_at, replayed_by, discarded_at, discarded_by, discard_reason)
+const insertOutcomesSQL = insertLoadedOutcomes + `
+FROM ` + loadedOutcomeRows + `
 ORDER BY failed_at, id`
 
 // loadedOutcomes collects the outcomes of a load's settled letters, as
