@@ -137,9 +137,8 @@ func TestLoadDeadLettersWritesTextAsGiven(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "json") {
 		t.Fatalf("a letter with arguments that are not JSON: %v, want the server's refusal", err)
 	}
-	var count int
-	if err := db.Get(&count, `SELECT count(*) FROM dead_letter_records`); err != nil || count != n {
-		t.Fatalf("%d letters after the failed load (%v), want the first load's %d", count, err, n)
+	if got := count(t, db, `SELECT count(*) FROM dead_letter_records`); got != n {
+		t.Fatalf("%d letters after the failed load, want the first load's %d", got, n)
 	}
 	dlqtest.AssertSummariesMatch(t, db)
 }
@@ -194,9 +193,8 @@ func TestLoadSettledDeadLetters(t *testing.T) {
 	if n, err := store.LoadDeadLetters(ctx, 2, func(i int) dlq.DeadLetter { return loadedLetter(i, failedAt) }); err != nil || n != 2 {
 		t.Fatalf("loaded %d pending letters: %v", n, err)
 	}
-	var pendingRows int
-	if err := db.Get(&pendingRows, `SELECT count(*) FROM pending_dead_letters`); err != nil || pendingRows != 7 {
-		t.Fatalf("%d pending rows (%v), want 7", pendingRows, err)
+	if got := count(t, db, `SELECT count(*) FROM pending_dead_letters`); got != 7 {
+		t.Fatalf("%d pending rows, want 7", got)
 	}
 
 	_, err := store.LoadSettledDeadLetters(ctx, 9, func(i int) dlq.DeadLetter {
@@ -209,9 +207,8 @@ func TestLoadSettledDeadLetters(t *testing.T) {
 	if !errors.As(err, &ve) || !strings.Contains(err.Error(), "letter 4") {
 		t.Fatalf("a pending letter in a load of settled ones: %v, want a validation error naming it", err)
 	}
-	var letters int
-	if err := db.Get(&letters, `SELECT count(*) FROM dead_letter_records`); err != nil || letters != 16 {
-		t.Fatalf("%d letters after the refused load (%v), want 16", letters, err)
+	if got := count(t, db, `SELECT count(*) FROM dead_letter_records`); got != 16 {
+		t.Fatalf("%d letters after the refused load, want 16", got)
 	}
 	dlqtest.AssertSummariesMatch(t, db)
 }
