@@ -211,7 +211,13 @@ func (c compiled) batches(n int, now time.Time) func(context.Context, chan<- bat
 		r := rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
 		for left := n; left > 0; left -= drawSpan {
 			draws := c.draw(r, min(left, drawSpan), now)
-			var pending, settled []draw
+			nPending := 0
+			for _, d := range draws {
+				if d.pending() {
+					nPending++
+				}
+			}
+			pending, settled := make([]draw, 0, nPending), make([]draw, 0, len(draws)-nPending)
 			for _, d := range draws {
 				if d.pending() {
 					pending = append(pending, d)

@@ -131,7 +131,12 @@ func (t template) fill(drawn []string) string {
 	if len(t.refs) == 0 {
 		return t.literals[0]
 	}
+	size := 0
+	for i, ref := range t.refs {
+		size += len(t.literals[i]) + len(drawn[ref])
+	}
 	var b strings.Builder
+	b.Grow(size + len(t.literals[len(t.refs)]))
 	for i, ref := range t.refs {
 		b.WriteString(t.literals[i])
 		b.WriteString(drawn[ref])
