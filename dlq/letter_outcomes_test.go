@@ -111,7 +111,9 @@ func TestSecondActionOnALetterConflicts(t *testing.T) {
 }
 
 // A purge deletes a settled letter with its outcome, and the job that
-// replayed it forgets the link (jobs.replay_of has no foreign key).
+// replayed it and the letter of that replay's failure forget the link
+// (neither jobs.replay_of nor the letters' replay_of has a foreign key:
+// migrations 00033 and 00036).
 func TestPurgeTakesTheOutcomeAndUnlinksTheReplay(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -121,6 +123,10 @@ func TestPurgeTakesTheOutcomeAndUnlinksTheReplay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The replay failed again: its letter is pending, and stays.
+	again := dlqtest.InsertDeadLetter(t, db.DB, dlqtest.Letter{Task: "t.ok", ReplayOf: &ids[0]})
+	// A letter replaying one that stays keeps its link.
+	kept := dlqtest.InsertDeadLetter(t, db.DB, dlqtest.Letter{Task: "t.ok", ReplayOf: &ids[2]})
 	if _, err := store.DiscardDeadLetter(ctx, dlq.DiscardParams{ID: ids[1], Actor: alice, Reason: "noise", Now: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
@@ -134,11 +140,17 @@ func TestPurgeTakesTheOutcomeAndUnlinksTheReplay(t *testing.T) {
 	if left := count(t, db, `SELECT count(*) FROM dead_letter_outcomes`); left != 0 {
 		t.Fatalf("%d outcomes left behind", left)
 	}
-	if left := count(t, db, `SELECT count(*) FROM dead_letters`); left != 1 {
-		t.Fatalf("%d letters left, want the pending one", left)
+	if left := count(t, db, `SELECT count(*) FROM dead_letters`); left != 3 {
+		t.Fatalf("%d letters left, want the 3 pending ones", left)
 	}
 	if linked := count(t, db, `SELECT count(*) FROM jobs WHERE id = $1 AND replay_of IS NOT NULL`, res.JobID); linked != 0 {
 		t.Fatal("the replay job still names its purged letter")
+	}
+	if linked := count(t, db, `SELECT count(*) FROM dead_letters WHERE id = $1 AND replay_of IS NOT NULL`, again); linked != 0 {
+		t.Fatal("the replay's letter still names its purged letter")
+	}
+	if linked := count(t, db, `SELECT count(*) FROM dead_letters WHERE id = $1 AND replay_of = $2`, kept, ids[2]); linked != 1 {
+		t.Fatal("a letter lost its link to a letter the purge kept")
 	}
 	dlqtest.AssertSummariesMatch(t, db)
 }
