@@ -1,6 +1,7 @@
 package seed
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"slices"
@@ -73,7 +74,7 @@ func TestBatchesAreStretchesOfTime(t *testing.T) {
 		if len(b.draws) == 0 || len(b.draws) > batchSize {
 			t.Fatalf("a batch of %d draws", len(b.draws))
 		}
-		if !slices.IsSortedFunc(b.draws, func(x, y draw) int { return x.failedAt.Compare(y.failedAt) }) {
+		if !slices.IsSortedFunc(b.draws, func(x, y draw) int { return cmp.Compare(x.failedAtMicro, y.failedAtMicro) }) {
 			t.Errorf("a batch is not oldest first")
 		}
 		for _, d := range b.draws {
@@ -84,8 +85,8 @@ func TestBatchesAreStretchesOfTime(t *testing.T) {
 		if total <= drawSpan {
 			// Within the first span, a batch starts where the previous one
 			// of its kind ended.
-			if p := prev[b.settled]; len(p) > 0 && b.draws[0].failedAt.Before(p[len(p)-1].failedAt) {
-				t.Errorf("a batch starts at %s, before the previous of its kind ends (%s)", b.draws[0].failedAt, p[len(p)-1].failedAt)
+			if p := prev[b.settled]; len(p) > 0 && b.draws[0].failedAtMicro < p[len(p)-1].failedAtMicro {
+				t.Errorf("a batch starts at %s, before the previous of its kind ends (%s)", b.draws[0].failedAt(), p[len(p)-1].failedAt())
 			}
 			if len(b.draws) < batchSize {
 				partial[b.settled]++

@@ -231,7 +231,7 @@ func (c compiled) batches(n int, now time.Time) func(context.Context, chan<- bat
 					cut = append(cut, batch{draws: draws[:min(len(draws), batchSize)], settled: part.settled})
 				}
 			}
-			slices.SortStableFunc(cut, func(a, b batch) int { return a.draws[0].failedAt.Compare(b.draws[0].failedAt) })
+			slices.SortStableFunc(cut, func(a, b batch) int { return cmp.Compare(a.draws[0].failedAtMicro, b.draws[0].failedAtMicro) })
 			for _, b := range cut {
 				select {
 				case out <- b:
@@ -246,11 +246,18 @@ func (c compiled) batches(n int, now time.Time) func(context.Context, chan<- bat
 // draw is what decides a letter's place in time, drawn for a whole span
 // first so its batches can go in oldest first (see batches and letter).
 type draw struct {
-	failure               int
-	failedAt              time.Time
+	failure int
+	// failedAtMicro is when the letter failed, in microseconds since the
+	// Unix epoch: a number, not a time.Time, so a span's million draws
+	// sort fast and hold no pointer for the collector to follow (the
+	// seed's first batch waits for its span's sort).
+	failedAtMicro         int64
 	statusRoll, actedRoll float64
 	backoffMS, queuedMS   int64
 }
+
+// failedAt is when the letter of d failed, in UTC.
+func (d draw) failedAt() time.Time { return time.UnixMicro(d.failedAtMicro).UTC() }
 
 // pendingShare is the share of letters still pending; the others were
 // replayed or discarded.
@@ -278,10 +285,10 @@ func (c compiled) draw(r *rand.Rand, n int, now time.Time) []draw {
 		if k := c.failures[f]; k.burstSpan > 0 {
 			ago = k.burstAgo - time.Duration(age*float64(k.burstSpan))
 		}
-		d.failedAt = now.Add(-ago).Truncate(time.Microsecond)
+		d.failedAtMicro = now.Add(-ago).UnixMicro()
 		draws[i] = d
 	}
-	slices.SortFunc(draws, func(a, b draw) int { return a.failedAt.Compare(b.failedAt) })
+	slices.SortFunc(draws, func(a, b draw) int { return cmp.Compare(a.failedAtMicro, b.failedAtMicro) })
 	return draws
 }
 
@@ -318,6 +325,7 @@ var (
 //     others mostly replayed, between the failure and now, usually soon after.
 func (c compiled) letter(r *rand.Rand, d draw, g int, now time.Time) dlq.DeadLetter {
 	f := c.failures[d.failure]
+	failedAt := d.failedAt()
 	drawn := make([]string, len(values))
 	for _, i := range f.uses {
 		drawn[i] = values[i].draw(r, now)
@@ -331,9 +339,9 @@ func (c compiled) letter(r *rand.Rand, d draw, g int, now time.Time) dlq.DeadLet
 		Args: []byte(f.args.fill(drawn)), Kwargs: []byte(f.kwargs.fill(drawn)),
 		ErrorClass: f.class, ErrorMessage: f.message.fill(drawn), Traceback: f.traceback.fill(drawn),
 		Attempts: attempts, MaxAttempts: f.task.maxAttempts, Reason: f.reason, Fingerprint: f.fingerprint,
-		WorkerVersion: versionAt(d.failedAt, now),
-		EnqueuedAt:    d.failedAt.Add(-time.Duration(d.backoffMS*(1<<(attempts-1)-1)+d.queuedMS) * time.Millisecond),
-		FailedAt:      d.failedAt,
+		WorkerVersion: versionAt(failedAt, now),
+		EnqueuedAt:    failedAt.Add(-time.Duration(d.backoffMS*(1<<(attempts-1)-1)+d.queuedMS) * time.Millisecond),
+		FailedAt:      failedAt,
 	}
 	if key := f.keys.fill(drawn); key != "" {
 		l.IdempotencyKey = &key
@@ -342,7 +350,7 @@ func (c compiled) letter(r *rand.Rand, d draw, g int, now time.Time) dlq.DeadLet
 	if f.reason == dlq.ReasonPermanent {
 		replayedShare = 0.76
 	}
-	acted := d.failedAt.Add(time.Duration(float64(now.Sub(d.failedAt)) * d.actedRoll * d.actedRoll * d.actedRoll)).Truncate(time.Microsecond)
+	acted := failedAt.Add(time.Duration(float64(now.Sub(failedAt)) * d.actedRoll * d.actedRoll * d.actedRoll)).Truncate(time.Microsecond)
 	operator := operators[r.IntN(len(operators))]
 	switch {
 	case d.pending():
@@ -354,7 +362,7 @@ func (c compiled) letter(r *rand.Rand, d draw, g int, now time.Time) dlq.DeadLet
 	}
 	l.History = make(dlq.Attempts, 0, attempts)
 	for n := 1; n <= attempts; n++ {
-		at := d.failedAt.Add(-time.Duration(d.backoffMS*(1<<(attempts-1)-1<<(n-1))) * time.Millisecond)
+		at := failedAt.Add(-time.Duration(d.backoffMS*(1<<(attempts-1)-1<<(n-1))) * time.Millisecond)
 		slot := (g + n*5) % len(hosts)
 		a := dlq.Attempt{Attempt: n, At: at, Host: hosts[slot], Worker: workerNames[slot],
 			Version: versionAt(at, now), Class: f.class, Message: l.ErrorMessage, Outcome: dlq.OutcomeRetry}
