@@ -10,8 +10,9 @@ import (
 // A letter's search row is built after the letter is written (migration
 // 00016): the insert trigger queues the letter, and IndexSearch builds the
 // search rows of the queued letters in batches. Dead-lettering then costs
-// one small queue entry per letter instead of the masked text and its
-// trigram index entries, which were two thirds of what a letter cost. A
+// one small queue row per inserting statement (its letters' ids as one
+// array, migration 00038) instead of the masked text and its trigram
+// index entries, which were two thirds of what a letter cost. A
 // letter not yet indexed has no search row, so search cannot find it by
 // anything, let alone by a masked value; the search page says how many
 // letters that is (SearchBacklog).
@@ -23,7 +24,7 @@ const DefaultIndexBatch = 2000
 
 // IndexSearch builds the search rows of every queued letter, batch letters
 // per statement (DefaultIndexBatch when < 1), each its own short
-// transaction, and returns how many queue entries it took. It returns when
+// transaction, and returns how many queued letters it took. It returns when
 // the queue is empty; letters queued meanwhile are taken too.
 func (s *Store) IndexSearch(ctx context.Context, batch int) (int64, error) {
 	if batch < 1 {
@@ -48,10 +49,11 @@ func (s *Store) IndexSearch(ctx context.Context, batch int) (int64, error) {
 const searchBacklogCap = 100_000
 
 // SearchBacklog counts the letters written but not yet indexed for search,
-// up to searchBacklogCap.
+// up to searchBacklogCap. The queue holds the ids of each inserting
+// statement as one row (migration 00038), with their number beside them.
 func (s *Store) SearchBacklog(ctx context.Context) (int64, error) {
 	var n int64
-	err := s.db.GetContext(ctx, &n, `SELECT count(*) FROM (SELECT 1 FROM dead_letter_search_queue LIMIT $1) q`, searchBacklogCap)
+	err := s.db.GetContext(ctx, &n, `SELECT least(coalesce(sum(n), 0), $1) FROM (SELECT n FROM dead_letter_search_queue LIMIT $1) q`, searchBacklogCap)
 	if err != nil {
 		return 0, fmt.Errorf("count letters not yet searchable: %w", translate(err))
 	}

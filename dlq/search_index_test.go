@@ -4,11 +4,16 @@ import (
 	"context"
 	"encoding/json"
 	"net/url"
+	"slices"
 	"testing"
 	"time"
 
+	"github.com/jmoiron/sqlx"
+	"github.com/pressly/goose/v3"
+
 	"github.com/redrive/redrive/dlq"
 	"github.com/redrive/redrive/dlq/dlqtest"
+	"github.com/redrive/redrive/migrations"
 )
 
 // A letter the worker writes gets its search row afterwards, from the
@@ -74,5 +79,116 @@ func TestSearchIndexesNewLettersAfterwards(t *testing.T) {
 	}
 	if n, err := store.IndexSearch(ctx, 0); err != nil || n != 0 {
 		t.Errorf("a second pass indexed %d, err %v; want nothing left", n, err)
+	}
+}
+
+// The search queue holds each inserting statement's letters as one row
+// (migration 00038). The indexer takes rows oldest first, splits the one
+// that would overflow its batch, and locks only the rows it takes: a
+// second indexer beside it finds the rest.
+func TestSearchQueueTakesStatementsInPartsAndSideBySide(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	store, db := setup(t)
+	failedAt := time.Now().Add(-time.Hour).UTC().Truncate(time.Microsecond)
+	for _, n := range []int{5, 3} {
+		if got, err := store.LoadDeadLetters(ctx, n, func(i int) dlq.DeadLetter { return loadedLetter(i, failedAt) }); err != nil || got != n {
+			t.Fatalf("loaded %d, err %v", got, err)
+		}
+	}
+	queued := func() []int {
+		t.Helper()
+		var ns []int
+		if err := db.Select(&ns, `SELECT n FROM dead_letter_search_queue ORDER BY first_id`); err != nil {
+			t.Fatal(err)
+		}
+		return ns
+	}
+	backlog := func() int64 {
+		t.Helper()
+		n, err := store.SearchBacklog(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	index := func(q sqlx.QueryerContext, batch int) int64 {
+		t.Helper()
+		var n int64
+		if err := sqlx.GetContext(ctx, q, &n, `SELECT dead_letter_search_index($1)`, batch); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if got := queued(); !slices.Equal(got, []int{5, 3}) || backlog() != 8 {
+		t.Fatalf("queued %v (backlog %d); want one row per load, [5 3], and 8", got, backlog())
+	}
+	if n := index(db, 2); n != 2 || !slices.Equal(queued(), []int{3, 3}) || backlog() != 6 {
+		t.Fatalf("a batch of 2 took %d and left %v; want 2 and [3 3]", n, queued())
+	}
+
+	// One indexer takes the first row whole inside its transaction; the
+	// other, meanwhile, must find the second row, not nothing.
+	tx, err := db.BeginTxx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	if n := index(tx, 3); n != 3 {
+		t.Fatalf("the first indexer took %d; want 3", n)
+	}
+	if n := index(db, 100); n != 3 {
+		t.Fatalf("beside it, a second indexer took %d; want the other row's 3", n)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if got := queued(); len(got) != 0 || backlog() != 0 {
+		t.Fatalf("left queued %v; want nothing", got)
+	}
+	var rows, letters int
+	if err := db.Get(&rows, `SELECT count(*) FROM dead_letter_search`); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Get(&letters, `SELECT count(*) FROM dead_letter_records`); err != nil {
+		t.Fatal(err)
+	}
+	if rows != 8 || letters != 8 {
+		t.Errorf("%d search rows for %d letters; want one each", rows, letters)
+	}
+}
+
+// Migration 00038 carries letters queued one row each into arrays, and its
+// Down carries them back: none is lost either way.
+func TestSearchQueueMigrationKeepsQueuedLetters(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	store, db := setup(t)
+	failedAt := time.Now().Add(-time.Hour).UTC().Truncate(time.Microsecond)
+	if _, err := store.LoadDeadLetters(ctx, 4, func(i int) dlq.DeadLetter { return loadedLetter(i, failedAt) }); err != nil {
+		t.Fatal(err)
+	}
+	p, err := goose.NewProvider(goose.DialectPostgres, db.DB.DB, migrations.FS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.DownTo(ctx, 37); err != nil {
+		t.Fatalf("down to 37: %v", err)
+	}
+	var perLetter int
+	if err := db.Get(&perLetter, `SELECT count(*) FROM dead_letter_search_queue`); err != nil || perLetter != 4 {
+		t.Fatalf("below 00038, %d letters queued (err %v); want 4", perLetter, err)
+	}
+	if _, err := p.Up(ctx); err != nil {
+		t.Fatalf("up: %v", err)
+	}
+	if n, err := store.SearchBacklog(ctx); err != nil || n != 4 {
+		t.Fatalf("after 00038, backlog %d (err %v); want 4", n, err)
+	}
+	if n, err := store.IndexSearch(ctx, 0); err != nil || n != 4 {
+		t.Fatalf("indexed %d, err %v; want 4", n, err)
+	}
+	if got := searchIDs(t, store, "card declined"); len(got) != 4 {
+		t.Errorf("search found %v; want the 4 letters", got)
 	}
 }
