@@ -247,7 +247,7 @@ func searchIDsBelow38(t *testing.T, db *dlqtest.DB, q string) []int64 {
 	var ids []int64
 	err := db.Select(&ids, `SELECT dead_letter_id FROM dead_letter_search
 		WHERE search_text ILIKE '%' || $1 || '%' AND policy_version = (SELECT version FROM mask_policy)
-		ORDER BY dead_letter_id DESC`, strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`).Replace(q))
+		ORDER BY dead_letter_id DESC`, dlq.EscapeLike(q))
 	if err != nil {
 		t.Fatalf("search for %q: %v", q, err)
 	}
