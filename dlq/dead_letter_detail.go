@@ -40,10 +40,11 @@ func (d DeadLetterDetail) TracebackTruncated() bool { return d.TracebackLen > Tr
 
 // getDeadLetterSQL caps the traceback, and each attempt's traceback in the
 // history, in the database, so a huge one never leaves Postgres whole. A
-// history shorter than the cap as a whole has no attempt to cut, and goes
-// out as it is stored, without taking it apart. The letters its replays
-// produced come in the same statement: one round trip per page view. A
-// cut text ends in mask.TruncatedMark, as the worker's own cuts do: the reader
+// history (json, its text as stored: migration 00039) shorter than the cap
+// as a whole has no attempt to cut, and goes out as it is stored, without
+// taking it apart. The letters its replays produced come in the same
+// statement: one round trip per page view. A cut text ends in
+// mask.TruncatedMark, as the worker's own cuts do: the reader
 // sees that it goes on, and masking hides a secret the cut split in two
 // (the part before the cut would otherwise show).
 const getDeadLetterSQL = `
@@ -54,8 +55,8 @@ SELECT id, job_id, queue, task, args, kwargs, idempotency_key, error_class, erro
 	CASE WHEN octet_length(history::text) <= $3 THEN history ELSE
 	(SELECT coalesce(jsonb_agg(CASE WHEN length(e->>'traceback') > $3
 			THEN jsonb_set(e, '{traceback}', to_jsonb(left(e->>'traceback', $3) || $5))
-			ELSE e END ORDER BY ord), '[]'::jsonb)
-	 FROM jsonb_array_elements(history) WITH ORDINALITY AS h(e, ord)) END AS history,
+			ELSE e END ORDER BY ord), '[]'::jsonb)::json
+	 FROM jsonb_array_elements(history::jsonb) WITH ORDINALITY AS h(e, ord)) END AS history,
 	ARRAY(SELECT l.id FROM dead_letters l WHERE l.replay_of = d.id ORDER BY l.id LIMIT $4) AS later_letters
 FROM dead_letters d WHERE id = $1`
 
