@@ -8,11 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pressly/goose/v3"
-
 	"github.com/redrive/redrive/dlq"
 	"github.com/redrive/redrive/mask"
-	"github.com/redrive/redrive/migrations"
 )
 
 // Migration 00039 stores the history as json: letters written before it
@@ -22,10 +19,7 @@ func TestHistoryAsJSONMigrationKeepsHistories(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	store, db := setup(t)
-	p, err := goose.NewProvider(goose.DialectPostgres, db.DB.DB, migrations.FS)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := migrationsOf(t, db)
 	columnType := func() (typ, compression string) {
 		t.Helper()
 		err := db.QueryRow(`SELECT atttypid::regtype::text, attcompression::text FROM pg_attribute

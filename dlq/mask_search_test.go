@@ -7,12 +7,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/pressly/goose/v3"
-
 	"github.com/redrive/redrive/dlq"
 	"github.com/redrive/redrive/dlq/dlqtest"
 	"github.com/redrive/redrive/mask"
-	"github.com/redrive/redrive/migrations"
 )
 
 // secretLetter is a letter whose arguments hide values at every depth,
@@ -262,10 +259,7 @@ func TestSearchSpellingsMigrationRebuilds(t *testing.T) {
 	ctx := context.Background()
 	db := dlqtest.NewDB(t)
 	store := dlq.NewStore(db.DB)
-	p, err := goose.NewProvider(goose.DialectPostgres, db.DB.DB, migrations.FS)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := migrationsOf(t, db)
 	if _, err := p.DownTo(ctx, 28); err != nil {
 		t.Fatalf("down to 28: %v", err)
 	}

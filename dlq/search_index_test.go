@@ -9,11 +9,9 @@ import (
 	"time"
 
 	"github.com/jmoiron/sqlx"
-	"github.com/pressly/goose/v3"
 
 	"github.com/redrive/redrive/dlq"
 	"github.com/redrive/redrive/dlq/dlqtest"
-	"github.com/redrive/redrive/migrations"
 )
 
 // A letter the worker writes gets its search row afterwards, from the
@@ -168,10 +166,7 @@ func TestSearchQueueMigrationKeepsQueuedLetters(t *testing.T) {
 	if _, err := store.LoadDeadLetters(ctx, 4, func(i int) dlq.DeadLetter { return loadedLetter(i, failedAt) }); err != nil {
 		t.Fatal(err)
 	}
-	p, err := goose.NewProvider(goose.DialectPostgres, db.DB.DB, migrations.FS)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := migrationsOf(t, db)
 	if _, err := p.DownTo(ctx, 37); err != nil {
 		t.Fatalf("down to 37: %v", err)
 	}

@@ -7,11 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pressly/goose/v3"
-
 	"github.com/redrive/redrive/dlq"
 	"github.com/redrive/redrive/dlq/dlqtest"
-	"github.com/redrive/redrive/migrations"
 )
 
 // searchIDs lists the ids of the letters (any status) whose text holds q.
@@ -94,10 +91,7 @@ func TestMigrationsRoundTrip(t *testing.T) {
 	store := dlq.NewStore(db.DB)
 	id := dlqtest.InsertDeadLetter(t, db.DB, dlqtest.Letter{Message: "timeout talking to ledger-7"})
 
-	p, err := goose.NewProvider(goose.DialectPostgres, db.DB.DB, migrations.FS)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := migrationsOf(t, db)
 	// Down to 00006: the search text is a column of dead_letters again,
 	// filled from the letters that are there.
 	if _, err := p.DownTo(ctx, 6); err != nil {
