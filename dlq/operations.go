@@ -231,8 +231,27 @@ type selectionCount struct {
 // countSelection counts sel's letters, then its pending ones from their
 // own table: a count of the view filtering on status would look up every
 // letter's outcome.
+//
+// A selection filtered to pending letters holds nothing else, so it is
+// counted once, from the pending source: counting it in the view as well
+// joined every pending letter to its record (in a bulk replay of 100,000
+// of a million seeded letters by "failed since", 390-490 ms of the API
+// call, against 60 ms for the pending table's index).
 func countSelection(ctx context.Context, q sqlx.QueryerContext, sel Selection) (selectionCount, error) {
 	var c selectionCount
+	if sel.Filter != nil && sel.Filter.Status == StatusPending {
+		src := sel.pendingSource()
+		where, args := sel.boundedWhere(src)
+		if err := q.QueryRowxContext(ctx, `SELECT count(*), coalesce(max(id), 0) FROM `+src.table()+` WHERE `+where, args...).
+			Scan(&c.pending, &c.maxID); err != nil {
+			return c, fmt.Errorf("count selection: %w", translate(err))
+		}
+		c.all = c.pending
+		if sel.MaxID > 0 {
+			c.maxID = sel.MaxID
+		}
+		return c, nil
+	}
 	where, args := sel.boundedWhere(allLetters)
 	if err := q.QueryRowxContext(ctx, `SELECT count(*), coalesce(max(id), 0) FROM dead_letters WHERE `+where, args...).
 		Scan(&c.all, &c.maxID); err != nil {

@@ -99,6 +99,44 @@ func TestBulkOperations(t *testing.T) {
 		}
 	})
 
+	t.Run("APendingFilterCountsOnlyItsPendingLetters", func(t *testing.T) {
+		t.Parallel()
+		store, db := setup(t)
+		ids := insertLetters(t, db, 20)
+		// The five newest are discarded: the highest ids are then not pending.
+		op, err := store.CreateOperation(ctx, dlq.OperationParams{Kind: dlq.OpDiscard, Actor: alice, Now: time.Now(),
+			Reason: "never to run", Selection: dlq.Selection{IDs: ids[15:]}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		runToEnd(t, store, op.ID, 100)
+		for _, q := range []string{"status=pending", "status=pending&task=t.ok", "status=pending&reason=exhausted"} {
+			preview, err := store.PreviewSelection(ctx, dlq.Selection{Filter: filterOf(t, q)}, 3)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if preview.Matched != 15 || preview.Other != 0 || preview.MaxID != ids[14] {
+				t.Fatalf("%s: matched %d other %d max id %d, want 15, 0 and %d", q, preview.Matched, preview.Other, preview.MaxID, ids[14])
+			}
+		}
+		// Every status: the discarded five are in the selection, to be skipped.
+		preview, err := store.PreviewSelection(ctx, dlq.Selection{Filter: filterOf(t, "status=all")}, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if preview.Matched != 15 || preview.Other != 5 || preview.MaxID != ids[19] {
+			t.Fatalf("all: matched %d other %d max id %d, want 15, 5 and %d", preview.Matched, preview.Other, preview.MaxID, ids[19])
+		}
+		op, err = store.CreateOperation(ctx, dlq.OperationParams{Kind: dlq.OpReplay, Actor: alice, Now: time.Now(),
+			Selection: dlq.Selection{Filter: filterOf(t, "status=pending&task=t.ok")}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if op.Matched != 15 || op.MaxID != ids[14] {
+			t.Fatalf("operation matched %d up to %d, want 15 up to %d", op.Matched, op.MaxID, ids[14])
+		}
+	})
+
 	t.Run("OverlappingBulkReplaysReplayEachLetterOnce", func(t *testing.T) {
 		t.Parallel()
 		store, db := setup(t)
