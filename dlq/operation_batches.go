@@ -211,7 +211,7 @@ func runBatch(ctx context.Context, tx *sqlx.Tx, op Operation, sel Selection, lim
 }
 
 // batchQuery is the statement of op's next batch of at most limit letters.
-// With lanes > 1 it takes only the letters of lane (id modulo lanes).
+// With lanes > 1 it takes only the letters of lane (its blocks of ids).
 func batchQuery(op Operation, sel Selection, limit, lane, lanes int) (string, []any, error) {
 	var query string
 	var args []any
@@ -236,9 +236,9 @@ func batchQuery(op Operation, sel Selection, limit, lane, lanes int) (string, []
 		after = fmt.Sprintf(" AND (failed_at, id) > ($%d, $%d)", len(args)-1, len(args))
 	}
 	if lanes > 1 {
-		// Literals: two small numbers of our own, and the planner sees
-		// the condition as a filter on the index's id column.
-		after += fmt.Sprintf(" AND id %% %d = %d", lanes, lane)
+		// Literals: small numbers of our own, and the planner sees the
+		// condition as a filter on the index's id column.
+		after += fmt.Sprintf(" AND id / %d %% %d = %d", laneBlock, lanes, lane)
 	}
 	return fmt.Sprintf(query, fmt.Sprintf(batchSelectSQL, src.table(), where, after)), args, nil
 }

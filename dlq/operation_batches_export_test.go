@@ -30,3 +30,6 @@ func (s *Store) ExplainOperationBatch(ctx context.Context, opID int64, limit int
 	err = tx.GetContext(ctx, &plan, `EXPLAIN (ANALYZE, FORMAT JSON) `+query, args...)
 	return plan, err
 }
+
+// LaneBlock is laneBlock, for the tests that place letters in lanes.
+const LaneBlock = laneBlock

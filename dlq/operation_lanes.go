@@ -18,6 +18,17 @@ import (
 // commit (the WAL flush of its batch) overlaps with the other's work.
 const OperationLanes = 2
 
+// laneBlock is how many consecutive letter ids go to one lane before the
+// next lane takes the next block. Ids follow failure time, so a block is
+// a stretch of the letters' pages (about 128 of their heap, 5 of the
+// pending rows'): each page is then read and changed by one lane, where
+// alternate ids had both lanes fetch, lock and dirty every page. Bulk
+// replay of 100,000 of a million seeded letters, alternating builds on one
+// private cluster, 6 runs each: 4.13 s (3.69-5.42) with blocks of 512,
+// 4.66 s (4.38-5.73) with alternate ids. Small enough that an operation of
+// a few thousand letters still keeps both lanes busy.
+const laneBlock = 512
+
 // laneCursor is where one lane of an operation is: the last letter its
 // batches saw, or Done when its share of the selection is exhausted.
 type laneCursor struct {
@@ -54,7 +65,8 @@ const laneLockSQL = `SELECT pg_try_advisory_xact_lock(hashtextextended('operatio
 
 // RunOperationLane does the next batch of one lane of a running operation
 // (lane 0 to lanes-1) in one transaction. Lane k takes the letters of the
-// selection whose id is k modulo lanes, with a cursor of its own, so the
+// selection in every lanes-th block of laneBlock ids, starting with block
+// k, with a cursor of its own, so the
 // lanes of an operation never take the same letter, and the guarded
 // UPDATE still makes a letter change once whoever else acts on it. Each
 // batch commits its letters, its lane's cursor and the operation's counts

@@ -74,6 +74,10 @@ func TestOperationLanes(t *testing.T) {
 	t.Run("CancelStopsEveryLane", func(t *testing.T) {
 		t.Parallel()
 		store, db := setup(t)
+		// Half the letters in the first block of ids (lane 0), half in the second (lane 1).
+		if _, err := db.Exec(`SELECT setval(pg_get_serial_sequence('dead_letter_records', 'id'), $1)`, dlq.LaneBlock-51); err != nil {
+			t.Fatal(err)
+		}
 		insertLetters(t, db, 100)
 		op, err := store.CreateOperation(ctx, dlq.OperationParams{Kind: dlq.OpDiscard, Actor: alice, Reason: "bad batch",
 			Now: time.Now(), Selection: dlq.Selection{Filter: filterOf(t, "task=t.ok")}})
@@ -90,7 +94,7 @@ func TestOperationLanes(t *testing.T) {
 		if n := count(t, db, `SELECT count(*) FROM dead_letters WHERE status = 'discarded'`); n != 10 {
 			t.Fatalf("%d discarded, want the one batch of 10 before the cancel", n)
 		}
-		if n := count(t, db, `SELECT count(*) FROM dead_letters WHERE status = 'discarded' AND id % 2 <> 1`); n != 0 {
+		if n := count(t, db, `SELECT count(*) FROM dead_letters WHERE status = 'discarded' AND id / $1 % 2 <> 1`, dlq.LaneBlock); n != 0 {
 			t.Fatalf("lane 1 took %d letters of lane 0", n)
 		}
 	})
