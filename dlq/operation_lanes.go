@@ -66,11 +66,10 @@ const laneLockSQL = `SELECT pg_try_advisory_xact_lock(hashtextextended('operatio
 // RunOperationLane does the next batch of one lane of a running operation
 // (lane 0 to lanes-1) in one transaction. Lane k takes the letters of the
 // selection in every lanes-th block of laneBlock ids, starting with block
-// k, with a cursor of its own, so the
-// lanes of an operation never take the same letter, and the guarded
-// UPDATE still makes a letter change once whoever else acts on it. Each
-// batch commits its letters, its lane's cursor and the operation's counts
-// together, as RunOperationBatch does.
+// k, with a cursor of its own, so the lanes of an operation never take the
+// same letter, and the guarded UPDATE still makes a letter change once
+// whoever else acts on it. Each batch commits its letters, its lane's
+// cursor and the operation's counts together, as RunOperationBatch does.
 //
 // Unlike RunOperationBatch, a lane does not hold the operation's row while
 // it works, which would serialise the lanes: it reads the row, works, and
