@@ -21,6 +21,10 @@ type cluster struct {
 	// survives, so that the group people have already seen keeps its id.
 	seq  int64
 	size int64
+	// span: the cluster learned from messages of different lengths, and
+	// each Wildcard of its template stands for any number of words (see
+	// spanMatch), not for exactly one.
+	span bool
 }
 
 // template returns the cluster's template as text.
@@ -29,22 +33,39 @@ func (c *cluster) template() string { return strings.Join(c.tokens, " ") }
 // miner learns templates online in the manner of Drain (He et al., "Drain:
 // An Online Log Parsing Approach with Fixed Depth Tree", ICWS 2017): the
 // messages of one key and one length are compared position by position
-// with the templates learned so far; a message that shares enough of its
-// words with a template joins it, and the positions where they differ
-// become variables.
+// with the templates learned so far; a message that fits a template joins
+// it, and a position where enough messages differ becomes a variable.
+// Messages of one failure whose variables take different numbers of words
+// are joined by aligning their constant words (see align).
 type miner struct {
 	threshold float64
 	buckets   map[string][]*cluster
 	seq       int64
+	// lengths are the message lengths seen per key, and count the
+	// clusters per key: what align reads, and what maxClusters bounds.
+	lengths map[string][]int
+	count   map[string]int
 }
 
 func newMiner(threshold float64) *miner {
-	return &miner{threshold: threshold, buckets: map[string][]*cluster{}}
+	return &miner{threshold: threshold, buckets: map[string][]*cluster{},
+		lengths: map[string][]int{}, count: map[string]int{}}
 }
 
+// bucketOf names the clusters of key whose messages have n tokens; n < 0
+// names the key's clusters of any length (span clusters).
 func bucketOf(key string, n int, first string) string {
 	return key + "\x00" + strconv.Itoa(n)
 }
+
+// spanBucket holds a key's span clusters.
+func spanBucket(key string) string { return bucketOf(key, -1, "") }
+
+// maxClusters bounds the clusters of one key: a key whose messages never
+// repeat (a handler that puts a payload in its message) must not grow
+// without end. Past it, a message joins its most similar cluster of its
+// length, or the key's catch-all cluster of that length (see overflow).
+const maxClusters = 1000
 
 // learned is what learning one message did.
 type learned struct {
@@ -58,21 +79,38 @@ type learned struct {
 	merged []string
 }
 
-func (m *miner) learn(key string, toks []token) learned {
-	b := bucketOf(key, len(toks), "")
+// find returns the cluster toks fits, or nil: one of its length first,
+// then one of its key's span clusters.
+func (m *miner) find(key string, toks []token) *cluster {
 	var best *cluster
 	bestSame := -1
-	for _, c := range m.buckets[b] {
+	for _, c := range m.buckets[bucketOf(key, len(toks), "")] {
 		if same, ok := matches(c, toks); ok && same > bestSame {
 			best, bestSame = c, same
 		}
 	}
 	if best != nil {
-		best.size++
-		return learned{cluster: best}
+		return best
+	}
+	for _, c := range m.buckets[spanBucket(key)] {
+		if spanMatch(c.tokens, c.fixed, toks, 0) {
+			return c
+		}
+	}
+	return nil
+}
+
+func (m *miner) learn(key string, toks []token) learned {
+	if c := m.find(key, toks); c != nil {
+		c.size++
+		return learned{cluster: c}
+	}
+	b := bucketOf(key, len(toks), "")
+	if m.count[key] >= maxClusters {
+		return m.overflow(key, b, toks)
 	}
 	c := m.newCluster(key, toks)
-	m.buckets[b] = append(m.buckets[b], c)
+	m.add(b, c)
 	r := learned{cluster: c, created: true}
 	for p := range c.tokens {
 		if into, merged := m.generalise(b, r.cluster, p); into != nil {
@@ -80,13 +118,73 @@ func (m *miner) learn(key string, toks []token) learned {
 			r.merged = append(r.merged, merged...)
 		}
 	}
+	if into, merged := m.align(key, r.cluster); into != nil {
+		r.cluster, r.widened = into, true
+		r.merged = append(r.merged, merged...)
+	}
 	return r
+}
+
+// add puts c in bucket b.
+func (m *miner) add(b string, c *cluster) {
+	m.buckets[b] = append(m.buckets[b], c)
+	m.count[c.key]++
+	if c.span {
+		return
+	}
+	for _, n := range m.lengths[c.key] {
+		if n == len(c.tokens) {
+			return
+		}
+	}
+	m.lengths[c.key] = append(m.lengths[c.key], len(c.tokens))
+}
+
+// remove takes c out of bucket b.
+func (m *miner) remove(b string, c *cluster) {
+	kept := m.buckets[b][:0]
+	for _, o := range m.buckets[b] {
+		if o != c {
+			kept = append(kept, o)
+		}
+	}
+	m.buckets[b] = kept
+	m.count[c.key]--
+}
+
+// overflow places a message of a key that has maxClusters clusters: in
+// the most similar cluster of its length that shares at least threshold
+// of its words, else in the key's catch-all cluster for its length, whose
+// template is all variables. Either way no cluster is added but the one
+// catch-all per length.
+func (m *miner) overflow(key, b string, toks []token) learned {
+	var best *cluster
+	bestSim := m.threshold
+	for _, c := range m.buckets[b] {
+		if sim, ok := similarity(c, toks); ok && sim >= bestSim {
+			best, bestSim = c, sim
+		}
+	}
+	if best != nil {
+		best.size++
+		return learned{cluster: best}
+	}
+	all := make([]token, len(toks))
+	for i := range all {
+		all[i] = token{text: Wildcard, data: true}
+	}
+	c := m.newCluster(key, all)
+	m.buckets[b] = append(m.buckets[b], c)
+	return learned{cluster: c, created: true}
 }
 
 // matches reports whether toks fits c's template (every constant equal,
 // every variable filled by a token that may vary) and how many constants
 // it shares.
 func matches(c *cluster, toks []token) (int, bool) {
+	if c.span {
+		return 0, false
+	}
 	same := 0
 	for i, t := range toks {
 		switch ct := c.tokens[i]; {
@@ -104,7 +202,7 @@ func matches(c *cluster, toks []token) (int, bool) {
 // rest of the message being equal, before the position is taken for a
 // variable. Fewer, and the words name different failures: "VM Started"
 // and "VM Stopped", two unique constraints, two missing keys.
-const minValues = 4
+const minValues = 3
 
 // generalise looks at c's siblings at position p: the clusters of bucket b
 // equal to c everywhere but at p. When they hold minValues different words
@@ -112,19 +210,31 @@ const minValues = 4
 // with the wider template, the others merge into it. It returns the ids
 // that merged and the survivor, or nil.
 func (m *miner) generalise(b string, c *cluster, p int) (*cluster, []string) {
-	if c.tokens[p] == Wildcard || c.fixed[p] {
+	// The first word names the event (a function, a daemon, an
+	// operation: "onStandStepChanged <*>", "sdpd startup succeeded"); it
+	// is never taken for a variable. Data there is masked already.
+	if p == 0 || c.fixed[p] {
 		return nil, nil
 	}
 	var family []*cluster
 	values := map[string]bool{}
+	wild := false
 	for _, o := range m.buckets[b] {
-		if o.tokens[p] == Wildcard || o.fixed[p] || !equalBut(c, o, p) {
+		if o.span || o.fixed[p] || !equalBut(c, o, p) {
 			continue
 		}
 		family = append(family, o)
-		values[o.tokens[p]] = true
+		if o.tokens[p] == Wildcard {
+			wild = true
+		} else {
+			values[o.tokens[p]] = true
+		}
 	}
-	if len(values) < minValues {
+	// A position that has held data (an id, a number: masked) is a
+	// variable: the words seen there too are values of it ("invalid user
+	// test9" and "invalid user webmaster"), when the rest of the message
+	// says enough to be sure it is the same message.
+	if len(values) == 0 || len(values) < minValues && !(wild && constants(c.tokens)-1 >= minContext) {
 		return nil, nil
 	}
 	oldest := family[0]
@@ -138,6 +248,11 @@ func (m *miner) generalise(b string, c *cluster, p int) (*cluster, []string) {
 	if oldest != c {
 		survivor = oldest
 	}
+	for i, t := range survivor.tokens {
+		if i != p && t != Wildcard && t == survivor.tokens[p] && !survivor.fixed[i] {
+			survivor.tokens[i] = Wildcard
+		}
+	}
 	survivor.tokens[p] = Wildcard
 	var gone []string
 	kept := m.buckets[b][:0]
@@ -145,6 +260,7 @@ func (m *miner) generalise(b string, c *cluster, p int) (*cluster, []string) {
 		if o != survivor && covers(survivor, o) {
 			survivor.size += o.size
 			gone = append(gone, o.id)
+			m.count[o.key]--
 			continue
 		}
 		kept = append(kept, o)
@@ -153,14 +269,37 @@ func (m *miner) generalise(b string, c *cluster, p int) (*cluster, []string) {
 	return survivor, gone
 }
 
-// equalBut reports whether a and b have the same template but at p.
+// minContext is how many constant words besides the one at a position a
+// message must have for data seen at that position to make it a variable.
+const minContext = 2
+
+// constants counts the constant words of a template.
+func constants(tokens []string) int {
+	n := 0
+	for _, t := range tokens {
+		if t != Wildcard {
+			n++
+		}
+	}
+	return n
+}
+
+// equalBut reports whether a and b have the same template but at p, and
+// at the positions where both repeat their word at p: a value a message
+// names twice ("host='x' ... resolve 'x'") varies in both places at once.
 func equalBut(a, b *cluster, p int) bool {
 	for i := range a.tokens {
-		if i != p && a.tokens[i] != b.tokens[i] {
+		if i != p && a.tokens[i] != b.tokens[i] && !linked(a, b, p, i) {
 			return false
 		}
 	}
 	return true
+}
+
+// linked reports whether position i repeats position p's word in both a
+// and b.
+func linked(a, b *cluster, p, i int) bool {
+	return a.tokens[i] == a.tokens[p] && b.tokens[i] == b.tokens[p] && !a.fixed[i] && !b.fixed[i]
 }
 
 func (m *miner) newCluster(key string, toks []token) *cluster {
@@ -205,42 +344,6 @@ func similarity(c *cluster, toks []token) (float64, bool) {
 	return float64(same) / float64(len(toks)), true
 }
 
-// widen turns the positions where toks differs from c's template into
-// variables, and reports whether any did.
-func widen(c *cluster, toks []token) bool {
-	changed := false
-	for i, t := range toks {
-		if c.tokens[i] != Wildcard && c.tokens[i] != t.text {
-			c.tokens[i] = Wildcard
-			changed = true
-		}
-	}
-	return changed
-}
-
-// absorb merges into c the clusters of bucket b that its template now
-// covers, and returns the ids that are gone. The oldest of them lends c
-// its id and its place in time, so that the group people saw first is the
-// one that stays.
-func (m *miner) absorb(b string, c *cluster) []string {
-	var gone []string
-	kept := m.buckets[b][:0]
-	for _, o := range m.buckets[b] {
-		if o == c || !covers(c, o) {
-			kept = append(kept, o)
-			continue
-		}
-		c.size += o.size
-		if o.seq < c.seq {
-			o.id, c.id = c.id, o.id
-			o.seq, c.seq = c.seq, o.seq
-		}
-		gone = append(gone, o.id)
-	}
-	m.buckets[b] = kept
-	return gone
-}
-
 // covers reports whether every message of o would match c's template.
 func covers(c, o *cluster) bool {
 	for i, t := range o.tokens {
@@ -252,4 +355,239 @@ func covers(c, o *cluster) bool {
 		}
 	}
 	return true
+}
+
+// maxSpanWords is how many constant words a variable of a span cluster
+// may take besides data: the unit of a number ("1190 bytes (1.16 KB)"
+// beside "451 bytes"), the name of a special value ("LOCAL(0)" beside
+// "10.100.20.250"). Two words are a phrase: "for invalid user <*>" is
+// another message than "for <*>".
+const maxSpanWords = 1
+
+// maxAlign bounds the clusters align compares a new one with, newest
+// first, so that a key with many clusters costs no more than this.
+const maxAlign = 256
+
+// align joins c with a cluster of its key whose messages have another
+// length when the two are one message with variables of different
+// lengths (see mergeable). The older survives as a span cluster with the
+// merged template and takes in every cluster of the key it now covers.
+// It returns the survivor and the ids that went away, or nil.
+func (m *miner) align(key string, c *cluster) (*cluster, []string) {
+	var into *cluster
+	var tokens []string
+	var fixed []bool
+	m.eachOther(key, c, func(o *cluster) bool {
+		if !o.span && len(o.tokens) == len(c.tokens) {
+			return true
+		}
+		if t, f, ok := mergeable(o.tokens, o.fixed, c.tokens, c.fixed); ok {
+			into, tokens, fixed = o, t, f
+			return false
+		}
+		return true
+	})
+	if into == nil {
+		return nil, nil
+	}
+	survivor, other := into, c
+	if c.seq < into.seq {
+		survivor, other = c, into
+	}
+	m.remove(m.bucketOfCluster(other), other)
+	m.remove(m.bucketOfCluster(survivor), survivor)
+	survivor.tokens, survivor.fixed, survivor.span = tokens, fixed, true
+	survivor.size += other.size
+	m.add(spanBucket(key), survivor)
+	gone := []string{other.id}
+	var covered []*cluster
+	m.eachOther(key, survivor, func(o *cluster) bool {
+		if coversSpan(survivor, o) {
+			covered = append(covered, o)
+		}
+		return true
+	})
+	for _, o := range covered {
+		m.remove(m.bucketOfCluster(o), o)
+		survivor.size += o.size
+		if o.seq < survivor.seq {
+			// The group seen first keeps its id.
+			o.id, survivor.id = survivor.id, o.id
+			o.seq, survivor.seq = survivor.seq, o.seq
+		}
+		gone = append(gone, o.id)
+	}
+	return survivor, gone
+}
+
+// eachOther calls f with the clusters of key but c, span clusters first,
+// then the newest maxAlign of the others, until f returns false.
+func (m *miner) eachOther(key string, c *cluster, f func(*cluster) bool) {
+	for _, o := range m.buckets[spanBucket(key)] {
+		if o != c && !f(o) {
+			return
+		}
+	}
+	n := 0
+	for _, l := range m.lengths[key] {
+		cs := m.buckets[bucketOf(key, l, "")]
+		for i := len(cs) - 1; i >= 0 && n < maxAlign; i-- {
+			if cs[i] == c {
+				continue
+			}
+			n++
+			if !f(cs[i]) {
+				return
+			}
+		}
+	}
+}
+
+func (m *miner) bucketOfCluster(c *cluster) string {
+	if c.span {
+		return spanBucket(c.key)
+	}
+	return bucketOf(c.key, len(c.tokens), "")
+}
+
+// mergeable aligns two templates on their common constant words (their
+// longest common subsequence) and reports whether they are one message,
+// with the merged template: each stretch between two common words where
+// they differ becomes one variable. They are one message when every such
+// stretch holds a variable on at least one side and new words on at most
+// one side, at most maxSpanWords of them, and no fixed word; when the
+// first word is common (it names the event); and when the common words
+// are at least two and half of either's constant words. So "<*> bytes
+// sent" and "<*> bytes <*> KB sent" are one, while "<*> timed out" and
+// "<*> declined" (words against words), or "failed" and "failed for user
+// root" (words without data), are not.
+func mergeable(a []string, af []bool, b []string, bf []bool) ([]string, []bool, bool) {
+	if a[0] != b[0] && a[0] != Wildcard && b[0] != Wildcard {
+		return nil, nil, false
+	}
+	pairs := lcs(a, b)
+	ca, cb := constants(a), constants(b)
+	if len(pairs) < 2 || 2*len(pairs) < ca || 2*len(pairs) < cb {
+		return nil, nil, false
+	}
+	var tokens []string
+	var fixed []bool
+	ai, bi := 0, 0
+	for k := 0; k <= len(pairs); k++ {
+		aj, bj := len(a), len(b)
+		if k < len(pairs) {
+			aj, bj = pairs[k][0], pairs[k][1]
+		}
+		wa, wordsA, fa := stretch(a[ai:aj], af[ai:aj])
+		wb, wordsB, fb := stretch(b[bi:bj], bf[bi:bj])
+		switch {
+		case fa || fb, wordsA > 0 && wordsB > 0, wordsA+wordsB > maxSpanWords:
+			return nil, nil, false
+		case wordsA+wordsB > 0 && !wa && !wb:
+			return nil, nil, false
+		case wordsA+wordsB > 0 && (ai == 0 && aj > 0 && a[0] != Wildcard || bi == 0 && bj > 0 && b[0] != Wildcard):
+			return nil, nil, false
+		}
+		if aj > ai || bj > bi {
+			tokens, fixed = append(tokens, Wildcard), append(fixed, false)
+		}
+		if k < len(pairs) {
+			tokens = append(tokens, a[aj])
+			fixed = append(fixed, af[aj] || bf[bj])
+			ai, bi = aj+1, bj+1
+		}
+	}
+	return tokens, fixed, true
+}
+
+// stretch reports what a stretch of a template holds: a variable, how many
+// constant words, a fixed word.
+func stretch(ts []string, fs []bool) (wild bool, words int, fixed bool) {
+	for i, t := range ts {
+		if t == Wildcard {
+			wild = true
+		} else {
+			words++
+		}
+		fixed = fixed || fs[i]
+	}
+	return wild, words, fixed
+}
+
+// lcs returns the index pairs of a longest common subsequence of the
+// constant words of a and b.
+func lcs(a, b []string) [][2]int {
+	n, m := len(a), len(b)
+	var buf [64 * 64]int16
+	var d []int16
+	if (n+1)*(m+1) <= len(buf) {
+		d = buf[:(n+1)*(m+1)]
+	} else {
+		d = make([]int16, (n+1)*(m+1))
+	}
+	w := m + 1
+	for i := n - 1; i >= 0; i-- {
+		for j := m - 1; j >= 0; j-- {
+			switch {
+			case a[i] == b[j] && a[i] != Wildcard:
+				d[i*w+j] = d[(i+1)*w+j+1] + 1
+			case d[(i+1)*w+j] >= d[i*w+j+1]:
+				d[i*w+j] = d[(i+1)*w+j]
+			default:
+				d[i*w+j] = d[i*w+j+1]
+			}
+		}
+	}
+	var pairs [][2]int
+	for i, j := 0, 0; i < n && j < m; {
+		switch {
+		case a[i] == b[j] && a[i] != Wildcard:
+			pairs = append(pairs, [2]int{i, j})
+			i++
+			j++
+		case d[(i+1)*w+j] >= d[i*w+j+1]:
+			i++
+		default:
+			j++
+		}
+	}
+	return pairs
+}
+
+// spanMatch reports whether toks[j:]... fits a span template: its
+// constants in order, each of its variables taking any number of tokens
+// that may vary, at most maxSpanWords of them constant words.
+func spanMatch(t []string, tf []bool, toks []token, depth int) bool {
+	if len(t) == 0 {
+		return len(toks) == 0
+	}
+	if t[0] != Wildcard {
+		return len(toks) > 0 && toks[0].text == t[0] && spanMatch(t[1:], tf[1:], toks[1:], depth)
+	}
+	if depth > 16 {
+		return false
+	}
+	words := 0
+	for k := 0; ; k++ {
+		if spanMatch(t[1:], tf[1:], toks[k:], depth+1) {
+			return true
+		}
+		if k == len(toks) || toks[k].fixed {
+			return false
+		}
+		if toks[k].text != Wildcard {
+			if words++; words > maxSpanWords {
+				return false
+			}
+		}
+	}
+}
+
+// coversSpan reports whether every message of o fits span cluster c.
+func coversSpan(c, o *cluster) bool {
+	toks := make([]token, len(o.tokens))
+	for i, t := range o.tokens {
+		toks[i] = token{text: t, fixed: o.fixed[i], data: t == Wildcard}
+	}
+	return spanMatch(c.tokens, c.fixed, toks, 0)
 }

@@ -17,6 +17,8 @@ type token struct {
 	// code (a status, an errno, a signal). Two messages that differ in one
 	// are two failures.
 	fixed bool
+	// data tokens were masked whole: their text is Wildcard.
+	data bool
 }
 
 // maxMessageBytes bounds what of a message decides its group: long messages
@@ -32,6 +34,15 @@ func isDelimiter(b byte) bool {
 	switch b {
 	case ' ', '\t', '\n', '\r', '\f', '\v',
 		',', ';', '=', '(', ')', '[', ']', '{', '}', '<', '>', '"', '\'', '`', '|':
+		return true
+	}
+	return false
+}
+
+// endsURL reports the bytes that end a URL or a path in text.
+func endsURL(b byte) bool {
+	switch b {
+	case ' ', '\t', '\n', '\r', '\f', '\v', '"', '\'', '`', '<', '>', ')', ']', '}', ',', ';', '|':
 		return true
 	}
 	return false
@@ -63,6 +74,7 @@ func tokenize(msg string) []token {
 	var toks []token
 	quote := byte(0)
 	prevWord := ""
+	fieldName := false
 	for i := 0; i < len(msg); {
 		b := msg[i]
 		if isDelimiter(b) {
@@ -80,6 +92,17 @@ func tokenize(msg string) []token {
 		for j < len(msg) && !isDelimiter(msg[j]) {
 			j++
 		}
+		// A path or a URL is one word, its query string included: it
+		// is data (where, not what), and its '=' and '&' are its own.
+		if b == '/' && j > i+1 || strings.Contains(msg[i:j], "://") {
+			for j < len(msg) && !endsURL(msg[j]) {
+				j++
+			}
+			toks = append(toks, token{text: Wildcard, data: true})
+			prevWord, fieldName = "", false
+			i = j
+			continue
+		}
 		word := trimPunct(msg[i:j])
 		i = j
 		if word == "" {
@@ -87,18 +110,43 @@ func tokenize(msg string) []token {
 		}
 		t := token{text: word}
 		switch {
+		case isMasked(word):
+			t.text = Wildcard
+		case isName(word):
 		case hasDigit(word) || strings.IndexByte(word, '@') >= 0:
-			if isNumber(word) && codeWords[strings.ToLower(prevWord)] {
+			if isNumber(word) && codeWords[strings.ToLower(prevWord)] && !fieldName {
 				t.fixed = true
 			} else {
 				t.text = maskData(word)
 			}
-		case quote != 0 && isIdentifier(word):
+		case isPrefixedID(word):
+			t.text = Wildcard
+		case quote != 0 && isIdentifier(word) && strings.IndexByte(word, '.') < 0 && !isCapitalCode(word):
+			// A dotted name in quotes is a host or a domain more often
+			// than a key ('hooks.example.com'): where, not what. A
+			// short capital code is a value ('TBD', 'USD').
+			t.fixed = true
+		case isSnakeCase(word):
+			t.fixed = true
+		case j+1 < len(msg) && msg[j] == '=' && !isDelimiter(msg[j+1]) || j+1 < len(msg) && msg[j] == '=' && (msg[j+1] == '"' || msg[j+1] == '\'' || msg[j+1] == '(' || msg[j+1] == '['):
+			// A field's name ("user=root", "timeout=80") says what
+			// the record holds: a message with another field, or one
+			// more, is another message.
 			t.fixed = true
 		}
+		t.data = t.text == Wildcard
 		toks = append(toks, t)
 		prevWord = word
+		// A code word written as a field's name ("status: 200 len: 1893",
+		// "status=200") is one field of a record among others, measured
+		// per event: its number is a value like theirs, not the name of
+		// a failure as in "returned status 502".
+		fieldName = j < len(msg) && (msg[j] == '=' || msg[j] == ':') ||
+			strings.HasSuffix(msg[:j], ":")
 	}
+	toks = maskDates(toks)
+	toks = maskCodes(toks)
+	toks = collapseWildcards(toks)
 	if len(toks) == 1 {
 		toks[0].fixed = true
 		if toks[0].text == Wildcard {
@@ -168,6 +216,15 @@ func maskData(w string) string {
 	if strings.IndexByte(w, '@') >= 0 || strings.Contains(w, "://") || strings.HasPrefix(w, "/") {
 		return Wildcard
 	}
+	// A dotted word with a digit, or one with two colons, is an address,
+	// a number with a fraction, a version, a time, a host and port, a
+	// file and line: data whole, whatever names its other parts hold
+	// ("payments-3.eu-west-1", "proxy.example.edu:5070", "QQ.10018",
+	// "07:07:00"). A name and a number ("onExtend:1514") keeps the name;
+	// a C++ or Rust path ("Brcm43xx::syncPowerState") keeps its names.
+	if !strings.Contains(w, "::") && (strings.IndexByte(w, '.') >= 0 || strings.Count(w, ":") >= 2) {
+		return Wildcard
+	}
 	var b strings.Builder
 	lastWild := false
 	for i := 0; i < len(w); {
@@ -200,7 +257,13 @@ func maskData(w string) string {
 		}
 		i = k
 	}
-	return b.String()
+	// What is left of a number with a sign or a unit of punctuation
+	// ("+0.27", "~5", "#3") is the number.
+	out := b.String()
+	if !strings.ContainsFunc(out, unicode.IsLetter) {
+		return Wildcard
+	}
+	return out
 }
 
 func isWordByte(c byte) bool {
@@ -214,4 +277,162 @@ func hasDigitPart(s string) bool {
 		j++
 	}
 	return hasDigit(s[:j])
+}
+
+// isMasked reports a word that masking hid: Redrive's placeholder
+// (mask.Placeholder, "•••") or a run of asterisks, the usual way a secret
+// is starred out. What it hid was a value, so it is data whatever it was.
+func isMasked(w string) bool {
+	if w == "" {
+		return false
+	}
+	if strings.Trim(w, "•") == "" {
+		return true
+	}
+	return len(w) >= 3 && strings.Trim(w, "*") == ""
+}
+
+// isSnakeCase reports a lower-case word joined by underscores
+// ("insufficient_funds", "do_not_honor", "orders_pkey"): a name in code, an
+// enum value or an error code, which names the failure as a quoted key
+// does. It never becomes a variable.
+func isSnakeCase(w string) bool {
+	u := strings.IndexByte(w, '_')
+	if u <= 0 || u == len(w)-1 {
+		return false
+	}
+	for i := 0; i < len(w); i++ {
+		if c := w[i]; !(c >= 'a' && c <= 'z' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+// dateWords are the English names of weekdays and months, as timestamps
+// print them ("Fri Jun 17 07:07:00 2005").
+var dateWords = map[string]bool{
+	"Mon": true, "Tue": true, "Wed": true, "Thu": true, "Fri": true, "Sat": true, "Sun": true,
+	"Jan": true, "Feb": true, "Mar": true, "Apr": true, "May": true, "Jun": true,
+	"Jul": true, "Aug": true, "Sep": true, "Oct": true, "Nov": true, "Dec": true,
+}
+
+// maskDates masks the weekday and month names of a timestamp: a date word
+// next to data is part of a time, which is data.
+func maskDates(toks []token) []token {
+	for i := range toks {
+		if !dateWords[toks[i].text] {
+			continue
+		}
+		if i+1 < len(toks) && toks[i+1].data || i > 0 && toks[i-1].data ||
+			i+2 < len(toks) && dateWords[toks[i+1].text] && toks[i+2].data {
+			toks[i] = token{text: Wildcard, data: true}
+		}
+	}
+	return toks
+}
+
+// collapseWildcards folds a run of data tokens into one: a variable can
+// take several words ("10.11.21.122,10.11.10.1", a date and a time, "()"
+// and "(host.example)"), and the number of them is no part of the failure.
+func collapseWildcards(toks []token) []token {
+	out := toks[:0]
+	for _, t := range toks {
+		if t.data && len(out) > 0 && out[len(out)-1].data {
+			continue
+		}
+		out = append(out, t)
+	}
+	return out
+}
+
+// isName reports a word of letters ended by a digit or two, short: the
+// name of a protocol, a device or a version ("SOCKS5", "ssh2", "eth1",
+// "IPv6", "S3"), a word rather than data.
+func isName(w string) bool {
+	if len(w) > 10 {
+		return false
+	}
+	i := 0
+	for i < len(w) && (w[i] >= 'a' && w[i] <= 'z' || w[i] >= 'A' && w[i] <= 'Z') {
+		i++
+	}
+	return i >= 2 && len(w)-i >= 1 && len(w)-i <= 2 && !strings.ContainsFunc(w[i:], func(r rune) bool { return r < '0' || r > '9' })
+}
+
+// CodeValue stands in a template for a short capital code that is the
+// value of the noun before it ("currency XBT", "currency DOGE", "region
+// EU"): such codes are values, as numbers are, but of a kind of their own,
+// so they do not make the position a variable for any word ("client SPP"
+// and "client WindowsUpdateAgent" stay two).
+const CodeValue = "<CODE>"
+
+// maskCodes replaces the short capital codes that follow a lower-case
+// word with CodeValue.
+func maskCodes(toks []token) []token {
+	for i := 1; i < len(toks); i++ {
+		t, prev := toks[i], toks[i-1]
+		if !t.fixed && !t.data && isCapitalCode(t.text) && !prev.fixed && isLowerWord(prev.text) {
+			toks[i].text = CodeValue
+		}
+	}
+	return toks
+}
+
+// isCapitalCode reports a word of two to four capital letters.
+func isCapitalCode(w string) bool {
+	if len(w) < 2 || len(w) > 4 {
+		return false
+	}
+	for i := 0; i < len(w); i++ {
+		if w[i] < 'A' || w[i] > 'Z' {
+			return false
+		}
+	}
+	return true
+}
+
+// isLowerWord reports a word of three or more lower-case letters: a noun
+// or a verb of prose.
+func isLowerWord(w string) bool {
+	if len(w) < 3 {
+		return false
+	}
+	for i := 0; i < len(w); i++ {
+		if w[i] < 'a' || w[i] > 'z' {
+			return false
+		}
+	}
+	return true
+}
+
+// isPrefixedID reports an id made of a short lower-case prefix and an
+// underscore, then eight or more letters and digits that are not a word
+// of code: "cus_kRglkgEDyJDKRw", "ord_XBBATYEZ", "charge-ord_XBBATYEZ"
+// (Stripe's and many APIs' ids). Its random part may hold no digit.
+func isPrefixedID(w string) bool {
+	if i := strings.LastIndexByte(w, '-'); i >= 0 {
+		w = w[i+1:]
+	}
+	u := strings.LastIndexByte(w, '_')
+	if u < 2 || len(w)-u-1 < 8 {
+		return false
+	}
+	for i := 0; i < u; i++ {
+		if c := w[i]; !(c >= 'a' && c <= 'z' || c == '_') {
+			return false
+		}
+	}
+	upper := false
+	for i := u + 1; i < len(w); i++ {
+		c := w[i]
+		switch {
+		case c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+			upper = true
+		case c >= 'a' && c <= 'z':
+		default:
+			return false
+		}
+	}
+	return upper
 }
