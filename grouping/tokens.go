@@ -126,6 +126,15 @@ func tokenize(msg string) []token {
 			// than a key ('hooks.example.com'): where, not what. A
 			// short capital code is a value ('TBD', 'USD').
 			t.fixed = true
+		case i > 0 && msg[i-1] == '=' && (isLiteral(word) || strings.IndexByte(word, '.') > 0):
+			// A field's value that is a literal (true, false, null) or
+			// a dotted name (a package, a host: name=com.android.phone)
+			// is the field's value this time.
+			t.text = Wildcard
+		case isDottedName(word):
+			t.text = Wildcard
+		case strings.IndexByte(word, ':') > 0 && isLiteral(word[strings.LastIndexByte(word, ':')+1:]):
+			t.text = word[:strings.LastIndexByte(word, ':')+1] + Wildcard
 		case isSnakeCase(word):
 			t.fixed = true
 		case j+1 < len(msg) && msg[j] == '=' && !isDelimiter(msg[j+1]) || j+1 < len(msg) && msg[j] == '=' && (msg[j+1] == '"' || msg[j+1] == '\'' || msg[j+1] == '(' || msg[j+1] == '['):
@@ -169,8 +178,19 @@ func opensQuote(msg string, i int) bool {
 // trimPunct strips the punctuation that ends or starts a word in prose
 // ("failed:", "refused.", "...") but keeps it inside ("a.b", "x::y").
 func trimPunct(w string) string {
-	return strings.Trim(w, ".:!?…")
+	for len(w) > 0 && isProsePunct(w[0]) {
+		w = w[1:]
+	}
+	for len(w) > 0 && isProsePunct(w[len(w)-1]) {
+		w = w[:len(w)-1]
+	}
+	for strings.HasSuffix(w, "…") {
+		w = w[:len(w)-len("…")]
+	}
+	return w
 }
+
+func isProsePunct(b byte) bool { return b == '.' || b == ':' || b == '!' || b == '?' }
 
 func hasDigit(s string) bool {
 	for i := 0; i < len(s); i++ {
@@ -283,7 +303,7 @@ func hasDigitPart(s string) bool {
 // (mask.Placeholder, "•••") or a run of asterisks, the usual way a secret
 // is starred out. What it hid was a value, so it is data whatever it was.
 func isMasked(w string) bool {
-	if w == "" {
+	if w == "" || w[0] != '*' && !strings.HasPrefix(w, "•") {
 		return false
 	}
 	if strings.Trim(w, "•") == "" {
@@ -435,4 +455,25 @@ func isPrefixedID(w string) bool {
 		}
 	}
 	return upper
+}
+
+// isLiteral reports the words that are values of any type: true, false,
+// null and their kin.
+func isLiteral(w string) bool {
+	switch w {
+	case "true", "false", "True", "False", "TRUE", "FALSE", "null", "nil", "None", "NULL":
+		return true
+	}
+	return false
+}
+
+// isDottedName reports a name of three or more dotted parts: a host, a
+// package, a class path ("android.intent.action.TIME_TICK",
+// "api.example.com"). It names where, or which thing, not what went
+// wrong, and it varies as an id does.
+func isDottedName(w string) bool {
+	if strings.Count(w, ".") < 2 {
+		return false
+	}
+	return w[0] != '.' && w[len(w)-1] != '.' && !strings.Contains(w, "..")
 }
