@@ -2,7 +2,9 @@ package grouping
 
 import (
 	"context"
+	"fmt"
 	"sync"
+	"time"
 )
 
 // Letter is what a Grouper reads of a dead letter.
@@ -13,6 +15,36 @@ type Letter struct {
 	Traceback string
 }
 
+// Template is one learned failure as a Store keeps it: the group's id, its
+// key (task, error class, the place it failed) and its template's tokens,
+// Wildcard where its letters differ.
+type Template struct {
+	ID     string
+	Task   string
+	Class  string
+	Place  string
+	Tokens []string
+	// Fixed marks the positions that may never become a variable.
+	Fixed []bool
+	// Seq orders templates by creation: of two merged groups the older
+	// survives.
+	Seq int64
+	// Span templates match messages of other lengths: a variable may
+	// stand for a word or two more ("1.16 KB").
+	Span bool
+}
+
+// Store keeps what Groupers learn, so that every process that groups
+// letters (each worker, the seed, the regrouping) shares it.
+type Store interface {
+	// Templates returns the live templates of one key.
+	Templates(ctx context.Context, task, class, place string) ([]Template, error)
+	// Learned saves a template that is new or wider than before, and
+	// merges the groups merged into it: from then on their ids mean
+	// t.ID. It must be idempotent: two workers may learn the same thing.
+	Learned(ctx context.Context, t Template, merged []string) error
+}
+
 // DefaultThreshold is the share of a message's words that must be the
 // template's for the message to join it.
 const DefaultThreshold = 0.5
@@ -21,40 +53,91 @@ const DefaultThreshold = 0.5
 // place a failure happened.
 const placeFrames = 2
 
+// refreshEvery bounds how often a Grouper re-reads one key's templates
+// from its Store before making a new group of that key: another worker
+// may have learned the failure already.
+const refreshEvery = time.Second
+
 // Grouper assigns letters to error groups, learning the groups' templates
 // from the letters themselves. It is safe for concurrent use.
 type Grouper struct {
+	store Store
+	now   func() time.Time
+
 	mu    sync.Mutex
 	miner *miner
 	// merged maps the id of each group merged into another to the
 	// group it went into.
 	merged map[string]string
+	// read is when each key's templates were last read from the store.
+	read map[string]time.Time
 }
 
-// New returns a Grouper that has learned nothing yet.
-func New() *Grouper {
-	return &Grouper{miner: newMiner(DefaultThreshold), merged: map[string]string{}}
+// New returns a Grouper that keeps what it learns in store, or only in
+// memory when store is nil.
+func New(store Store) *Grouper {
+	return &Grouper{
+		store:  store,
+		now:    time.Now,
+		miner:  newMiner(DefaultThreshold),
+		merged: map[string]string{},
+		read:   map[string]time.Time{},
+	}
 }
 
-// key is what must be equal for two letters to be one failure before their
-// messages are compared.
-func key(l Letter) string {
-	return l.Task + "\x00" + l.Class + "\x00" + placeOf(l.Traceback)
-}
+// keyOf is what must be equal for two letters to be one failure before
+// their messages are compared.
+type keyOf struct{ task, class, place string }
 
-// Group returns the id of l's error group.
+func (k keyOf) String() string { return k.task + "\x00" + k.class + "\x00" + k.place }
+
+// Group returns the id of l's error group, learning from l. When what it
+// learned cannot be saved it returns the group and the error.
 func (g *Grouper) Group(ctx context.Context, l Letter) (string, error) {
+	k := keyOf{l.Task, l.Class, Place(l.Traceback, placeFrames)}
+	toks := tokenize(l.Message)
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	r := g.miner.learn(key(l), tokenize(l.Message))
+	if g.store != nil && g.miner.match(k.String(), toks) == nil && g.now().Sub(g.read[k.String()]) >= refreshEvery {
+		if err := g.refresh(ctx, k); err != nil {
+			return "", err
+		}
+	}
+	r := g.miner.learn(k.String(), toks)
 	for _, id := range r.merged {
 		g.merged[id] = r.cluster.id
+	}
+	if g.store != nil && (r.created || r.widened || len(r.merged) > 0) {
+		// The letter's group stands even when it cannot be saved: what
+		// was learned is learned again from the next letter like it, and
+		// `redrive groups rebuild` repairs the rest.
+		if err := g.store.Learned(ctx, templateOf(k, r.cluster), r.merged); err != nil {
+			return r.cluster.id, fmt.Errorf("group letter: %w", err)
+		}
 	}
 	return r.cluster.id, nil
 }
 
-// Resolve returns ids with each merged group replaced by the group it was
-// merged into.
+// refresh reads k's templates from the store into the miner.
+func (g *Grouper) refresh(ctx context.Context, k keyOf) error {
+	ts, err := g.store.Templates(ctx, k.task, k.class, k.place)
+	if err != nil {
+		return fmt.Errorf("read templates of %s: %w", k.task, err)
+	}
+	for _, t := range ts {
+		g.miner.adopt(k.String(), t)
+	}
+	g.read[k.String()] = g.now()
+	return nil
+}
+
+func templateOf(k keyOf, c *cluster) Template {
+	return Template{ID: c.id, Task: k.task, Class: k.class, Place: k.place,
+		Tokens: append([]string(nil), c.tokens...), Fixed: append([]bool(nil), c.fixed...), Seq: c.seq, Span: c.span}
+}
+
+// Resolve returns ids with each group merged into another replaced by the
+// group it was merged into, as far as this Grouper has seen.
 func (g *Grouper) Resolve(ids []string) []string {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -76,5 +159,48 @@ func (g *Grouper) survivor(id string) string {
 	return id
 }
 
-// placeOf is a stand-in until frames land.
-func placeOf(string) string { return "" }
+// Templates returns every template the Grouper holds, for a regrouping to
+// save at once.
+func (g *Grouper) Templates() []Template {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var out []Template
+	for _, cs := range g.miner.buckets {
+		for _, c := range cs {
+			k := splitKey(c.key)
+			out = append(out, templateOf(k, c))
+		}
+	}
+	return out
+}
+
+func splitKey(s string) keyOf {
+	var parts [3]string
+	i := 0
+	start := 0
+	for j := 0; j < len(s) && i < 2; j++ {
+		if s[j] == 0 {
+			parts[i] = s[start:j]
+			i++
+			start = j + 1
+		}
+	}
+	parts[i] = s[start:]
+	return keyOf{parts[0], parts[1], parts[2]}
+}
+
+// Template returns the template of a group as text, with Wildcard where
+// its letters differ, and whether the Grouper knows the group.
+func (g *Grouper) Template(id string) (string, bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	id = g.survivor(id)
+	for _, cs := range g.miner.buckets {
+		for _, c := range cs {
+			if c.id == id {
+				return c.template(), true
+			}
+		}
+	}
+	return "", false
+}

@@ -28,7 +28,7 @@ func TestLoghubAccuracy(t *testing.T) {
 	sum, worst := 0.0, 1.0
 	for _, f := range files {
 		rows := readLoghub(t, f)
-		g := grouping.New()
+		g := grouping.New(nil)
 		truth, got := make([]string, len(rows)), make([]string, len(rows))
 		for i, r := range rows {
 			id, err := g.Group(context.Background(), grouping.Letter{Message: r[0]})

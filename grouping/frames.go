@@ -1,0 +1,884 @@
+package grouping
+
+import "strings"
+
+// Place returns where a failure happened, read from its traceback: the
+// innermost frames of the application's own code, as module (or package)
+// and function names, innermost first, joined by " < ", at most n of them.
+// It returns "" when n <= 0 or when the traceback holds no frame it can
+// read.
+//
+// Place is part of a failure's identity, so it leaves out everything that
+// changes with a deploy or a build machine while the failure stays the
+// same: line and column numbers, byte offsets (+0x1d), addresses and
+// arguments, goroutine numbers, and absolute path prefixes. Moving the code
+// by a few lines, building it in another folder or running it from
+// another directory gives the same Place.
+//
+// It reads these formats, one traceback at a time:
+//
+//   - Python. With chained exceptions ("During handling of the above
+//     exception..." or "The above exception was the direct cause...") only
+//     the last block counts: it is the exception that was raised. A frame
+//     is named module.function, the module being the file's last two path
+//     components (shop/orders.py is shop.orders): how deep the package root
+//     sits (/srv/app/ or /home/ci/build/) differs from machine to machine,
+//     and the absolute path cannot tell where it starts. The directory is
+//     dropped when it is a usual deploy root (app, src, srv, code, lib...),
+//     so /app/orders.py and /srv/orders.py are both orders.
+//   - Go, as printed by a panic, by runtime/debug.Stack, or one frame per
+//     function line and a tab-indented file line (the worker's
+//     WithTraceback, pkg/errors' %+v), "created by" lines included. A frame
+//     is the last element of the import path plus the function:
+//     payments.(*Client).Charge. Function names in Go tracebacks are import
+//     paths, never file paths, so they do not depend on where the module
+//     lives on disk (with -trimpath or without); the full import path
+//     would only make Place longer. A major-version element (/v2) gives
+//     way to the one before it. A recovered panic's stack is read from the
+//     panic frame down: the frames above it are the recovery's, not the
+//     failure's.
+//   - Java and other JVM languages (at com.acme.shop.Orders.charge(...)),
+//     and .NET frames of the same shape: package's last element, class,
+//     method (shop.Orders.charge). Only the first block counts, the
+//     exception thrown, not its "Caused by:" (the same choice as Python's
+//     last block). Generated class suffixes ($$EnhancerBySpringCGLIB$$1f2e)
+//     are cut; lambda frames, whose names hold an address, are skipped.
+//   - Node.js (at chargeOrder (/app/src/orders.js:88:13)): module from the
+//     path as for Python, then the function (orders.chargeOrder).
+//   - Ruby (/app/app/jobs/charge_job.rb:88:in 'perform'): module from the
+//     path, then the method; "block in" and the like are dropped.
+//
+// Which frames are the application's:
+//
+//   - The language runtime's own frames are never named: Go's runtime and
+//     runtime/*, Python's <frozen ...>, Node's node: and internal/ modules,
+//     Ruby's <internal:...>, the JVM's reflection frames.
+//   - Library frames are left out unless nothing else is left: Python files
+//     under site-packages/ or dist-packages/ and the standard library
+//     (lib/python3.x/, a Windows Lib\); the Go standard library (an import
+//     path whose first element has no dot, package main excepted) and
+//     well-known third-party modules (github.com/lib/pq, golang.org/x/...,
+//     goLibrary's list), and Redrive's own worker package, which calls
+//     every handler; JVM packages java., javax., sun., jdk.,
+//     org.springframework. and the like (javaClass's list); Node's
+//     node_modules/; Ruby gems and its standard library. A relative
+//     Python, Node or Ruby path (../lib/smtp.py) is taken as the
+//     application's: interpreters print relative paths for the scripts
+//     they were started with, their own files always have absolute ones.
+//   - Go only, among what is left: the outermost frame is taken to be the
+//     application's entry (the handler's caller being a library), and
+//     only the frames of its module count, so a failure inside a
+//     third-party module that no list knows is placed at the
+//     application's call into it. A module is approximated by the import
+//     path's first three elements on github.com-like hosts
+//     (host/owner/repo) and its first two elsewhere (go.acme.dev/shop).
+//     When the outermost frame is in package main, whose module the
+//     traceback does not say, every non-library frame counts.
+//   - With no application frame, Place names the innermost library
+//     frames; with none of those either, it returns "".
+//
+// Consecutive frames with the same name count once, so the depth of a
+// recursion does not change Place. Characters that cannot be part of a
+// name (spaces, control characters) become '_', Ruby's "::" becomes a
+// dot, and any other frame whose name holds a ':' is not a frame: the
+// result never holds ":<digits>" or "line ".
+//
+// Place scans the lines once with the strings package, without regular
+// expressions, and allocates only its result.
+func Place(traceback string, n int) string {
+	if n <= 0 || traceback == "" {
+		return ""
+	}
+	var buf [48]frame
+	return render(parseFrames(traceback, buf[:0], n), n)
+}
+
+// frameClass says whose code a frame runs.
+type frameClass uint8
+
+const (
+	classApp     frameClass = iota // the application's own code
+	classLib                       // a library's, the standard library included
+	classRuntime                   // the language runtime's: never named
+)
+
+// frame is one parsed frame, its name rendered as mod.mid.fn (empty parts
+// left out; in mod, path separators become dots). Every string is a
+// substring of the traceback: nothing is allocated until the result.
+type frame struct {
+	mod, mid, fn string
+	root         string // Go: the frame's module (approximated); "" for package main
+	class        frameClass
+	goFrame      bool
+}
+
+func (f *frame) sameName(g *frame) bool {
+	return f.mod == g.mod && f.mid == g.mid && f.fn == g.fn
+}
+
+// parseFrames appends the traceback's frames to frames, innermost first.
+// A JVM, Node or Ruby traceback is read only until it has shown n
+// application frames: the innermost ones are all Place names (a Spring
+// stack has a hundred frames below them). Go's and Python's are read
+// whole: Go's outermost frame says which module is the application's, and
+// Python prints the innermost frame last.
+func parseFrames(s string, frames []frame, n int) []frame {
+	start := len(frames)
+	python := false // Python frames seen: others are ignored, and the order is reversed at the end
+	apps := appCount{last: -1}
+	for len(s) > 0 {
+		var line string
+		if i := strings.IndexByte(s, '\n'); i >= 0 {
+			line, s = s[:i], s[i+1:]
+		} else {
+			line, s = s, ""
+		}
+		line = strings.TrimRight(line, "\r")
+		if line == "" {
+			continue
+		}
+		if c := line[0]; c != ' ' && c != '\t' {
+			// Unindented: a Go function line (followed by its file line,
+			// tab-indented), a Go goroutine header, a Python header, or a
+			// Ruby frame.
+			if python {
+				if strings.HasSuffix(line, pythonHeader) {
+					frames, apps = frames[:start], appCount{last: -1}
+				}
+				continue
+			}
+			if len(s) > 0 && s[0] == '\t' && !strings.HasPrefix(s, "\tat ") && !strings.HasPrefix(s, "\tfrom ") {
+				f, ok, panicked := goFrame(line)
+				if panicked {
+					// What was above the panic is the recovery's code.
+					frames, apps = frames[:start], appCount{last: -1}
+					continue
+				}
+				if ok {
+					frames = append(frames, f)
+					continue
+				}
+			}
+			if strings.HasPrefix(line, "goroutine ") {
+				if len(frames) > start {
+					return frames // the next goroutine of a full dump
+				}
+				continue
+			}
+			if strings.HasSuffix(line, pythonHeader) {
+				python = true
+				frames, apps = frames[:start], appCount{last: -1}
+				continue
+			}
+			if f, ok := rubyFrame(line); ok {
+				frames = append(frames, f)
+				if apps.enough(frames, n) {
+					return frames
+				}
+			}
+			continue
+		}
+		t := trimIndent(line)
+		switch {
+		case strings.HasPrefix(t, `File "`):
+			if f, ok := pythonFrame(t[len(`File "`):]); ok {
+				if !python {
+					python = true
+					frames, apps = frames[:start], appCount{last: -1}
+				}
+				frames = append(frames, f)
+			}
+		case python:
+			if strings.HasSuffix(t, pythonHeader) {
+				frames, apps = frames[:start], appCount{last: -1}
+			}
+		case strings.HasPrefix(t, "at "):
+			if f, ok := atFrame(t[len("at "):]); ok {
+				frames = append(frames, f)
+				if apps.enough(frames, n) {
+					return frames
+				}
+			}
+		case strings.HasPrefix(t, "from "):
+			if f, ok := rubyFrame(t[len("from "):]); ok {
+				frames = append(frames, f)
+				if apps.enough(frames, n) {
+					return frames
+				}
+			}
+		case strings.HasPrefix(t, "Caused by:"), strings.HasPrefix(t, "Suppressed:"), strings.HasPrefix(t, "[cause]:"):
+			if len(frames) > start {
+				return frames // the JVM's or Node's cause: not the exception thrown
+			}
+		case strings.HasSuffix(t, pythonHeader):
+			python = true
+			frames, apps = frames[:start], appCount{last: -1}
+		}
+	}
+	if python {
+		// Python prints the outermost frame first.
+		for i, j := start, len(frames)-1; i < j; i, j = i+1, j-1 {
+			frames[i], frames[j] = frames[j], frames[i]
+		}
+	}
+	return frames
+}
+
+const pythonHeader = "Traceback (most recent call last):"
+
+// appCount counts the distinct application frames of an innermost-first
+// traceback, as render will name them: consecutive ones with the same name
+// count once.
+type appCount struct {
+	n, last int // how many; the index of the last one, or -1
+}
+
+// enough counts the frame just appended to frames, and reports whether
+// there are n application frames now.
+func (c *appCount) enough(frames []frame, n int) bool {
+	k := len(frames) - 1
+	if frames[k].class != classApp {
+		return false
+	}
+	if c.last < 0 || !frames[c.last].sameName(&frames[k]) {
+		c.n++
+	}
+	c.last = k
+	return c.n >= n
+}
+
+// trimIndent drops leading spaces, tabs, and the '|' and '+' that indent
+// the tracebacks inside a Python exception group.
+func trimIndent(s string) string {
+	i := 0
+	for i < len(s) && (s[i] == ' ' || s[i] == '\t' || s[i] == '|' || s[i] == '+') {
+		i++
+	}
+	return s[i:]
+}
+
+// render picks the frames Place names and joins their names.
+func render(frames []frame, n int) string {
+	want := classLib
+	anchor := "" // the Go module whose frames count; "" for any
+	for i := len(frames) - 1; i >= 0; i-- {
+		if frames[i].class == classApp {
+			want = classApp
+			if frames[i].goFrame {
+				anchor = frames[i].root
+			}
+			break
+		}
+	}
+	var pickBuf [8]int // indices: pointers into frames would move it to the heap
+	picks := pickBuf[:0]
+	size := 0
+	for i := range frames {
+		f := &frames[i]
+		if f.class != want || (anchor != "" && f.goFrame && f.root != "" && f.root != anchor) {
+			continue
+		}
+		if len(picks) > 0 && frames[picks[len(picks)-1]].sameName(f) {
+			continue
+		}
+		picks = append(picks, i)
+		size += len(" < ") + len(f.mod) + len(f.mid) + len(f.fn) + 2
+		if len(picks) == n {
+			break
+		}
+	}
+	if len(picks) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	b.Grow(size)
+	for i, k := range picks {
+		f := &frames[k]
+		if i > 0 {
+			b.WriteString(" < ")
+		}
+		dot := false
+		for _, part := range [3]string{f.mod, f.mid, f.fn} {
+			if part == "" {
+				continue
+			}
+			if dot {
+				b.WriteByte('.')
+			}
+			writeName(&b, part)
+			dot = true
+		}
+	}
+	return b.String()
+}
+
+// writeName writes a name part: path separators and Ruby's "::" as dots,
+// spaces and control characters as '_'.
+func writeName(b *strings.Builder, s string) {
+	run := 0 // s[run:i] is still to write as it is
+	for i := 0; i < len(s); i++ {
+		var to byte
+		switch c := s[i]; {
+		case c == '/' || c == '\\':
+			to = '.'
+		case c == ':':
+			to = '.'
+		case c <= ' ' || c == 0x7f:
+			to = '_'
+		default:
+			continue
+		}
+		b.WriteString(s[run:i])
+		b.WriteByte(to)
+		if s[i] == ':' && i+1 < len(s) && s[i+1] == ':' {
+			i++
+		}
+		run = i + 1
+	}
+	b.WriteString(s[run:])
+}
+
+// validName reports whether s can be a frame's name part: not empty and
+// without ':' (which would be a line number's, or not a name at all).
+func validName(s string) bool {
+	return s != "" && strings.IndexByte(s, ':') < 0
+}
+
+// plainName reports whether s is a name without ':', spaces or tabs, as
+// identifiers are.
+func plainName(s string) bool {
+	// Three vectorised scans beat one loop over the bytes.
+	return s != "" && strings.IndexByte(s, ':') < 0 && strings.IndexByte(s, ' ') < 0 && strings.IndexByte(s, '\t') < 0
+}
+
+// pythonFrame reads the rest of a Python frame line after `File "`:
+// `/app/shop/orders.py", line 88, in charge`.
+func pythonFrame(s string) (frame, bool) {
+	q := strings.Index(s, `", line `)
+	if q < 0 {
+		return frame{}, false
+	}
+	path, rest := s[:q], s[q+len(`", line `):]
+	k := strings.Index(rest, ", in ")
+	if k < 0 {
+		return frame{}, false
+	}
+	fn := strings.TrimSpace(rest[k+len(", in "):])
+	if !plainName(fn) {
+		return frame{}, false
+	}
+	f := frame{fn: fn}
+	if path == "" || path[0] == '<' { // <frozen runpy>, <string>
+		f.class = classRuntime
+		return f, true
+	}
+	i := afterDir(path, "site-packages")
+	if i < 0 {
+		i = afterDir(path, "dist-packages")
+	}
+	if i < 0 {
+		i = pythonStdlib(path)
+	}
+	if i >= 0 {
+		f.class, f.mod = classLib, libModule(path[i:])
+	} else {
+		f.mod = tailModule(path)
+	}
+	if f.mod != "" && !validName(f.mod) {
+		return frame{}, false
+	}
+	return f, true
+}
+
+// pythonStdlib returns where the module path starts in a file of Python's
+// standard library (.../lib/python3.11/json/decoder.py, C:\Python311\Lib\json\
+// decoder.py), or -1.
+func pythonStdlib(path string) int {
+	if i := afterDir(path, "lib"); i >= 0 {
+		rest := path[i:]
+		if len(rest) > len("python") && strings.HasPrefix(rest, "python") && isDigit(rest[len("python")]) {
+			if j := strings.IndexAny(rest, `/\`); j >= 0 {
+				return i + j + 1
+			}
+		}
+	}
+	return afterDir(path, "Lib")
+}
+
+// afterDir returns the index just after the first path component named
+// name and its separator, or -1.
+func afterDir(path, name string) int {
+	from := 0
+	for {
+		i := strings.Index(path[from:], name)
+		if i < 0 {
+			return -1
+		}
+		i += from
+		end := i + len(name)
+		if (i == 0 || isSep(path[i-1])) && end < len(path) && isSep(path[end]) {
+			return end + 1
+		}
+		from = i + 1
+	}
+}
+
+func isSep(c byte) bool   { return c == '/' || c == '\\' }
+func isDigit(c byte) bool { return '0' <= c && c <= '9' }
+
+// trimExt drops the file name's extension, if it has one.
+func trimExt(p string) string {
+	for i := len(p) - 1; i > 0 && !isSep(p[i]); i-- {
+		if p[i] == '.' {
+			return p[:i]
+		}
+	}
+	return p
+}
+
+func lastSep(p string) int {
+	for i := len(p) - 1; i >= 0; i-- {
+		if isSep(p[i]) {
+			return i
+		}
+	}
+	return -1
+}
+
+// libModule is a library file's module, from the path under its root:
+// requests/adapters.py is requests/adapters, json/__init__.py json.
+func libModule(p string) string {
+	p = trimExt(p)
+	if i := lastSep(p); i >= 0 && p[i+1:] == "__init__" {
+		p = p[:i]
+	}
+	return p
+}
+
+// tailModule is an application file's module: its last two path
+// components without the extension (shop/orders), the directory dropped
+// when it is a usual deploy root. A package's __init__ or a Node index
+// file stands for its directory. Only two components, because absolute
+// prefixes differ from machine to machine and the path does not say where
+// the package root is.
+func tailModule(p string) string {
+	p = trimExt(p)
+	if i := lastSep(p); i >= 0 && (p[i+1:] == "__init__" || p[i+1:] == "index") {
+		p = p[:i]
+	}
+	file := lastSep(p) + 1
+	if file == 0 {
+		return p
+	}
+	dir := lastSep(p[:file-1]) + 1
+	if deployRoot(p[dir : file-1]) {
+		return p[file:]
+	}
+	return p[dir:]
+}
+
+// deployRoot reports whether a directory name is one that code is usually
+// deployed or checked out under, rather than a package of the
+// application's.
+func deployRoot(d string) bool {
+	switch d {
+	case "", ".", "..", "~", "app", "apps", "src", "srv", "code", "lib", "build", "workspace", "work",
+		"opt", "tmp", "home", "usr", "var", "root", "dist", "out":
+		return true
+	}
+	return false
+}
+
+// goFrame reads a Go function line: "import/path.(*Type).Method(args)",
+// "import/path.Func" or "created by import/path.Func in goroutine 7".
+// panicked reports the runtime's panic frame.
+func goFrame(line string) (f frame, ok, panicked bool) {
+	name := line
+	if strings.HasPrefix(name, "created by ") {
+		name = name[len("created by "):]
+		if i := strings.Index(name, " in goroutine "); i >= 0 {
+			name = name[:i]
+		}
+	}
+	name = stripArgs(name)
+	if name == "panic" || name == "runtime.gopanic" {
+		return f, false, true
+	}
+	if !plainName(name) {
+		return f, false, false
+	}
+	slash := strings.LastIndexByte(name, '/')
+	dot := strings.IndexByte(name[slash+1:], '.')
+	if dot <= 0 {
+		return f, false, false
+	}
+	dot += slash + 1
+	path, fn := name[:dot], name[dot+1:]
+	if fn == "" {
+		return f, false, false
+	}
+	pkg := path[slash+1:]
+	if slash > 0 && majorVersion(pkg) {
+		prev := path[:slash]
+		pkg = prev[strings.LastIndexByte(prev, '/')+1:]
+	}
+	f = frame{mod: pkg, fn: fn, goFrame: true}
+	host := path
+	if i := strings.IndexByte(path, '/'); i >= 0 {
+		host = path[:i]
+	}
+	switch {
+	case path == "main":
+		f.class = classApp
+	case path == "runtime" || strings.HasPrefix(path, "runtime/"):
+		f.class = classRuntime
+	case strings.IndexByte(host, '.') < 0 || goLibrary(path, host):
+		f.class = classLib
+	default:
+		f.class, f.root = classApp, goModule(path, host)
+	}
+	return f, true, false
+}
+
+// stripArgs drops a Go function line's argument list, the last balanced
+// parenthesis (the receiver's, as in (*Client), stays).
+func stripArgs(s string) string {
+	if !strings.HasSuffix(s, ")") {
+		return s
+	}
+	depth := 0
+	for i := len(s) - 1; i >= 0; i-- {
+		switch s[i] {
+		case ')':
+			depth++
+		case '(':
+			depth--
+			if depth == 0 {
+				return s[:i]
+			}
+		}
+	}
+	return ""
+}
+
+// majorVersion reports whether an import path element is a major version
+// suffix (v2, v10).
+func majorVersion(e string) bool {
+	if len(e) < 2 || e[0] != 'v' {
+		return false
+	}
+	for i := 1; i < len(e); i++ {
+		if !isDigit(e[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// goModule approximates the module an import path belongs to: its first
+// three elements on hosts where a repository is host/owner/repo, its first
+// two elsewhere (vanity paths such as go.uber.org/zap).
+func goModule(path, host string) string {
+	elems := 2
+	switch host {
+	case "github.com", "gitlab.com", "bitbucket.org", "codeberg.org", "golang.org", "git.sr.ht":
+		elems = 3
+	}
+	for i := 0; i < len(path); i++ {
+		if path[i] == '/' {
+			elems--
+			if elems == 0 {
+				return path[:i]
+			}
+		}
+	}
+	return path
+}
+
+// goLibrary reports whether a Go import path (not the standard library's)
+// belongs to a well-known third-party module, or is Redrive's worker
+// package, which calls every handler: its frames are not the failing
+// application's.
+func goLibrary(path, host string) bool {
+	switch host {
+	case "golang.org", "google.golang.org", "cloud.google.com", "go.uber.org", "go.opentelemetry.io",
+		"gorm.io", "gopkg.in", "k8s.io", "sigs.k8s.io", "go.etcd.io", "go.mongodb.org", "modernc.org":
+		return true
+	case "github.com":
+	default:
+		return false
+	}
+	owner, rest, _ := strings.Cut(path[len("github.com/"):], "/")
+	repo, _, _ := strings.Cut(rest, "/")
+	switch owner {
+	case "jackc", "go-chi", "gin-gonic", "labstack", "gorilla", "gofiber", "valyala", "stretchr", "spf13",
+		"aws", "grpc-ecosystem", "prometheus", "nats-io", "riverqueue", "redis", "go-redis", "go-sql-driver",
+		"sirupsen", "segmentio", "golang", "google", "uptrace", "rs", "getsentry", "hashicorp", "urfave":
+		return true
+	case "lib":
+		return repo == "pq"
+	case "jmoiron":
+		return repo == "sqlx"
+	case "mattn":
+		return repo == "go-sqlite3"
+	case "pkg":
+		return repo == "errors"
+	case "julienschmidt":
+		return repo == "httprouter"
+	case "hibiken":
+		return repo == "asynq"
+	case "IBM", "Shopify":
+		return repo == "sarama"
+	case "a-h":
+		return repo == "templ"
+	case "cenkalti":
+		return repo == "backoff"
+	case "redrive":
+		// Redrive's worker package only, not its demo: the demo's
+		// handlers are the application.
+		return rest == "redrive/worker"
+	}
+	return false
+}
+
+// atFrame reads a JVM, .NET or Node.js frame after its "at ".
+func atFrame(s string) (frame, bool) {
+	// JVM: name(File.java:88), no space before the parenthesis; .NET:
+	// Name(int id) in /app/Orders.cs:line 88. Node always has a space
+	// before its parenthesis, or no parenthesis.
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case ' ', '\t':
+			return nodeFrame(s)
+		case '(':
+			if i == 0 {
+				return nodeFrame(s)
+			}
+			return javaFrame(s[:i])
+		}
+	}
+	return nodeFrame(s)
+}
+
+// javaFrame reads a JVM frame's qualified method name,
+// [loader/][module@version/]com.acme.shop.Orders.charge, in one pass.
+func javaFrame(name string) (frame, bool) {
+	start := 0 // after the class loader's and module's prefixes
+	dot := -1  // the last dot, before the method
+	dd := -1   // the first "$$"
+	for i := 0; i < len(name); i++ {
+		switch name[i] {
+		case '/':
+			if dd >= 0 {
+				return frame{}, false // Orders$$Lambda/0x0000...: synthetic, its name holds an address
+			}
+			start, dot = i+1, -1
+		case '.':
+			dot = i
+		case '$':
+			if dd < 0 && i+1 < len(name) && name[i+1] == '$' {
+				dd = i
+			}
+		case ':', ' ', '\t':
+			return frame{}, false
+		}
+	}
+	if dot < 0 || dot == len(name)-1 {
+		return frame{}, false
+	}
+	if dd >= 0 && strings.HasPrefix(name[dd:], "$$Lambda") {
+		return frame{}, false // a lambda's frame: the enclosing method has its own
+	}
+	class := name[start:dot]
+	if dd >= 0 && dd < dot {
+		class = name[start:dd] // Orders$$EnhancerBySpringCGLIB$$1f2e3d: generated per run
+	}
+	simple, mod := class, ""
+	if i := strings.LastIndexByte(class, '.'); i >= 0 {
+		simple, mod = class[i+1:], class[:i]
+		mod = mod[strings.LastIndexByte(mod, '.')+1:]
+	}
+	if simple == "" {
+		return frame{}, false
+	}
+	return frame{mod: mod, mid: simple, fn: name[dot+1:], class: javaClass(class)}, true
+}
+
+// javaClass classifies a JVM (or .NET) class by its package's first one or
+// two elements: the platform's reflection frames are the runtime's, the
+// platform's other packages and well-known libraries are libraries.
+func javaClass(class string) frameClass {
+	first, rest, _ := strings.Cut(class, ".")
+	second, _, _ := strings.Cut(rest, ".")
+	switch first {
+	case "jdk":
+		if second == "internal" {
+			return classRuntime
+		}
+		return classLib
+	case "sun":
+		if second == "reflect" {
+			return classRuntime
+		}
+		return classLib
+	case "java":
+		if strings.HasPrefix(rest, "lang.reflect.") || strings.HasPrefix(rest, "lang.invoke.") {
+			return classRuntime
+		}
+		return classLib
+	case "javax", "jakarta", "kotlin", "kotlinx", "scala", "groovy", "reactor", "okhttp3", "okio", "feign",
+		"retrofit2", "System", "Microsoft":
+		return classLib
+	case "org":
+		switch second {
+		case "springframework", "apache", "hibernate", "junit", "eclipse", "postgresql", "slf4j", "glassfish",
+			"jboss", "aspectj", "mockito", "jetbrains":
+			return classLib
+		}
+	case "com":
+		switch second {
+		case "sun", "google", "fasterxml", "zaxxer", "mysql", "amazonaws", "oracle":
+			return classLib
+		}
+	case "io":
+		switch second {
+		case "netty", "grpc", "micrometer", "reactivex", "undertow", "vertx", "quarkus", "micronaut",
+			"opentelemetry":
+			return classLib
+		}
+	case "net":
+		if second == "bytebuddy" {
+			return classLib
+		}
+	case "software":
+		if second == "amazon" {
+			return classLib
+		}
+	}
+	return classApp
+}
+
+// nodeFrame reads a Node.js frame after its "at ": "fn (/app/src/orders.js:88:13)",
+// "/app/src/orders.js:88:13", "async fn (file:///app/x.mjs:3:9)".
+func nodeFrame(s string) (frame, bool) {
+	s = strings.TrimPrefix(s, "async ")
+	name, loc := "", s
+	if strings.HasSuffix(s, ")") {
+		// The first " (": a name has none, a path may (Program Files (x86)).
+		if i := strings.Index(s, " ("); i >= 0 {
+			name, loc = s[:i], s[i+2:len(s)-1]
+		}
+	}
+	name = strings.TrimPrefix(name, "new ")
+	if i := strings.Index(name, " [as "); i >= 0 {
+		name = name[:i]
+	}
+	if name == "" {
+		name = "<anonymous>"
+	}
+	if !validName(name) {
+		return frame{}, false
+	}
+	path, ok := stripLineNumbers(loc, 2)
+	if !ok {
+		// native, <anonymous>, index 0: the engine's own.
+		return frame{fn: name, class: classRuntime}, true
+	}
+	if i := strings.Index(path, "://"); i >= 0 {
+		path = path[i+len("://"):]
+	}
+	f := frame{mod: tailModule(path), fn: name}
+	switch {
+	case strings.HasPrefix(path, "node:") || strings.HasPrefix(path, "internal/") || lastSep(path) < 0:
+		f.class = classRuntime // node:internal/..., and old Node's events.js
+	case afterDir(path, "node_modules") >= 0:
+		f.class = classLib
+	}
+	if !validName(f.mod) {
+		return frame{}, false
+	}
+	return f, true
+}
+
+// stripLineNumbers drops up to max trailing ":<digits>" from loc; ok says
+// there was at least one.
+func stripLineNumbers(loc string, max int) (string, bool) {
+	stripped := 0
+	for stripped < max {
+		i := len(loc)
+		for i > 0 && isDigit(loc[i-1]) {
+			i--
+		}
+		if i == len(loc) || i == 0 || loc[i-1] != ':' {
+			break
+		}
+		loc = loc[:i-1]
+		stripped++
+	}
+	return loc, stripped > 0
+}
+
+// rubyFrame reads a Ruby frame: "/app/app/jobs/charge_job.rb:88:in 'perform'"
+// (Ruby 3.4: 'ChargeJob#perform'; before, `perform'), possibly followed by
+// the message on the first line of an uncaught exception.
+func rubyFrame(s string) (frame, bool) {
+	i := strings.Index(s, ":in ")
+	if i < 0 {
+		return frame{}, false
+	}
+	path, ok := stripLineNumbers(s[:i], 1)
+	label := s[i+len(":in "):]
+	if !ok || path == "" || label == "" || (label[0] != '`' && label[0] != '\'') {
+		return frame{}, false
+	}
+	label = label[1:]
+	j := strings.IndexByte(label, '\'')
+	if j < 0 {
+		return frame{}, false
+	}
+	label = rubyLabel(label[:j])
+	f := frame{fn: label}
+	switch {
+	case strings.HasPrefix(path, "<internal:"):
+		f.class = classRuntime
+	case !strings.HasSuffix(path, ".rb"):
+		return frame{}, false
+	case afterDir(path, "gems") >= 0 || afterDir(path, "rubygems") >= 0 || strings.Contains(path, "/lib/ruby/"):
+		f.class = classLib
+	}
+	if f.class != classRuntime {
+		f.mod = tailModule(path)
+	}
+	// A label may name a namespace (Billing::ChargeJob#perform): its "::"
+	// is written as a dot.
+	if f.fn == "" || (f.mod != "" && !validName(f.mod)) {
+		return frame{}, false
+	}
+	return f, true
+}
+
+// rubyLabel drops a Ruby frame label's "block in ", "block (2 levels) in ",
+// "rescue in " and "ensure in ": the method is the place.
+func rubyLabel(l string) string {
+	for {
+		switch {
+		case strings.HasPrefix(l, "block in "):
+			l = l[len("block in "):]
+		case strings.HasPrefix(l, "rescue in "):
+			l = l[len("rescue in "):]
+		case strings.HasPrefix(l, "ensure in "):
+			l = l[len("ensure in "):]
+		case strings.HasPrefix(l, "block ("):
+			i := strings.Index(l, ") in ")
+			if i < 0 {
+				return l
+			}
+			l = l[i+len(") in "):]
+		default:
+			if l == "<top (required)>" {
+				return "<top>"
+			}
+			return l
+		}
+	}
+}
