@@ -153,7 +153,7 @@ func (s *Store) ActOnJob(ctx context.Context, p JobActionParams) (JobActionResul
 		hash := requestHash(p.Action.auditAction(), p.ID, p.SeenState, p.SeenAttempt, p.Reason, p.Retry)
 		repeated, err := onceWithKey(ctx, tx, p.Key, p.Actor, p.Action.auditAction(), hash, &res, func() error {
 			var err error
-			res, err = actOnJobInTx(ctx, tx, p)
+			res, err = s.actOnJobInTx(ctx, tx, p)
 			return err
 		})
 		res.Repeated = repeated
@@ -165,7 +165,7 @@ func (s *Store) ActOnJob(ctx context.Context, p JobActionParams) (JobActionResul
 	return res, nil
 }
 
-func actOnJobInTx(ctx context.Context, tx *sqlx.Tx, p JobActionParams) (JobActionResult, error) {
+func (s *Store) actOnJobInTx(ctx context.Context, tx *sqlx.Tx, p JobActionParams) (JobActionResult, error) {
 	var row struct {
 		Job
 		DBNow time.Time `db:"db_now"`
@@ -198,7 +198,7 @@ func actOnJobInTx(ctx context.Context, tx *sqlx.Tx, p JobActionParams) (JobActio
 		res.State, counts["run_now"] = j.State, 1
 		details["run_at_before"] = j.RunAt
 	case JobKill:
-		letters, err := killInTx(ctx, tx, []int64{j.ID}, killEntry(p.Actor.Name, p.Reason, p.Now))
+		letters, err := s.killInTx(ctx, tx, []int64{j.ID}, killEntry(p.Actor.Name, p.Reason, p.Now))
 		if err != nil {
 			return JobActionResult{}, err
 		}
@@ -291,7 +291,7 @@ const killLettersSQL = `
 INSERT INTO dead_letter_records (job_id, queue, task, args, kwargs, idempotency_key, error_class, error_message,
 	traceback, attempts, max_attempts, history, reason, fingerprint, worker_version, enqueued_at, replay_of)
 SELECT j.id, j.queue, j.task, j.args, j.kwargs, j.idempotency_key, o.class, o.message, o.traceback,
-	j.attempt, j.max_attempts, j.errors, 'killed', o.fingerprint, o.version, j.created_at, j.replay_of
+	j.attempt, j.max_attempts, j.errors, 'killed', coalesce((SELECT m.into_id FROM error_group_merges m WHERE m.from_id = o.fingerprint), o.fingerprint), o.version, j.created_at, j.replay_of
 FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[])
 	AS o(id, class, message, traceback, fingerprint, version)
 JOIN jobs j ON j.id = o.id
@@ -302,7 +302,7 @@ RETURNING job_id, id`
 // letter keeps the job's last real error (so it lands in that error's
 // group, where the fix will be replayed from); a job that never failed
 // gets the kill itself as its error.
-func killInTx(ctx context.Context, tx *sqlx.Tx, ids []int64, entry Attempt) ([]DeadLetterResult, error) {
+func (s *Store) killInTx(ctx context.Context, tx *sqlx.Tx, ids []int64, entry Attempt) ([]DeadLetterResult, error) {
 	raw, err := json.Marshal(entry)
 	if err != nil {
 		return nil, fmt.Errorf("kill jobs: %w", err)
@@ -324,7 +324,9 @@ func killInTx(ctx context.Context, tx *sqlx.Tx, ids []int64, entry Attempt) ([]D
 	for i, r := range rows {
 		a := lastFailure(r.Errors, entry)
 		lids[i], classes[i], messages[i], tracebacks[i], versions[i] = r.ID, a.Class, a.Message, a.Traceback, a.Version
-		fingerprints[i] = Fingerprint(r.Task, a.Class, a.Message)
+		if fingerprints[i], err = s.groupOf(ctx, r.Task, a.Class, a.Message, a.Traceback); err != nil {
+			return nil, fmt.Errorf("kill jobs: %w", err)
+		}
 	}
 	var letters []DeadLetterResult
 	err = tx.SelectContext(ctx, &letters, killLettersSQL, pq.Array(lids), pq.Array(classes), pq.Array(messages),

@@ -142,7 +142,7 @@ func (s *Store) ActOnJobs(ctx context.Context, p BulkJobParams) (BulkJobResult, 
 		hash := requestHash("bulk", p.Action, p.Selection.IDs, p.Selection.Filter, p.Selection.MaxID, p.Reason)
 		repeated, err := onceWithKey(ctx, tx, p.Key, p.Actor, p.Action.auditAction(), hash, &res, func() error {
 			var err error
-			res, err = actOnJobsInTx(ctx, tx, p)
+			res, err = s.actOnJobsInTx(ctx, tx, p)
 			return err
 		})
 		res.Repeated = repeated
@@ -154,7 +154,7 @@ func (s *Store) ActOnJobs(ctx context.Context, p BulkJobParams) (BulkJobResult, 
 	return res, nil
 }
 
-func actOnJobsInTx(ctx context.Context, tx *sqlx.Tx, p BulkJobParams) (BulkJobResult, error) {
+func (s *Store) actOnJobsInTx(ctx context.Context, tx *sqlx.Tx, p BulkJobParams) (BulkJobResult, error) {
 	cond, args := p.Selection.where(p.Action, nil)
 	var matched int64
 	if err := tx.GetContext(ctx, &matched, fmt.Sprintf(`SELECT count(*) FROM (SELECT 1 FROM jobs WHERE %s LIMIT %d) x`,
@@ -186,7 +186,7 @@ func actOnJobsInTx(ctx context.Context, tx *sqlx.Tx, p BulkJobParams) (BulkJobRe
 			}
 			res.Changed, counts["run_now"] = n, n
 		case JobKill:
-			letters, err := killInTx(ctx, tx, ids, killEntry(p.Actor.Name, p.Reason, p.Now))
+			letters, err := s.killInTx(ctx, tx, ids, killEntry(p.Actor.Name, p.Reason, p.Now))
 			if err != nil {
 				return BulkJobResult{}, err
 			}

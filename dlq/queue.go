@@ -424,7 +424,7 @@ WITH dead AS (
 INSERT INTO dead_letter_records (job_id, queue, task, args, kwargs, idempotency_key, error_class, error_message,
 	traceback, attempts, max_attempts, history, reason, fingerprint, worker_version, enqueued_at, replay_of)
 SELECT id, queue, task, args, kwargs, idempotency_key, error_class, error_message, traceback,
-	attempt, max_attempts, errors, reason, fingerprint, version, created_at, replay_of
+	attempt, max_attempts, errors, reason, coalesce((SELECT m.into_id FROM error_group_merges m WHERE m.from_id = fingerprint), fingerprint), version, created_at, replay_of
 FROM dead
 ORDER BY id
 RETURNING job_id, id`
@@ -434,7 +434,7 @@ RETURNING job_id, id`
 // statement. It returns the jobs it dead-lettered with their letters' ids;
 // the others had lost their leases.
 func (s *Store) DeadLetterMany(ctx context.Context, worker string, outcomes []DeadOutcome) ([]DeadLetterResult, error) {
-	args, err := deadLetterManyArgs(worker, outcomes)
+	args, err := s.deadLetterManyArgs(ctx, worker, outcomes)
 	if err != nil {
 		return nil, err
 	}
@@ -447,7 +447,7 @@ func (s *Store) DeadLetterMany(ctx context.Context, worker string, outcomes []De
 
 // deadLetterManyArgs are deadLetterManySQL's parallel arrays, one element
 // per outcome, and the worker.
-func deadLetterManyArgs(worker string, outcomes []DeadOutcome) ([]any, error) {
+func (s *Store) deadLetterManyArgs(ctx context.Context, worker string, outcomes []DeadOutcome) ([]any, error) {
 	n := len(outcomes)
 	ids, attempts := make([]int64, n), make([]int64, n)
 	lastErrors, entries, classes, messages := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
@@ -462,8 +462,11 @@ func deadLetterManyArgs(worker string, outcomes []DeadOutcome) ([]any, error) {
 		ids[i], attempts[i] = o.Lease.JobID, int64(o.Lease.Attempt)
 		lastErrors[i], entries[i], classes[i], messages[i] = summary(a), string(entry), a.Class, a.Message
 		tracebacks[i], reasons[i], versions[i] = a.Traceback, string(o.Reason), a.Version
-		fingerprints[i] = Fingerprint(o.Task, a.Class, a.Message)
+		if fingerprints[i], err = s.groupOf(ctx, o.Task, a.Class, a.Message, a.Traceback); err != nil {
+			return nil, fmt.Errorf("dead-letter job %d: %w", o.Lease.JobID, err)
+		}
 	}
+	fingerprints = s.groups.Resolve(fingerprints)
 	return []any{pq.Array(ids), pq.Array(attempts), pq.Array(lastErrors), pq.Array(entries), pq.Array(classes),
 		pq.Array(messages), pq.Array(tracebacks), pq.Array(reasons), pq.Array(fingerprints), pq.Array(versions),
 		worker}, nil

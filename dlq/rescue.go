@@ -67,7 +67,7 @@ WITH dead AS (
 INSERT INTO dead_letter_records (job_id, queue, task, args, kwargs, idempotency_key, error_class, error_message,
 	traceback, attempts, max_attempts, history, reason, fingerprint, worker_version, enqueued_at, replay_of)
 SELECT id, queue, task, args, kwargs, idempotency_key, $6, message, '', attempt, max_attempts, errors,
-	'lease_expired', fingerprint, COALESCE(version, ''), created_at, replay_of
+	'lease_expired', coalesce((SELECT m.into_id FROM error_group_merges m WHERE m.from_id = fingerprint), fingerprint), COALESCE(version, ''), created_at, replay_of
 FROM dead`
 
 // RescueResult counts what one rescue pass did.
@@ -130,7 +130,11 @@ func (s *Store) RescueExpired(ctx context.Context, limit int, rescuer string, no
 		}
 		into.ids = append(into.ids, j.ID)
 		into.entries = append(into.entries, string(entry))
-		into.fingerprints = append(into.fingerprints, Fingerprint(j.Task, LeaseExpiredClass, message))
+		group, err := s.groupOf(ctx, j.Task, LeaseExpiredClass, message, "")
+		if err != nil {
+			return RescueResult{}, fmt.Errorf("rescue: %w", err)
+		}
+		into.fingerprints = append(into.fingerprints, group)
 		into.lastErrors = append(into.lastErrors, LeaseExpiredClass+": "+message)
 		into.messages = append(into.messages, message)
 	}

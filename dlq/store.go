@@ -1,6 +1,8 @@
 package dlq
 
 import (
+	"github.com/redrive/redrive/grouping"
+
 	"context"
 	"database/sql"
 	"fmt"
@@ -18,13 +20,18 @@ import (
 // Store reads and changes jobs and dead letters in Postgres.
 type Store struct {
 	db *sqlx.DB
+	// groups assigns new letters to error groups, learning their
+	// templates; what it learns is kept in the database (templateStore).
+	groups *grouping.Grouper
 }
 
 // NewStore returns a store on a database handle from Open, whose
 // connections send every query in one round trip and stream COPY rows the
 // store has already encoded.
 func NewStore(db *sqlx.DB) *Store {
-	return &Store{db: db}
+	s := &Store{db: db}
+	s.groups = grouping.New(templateStore{s})
+	return s
 }
 
 // DB returns the handle the store runs on, for callers that need their own

@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -20,6 +21,7 @@ type GroupReader interface {
 	GroupInflow(ctx context.Context, fingerprints []string, now time.Time) (map[string][]int64, error)
 	ListDeadLetters(ctx context.Context, f dlq.Filter) (dlq.DeadLetterPage, error)
 	GetDeadLetter(ctx context.Context, id int64) (dlq.DeadLetterDetail, error)
+	GroupSurvivor(ctx context.Context, id string) (string, bool, error)
 }
 
 // groupPageLetters is how many of the group's letters its page lists; the
@@ -40,6 +42,14 @@ func GroupPage(store GroupReader, now func() time.Time, version string) echo.Han
 		defer cancel()
 		fp := c.Param("fingerprint")
 		g, err := store.Group(ctx, fp)
+		if errors.Is(err, dlq.ErrNotFound) {
+			// A group merged into another lives on as the survivor: old
+			// links, notifications and audit entries lead there. Found,
+			// not moved for good: an operator may split it again.
+			if into, merged, serr := store.GroupSurvivor(ctx, fp); serr == nil && merged {
+				return c.Redirect(http.StatusFound, GroupHref(into))
+			}
+		}
 		if err != nil {
 			return err
 		}

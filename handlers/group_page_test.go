@@ -127,3 +127,22 @@ func TestGroupsNewAndSpiking(t *testing.T) {
 		t.Errorf("api newest: %d %.300s", rec.Code, rec.Body)
 	}
 }
+
+// TestGroupPageOfAMergedGroup: a group merged into another redirects to the
+// survivor, whose page holds both groups' letters.
+func TestGroupPageOfAMergedGroup(t *testing.T) {
+	t.Parallel()
+	c := groupsFixture(t)
+	c.exec(t, `SELECT error_group_move(ARRAY['fp-new'], 'fp-old', 'system')`)
+	rec := c.do(t, http.MethodGet, "/groups/fp-new", "")
+	if rec.Code != http.StatusFound || rec.Header().Get("Location") != "/groups/fp-old" {
+		t.Fatalf("status %d, Location %q; want 302 to /groups/fp-old", rec.Code, rec.Header().Get("Location"))
+	}
+	_, doc := c.page(t, "/groups/fp-old")
+	if got := squash(byTestID(doc.Selection, "group-total")); got != "52" {
+		t.Errorf("survivor's total %q, want 52", got)
+	}
+	if rec := c.do(t, http.MethodGet, "/groups/fp-none", ""); rec.Code != http.StatusNotFound {
+		t.Errorf("an unknown group: status %d, want 404", rec.Code)
+	}
+}

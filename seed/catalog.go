@@ -263,7 +263,7 @@ var failures = []failure{
 		message: "HTTPSConnectionPool(host='{whhost}', port=443): Read timed out. (read timeout=10)",
 		trace:   frames(requestsFrames, libFrame("requests/adapters.py", 713, "send", "raise ReadTimeout(e, request=request)"))},
 	{task: demo.TaskDeliverWebhook, class: "WebhookDeliveryError", reason: dlq.ReasonExhausted, weight: 45,
-		message: "endpoint returned HTTP {status} after {ms} ms (subscription {uuid})",
+		message: "endpoint returned HTTP 503 after {ms} ms (subscription {uuid})",
 		trace:   appFrame("shop/tasks/webhooks.py", 55, "deliver", "raise WebhookDeliveryError(response.status_code, elapsed_ms, subscription.id)")},
 	{task: demo.TaskDeliverWebhook, class: "WebhookEndpointGone", reason: dlq.ReasonPermanent, weight: 12,
 		message: "endpoint returned HTTP 410 Gone; subscription {uuid} disabled",

@@ -4,11 +4,15 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/redrive/redrive/grouping"
 )
 
 func TestInBatches(t *testing.T) {
@@ -130,18 +134,12 @@ func TestCatalog(t *testing.T) {
 	if n := len(cat.failures); n < 30 || n > 60 {
 		t.Errorf("%d failures, want 30-60", n)
 	}
-	seen := map[string]int{}
-	for i, f := range cat.failures {
-		if j, dup := seen[f.fingerprint]; dup {
-			t.Errorf("failures %d and %d share fingerprint %s", j, i, f.fingerprint)
-		}
-		seen[f.fingerprint] = i
-	}
+	checkCatalogGroups(t, cat)
 	for _, k := range failures {
 		if k.burstSpan > k.burstAgo || k.burstAgo > 14*24*time.Hour {
 			t.Errorf("%s %s: incident window outside the last 14 days", k.task, k.class)
 		}
-		// Only the first 500 bytes of the first line decide the fingerprint;
+		// Only the first 500 bytes of the first line decide the group;
 		// keep room for the substituted values.
 		if first, _, _ := strings.Cut(k.message, "\n"); len(first) > 400 {
 			t.Errorf("%s %s: first line of %d bytes, want at most 400", k.task, k.class, len(first))
@@ -149,5 +147,59 @@ func TestCatalog(t *testing.T) {
 	}
 	if _, err := parseTemplate("{no_such_value}"); err == nil {
 		t.Error("an unknown placeholder must be an error")
+	}
+}
+
+// checkCatalogGroups groups letters of every failure of the catalog, drawn
+// in a random order with fresh values, as the worker groups them: each
+// failure must be exactly one group.
+func checkCatalogGroups(t *testing.T, cat compiled) {
+	t.Helper()
+	r := rand.New(rand.NewPCG(1, 2))
+	now := time.Now()
+	g := grouping.New(nil)
+	var truth []int
+	var ids []string
+	for range 40 * len(cat.failures) {
+		i := r.IntN(len(cat.failures))
+		f := cat.failures[i]
+		drawn := make([]string, len(values))
+		for _, u := range f.uses {
+			drawn[u] = values[u].draw(r, now)
+		}
+		id, err := g.Group(context.Background(), grouping.Letter{Task: f.task.name, Class: f.class,
+			Message: f.message.fill(drawn), Traceback: f.traceback.fill(drawn)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		truth, ids = append(truth, i), append(ids, id)
+	}
+	ids = g.Resolve(ids)
+	groupsOf := map[int]map[string]bool{}
+	failuresOf := map[string]map[int]bool{}
+	for n, i := range truth {
+		if groupsOf[i] == nil {
+			groupsOf[i] = map[string]bool{}
+		}
+		if failuresOf[ids[n]] == nil {
+			failuresOf[ids[n]] = map[int]bool{}
+		}
+		groupsOf[i][ids[n]], failuresOf[ids[n]][i] = true, true
+	}
+	for i, gs := range groupsOf {
+		if len(gs) > 1 {
+			f := cat.failures[i]
+			t.Errorf("%s %s %q: %d groups, want 1", f.task.name, f.class, f.message.fill(samples()), len(gs))
+		}
+	}
+	for id, fs := range failuresOf {
+		if len(fs) > 1 {
+			var names []string
+			for i := range fs {
+				f := cat.failures[i]
+				names = append(names, fmt.Sprintf("%s %s %q", f.task.name, f.class, f.message.fill(samples())))
+			}
+			t.Errorf("group %s holds %d failures: %s", id, len(fs), strings.Join(names, "; "))
+		}
 	}
 }

@@ -1,8 +1,8 @@
 // Package seed writes realistic synthetic dead letters in bulk, for
 // benchmarks and the console demo (`redrive seed`): the tasks of a shop
 // failing in about forty-five ways, with args, tracebacks, per-attempt
-// history, a mix of statuses and the fingerprint the worker would have
-// computed. It generates the letters; the store writes them
+// history, a mix of statuses, each letter in the error group the worker
+// would have put it in. It generates the letters; the store writes them
 // (dlq.Store.LoadDeadLetters), so the SQL stays in dlq.
 package seed
 
@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/redrive/redrive/dlq"
+	"github.com/redrive/redrive/grouping"
 )
 
 // batchSize is how many letters one COPY writes. Each batch is its own
@@ -43,6 +44,13 @@ type Loader interface {
 	LoadSettledDeadLetters(ctx context.Context, n int, letter func(i int) dlq.DeadLetter) (int, error)
 	IndexLoadedDeadLetters(ctx context.Context, connections int) (int64, error)
 	AnalyzeDeadLetters(ctx context.Context) error
+	// GroupLetter assigns a letter to its error group as the worker's
+	// dead-lettering does (package grouping), learning from it.
+	GroupLetter(ctx context.Context, l grouping.Letter) (string, error)
+	// SweepMergedGroups moves letters written under a group that was
+	// merged while they were on their way (a batch is grouped letter by
+	// letter as it streams) into the surviving group.
+	SweepMergedGroups(ctx context.Context) (int64, error)
 }
 
 // Options say how DeadLetters finishes.
@@ -82,9 +90,21 @@ func DeadLetters(ctx context.Context, store Loader, n int, now time.Time, opts O
 		if b.settled {
 			load = store.LoadSettledDeadLetters
 		}
-		return load(ctx, len(b.draws), func(i int) dlq.DeadLetter { return cat.letter(r, b.draws[i], i, now) })
+		var groupErr error
+		rows, err := load(ctx, len(b.draws), func(i int) dlq.DeadLetter {
+			l := cat.letter(r, b.draws[i], i, now)
+			if groupErr == nil {
+				l.Fingerprint, groupErr = store.GroupLetter(ctx, grouping.Letter{
+					Task: l.Task, Class: l.ErrorClass, Message: l.ErrorMessage, Traceback: l.Traceback})
+			}
+			return l
+		})
+		return rows, cmp.Or(err, groupErr)
 	})
 	if err != nil {
+		return inserted, fmt.Errorf("seed: %w", err)
+	}
+	if _, err := store.SweepMergedGroups(ctx); err != nil {
 		return inserted, fmt.Errorf("seed: %w", err)
 	}
 	if opts.SearchLater {
@@ -137,15 +157,15 @@ func inBatches[B any](ctx context.Context, workers int, produce func(context.Con
 	return inserted, firstErr
 }
 
-// compiledFailure is a failure of the catalog with its templates parsed
-// and its fingerprint computed, by the same dlq.Fingerprint the worker
-// uses, from the values' samples.
+// compiledFailure is a failure of the catalog with its templates parsed.
+// Its letters' error group is not decided here: each letter is grouped
+// from its own filled-in message and traceback, as the worker groups
+// them (Loader.GroupLetter).
 type compiledFailure struct {
 	failure
 	task                                   task
 	message, traceback, args, kwargs, keys template
 	uses                                   []int // indexes of the values its templates use
-	fingerprint                            string
 }
 
 // compiled is the catalog ready to draw from.
@@ -185,7 +205,6 @@ func compileCatalog() (compiled, error) {
 				}
 			}
 		}
-		cf.fingerprint = dlq.Fingerprint(t.name, f.class, cf.message.fill(samples()))
 		c.failures = append(c.failures, cf)
 		for range f.weight {
 			c.slots = append(c.slots, i)
@@ -338,7 +357,7 @@ func (c compiled) letter(r *rand.Rand, d draw, g int, now time.Time) dlq.DeadLet
 		Queue: f.task.queue, Task: f.task.name,
 		Args: []byte(f.args.fill(drawn)), Kwargs: []byte(f.kwargs.fill(drawn)),
 		ErrorClass: f.class, ErrorMessage: f.message.fill(drawn), Traceback: f.traceback.fill(drawn),
-		Attempts: attempts, MaxAttempts: f.task.maxAttempts, Reason: f.reason, Fingerprint: f.fingerprint,
+		Attempts: attempts, MaxAttempts: f.task.maxAttempts, Reason: f.reason,
 		WorkerVersion: versionAt(failedAt, now),
 		EnqueuedAt:    failedAt.Add(-time.Duration(d.backoffMS*(1<<(attempts-1)-1)+d.queuedMS) * time.Millisecond),
 		FailedAt:      failedAt,

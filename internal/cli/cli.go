@@ -55,6 +55,7 @@ func commands() []command {
 		{"audit", "verify the audit trail's hash chain (audit verify)", runAudit},
 		{"purge", "delete replayed and discarded letters older than a retention age", runPurge},
 		{"search", "rebuild the masked search text (search rebuild)", runSearch},
+		{"groups", "regroup every stored letter (groups rebuild); other uses of\n'groups' are the remote command below", runGroups},
 	}
 }
 

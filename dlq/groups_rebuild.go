@@ -1,0 +1,243 @@
+package dlq
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+	"github.com/lib/pq"
+
+	"github.com/redrive/redrive/grouping"
+)
+
+// RebuildResult is what a regrouping did.
+type RebuildResult struct {
+	Letters int64 `json:"letters"`
+	Groups  int   `json:"groups"`
+	// Moved counts the letters whose group changed.
+	Moved int64 `json:"moved"`
+	// Merged counts the group ids that are gone and now redirect.
+	Merged int `json:"merged"`
+}
+
+// rebuildLetter is what a regrouping reads of a letter: its traceback by
+// hash, since a failure's letters share a few tracebacks and reading each
+// letter's whole would move gigabytes for a million letters.
+type rebuildLetter struct {
+	ID          int64  `db:"id"`
+	Task        string `db:"task"`
+	Class       string `db:"error_class"`
+	Message     string `db:"error_message"`
+	Fingerprint string `db:"fingerprint"`
+	Traceback   string `db:"tb"`
+}
+
+// RebuildGroups regroups every stored letter with a new grouping.Grouper,
+// learning from the letters in the order they failed, as the worker would
+// have: `redrive groups rebuild`. Group ids survive where they can: each
+// new group keeps the id of the old group that gave it most letters, and
+// an old id that is gone redirects to the group that took most of its
+// letters. Letters, summaries, templates and merges are written in one
+// transaction that holds off new letters' summaries meanwhile (workers
+// wait, nothing is lost), and the regrouping is audited as a system action.
+func (s *Store) RebuildGroups(ctx context.Context) (RebuildResult, error) {
+	letters, err := s.readForRebuild(ctx)
+	if err != nil {
+		return RebuildResult{}, err
+	}
+	g := grouping.New(nil)
+	ids := make([]string, len(letters))
+	for i, l := range letters {
+		if ids[i], err = g.Group(ctx, grouping.Letter{Task: l.Task, Class: l.Class, Message: l.Message, Traceback: l.Traceback}); err != nil {
+			return RebuildResult{}, fmt.Errorf("regroup letter %d: %w", l.ID, err)
+		}
+	}
+	ids = g.Resolve(ids)
+	names, redirects := nameGroups(letters, ids)
+	res := RebuildResult{Letters: int64(len(letters)), Groups: len(names), Merged: len(redirects)}
+	var moveIDs []int64
+	var moveTo []string
+	for i, l := range letters {
+		if to := names[ids[i]]; to != l.Fingerprint {
+			moveIDs, moveTo = append(moveIDs, l.ID), append(moveTo, to)
+		}
+	}
+	res.Moved = int64(len(moveIDs))
+	templates := g.Templates()
+	for i := range templates {
+		templates[i].ID = names[templates[i].ID]
+	}
+	err = s.inTx(ctx, func(tx *sqlx.Tx) error {
+		return writeRebuild(ctx, tx, moveIDs, moveTo, templates, redirects, res)
+	})
+	if err != nil {
+		return RebuildResult{}, fmt.Errorf("regroup: %w", err)
+	}
+	return res, nil
+}
+
+func (s *Store) readForRebuild(ctx context.Context) ([]rebuildLetter, error) {
+	var tracebacks []struct {
+		Hash string `db:"h"`
+		Text string `db:"traceback"`
+	}
+	// One traceback of each kind: letters of one failure share a few.
+	err := s.db.SelectContext(ctx, &tracebacks, `
+		SELECT md5(traceback) AS h, traceback FROM dead_letter_records
+		WHERE id IN (SELECT min(id) FROM dead_letter_records GROUP BY md5(traceback))`)
+	if err != nil {
+		return nil, fmt.Errorf("regroup: read tracebacks: %w", err)
+	}
+	byHash := make(map[string]string, len(tracebacks))
+	for _, t := range tracebacks {
+		byHash[t.Hash] = t.Text
+	}
+	rows, err := s.db.QueryxContext(ctx, `
+		SELECT id, task, error_class, left(error_message, 1000) AS error_message, fingerprint, md5(traceback) AS tb
+		FROM dead_letter_records ORDER BY id`)
+	if err != nil {
+		return nil, fmt.Errorf("regroup: read letters: %w", err)
+	}
+	defer rows.Close()
+	var letters []rebuildLetter
+	for rows.Next() {
+		var l rebuildLetter
+		if err := rows.StructScan(&l); err != nil {
+			return nil, fmt.Errorf("regroup: read letters: %w", err)
+		}
+		tb, ok := byHash[l.Traceback]
+		if !ok {
+			// A letter written after the tracebacks were read: its own
+			// traceback is unknown, its group is learned without it.
+			tb = ""
+		}
+		l.Traceback = tb
+		letters = append(letters, l)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("regroup: read letters: %w", err)
+	}
+	return letters, nil
+}
+
+// nameGroups gives each new group (ids[i] is letters[i]'s) its final id:
+// the old id that gave it most letters, unless a bigger share of that old
+// group went to another new group, else its own. It returns the names and
+// the redirects of old ids no group kept: each to the group that took most
+// of its letters.
+func nameGroups(letters []rebuildLetter, ids []string) (map[string]string, map[string]string) {
+	type pair struct{ group, old string }
+	shares := map[pair]int{}
+	for i, l := range letters {
+		shares[pair{ids[i], l.Fingerprint}]++
+	}
+	pairs := make([]pair, 0, len(shares))
+	for p := range shares {
+		pairs = append(pairs, p)
+	}
+	sort.Slice(pairs, func(a, b int) bool {
+		if shares[pairs[a]] != shares[pairs[b]] {
+			return shares[pairs[a]] > shares[pairs[b]]
+		}
+		return pairs[a].group+pairs[a].old < pairs[b].group+pairs[b].old
+	})
+	names := map[string]string{}
+	taken := map[string]bool{}
+	for _, p := range pairs {
+		if _, named := names[p.group]; !named && !taken[p.old] && p.old != "" {
+			names[p.group], taken[p.old] = p.old, true
+		}
+	}
+	for _, id := range ids {
+		if _, named := names[id]; !named {
+			names[id] = id
+			taken[id] = true
+		}
+	}
+	redirects := map[string]string{}
+	for _, p := range pairs {
+		if _, done := redirects[p.old]; !done && !taken[p.old] && p.old != "" {
+			redirects[p.old] = names[p.group]
+		}
+	}
+	return names, redirects
+}
+
+// writeRebuild writes a regrouping in tx: the letters that move, the
+// summaries recounted for every group, the templates and the merges.
+func writeRebuild(ctx context.Context, tx *sqlx.Tx, moveIDs []int64, moveTo []string, templates []grouping.Template, redirects map[string]string, res RebuildResult) error {
+	// New letters' triggers upsert error_groups: this lock makes them wait
+	// until the summaries are recounted, so none is counted twice or lost.
+	for _, q := range []string{
+		`SET LOCAL redrive.regrouping = 'on'`,
+		`LOCK TABLE error_groups, dead_letter_inflow IN SHARE ROW EXCLUSIVE MODE`,
+	} {
+		if _, err := tx.ExecContext(ctx, q); err != nil {
+			return fmt.Errorf("prepare: %w", err)
+		}
+	}
+	for start := 0; start < len(moveIDs); start += 50_000 {
+		end := min(start+50_000, len(moveIDs))
+		ids, to := pq.Array(moveIDs[start:end]), pq.Array(moveTo[start:end])
+		for _, q := range []string{
+			`UPDATE dead_letter_records d SET fingerprint = m.fp
+			 FROM unnest($1::bigint[], $2::text[]) AS m(id, fp) WHERE d.id = m.id`,
+			`UPDATE pending_dead_letters d SET fingerprint = m.fp
+			 FROM unnest($1::bigint[], $2::text[]) AS m(id, fp) WHERE d.id = m.id`,
+		} {
+			if _, err := tx.ExecContext(ctx, q, ids, to); err != nil {
+				return fmt.Errorf("move letters: %w", err)
+			}
+		}
+	}
+	for _, q := range []string{
+		`DELETE FROM error_groups`,
+		`INSERT INTO error_groups (fingerprint, task, error_class, sample_message, total, pending, first_seen, last_seen)
+		 SELECT fingerprint, min(task), min(error_class), (array_agg(error_message ORDER BY failed_at DESC))[1],
+			count(*), count(*) FILTER (WHERE status = 'pending'), min(failed_at), max(failed_at)
+		 FROM dead_letters GROUP BY fingerprint`,
+		`DELETE FROM dead_letter_inflow`,
+		`INSERT INTO dead_letter_inflow (fingerprint, hour, queue, task, n)
+		 SELECT fingerprint, date_trunc('hour', failed_at, 'UTC'), queue, min(task), count(*)
+		 FROM dead_letter_records GROUP BY 1, 2, 3`,
+		`DELETE FROM notification_spikes WHERE fingerprint NOT IN (SELECT fingerprint FROM error_groups)`,
+		`DELETE FROM error_templates`,
+	} {
+		if _, err := tx.ExecContext(ctx, q); err != nil {
+			return fmt.Errorf("recount summaries: %w", err)
+		}
+	}
+	if err := saveTemplates(ctx, tx, templates); err != nil {
+		return err
+	}
+	from, into := make([]string, 0, len(redirects)), make([]string, 0, len(redirects))
+	for f, t := range redirects {
+		from, into = append(from, f), append(into, t)
+	}
+	// A live group is never a redirect; old redirects follow their target
+	// to where it went.
+	if _, err := tx.ExecContext(ctx, `DELETE FROM error_group_merges WHERE from_id IN (SELECT fingerprint FROM error_groups)`); err != nil {
+		return fmt.Errorf("record merges: %w", err)
+	}
+	for _, q := range []string{
+		`UPDATE error_group_merges m SET into_id = r.into_id
+		 FROM unnest($1::text[], $2::text[]) AS r(from_id, into_id) WHERE m.into_id = r.from_id`,
+		`INSERT INTO error_group_merges (from_id, into_id, actor)
+		 SELECT from_id, into_id, 'system' FROM unnest($1::text[], $2::text[]) AS r(from_id, into_id)
+		 ON CONFLICT (from_id) DO UPDATE SET into_id = EXCLUDED.into_id, actor = EXCLUDED.actor, merged_at = now()`,
+	} {
+		if _, err := tx.ExecContext(ctx, q, pq.Array(from), pq.Array(into)); err != nil {
+			return fmt.Errorf("record merges: %w", err)
+		}
+	}
+	counts, err := json.Marshal(res)
+	if err != nil {
+		return fmt.Errorf("audit: %w", err)
+	}
+	_, err = appendAudit(ctx, tx, AuditEntry{At: time.Now(), Actor: SystemActor, Action: ActionGroupsRebuild,
+		Reason: "every letter regrouped by the learned fingerprinter", Counts: counts, Details: json.RawMessage(`{}`)})
+	return err
+}
