@@ -30,11 +30,18 @@ const (
 	NotifyOperationCanaryFailed = "operation_canary_failed"
 )
 
+// NotifyGroupNewDigest is the message of a digest of several new groups
+// (SealNewGroupDigests); its events stay group_new.
+const NotifyGroupNewDigest = "group_new_digest"
+
 // The states of a delivery.
 const (
 	DeliveryPending   = "pending"
 	DeliveryDelivered = "delivered"
 	DeliveryFailed    = "failed"
+	// DeliverySkipped: settled without a message of its own (a new group
+	// merged into another before it was announced).
+	DeliverySkipped = "skipped"
 )
 
 // NotificationEndpoint is a webhook as the database knows it: a hash of its
@@ -79,6 +86,9 @@ type NotificationDelivery struct {
 	LastStatus    *int       `db:"last_status"`
 	DeliveredAt   *time.Time `db:"delivered_at"`
 	UpdatedAt     time.Time  `db:"updated_at"`
+	// DigestID names the digest a group_new delivery was sealed into (nil:
+	// not yet, or another kind).
+	DigestID *int64 `db:"digest_id"`
 }
 
 // AcquireNotificationSender takes or renews the sender's lease for holder:
@@ -139,15 +149,16 @@ func (s *Store) FanOutNotifications(ctx context.Context, endpoints []Notificatio
 }
 
 const deliveryColumns = `e.id, e.kind, e.subject, e.facts, e.created_at, d.endpoint_hash, d.endpoint, d.state,
-	d.attempts, d.next_attempt_at, d.last_error, d.last_status, d.delivered_at, d.updated_at`
+	d.attempts, d.next_attempt_at, d.last_error, d.last_status, d.delivered_at, d.updated_at, d.digest_id`
 
 // DueNotifications returns up to limit pending deliveries whose next attempt
-// is due, oldest first.
+// is due, oldest first: those sent one message each, that is all but the
+// new groups, which go in digests (DueDigests).
 func (s *Store) DueNotifications(ctx context.Context, limit int) ([]NotificationDelivery, error) {
 	var ds []NotificationDelivery
 	err := s.db.SelectContext(ctx, &ds, `SELECT `+deliveryColumns+`
 		FROM notification_deliveries d JOIN notification_events e ON e.id = d.event_id
-		WHERE d.state = 'pending' AND d.next_attempt_at <= now()
+		WHERE d.state = 'pending' AND d.next_attempt_at <= now() AND e.kind <> 'group_new'
 		ORDER BY d.next_attempt_at, e.id LIMIT $1`, limit)
 	if err != nil {
 		return nil, fmt.Errorf("due notifications: %w", translate(err))
@@ -173,21 +184,7 @@ type DeliveryAttempt struct {
 // delivery already settled (by another sender whose lease ran out while it
 // posted) is left as it is.
 func (s *Store) RecordDeliveryAttempt(ctx context.Context, a DeliveryAttempt) error {
-	state := DeliveryPending
-	switch {
-	case a.Delivered:
-		state = DeliveryDelivered
-	case a.RetryAt.IsZero():
-		state = DeliveryFailed
-	}
-	var status *int
-	if a.Status != 0 {
-		status = &a.Status
-	}
-	retryAt := a.RetryAt
-	if retryAt.IsZero() {
-		retryAt = time.Now()
-	}
+	state, status, retryAt := a.outcome()
 	_, err := s.db.ExecContext(ctx, `UPDATE notification_deliveries SET
 		state = $3, attempts = attempts + 1, last_status = $4, last_error = $5, next_attempt_at = $6,
 		delivered_at = CASE WHEN $3 = 'delivered' THEN now() END, updated_at = now()
@@ -195,6 +192,225 @@ func (s *Store) RecordDeliveryAttempt(ctx context.Context, a DeliveryAttempt) er
 		a.EventID, a.EndpointHash, state, status, a.Error, retryAt)
 	if err != nil {
 		return fmt.Errorf("record delivery attempt: %w", translate(err))
+	}
+	return nil
+}
+
+// outcome is what recording a writes: the delivery's new state, the HTTP
+// status (nil: no answer) and the next attempt's time.
+func (a DeliveryAttempt) outcome() (state string, status *int, retryAt time.Time) {
+	state = DeliveryPending
+	switch {
+	case a.Delivered:
+		state = DeliveryDelivered
+	case a.RetryAt.IsZero():
+		state = DeliveryFailed
+	}
+	if a.Status != 0 {
+		status = &a.Status
+	}
+	retryAt = a.RetryAt
+	if retryAt.IsZero() {
+		retryAt = time.Now()
+	}
+	return state, status, retryAt
+}
+
+// New error groups are announced in digests, at most one message per
+// endpoint per window, so that an outage that makes 500 groups is one
+// message rather than 500 (migration 00042). The outbox stays as it is:
+// one group_new event per group, one delivery per event and endpoint. The
+// sender, in each pass:
+//
+//  1. seals (SealNewGroupDigests): for each endpoint with a group_new
+//     delivery due, whose window has passed and which has no digest still
+//     being tried, it opens a new window and sets digest_id on all that
+//     endpoint's pending group_new deliveries not yet sealed; an endpoint
+//     still inside its window has them postponed to the window's end. One
+//     statement, so one transaction: a crash before it commits leaves
+//     nothing sealed and no window opened, and the next pass seals the
+//     same deliveries; after, the digest's members are fixed.
+//  2. posts each due digest (DueDigests), composed from its members as
+//     they are fixed in the database. No transaction is open while the
+//     webhook answers (the lease's reason, 00022).
+//  3. records the attempt on every member at once (RecordDigestAttempt),
+//     one statement again: the digest is delivered, retried or given up as
+//     a whole, and a delivered one moves its endpoint's window to the send.
+//
+// So a group's announcement is never lost: its delivery stays pending
+// until a digest holding it is recorded delivered, or given up after
+// MaxAttempts and shown as failed. And it is never in two messages: it is
+// sealed once (digest_id IS NULL is the condition of sealing, and the
+// window's row, checked and moved in the same statement, serializes two
+// senders), and a retry posts the same members under the same id. The one
+// duplicate left is the outbox's own, at least once: a crash, or a lost
+// lease, between the webhook's answer and step 3 posts that same digest
+// again, with the same id, for the receiver to deduplicate.
+
+// mergedAwaySQL is true of a group_new event e whose group was merged into
+// another before its announcement went out: such a delivery is settled as
+// skipped at sealing, not listed, whatever its endpoint's window. Merges of
+// groups are not in the schema yet (they come with migration 00041), so no
+// group is merged away; with them this becomes the one condition, e.g.
+// EXISTS (SELECT 1 FROM error_group_merges m WHERE m.from_id = e.subject)
+// if the merges keep the old group's id in from_id. A group merged after
+// its digest was sealed is still in it: the digest is retried as it was
+// sealed.
+const mergedAwaySQL = `false`
+
+// sealDigestsSQL seals new-group digests, $1 being the window in ms. See
+// the steps above: unsealed is every pending group_new delivery not yet in
+// a digest, of the endpoints that have one due, locked in one order, so
+// that two senders sealing at once (one whose lease ran out) take turns
+// rather than deadlock, and the second finds sealed what the first sealed
+// (FOR UPDATE reads a row's latest version and checks its WHERE again);
+// waiting, the endpoints with one due, and until when their digest in
+// flight (if any) is being tried; opened, those whose window it
+// opened, the ON CONFLICT's WHERE being the check that the last one has
+// passed. Each unsealed delivery is then skipped (merged away), sealed
+// (its endpoint opened: the digest's id is its lowest event id, which no
+// other message to the endpoint carries), or, when due, postponed to the
+// end of its endpoint's window or of the digest in flight, whichever is
+// later, so that the pass after does not look at it again before then.
+const sealDigestsSQL = `
+WITH unsealed AS (
+	SELECT d.event_id, d.endpoint_hash, d.next_attempt_at <= now() AS due, (` + mergedAwaySQL + `) AS merged_away
+	FROM notification_deliveries d JOIN notification_events e ON e.id = d.event_id
+	WHERE d.state = 'pending' AND d.digest_id IS NULL AND e.kind = 'group_new'
+	AND d.endpoint_hash IN (SELECT x.endpoint_hash FROM notification_deliveries x JOIN notification_events xe ON xe.id = x.event_id
+		WHERE x.state = 'pending' AND x.digest_id IS NULL AND xe.kind = 'group_new' AND x.next_attempt_at <= now())
+	ORDER BY d.endpoint_hash, d.event_id
+	FOR UPDATE OF d
+), waiting AS (
+	SELECT u.endpoint_hash, (SELECT min(p.next_attempt_at) FROM notification_deliveries p
+		WHERE p.endpoint_hash = u.endpoint_hash AND p.state = 'pending' AND p.digest_id IS NOT NULL) AS in_flight_until
+	FROM unsealed u WHERE u.due AND NOT u.merged_away
+	GROUP BY u.endpoint_hash
+), opened AS (
+	INSERT INTO notification_digest_windows AS w (endpoint_hash, opened_at)
+	SELECT endpoint_hash, now() FROM waiting WHERE in_flight_until IS NULL ORDER BY endpoint_hash
+	ON CONFLICT (endpoint_hash) DO UPDATE SET opened_at = EXCLUDED.opened_at
+	WHERE w.opened_at <= now() - $1 * interval '1 millisecond'
+	RETURNING endpoint_hash
+), digests AS (
+	SELECT u.endpoint_hash, min(u.event_id) AS digest_id
+	FROM unsealed u JOIN opened o ON o.endpoint_hash = u.endpoint_hash
+	WHERE NOT u.merged_away
+	GROUP BY u.endpoint_hash
+), plan AS (
+	SELECT u.event_id, u.endpoint_hash, g.digest_id,
+		CASE WHEN u.merged_away THEN 'skip' WHEN g.digest_id IS NOT NULL THEN 'seal' ELSE 'wait' END AS step,
+		greatest(now(), w.in_flight_until, win.opened_at + $1 * interval '1 millisecond') AS wait_until
+	FROM unsealed u
+	LEFT JOIN digests g ON g.endpoint_hash = u.endpoint_hash
+	LEFT JOIN waiting w ON w.endpoint_hash = u.endpoint_hash
+	LEFT JOIN notification_digest_windows win ON win.endpoint_hash = u.endpoint_hash
+	WHERE u.merged_away OR g.digest_id IS NOT NULL OR u.due
+), changed AS (
+	UPDATE notification_deliveries d SET
+		digest_id = p.digest_id,
+		state = CASE p.step WHEN 'skip' THEN 'skipped' ELSE 'pending' END,
+		last_error = CASE p.step WHEN 'skip' THEN 'not announced: its group was merged into another first' ELSE d.last_error END,
+		next_attempt_at = CASE p.step WHEN 'seal' THEN now() WHEN 'wait' THEN p.wait_until ELSE d.next_attempt_at END,
+		updated_at = now()
+	FROM plan p
+	WHERE d.event_id = p.event_id AND d.endpoint_hash = p.endpoint_hash AND d.state = 'pending' AND d.digest_id IS NULL
+	RETURNING p.step, p.endpoint_hash
+)
+SELECT count(DISTINCT endpoint_hash) FILTER (WHERE step = 'seal') AS digests,
+	count(*) FILTER (WHERE step = 'seal') AS sealed,
+	count(*) FILTER (WHERE step = 'wait') AS postponed,
+	count(*) FILTER (WHERE step = 'skip') AS skipped
+FROM changed`
+
+// DigestSealing is what one SealNewGroupDigests did.
+type DigestSealing struct {
+	// Digests were sealed, holding Sealed deliveries in all.
+	Digests int `db:"digests"`
+	Sealed  int `db:"sealed"`
+	// Postponed deliveries wait for their endpoint's window to pass.
+	Postponed int `db:"postponed"`
+	// Skipped deliveries' groups were merged away before they were sealed.
+	Skipped int `db:"skipped"`
+}
+
+// SealNewGroupDigests seals, for each endpoint whose last new-group window
+// (of length window) has passed, a digest of all its pending new-group
+// deliveries, and postpones the due ones of the other endpoints to their
+// window's end. One statement: see the steps above.
+func (s *Store) SealNewGroupDigests(ctx context.Context, window time.Duration) (DigestSealing, error) {
+	var r DigestSealing
+	if err := s.db.GetContext(ctx, &r, sealDigestsSQL, window.Milliseconds()); err != nil {
+		return DigestSealing{}, fmt.Errorf("seal new-group digests: %w", translate(err))
+	}
+	return r, nil
+}
+
+// NewGroupDigest is one endpoint's digest of new error groups: the
+// group_new events sealed together, to be announced in one message.
+type NewGroupDigest struct {
+	// ID is the digest's lowest event id, the message's id: the same at
+	// every attempt, and carried by no other message to the endpoint.
+	ID           int64
+	EndpointHash string
+	Endpoint     string
+	// Attempts made at it so far.
+	Attempts int
+	// Events are its groups' events, oldest first.
+	Events []NotificationEvent
+}
+
+// DueDigests returns up to limit sealed digests whose next attempt is due,
+// oldest first, each with all its events.
+func (s *Store) DueDigests(ctx context.Context, limit int) ([]NewGroupDigest, error) {
+	var rows []NotificationDelivery
+	err := s.db.SelectContext(ctx, &rows, `WITH due AS (
+			SELECT endpoint_hash, digest_id, min(next_attempt_at) AS next_attempt_at
+			FROM notification_deliveries
+			WHERE state = 'pending' AND digest_id IS NOT NULL AND next_attempt_at <= now()
+			GROUP BY endpoint_hash, digest_id
+			ORDER BY 3, 2 LIMIT $1
+		)
+		SELECT `+deliveryColumns+`
+		FROM due JOIN notification_deliveries d ON d.endpoint_hash = due.endpoint_hash AND d.digest_id = due.digest_id
+		JOIN notification_events e ON e.id = d.event_id
+		WHERE d.state = 'pending'
+		ORDER BY due.next_attempt_at, d.digest_id, d.endpoint_hash, e.id`, limit)
+	if err != nil {
+		return nil, fmt.Errorf("due digests: %w", translate(err))
+	}
+	var ds []NewGroupDigest
+	for _, r := range rows {
+		if n := len(ds); n == 0 || ds[n-1].ID != *r.DigestID || ds[n-1].EndpointHash != r.EndpointHash {
+			ds = append(ds, NewGroupDigest{ID: *r.DigestID, EndpointHash: r.EndpointHash, Endpoint: r.Endpoint})
+		}
+		g := &ds[len(ds)-1]
+		g.Attempts = max(g.Attempts, r.Attempts)
+		g.Events = append(g.Events, r.NotificationEvent)
+	}
+	return ds, nil
+}
+
+// RecordDigestAttempt records an attempt at the digest a.EventID of
+// endpoint a.EndpointHash on all its pending deliveries, in one statement:
+// the digest is delivered, retried or given up as a whole. Delivered, it
+// also moves the endpoint's window to now, the time of the send. As
+// RecordDeliveryAttempt, a digest already settled is left as it is.
+func (s *Store) RecordDigestAttempt(ctx context.Context, a DeliveryAttempt) error {
+	state, status, retryAt := a.outcome()
+	_, err := s.db.ExecContext(ctx, `WITH settled AS (
+			UPDATE notification_deliveries SET
+			state = $3, attempts = attempts + 1, last_status = $4, last_error = $5, next_attempt_at = $6,
+			delivered_at = CASE WHEN $3 = 'delivered' THEN now() END, updated_at = now()
+			WHERE endpoint_hash = $2 AND digest_id = $1 AND state = 'pending'
+			RETURNING endpoint_hash
+		)
+		INSERT INTO notification_digest_windows AS w (endpoint_hash, opened_at)
+		SELECT DISTINCT endpoint_hash, now() FROM settled WHERE $3 = 'delivered'
+		ON CONFLICT (endpoint_hash) DO UPDATE SET opened_at = greatest(w.opened_at, EXCLUDED.opened_at)`,
+		a.EventID, a.EndpointHash, state, status, a.Error, retryAt)
+	if err != nil {
+		return fmt.Errorf("record digest attempt: %w", translate(err))
 	}
 	return nil
 }

@@ -23,6 +23,106 @@ type Message struct {
 	// URL is the console page to open.
 	URL   string          `json:"url"`
 	Facts json.RawMessage `json:"facts"`
+	// Links are Text's lines, each with the page it is about (a digest of
+	// new groups); a Slack body shows them as links in place of Text.
+	Links []Link `json:"links,omitempty"`
+}
+
+// Link is one line of a message that links to a console page.
+type Link struct {
+	Text string `json:"text"`
+	URL  string `json:"url"`
+}
+
+// A digest's message lists its first digestListed groups, each linked to
+// its page; the rest are counted, with a link to the groups page, newest
+// first. Its JSON facts name its first digestFacts groups, enough for a
+// receiver to act on an outage without a body that grows with it.
+const (
+	digestListed = 10
+	digestFacts  = 100
+	newestGroups = "/groups?sort=newest"
+)
+
+// digestKind is the event a digest's message says it is: a digest of one
+// group is that group's own message.
+func digestKind(g dlq.NewGroupDigest) string {
+	if len(g.Events) == 1 {
+		return dlq.NotifyGroupNew
+	}
+	return dlq.NotifyGroupNewDigest
+}
+
+// composeDigest turns a digest of new groups into its message: one group's
+// is the message of its event, as compose makes it; several are listed,
+// with what each group holds now. Its id is the digest's, the same at
+// every attempt.
+func (s *Sender) composeDigest(ctx context.Context, g dlq.NewGroupDigest) (Message, error) {
+	if len(g.Events) == 0 {
+		return Message{}, fmt.Errorf("digest %d: no groups", g.ID)
+	}
+	if digestKind(g) == dlq.NotifyGroupNew {
+		return s.compose(ctx, g.Events[0])
+	}
+	first, last := g.Events[0], g.Events[len(g.Events)-1]
+	m := Message{ID: g.ID, Event: dlq.NotifyGroupNewDigest, At: last.At.UTC(), URL: s.link(newestGroups),
+		Title: fmt.Sprintf("%d new error groups in the last %s", len(g.Events), lastSpan(time.Since(first.At)))}
+	type groupFacts struct {
+		Fingerprint string `json:"fingerprint"`
+		Task        string `json:"task"`
+		ErrorClass  string `json:"error_class"`
+		EventID     int64  `json:"event_id"`
+	}
+	facts := struct {
+		Count  int          `json:"count"`
+		Groups []groupFacts `json:"groups"`
+	}{Count: len(g.Events)}
+	var lines []string
+	for i, ev := range g.Events {
+		f := groupFacts{Fingerprint: ev.Subject, EventID: ev.ID}
+		_ = json.Unmarshal(ev.Facts, &f) // facts are ours; an unexpected shape leaves them empty
+		if i < digestFacts {
+			facts.Groups = append(facts.Groups, f)
+		}
+		if i >= digestListed {
+			continue
+		}
+		// The group as it is now, as compose reads it for one group.
+		grp, err := s.cfg.Store.Group(ctx, ev.Subject)
+		if err != nil && !errors.Is(err, dlq.ErrNotFound) {
+			return Message{}, err
+		}
+		line := f.Task + " " + f.ErrorClass + " (no letters left)"
+		if err == nil {
+			line = fmt.Sprintf("%s %s (%d pending)", grp.Task, grp.ErrorClass, grp.Pending)
+		}
+		lines = append(lines, line)
+		m.Links = append(m.Links, Link{Text: line, URL: s.link(ev.ConsolePath())})
+	}
+	if more := len(g.Events) - digestListed; more > 0 {
+		line := fmt.Sprintf("and %d more", more)
+		lines = append(lines, line)
+		m.Links = append(m.Links, Link{Text: line, URL: s.link(newestGroups)})
+	}
+	m.Text = strings.Join(lines, "\n")
+	b, err := json.Marshal(facts)
+	if err != nil {
+		return Message{}, fmt.Errorf("digest %d: facts: %w", g.ID, err)
+	}
+	m.Facts = b
+	return m, nil
+}
+
+// lastSpan says how long d is in "in the last …", rounded up: minute,
+// N minutes, N hours.
+func lastSpan(d time.Duration) string {
+	switch {
+	case d <= time.Minute:
+		return "minute"
+	case d < 2*time.Hour:
+		return strconv.Itoa(int((d+time.Minute-1)/time.Minute)) + " minutes"
+	}
+	return strconv.Itoa(int((d+time.Hour-1)/time.Hour)) + " hours"
 }
 
 // compose turns an event into its message, reading what it is about as it
@@ -134,6 +234,13 @@ func (s *Sender) link(path string) string {
 func body(format Format, m Message) ([]byte, error) {
 	if format == FormatSlack {
 		text := "*" + slackEscape(m.Title) + "*\n" + slackEscape(m.Text)
+		if len(m.Links) > 0 {
+			lines := make([]string, len(m.Links))
+			for i, l := range m.Links {
+				lines[i] = "• <" + l.URL + "|" + slackEscape(l.Text) + ">"
+			}
+			text = "*" + slackEscape(m.Title) + "*\n" + strings.Join(lines, "\n")
+		}
 		if m.URL != "" {
 			text += "\n<" + m.URL + "|Open in Redrive>"
 		}

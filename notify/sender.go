@@ -3,8 +3,10 @@
 // that ended) to webhooks. Events are written to an outbox table in the
 // same transaction as what they report; the sender delivers them at least
 // once, with retries and backoff up to a cap, one sender at a time across
-// console instances. Nothing here runs in a worker, so a slow or failing
-// webhook never slows a job.
+// console instances. New error groups are announced in digests, at most
+// one message per webhook per NewGroupWindow, so that an outage is one
+// message rather than one per group. Nothing here runs in a worker, so a
+// slow or failing webhook never slows a job.
 package notify
 
 import (
@@ -38,8 +40,11 @@ const (
 	DefaultSpikeWindow    = 5 * time.Minute
 	// DefaultSpikeQuiet is how long before a group's spike is announced again.
 	DefaultSpikeQuiet = time.Hour
-	deliverBatch      = 20
-	fanOutBatch       = 500
+	// DefaultNewGroupWindow is how often at most new groups are announced
+	// to one webhook.
+	DefaultNewGroupWindow = time.Minute
+	deliverBatch          = 20
+	fanOutBatch           = 500
 )
 
 // Config configures a Sender. Store, Holder and PublicURL are required.
@@ -71,6 +76,10 @@ type Config struct {
 	BackoffBase, BackoffCap time.Duration
 	// Retain is how long settled events are kept.
 	Retain time.Duration
+	// NewGroupWindow is how often at most a webhook is told about new
+	// error groups: the first is announced at once, and those found within
+	// the window after are listed together in one message when it ends.
+	NewGroupWindow time.Duration
 }
 
 // Sender delivers notification events. Create one with New; Run it.
@@ -101,6 +110,7 @@ func New(cfg Config) (*Sender, error) {
 	cfg.BackoffBase = cmp.Or(cfg.BackoffBase, DefaultBackoffBase)
 	cfg.BackoffCap = cmp.Or(cfg.BackoffCap, DefaultBackoffCap)
 	cfg.Retain = cmp.Or(cfg.Retain, DefaultRetain)
+	cfg.NewGroupWindow = cmp.Or(cfg.NewGroupWindow, DefaultNewGroupWindow)
 	s := &Sender{cfg: cfg, endpoints: map[string]Endpoint{}, log: cfg.Logger.With("component", "notify")}
 	for _, e := range cfg.Endpoints {
 		s.endpoints[e.Hash()] = e
@@ -162,7 +172,8 @@ func (s *Sender) Run(ctx context.Context) error {
 	}
 }
 
-// pass fans out new events and makes the deliveries that are due.
+// pass fans out new events, seals the new groups' digests, and makes the
+// deliveries that are due: the digests, then the other events one by one.
 func (s *Sender) pass(ctx context.Context) {
 	eps := make([]dlq.NotificationEndpoint, 0, len(s.endpoints))
 	for _, e := range s.cfg.Endpoints {
@@ -178,6 +189,27 @@ func (s *Sender) pass(ctx context.Context) {
 			break
 		}
 	}
+	// Sealing before the digests are read: a digest sealed now goes out in
+	// this pass. A failure leaves the new groups pending for the next pass.
+	if r, err := s.cfg.Store.SealNewGroupDigests(ctx, s.cfg.NewGroupWindow); err != nil {
+		s.log.Warn("seal new-group digests", "err", err)
+	} else if r.Skipped > 0 {
+		s.log.Info("new groups merged away before they were announced", "deliveries", r.Skipped)
+	}
+	digests, err := s.cfg.Store.DueDigests(ctx, deliverBatch)
+	if err != nil {
+		s.log.Warn("due new-group digests", "err", err)
+		return
+	}
+	for _, g := range digests {
+		if ctx.Err() != nil {
+			return
+		}
+		s.attempt(ctx, delivery{id: g.ID, kind: digestKind(g), groups: len(g.Events), endpointHash: g.EndpointHash,
+			endpoint: g.Endpoint, attempts: g.Attempts,
+			compose: func(ctx context.Context) (Message, error) { return s.composeDigest(ctx, g) },
+			record:  s.cfg.Store.RecordDigestAttempt})
+	}
 	due, err := s.cfg.Store.DueNotifications(ctx, deliverBatch)
 	if err != nil {
 		s.log.Warn("due notifications", "err", err)
@@ -187,20 +219,41 @@ func (s *Sender) pass(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		s.deliver(ctx, d)
+		s.attempt(ctx, delivery{id: d.ID, kind: d.Kind, endpointHash: d.EndpointHash, endpoint: d.Endpoint, attempts: d.Attempts,
+			compose: func(ctx context.Context) (Message, error) { return s.compose(ctx, d.NotificationEvent) },
+			record:  s.cfg.Store.RecordDeliveryAttempt})
 	}
 }
 
-// deliver makes one attempt at d and records what came of it.
-func (s *Sender) deliver(ctx context.Context, d dlq.NotificationDelivery) {
-	a := dlq.DeliveryAttempt{EventID: d.ID, EndpointHash: d.EndpointHash}
-	ep, ok := s.endpoints[d.EndpointHash]
+// delivery is one message to make to one endpoint: an event's, or a
+// digest's of new groups.
+type delivery struct {
+	// id is the event's, or the digest's (its first event's).
+	id   int64
+	kind string
+	// groups is how many new groups a digest lists; 0 for an event.
+	groups       int
+	endpointHash string
+	endpoint     string // redacted
+	attempts     int
+	// compose makes the message afresh at each attempt, from what the
+	// database holds: a digest's groups are fixed when it is sealed, so
+	// every attempt posts the same ones under the same id.
+	compose func(context.Context) (Message, error)
+	// record stores what an attempt came to.
+	record func(context.Context, dlq.DeliveryAttempt) error
+}
+
+// attempt makes one attempt at d and records what came of it.
+func (s *Sender) attempt(ctx context.Context, d delivery) {
+	a := dlq.DeliveryAttempt{EventID: d.id, EndpointHash: d.endpointHash}
+	ep, ok := s.endpoints[d.endpointHash]
 	if !ok {
 		a.Error = "the endpoint is no longer configured (REDRIVE_NOTIFY_WEBHOOK_URLS)"
-	} else if status, err := s.post(ctx, ep, d.NotificationEvent); err != nil {
+	} else if status, err := s.post(ctx, ep, d.compose); err != nil {
 		a.Status, a.Error = status, err.Error()
-		if d.Attempts+1 < s.cfg.MaxAttempts {
-			a.RetryAt = time.Now().Add(s.backoff(d.Attempts + 1))
+		if d.attempts+1 < s.cfg.MaxAttempts {
+			a.RetryAt = time.Now().Add(s.backoff(d.attempts + 1))
 		}
 	} else {
 		a.Status, a.Delivered = status, true
@@ -208,27 +261,33 @@ func (s *Sender) deliver(ctx context.Context, d dlq.NotificationDelivery) {
 	if ctx.Err() != nil && !a.Delivered {
 		return // cut short by shutdown: not the endpoint's fault; try again later
 	}
+	// A crash or a lost lease from here until the record is stored leaves
+	// the delivery pending: it is posted again, the same message under the
+	// same id (at least once; the receiver deduplicates on id).
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	if err := s.cfg.Store.RecordDeliveryAttempt(rctx, a); err != nil {
-		s.log.Warn("record notification delivery", "event", d.ID, "err", err)
+	if err := d.record(rctx, a); err != nil {
+		s.log.Warn("record notification delivery", "event", d.id, "err", err)
 		return
+	}
+	attrs := []any{"event", d.id, "kind", d.kind, "endpoint", d.endpoint}
+	if d.groups > 0 {
+		attrs = append(attrs, "groups", d.groups)
 	}
 	switch {
 	case a.Delivered:
-		s.log.Info("notification delivered", "event", d.ID, "kind", d.Kind, "endpoint", d.Endpoint)
+		s.log.Info("notification delivered", attrs...)
 	case a.RetryAt.IsZero():
-		s.log.Error("notification given up", "event", d.ID, "kind", d.Kind, "endpoint", d.Endpoint,
-			"attempts", d.Attempts+1, "err", a.Error)
+		s.log.Error("notification given up", append(attrs, "attempts", d.attempts+1, "err", a.Error)...)
 	default:
-		s.log.Warn("notification not delivered; retrying", "event", d.ID, "kind", d.Kind, "endpoint", d.Endpoint,
-			"attempt", d.Attempts+1, "retry_at", a.RetryAt.UTC().Format(time.RFC3339), "err", a.Error)
+		s.log.Warn("notification not delivered; retrying", append(attrs, "attempt", d.attempts+1,
+			"retry_at", a.RetryAt.UTC().Format(time.RFC3339), "err", a.Error)...)
 	}
 }
 
-// post sends ev to ep and returns the HTTP status.
-func (s *Sender) post(ctx context.Context, ep Endpoint, ev dlq.NotificationEvent) (int, error) {
-	m, err := s.compose(ctx, ev)
+// post sends the message compose makes to ep and returns the HTTP status.
+func (s *Sender) post(ctx context.Context, ep Endpoint, compose func(context.Context) (Message, error)) (int, error) {
+	m, err := compose(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("compose: %w", err)
 	}

@@ -27,6 +27,7 @@ type receiver struct {
 	*httptest.Server
 	mu     sync.Mutex
 	bodies [][]byte
+	times  []time.Time // when each body came
 	answer func(n int) int
 }
 
@@ -36,6 +37,7 @@ func newReceiver(t *testing.T, answer func(n int) int) *receiver {
 		b, _ := io.ReadAll(req.Body)
 		r.mu.Lock()
 		r.bodies = append(r.bodies, b)
+		r.times = append(r.times, time.Now())
 		n := len(r.bodies)
 		r.mu.Unlock()
 		w.WriteHeader(r.answer(n))
@@ -50,7 +52,90 @@ func (r *receiver) received() [][]byte {
 	return append([][]byte(nil), r.bodies...)
 }
 
+// arrivals returns when each body came.
+func (r *receiver) arrivals() []time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]time.Time(nil), r.times...)
+}
+
+// messages decodes every JSON body received.
+func (r *receiver) messages(t *testing.T) []notify.Message {
+	t.Helper()
+	var ms []notify.Message
+	for _, b := range r.received() {
+		var m notify.Message
+		if err := json.Unmarshal(b, &m); err != nil {
+			t.Fatalf("body %s: %v", b, err)
+		}
+		ms = append(ms, m)
+	}
+	return ms
+}
+
 func ok(int) int { return http.StatusOK }
+
+// newGroups inserts one letter of each of n new error groups of task,
+// classes prefix0, prefix1, …, and returns their fingerprints.
+func (e env) newGroups(t *testing.T, task, prefix string, n int) []string {
+	t.Helper()
+	var fps []string
+	for i := range n {
+		class := fmt.Sprintf("%s%d", prefix, i)
+		fp := dlq.Fingerprint(task, class, "boom")
+		dlqtest.InsertDeadLetter(t, e.db.DB, dlqtest.Letter{Task: task, ErrorClass: class, Fingerprint: fp})
+		fps = append(fps, fp)
+	}
+	return fps
+}
+
+// announced is the fingerprints of the groups m announces: a digest's
+// facts list them; a single group's message links to its page.
+func announced(t *testing.T, m notify.Message) []string {
+	t.Helper()
+	switch m.Event {
+	case dlq.NotifyGroupNew:
+		return []string{m.URL[strings.LastIndex(m.URL, "/")+1:]}
+	case dlq.NotifyGroupNewDigest:
+		var facts struct {
+			Count  int `json:"count"`
+			Groups []struct {
+				Fingerprint string `json:"fingerprint"`
+			} `json:"groups"`
+		}
+		if err := json.Unmarshal(m.Facts, &facts); err != nil {
+			t.Fatalf("digest facts %s: %v", m.Facts, err)
+		}
+		var fps []string
+		for _, g := range facts.Groups {
+			fps = append(fps, g.Fingerprint)
+		}
+		if facts.Count != len(fps) {
+			t.Fatalf("digest facts %s: count %d, %d groups", m.Facts, facts.Count, len(fps))
+		}
+		return fps
+	}
+	return nil
+}
+
+func sameSet(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	seen := map[string]int{}
+	for _, x := range a {
+		seen[x]++
+	}
+	for _, x := range b {
+		seen[x]--
+	}
+	for _, n := range seen {
+		if n != 0 {
+			return false
+		}
+	}
+	return true
+}
 
 type env struct {
 	db    *dlqtest.DB
@@ -214,22 +299,241 @@ func TestNotifications(t *testing.T) {
 		}
 	})
 
-	// Two console instances: one sends, so each event goes out once.
+	// Two console instances: one sends, so each event goes out once; and
+	// a burst of new groups is one message, a digest listing them, each
+	// linked to its page.
 	t.Run("OneSenderAtATime", func(t *testing.T) {
 		t.Parallel()
 		e := setup(t)
 		r := newReceiver(t, ok)
+		fps := e.newGroups(t, "mail.send", "Error", 5)
 		e.run(t, "console-1", r.URL, nil)
 		e.run(t, "console-2", r.URL, nil)
-		for i := range 5 {
-			class := fmt.Sprintf("Error%d", i)
-			dlqtest.InsertDeadLetter(t, e.db.DB, dlqtest.Letter{Task: "mail.send", ErrorClass: class,
-				Fingerprint: dlq.Fingerprint("mail.send", class, "boom")})
-		}
-		waitFor(t, 10*time.Second, "5 notifications", func() bool { return len(r.received()) >= 5 })
+		waitFor(t, 10*time.Second, "a notification", func() bool { return len(r.received()) >= 1 })
 		time.Sleep(300 * time.Millisecond)
-		if got := r.received(); len(got) != 5 {
-			t.Errorf("%d notifications for 5 new groups, want 5", len(got))
+		ms := r.messages(t)
+		if len(ms) != 1 {
+			t.Fatalf("%d notifications for 5 new groups, want 1 digest: %+v", len(ms), ms)
+		}
+		m := ms[0]
+		if m.Event != dlq.NotifyGroupNewDigest || m.Title != "5 new error groups in the last minute" ||
+			m.URL != "https://redrive.example.com/groups?sort=newest" || !sameSet(announced(t, m), fps) {
+			t.Errorf("message %+v; want a digest of the 5 groups", m)
+		}
+		if len(m.Links) != 5 {
+			t.Fatalf("links %+v; want one per group", m.Links)
+		}
+		for i, l := range m.Links {
+			if want := "https://redrive.example.com/groups/" + fps[i]; l.URL != want ||
+				l.Text != fmt.Sprintf("mail.send Error%d (1 pending)", i) || !strings.Contains(m.Text, l.Text) {
+				t.Errorf("line %d: %+v; want mail.send Error%d (1 pending), linked to %s, in the text %q", i, l, i, want, m.Text)
+			}
+		}
+	})
+
+	// Many new groups: ten are listed, the rest counted and linked to the
+	// groups page, newest first; the JSON facts name them all.
+	t.Run("ABigDigestListsTenAndCountsTheRest", func(t *testing.T) {
+		t.Parallel()
+		e := setup(t)
+		r := newReceiver(t, ok)
+		s := newReceiver(t, ok)
+		fps := e.newGroups(t, "payments.charge", "ServiceUnavailable", 13)
+		e.run(t, "console-1", r.URL+",slack:"+s.URL, nil)
+		waitFor(t, 10*time.Second, "the digests", func() bool { return len(r.received()) >= 1 && len(s.received()) >= 1 })
+		time.Sleep(300 * time.Millisecond)
+		ms := r.messages(t)
+		if len(ms) != 1 || len(s.received()) != 1 {
+			t.Fatalf("%d and %d notifications; want one digest each", len(ms), len(s.received()))
+		}
+		m := ms[0]
+		if !strings.HasPrefix(m.Title, "13 new error groups") || !sameSet(announced(t, m), fps) || len(m.Links) != 11 {
+			t.Fatalf("message %+v; want 13 groups, 10 lines and one more", m)
+		}
+		if l := m.Links[10]; l.Text != "and 3 more" || l.URL != "https://redrive.example.com/groups?sort=newest" {
+			t.Errorf("last line %+v; want the other 3 counted, linked to the newest groups", l)
+		}
+		var body map[string]string
+		if err := json.Unmarshal(s.received()[0], &body); err != nil {
+			t.Fatal(err)
+		}
+		text := body["text"]
+		for _, want := range []string{"*13 new error groups in the last minute*\n",
+			"• <https://redrive.example.com/groups/" + fps[0] + "|payments.charge ServiceUnavailable0 (1 pending)>\n",
+			"• <https://redrive.example.com/groups?sort=newest|and 3 more>\n"} {
+			if !strings.Contains(text, want) {
+				t.Errorf("slack text %q lacks %q", text, want)
+			}
+		}
+		if strings.Contains(text, fps[10]) {
+			t.Errorf("slack text %q lists the 11th group", text)
+		}
+	})
+
+	// New groups found while an endpoint is inside its window are not
+	// dropped, nor sent at once: they are listed in the next digest, a
+	// window after the last.
+	t.Run("GroupsWithinTheWindowGoInTheNextDigest", func(t *testing.T) {
+		t.Parallel()
+		e := setup(t)
+		r := newReceiver(t, ok)
+		const window = 1500 * time.Millisecond
+		burst := e.newGroups(t, "search.index", "Burst", 3)
+		e.run(t, "console-1", r.URL, func(c *notify.Config) { c.NewGroupWindow = window })
+		waitFor(t, 10*time.Second, "the first digest", func() bool { return len(r.received()) >= 1 })
+		later := e.newGroups(t, "search.index", "Later", 2)
+		time.Sleep(window / 2)
+		if n := len(r.received()); n != 1 {
+			t.Fatalf("%d notifications within the window; want the first digest only", n)
+		}
+		waitFor(t, 10*time.Second, "the second digest", func() bool { return len(r.received()) >= 2 })
+		time.Sleep(300 * time.Millisecond)
+		ms, at := r.messages(t), r.arrivals()
+		if len(ms) != 2 {
+			t.Fatalf("%d notifications, want 2: %+v", len(ms), ms)
+		}
+		if !sameSet(announced(t, ms[0]), burst) || !sameSet(announced(t, ms[1]), later) {
+			t.Errorf("digests of %v then %v; want %v then %v", announced(t, ms[0]), announced(t, ms[1]), burst, later)
+		}
+		if gap := at[1].Sub(at[0]); gap < window {
+			t.Errorf("the second digest came %s after the first; want at least the window, %s", gap, window)
+		}
+		if ms[0].ID == ms[1].ID {
+			t.Errorf("two digests with id %d", ms[0].ID)
+		}
+	})
+
+	// Each endpoint has its own window and its own digest: one that
+	// refuses does not hold up the other, and gets the same digest, whole
+	// and under the same id, when it answers; a group found while the
+	// digest is being tried goes in the next one, never in both.
+	t.Run("EachEndpointItsOwnDigestRetriedWhole", func(t *testing.T) {
+		t.Parallel()
+		e := setup(t)
+		good := newReceiver(t, ok)
+		release := make(chan struct{})
+		bad := newReceiver(t, func(n int) int {
+			if n == 1 {
+				<-release
+			}
+			if n <= 2 {
+				return http.StatusServiceUnavailable
+			}
+			return http.StatusOK
+		})
+		t.Cleanup(func() {
+			select {
+			case <-release:
+			default:
+				close(release)
+			}
+		})
+		first := e.newGroups(t, "mail.send", "First", 3)
+		e.run(t, "console-1", good.URL+","+bad.URL, func(c *notify.Config) {
+			c.NewGroupWindow = 500 * time.Millisecond
+			c.Client = &http.Client{Timeout: 10 * time.Second}
+		})
+		waitFor(t, 10*time.Second, "the bad endpoint's first post", func() bool { return len(bad.received()) >= 1 })
+		// The bad endpoint's first post hangs: a group found now, while the
+		// first digest is being tried.
+		late := e.newGroups(t, "mail.send", "Late", 1)
+		close(release)
+		waitFor(t, 10*time.Second, "the late group on both endpoints", func() bool {
+			return len(good.received()) >= 2 && len(bad.received()) >= 4
+		})
+		time.Sleep(800 * time.Millisecond)
+		g, b := good.messages(t), bad.messages(t)
+		if len(g) != 2 {
+			t.Fatalf("good endpoint: %d messages, want 2: %+v", len(g), g)
+		}
+		if len(b) != 4 {
+			t.Fatalf("bad endpoint: %d requests, want 4 (the digest refused twice, then delivered; then the late group): %+v", len(b), b)
+		}
+		for i := 1; i < 3; i++ {
+			if b[i].ID != b[0].ID || !sameSet(announced(t, b[i]), announced(t, b[0])) || b[i].Title != b[0].Title {
+				t.Errorf("attempt %d: %+v; want the first digest again, whole: %+v", i+1, b[i], b[0])
+			}
+		}
+		for name, ms := range map[string][]notify.Message{"good": g, "bad": {b[0], b[3]}} {
+			if !sameSet(announced(t, ms[0]), first) || !sameSet(announced(t, ms[1]), late) || ms[1].Event != dlq.NotifyGroupNew {
+				t.Errorf("%s endpoint: %v then %v (%s); want %v, then %v alone", name, announced(t, ms[0]),
+					announced(t, ms[1]), ms[1].Event, first, late)
+			}
+		}
+		var states []string
+		for _, d := range e.deliveries(t) {
+			states = append(states, d.State)
+			if d.State != dlq.DeliveryDelivered || d.DigestID == nil {
+				t.Errorf("delivery %+v; want delivered in a digest", d)
+			}
+		}
+		if len(states) != 8 {
+			t.Errorf("%d deliveries, want 4 groups × 2 endpoints", len(states))
+		}
+	})
+
+	// A digest given up is shown failed, every group in it; new groups
+	// after it go out in the next.
+	t.Run("ADigestGivenUpFailsWhole", func(t *testing.T) {
+		t.Parallel()
+		e := setup(t)
+		refuse := true
+		var mu sync.Mutex
+		r := newReceiver(t, func(int) int {
+			mu.Lock()
+			defer mu.Unlock()
+			if refuse {
+				return http.StatusBadRequest
+			}
+			return http.StatusOK
+		})
+		first := e.newGroups(t, "mail.send", "First", 2)
+		e.run(t, "console-1", r.URL, func(c *notify.Config) {
+			c.MaxAttempts = 2
+			c.NewGroupWindow = 100 * time.Millisecond
+		})
+		waitFor(t, 10*time.Second, "the digest to be given up", func() bool {
+			ds := e.deliveries(t)
+			return len(ds) == 2 && ds[0].State == dlq.DeliveryFailed && ds[1].State == dlq.DeliveryFailed
+		})
+		mu.Lock()
+		refuse = false
+		mu.Unlock()
+		next := e.newGroups(t, "mail.send", "Next", 2)
+		waitFor(t, 10*time.Second, "the next digest", func() bool { return len(r.received()) >= 3 })
+		time.Sleep(300 * time.Millisecond)
+		ms := r.messages(t)
+		if len(ms) != 3 || ms[0].ID != ms[1].ID || !sameSet(announced(t, ms[1]), first) || !sameSet(announced(t, ms[2]), next) {
+			t.Fatalf("messages %+v; want the first digest twice, then the next", ms)
+		}
+		for _, d := range e.deliveries(t) {
+			if d.Attempts != map[string]int{dlq.DeliveryFailed: 2, dlq.DeliveryDelivered: 1}[d.State] {
+				t.Errorf("delivery %+v", d)
+			}
+		}
+	})
+
+	// Other events are not held by the new groups' window: an operation
+	// that ends while the window is closed is announced at once, alone.
+	t.Run("OtherEventsAreNotHeldByTheWindow", func(t *testing.T) {
+		t.Parallel()
+		e := setup(t)
+		r := newReceiver(t, ok)
+		e.newGroups(t, "mail.send", "Error", 2)
+		e.run(t, "console-1", r.URL, func(c *notify.Config) { c.NewGroupWindow = time.Hour })
+		waitFor(t, 10*time.Second, "the digest", func() bool { return len(r.received()) >= 1 })
+		e.newGroups(t, "mail.send", "Later", 1)
+		var id int64
+		if err := e.db.Get(&id, `INSERT INTO operations (kind, actor, reason, ids, max_id, matched)
+			VALUES ('replay', 'alice', 'fix shipped', '{1}', 1, 1) RETURNING id`); err != nil {
+			t.Fatal(err)
+		}
+		e.db.MustExec(`UPDATE operations SET state = 'done', done_count = 1, finished_at = now() WHERE id = $1`, id)
+		waitFor(t, 10*time.Second, "the operation's end", func() bool { return len(r.received()) >= 2 })
+		time.Sleep(300 * time.Millisecond)
+		ms := r.messages(t)
+		if len(ms) != 2 || ms[0].Event != dlq.NotifyGroupNewDigest || ms[1].Event != dlq.NotifyOperationDone {
+			t.Fatalf("messages %+v; want the digest, then the operation's end, the later group waiting", ms)
 		}
 	})
 

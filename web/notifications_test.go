@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/redrive/redrive/dlq"
 	"github.com/redrive/redrive/dlq/dlqtest"
@@ -24,11 +25,15 @@ func TestNotificationsPage(t *testing.T) {
 	if n, err := e.store.FanOutNotifications(ctx, []dlq.NotificationEndpoint{ep}, 10); err != nil || n != 1 {
 		t.Fatalf("fan out: %d, %v; want the new group's event", n, err)
 	}
-	due, err := e.store.DueNotifications(ctx, 10)
+	// A new group goes out in a digest of new groups.
+	if _, err := e.store.SealNewGroupDigests(ctx, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	due, err := e.store.DueDigests(ctx, 10)
 	if err != nil || len(due) != 1 {
 		t.Fatalf("due: %v, %v", due, err)
 	}
-	if err := e.store.RecordDeliveryAttempt(ctx, dlq.DeliveryAttempt{EventID: due[0].ID, EndpointHash: "h1", Status: 502,
+	if err := e.store.RecordDigestAttempt(ctx, dlq.DeliveryAttempt{EventID: due[0].ID, EndpointHash: "h1", Status: 502,
 		Error: "answered 502 Bad Gateway: upstream down"}); err != nil {
 		t.Fatal(err)
 	}
