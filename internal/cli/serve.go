@@ -85,6 +85,8 @@ type ConsoleConfig struct {
 type NotifyConfig struct {
 	// WebhookURLs is REDRIVE_NOTIFY_WEBHOOK_URLS (notify.ParseEndpoints).
 	WebhookURLs string
+	// NewGroupWindow is notify.Config.NewGroupWindow; zero: its default.
+	NewGroupWindow time.Duration
 	// PublicURL is where the links point; default http://Addr.
 	PublicURL string
 	// Addr is where the console listens, for the default PublicURL.
@@ -102,7 +104,8 @@ type ReadConfig struct {
 }
 
 func notifyConfig(f flags) NotifyConfig {
-	return NotifyConfig{WebhookURLs: f.str("notify-webhook-urls"), PublicURL: f.str("public-url"), Addr: f.str("addr")}
+	return NotifyConfig{WebhookURLs: f.str("notify-webhook-urls"), NewGroupWindow: f.duration("notify-new-group-window"),
+		PublicURL: f.str("public-url"), Addr: f.str("addr")}
 }
 
 func readConfig(f flags, primaryURL string) ReadConfig {
@@ -128,7 +131,7 @@ func (n NotifyConfig) notifier(store *dlq.Store, masker mask.Policy, logger *slo
 	}
 	hostname, _ := os.Hostname()
 	sender, err := notify.New(notify.Config{Store: store, Endpoints: eps, Masker: masker, PublicURL: public, Logger: logger,
-		Holder: fmt.Sprintf("%s:%d:%x", hostname, os.Getpid(), rand.Uint32())})
+		Holder: fmt.Sprintf("%s:%d:%x", hostname, os.Getpid(), rand.Uint32()), NewGroupWindow: n.NewGroupWindow})
 	if err != nil {
 		return nil, nil, err
 	}
