@@ -44,7 +44,7 @@ run: ## install PostgreSQL if missing, build, and run everything locally (redriv
 
 .PHONY: build
 build: ## build bin/redrive
-	$(GO) build -ldflags "-X github.com/redrive/redrive/internal/cli.version=$$(git describe --always --dirty 2>/dev/null || echo dev)" -o $(BIN) .
+	$(GO) build -trimpath -ldflags "-X github.com/redrive/redrive/internal/cli.version=$$(git describe --always --dirty 2>/dev/null || echo dev)" -o $(BIN) .
 
 .PHONY: generate
 generate: ## regenerate the templ views

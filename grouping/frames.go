@@ -15,7 +15,8 @@ import "strings"
 // by a few lines, building it in another folder or running it from
 // another directory gives the same Place.
 //
-// It reads these formats, one traceback at a time:
+// It reads these formats, one traceback at a time: the first frame it
+// recognises decides the format, and lines of the others are ignored.
 //
 //   - Python. With chained exceptions ("During handling of the above
 //     exception..." or "The above exception was the direct cause...") only
@@ -58,15 +59,16 @@ import "strings"
 //     (lib/python3.x/, a Windows Lib\); the Go standard library (an import
 //     path whose first element has no dot, package main excepted) and
 //     well-known third-party modules (github.com/lib/pq, golang.org/x/...,
-//     goLibrary's list), and Redrive's own worker package, which calls
-//     every handler; JVM packages java., javax., sun., jdk.,
-//     org.springframework. and the like (javaClass's list); Node's
+//     goLibrary's list), and Redrive's own worker package (not its demo),
+//     which calls every handler; JVM packages java., javax., sun., jdk.,
+//     org.springframework. and the like, .NET's System. and Microsoft.
+//     (javaClass's list); Node's
 //     node_modules/; Ruby gems and its standard library. A relative
 //     Python, Node or Ruby path (../lib/smtp.py) is taken as the
 //     application's: interpreters print relative paths for the scripts
 //     they were started with, their own files always have absolute ones.
 //   - Go only, among what is left: the outermost frame is taken to be the
-//     application's entry (the handler's caller being a library), and
+//     application's entry (what called it being a library's), and
 //     only the frames of its module count, so a failure inside a
 //     third-party module that no list knows is placed at the
 //     application's call into it. A module is approximated by the import
@@ -84,7 +86,9 @@ import "strings"
 // result never holds ":<digits>" or "line ".
 //
 // Place scans the lines once with the strings package, without regular
-// expressions, and allocates only its result.
+// expressions, and allocates only its result (unless the traceback has
+// more than 48 frames or n is over 8). A JVM, Node or Ruby traceback is
+// read only as far as its n-th application frame.
 func Place(traceback string, n int) string {
 	if n <= 0 || traceback == "" {
 		return ""
@@ -116,6 +120,16 @@ func (f *frame) sameName(g *frame) bool {
 	return f.mod == g.mod && f.mid == g.mid && f.fn == g.fn
 }
 
+// The formats parseFrames tells apart: the first frame (or Python header)
+// decides, and lines of the others are ignored from then on.
+const (
+	formatNone   = iota
+	formatPython // File "...", line 88, in f; outermost first
+	formatGo     // function line, then a tab-indented file line
+	formatAt     // JVM, .NET and Node: at ...
+	formatRuby   // path.rb:88:in 'label', and from ...
+)
+
 // parseFrames appends the traceback's frames to frames, innermost first.
 // A JVM, Node or Ruby traceback is read only until it has shown n
 // application frames: the innermost ones are all Place names (a Spring
@@ -124,8 +138,16 @@ func (f *frame) sameName(g *frame) bool {
 // Python prints the innermost frame last.
 func parseFrames(s string, frames []frame, n int) []frame {
 	start := len(frames)
-	python := false // Python frames seen: others are ignored, and the order is reversed at the end
+	format := formatNone
 	apps := appCount{last: -1}
+	// is reports whether a line of format f counts, deciding the format
+	// if nothing has yet.
+	is := func(f int) bool {
+		if format == formatNone {
+			format = f
+		}
+		return format == f
+	}
 	for len(s) > 0 {
 		var line string
 		if i := strings.IndexByte(s, '\n'); i >= 0 {
@@ -137,85 +159,77 @@ func parseFrames(s string, frames []frame, n int) []frame {
 		if line == "" {
 			continue
 		}
-		if c := line[0]; c != ' ' && c != '\t' {
-			// Unindented: a Go function line (followed by its file line,
-			// tab-indented), a Go goroutine header, a Python header, or a
-			// Ruby frame.
-			if python {
-				if strings.HasSuffix(line, pythonHeader) {
-					frames, apps = frames[:start], appCount{last: -1}
-				}
-				continue
-			}
-			if len(s) > 0 && s[0] == '\t' && !strings.HasPrefix(s, "\tat ") && !strings.HasPrefix(s, "\tfrom ") {
-				f, ok, panicked := goFrame(line)
-				if panicked {
-					// What was above the panic is the recovery's code.
-					frames, apps = frames[:start], appCount{last: -1}
-					continue
-				}
-				if ok {
+		if c := line[0]; c == ' ' || c == '\t' {
+			t := trimIndent(line)
+			switch {
+			case strings.HasPrefix(t, `File "`):
+				if f, ok := pythonFrame(t[len(`File "`):]); ok && is(formatPython) {
 					frames = append(frames, f)
-					continue
 				}
-			}
-			if strings.HasPrefix(line, "goroutine ") {
-				if len(frames) > start {
-					return frames // the next goroutine of a full dump
+			case strings.HasPrefix(t, "at "):
+				if f, ok := atFrame(t[len("at "):]); ok && is(formatAt) {
+					frames = append(frames, f)
+					if apps.enough(frames, n) {
+						return frames
+					}
 				}
-				continue
-			}
-			if strings.HasSuffix(line, pythonHeader) {
-				python = true
-				frames, apps = frames[:start], appCount{last: -1}
-				continue
-			}
-			if f, ok := rubyFrame(line); ok {
-				frames = append(frames, f)
-				if apps.enough(frames, n) {
-					return frames
+			case strings.HasPrefix(t, "from "):
+				if f, ok := rubyFrame(t[len("from "):]); ok && is(formatRuby) {
+					frames = append(frames, f)
+					if apps.enough(frames, n) {
+						return frames
+					}
+				}
+			case strings.HasPrefix(t, "Caused by:"), strings.HasPrefix(t, "Suppressed:"), strings.HasPrefix(t, "[cause]:"):
+				if format == formatAt {
+					return frames // the JVM's or Node's cause: not the exception thrown
+				}
+			case strings.HasSuffix(t, pythonHeader): // in an exception group
+				if is(formatPython) {
+					frames = frames[:start]
 				}
 			}
 			continue
 		}
-		t := trimIndent(line)
+		// Unindented: a Go function line (followed by its file line,
+		// tab-indented), a Go goroutine header, a Python header, or a
+		// Ruby frame.
 		switch {
-		case strings.HasPrefix(t, `File "`):
-			if f, ok := pythonFrame(t[len(`File "`):]); ok {
-				if !python {
-					python = true
-					frames, apps = frames[:start], appCount{last: -1}
-				}
+		case strings.HasSuffix(line, pythonHeader):
+			// Of chained exceptions, the last is the one raised.
+			if is(formatPython) {
+				frames = frames[:start]
+			}
+		case format == formatPython:
+		case strings.HasPrefix(line, "Caused by:"):
+			if format == formatAt {
+				return frames
+			}
+		case strings.HasPrefix(line, "goroutine "):
+			if format == formatGo {
+				return frames // the next goroutine of a full dump
+			}
+		case len(s) > 0 && s[0] == '\t' && !strings.HasPrefix(s, "\tat ") && !strings.HasPrefix(s, "\tfrom ") &&
+			(format == formatNone || format == formatGo):
+			if f, ok, panicked := goFrame(line); panicked && is(formatGo) {
+				// What was above the panic is the recovery's code.
+				frames = frames[:start]
+				continue
+			} else if ok && is(formatGo) {
 				frames = append(frames, f)
+				continue
 			}
-		case python:
-			if strings.HasSuffix(t, pythonHeader) {
-				frames, apps = frames[:start], appCount{last: -1}
-			}
-		case strings.HasPrefix(t, "at "):
-			if f, ok := atFrame(t[len("at "):]); ok {
+			fallthrough
+		default:
+			if f, ok := rubyFrame(line); ok && is(formatRuby) {
 				frames = append(frames, f)
 				if apps.enough(frames, n) {
 					return frames
 				}
 			}
-		case strings.HasPrefix(t, "from "):
-			if f, ok := rubyFrame(t[len("from "):]); ok {
-				frames = append(frames, f)
-				if apps.enough(frames, n) {
-					return frames
-				}
-			}
-		case strings.HasPrefix(t, "Caused by:"), strings.HasPrefix(t, "Suppressed:"), strings.HasPrefix(t, "[cause]:"):
-			if len(frames) > start {
-				return frames // the JVM's or Node's cause: not the exception thrown
-			}
-		case strings.HasSuffix(t, pythonHeader):
-			python = true
-			frames, apps = frames[:start], appCount{last: -1}
 		}
 	}
-	if python {
+	if format == formatPython {
 		// Python prints the outermost frame first.
 		for i, j := start, len(frames)-1; i < j; i, j = i+1, j-1 {
 			frames[i], frames[j] = frames[j], frames[i]

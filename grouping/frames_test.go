@@ -298,6 +298,13 @@ Caused by: java.net.SocketTimeoutException: Read timed out
 	at java.base/java.lang.Thread.run(Thread.java:1583)
 `
 
+	dotnetCharge = `System.InvalidOperationException: card declined
+   at Acme.Shop.Payments.StripeClient.Charge(Decimal amount) in /src/Payments/StripeClient.cs:line 88
+   at Acme.Shop.Orders.OrderService.<CheckoutAsync>d__4.MoveNext() in /src/Orders/OrderService.cs:line 142
+   at System.Runtime.CompilerServices.AsyncMethodBuilderCore.Start[TStateMachine](TStateMachine& stateMachine)
+   at Microsoft.AspNetCore.Mvc.Infrastructure.ActionMethodExecutor.Execute(ActionContext context)
+`
+
 	nodeCharge = `TypeError: Cannot read properties of undefined (reading 'amount')
     at chargeOrder (/app/src/payments/charge.js:88:13)
     at async OrderWorker.process (/app/src/workers/orders.js:41:5)
@@ -368,6 +375,7 @@ func TestPlace(t *testing.T) {
 		{"java", javaCheckout, 3, "payments.StripeClient.charge < orders.OrderService.checkout < jobs.CheckoutJob.run"},
 		{"java moved, java 8", javaCheckoutMoved, 3, "payments.StripeClient.charge < orders.OrderService.checkout < jobs.CheckoutJob.run"},
 		{"java library only", javaLibraryOnly, 2, "v3.ConnectionFactoryImpl.openConnectionImpl < jdbc.PgConnection.<init>"},
+		{".net", dotnetCharge, 3, "Payments.StripeClient.Charge < OrderService.<CheckoutAsync>d__4.MoveNext"},
 
 		{"node", nodeCharge, 3, "payments.charge.chargeOrder < workers.orders.OrderWorker.process"},
 		{"node moved", nodeChargeMoved, 3, "payments.charge.chargeOrder < workers.orders.OrderWorker.process"},
@@ -376,6 +384,12 @@ func TestPlace(t *testing.T) {
 
 		{"ruby 3.4", rubyCharge, 3, "services.payment_gateway.Billing.PaymentGateway#charge < jobs.charge_job.ChargeJob#perform"},
 		{"ruby 3.2", rubyChargeOld, 3, "services.payment_gateway.Billing.PaymentGateway#charge < jobs.charge_job.ChargeJob#perform"},
+
+		// The first frame decides the format: Go frames after a JVM
+		// trace (or a Ruby one) do not count.
+		{"go after java", javaCheckout + goDemoPanic, 5, "payments.StripeClient.charge < orders.OrderService.checkout < jobs.CheckoutJob.run"},
+		{"go after ruby", rubyCharge + goDemoPanic, 5, "services.payment_gateway.Billing.PaymentGateway#charge < jobs.charge_job.ChargeJob#perform"},
+		{"java after go", goDemoPanic + javaCheckout, 5, "demo.(*handlers).crash"},
 
 		{"empty", "", 3, ""},
 		{"n=0", pyOrders, 0, ""},
@@ -405,7 +419,7 @@ func TestPlaceIgnoresNumbers(t *testing.T) {
 	for _, tb := range []string{
 		pyOrders, pyRefund, pyLibraryOnly, pyChained, pyCause, pyPackage, pyWindows, pyRecursion,
 		goDemoPanic, goDemoTraced, goAcmeUnknownLib, goUnrecovered, goLibPanic, goStdlibOnly, goPkgErrors,
-		javaCheckout, javaLibraryOnly, nodeCharge, nodeESM, nodeLibraryOnly, rubyCharge, rubyChargeOld,
+		javaCheckout, javaLibraryOnly, dotnetCharge, nodeCharge, nodeESM, nodeLibraryOnly, rubyCharge, rubyChargeOld,
 	} {
 		want := Place(tb, 5)
 		for range 20 {
@@ -458,8 +472,9 @@ func TestPlaceDistinguishes(t *testing.T) {
 func FuzzPlace(f *testing.F) {
 	for _, tb := range []string{
 		pyOrders, pyChained, pyWindows, goDemoPanic, goDemoTraced, goAcmeUnknownLib, goUnrecovered,
-		goPkgErrors, javaCheckout, nodeCharge, nodeESM, rubyCharge, rubyChargeOld,
+		goPkgErrors, javaCheckout, dotnetCharge, nodeCharge, nodeESM, rubyCharge, rubyChargeOld,
 		"x.y(\n\t", "created by \n\t", "a:1:in '\n", "  File \"\", line , in \n", "\tat (\n",
+		" at $$..0(", // javaFrame once cut a class name past its end
 	} {
 		f.Add(tb, 3)
 	}
