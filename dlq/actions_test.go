@@ -18,6 +18,9 @@ import (
 func pqInt64s(ids []int64) any { return pq.Array(ids) }
 
 // insertLetters makes n pending dead letters of task t.ok and returns their ids.
+// lettersGroup is the error group of the letters insertLetters makes.
+const lettersGroup = "00000000000000f0"
+
 func insertLetters(t *testing.T, db *dlqtest.DB, n int) []int64 {
 	t.Helper()
 	var ids []int64
@@ -25,9 +28,9 @@ func insertLetters(t *testing.T, db *dlqtest.DB, n int) []int64 {
 		INSERT INTO dead_letter_records (job_id, queue, task, args, kwargs, error_class, error_message, attempts,
 			max_attempts, reason, fingerprint, enqueued_at)
 		SELECT 1000000 + g + (SELECT coalesce(max(id), 0) FROM dead_letter_records), 'default', 't.ok', '[1]', '{"a":1}',
-			'E', 'boom', 3, 3, 'exhausted', 'fp', now()
+			'E', 'boom', 3, 3, 'exhausted', $2, now()
 		FROM generate_series(1, $1) g
-		RETURNING id`, n)
+		RETURNING id`, n, lettersGroup)
 	if err != nil {
 		t.Fatal(err)
 	}

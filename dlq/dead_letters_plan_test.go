@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lib/pq"
+
 	"github.com/redrive/redrive/dlq"
 	"github.com/redrive/redrive/dlq/dlqtest"
 )
@@ -140,5 +142,92 @@ func TestPendingFingerprintReadsUseTheFingerprintIndex(t *testing.T) {
 		if n > 2*limit {
 			t.Errorf("a bulk replay batch of %d read %.0f rows of %s", limit, n, table)
 		}
+	}
+}
+
+// TestSeveralGroupsWalkEachGroupsIndex: the ordered reads of several
+// groups' letters (an incident's), a page and a bulk replay's batch, walk
+// the fingerprint index once per group and merge the walks, which stop as
+// soon as the read has its letters: they read about as many rows as they
+// return, however large the groups, where one scan of fingerprint =
+// ANY(...) reads and sorts every letter of every group. Their count is the
+// sum of the groups' summaries.
+func TestSeveralGroupsWalkEachGroupsIndex(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := dlqtest.NewDB(t)
+	store := dlq.NewStore(db.DB)
+	if err := dlqtest.SeedDeadLetters(ctx, db.DB, 20_000, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	var groups []string
+	var pending int64
+	if err := db.SelectContext(ctx, &groups, `SELECT fingerprint FROM dead_letters
+		GROUP BY 1 ORDER BY count(*) DESC LIMIT 2`); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.GetContext(ctx, &pending, `SELECT count(*) FROM pending_dead_letters WHERE fingerprint = ANY($1)`,
+		pq.Array(groups)); err != nil {
+		t.Fatal(err)
+	}
+	if pending < 400 {
+		t.Fatalf("the two largest groups have %d pending letters: too few for the test", pending)
+	}
+	f := dlq.Filter{Fingerprints: groups, Status: dlq.StatusPending}
+
+	// The page.
+	const limit = 50
+	q, args := dlq.ListPageSQL(f, limit)
+	var raw string
+	if err := db.GetContext(ctx, &raw, `EXPLAIN (ANALYZE, FORMAT JSON) `+q, args...); err != nil {
+		t.Fatal(err)
+	}
+	scans, read := scansOfLetters(t, raw, "")
+	assertWalkPerGroup(t, "the page", scans, groups)
+	for table, n := range read {
+		if n > float64(2*len(groups)*(limit+1)) {
+			t.Errorf("a page of %d of %d groups read %.0f rows of %s", limit, len(groups), n, table)
+		}
+	}
+
+	n, err := store.CountDeadLetters(ctx, f)
+	if err != nil || !n.Exact || n.N != pending {
+		t.Fatalf("count %+v, %v; want exactly %d", n, err, pending)
+	}
+
+	// A batch of a bulk replay of the groups' pending letters.
+	op, err := store.CreateOperation(ctx, dlq.OperationParams{Kind: dlq.OpReplay, Actor: alice, Now: time.Now(),
+		Reason: "plan test", Selection: dlq.Selection{Filter: &f}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err = store.ExplainOperationBatch(ctx, op.ID, limit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	scans, read = scansOfLetters(t, raw, "batch")
+	assertWalkPerGroup(t, "a bulk replay batch", scans, groups)
+	for table, n := range read {
+		if n > float64(2*len(groups)*limit) {
+			t.Errorf("a bulk replay batch of %d of %d groups read %.0f rows of %s", limit, len(groups), n, table)
+		}
+	}
+}
+
+// assertWalkPerGroup checks that scans walk the fingerprint index once
+// for each group, each walk one range of its own group.
+func assertWalkPerGroup(t *testing.T, what string, scans []letterScan, groups []string) {
+	t.Helper()
+	walks := fingerprintWalks(scans)
+	walked := map[string]bool{}
+	for _, w := range walks {
+		for _, g := range groups {
+			if w.Loops == 1 && strings.Contains(w.Cond, "'"+g+"'") {
+				walked[g] = true
+			}
+		}
+	}
+	if len(walks) != len(groups) || len(walked) != len(groups) {
+		t.Errorf("%s scans %+v, want an index walk on fingerprint for each of the groups %v", what, scans, groups)
 	}
 }

@@ -84,6 +84,43 @@ func (s letterSource) table() string {
 	return "dead_letters"
 }
 
+// walksGroups reports whether an ordered read of f's letters from src (a
+// page, a sample, a batch) walks each of its groups apart (eachGroupSQL):
+// when it names several groups and reads every letter, by the
+// fingerprint index.
+func (f Filter) walksGroups(src letterSource) bool {
+	return src == allLetters && len(f.Groups()) > 1
+}
+
+// eachGroupSQL is an ordered read of the letters of several groups, as one
+// walk of the fingerprint index per group, merged. read returns the
+// statement of the (id, failed_at) of the letters of the filter g (f
+// narrowed to one of its groups), in order and at most limit, numbering
+// its arguments after args and returning them with its own; of all the
+// walks' letters, eachGroupSQL keeps the first limit in the same order.
+//
+// One statement with fingerprint = ANY(...) could not stop early: the
+// index holds each group's letters in order, not their union, so it would
+// read and sort every letter of every group for each page and each batch.
+// A walk per group, each group a value of its own, is also planned as the
+// single-group reads are: on the group's size (its statistics), where one
+// plan for a group not known in advance would be made for an average group
+// and read the large ones whole.
+func eachGroupSQL(f Filter, args []any, order, limit string, read func(g Filter, args []any) (string, []any)) (string, []any) {
+	walks := make([]string, 0, len(f.Groups()))
+	for _, fp := range f.Groups() {
+		g := f
+		g.Fingerprint, g.Fingerprints = fp, nil
+		var walk string
+		walk, args = read(g, args)
+		walks = append(walks, "("+walk+")")
+	}
+	return `SELECT id, failed_at FROM (` + strings.Join(walks, " UNION ALL ") + `) walks ORDER BY ` + order + ` LIMIT ` + limit, args
+}
+
+// newestFirst is the order of every list: newest first, then by id.
+const newestFirst = `failed_at DESC, id DESC`
+
 // source is where f's letters are read from. Pending letters come from
 // their own table, whose indexes serve the pending views newest first and
 // by reason. A filter on task, queue, error class or error group (and not
@@ -96,7 +133,7 @@ func (f Filter) source() letterSource {
 	if f.Status != StatusPending {
 		return allLetters
 	}
-	if f.Reason == "" && (f.Task != "" || f.Queue != "" || f.ErrorClass != "" || f.Fingerprint != "") {
+	if f.Reason == "" && (f.Task != "" || f.Queue != "" || f.ErrorClass != "" || len(f.Groups()) > 0) {
 		return allLetters
 	}
 	return pendingLetters
@@ -126,7 +163,15 @@ func (f Filter) where(src letterSource, withCursor bool, argOffset int) (string,
 		clauses = append(clauses, c)
 	}
 	eq("error_class", f.ErrorClass)
-	eq("fingerprint", f.Fingerprint)
+	// One group is an equality, the range of the fingerprint index the
+	// single-group reads are planned on. Several are one array argument
+	// (the ordered reads walk them one at a time: eachGroupSQL).
+	switch groups := f.Groups(); {
+	case len(groups) == 1:
+		eq("fingerprint", groups[0])
+	case len(groups) > 1:
+		clauses = append(clauses, "fingerprint = ANY("+arg(pq.Array(groups))+")")
+	}
 	if f.Q != "" {
 		// The error message, args and kwargs as the pages show them
 		// (masked: migration 00010), trigram-indexed in a side table a
@@ -215,6 +260,13 @@ func (s *Store) ListDeadLetters(ctx context.Context, f Filter) (DeadLetterPage, 
 // listPageSQL is the query of listPage and its arguments.
 func listPageSQL(f Filter, limit int) (string, []any) {
 	src := f.source()
+	if f.walksGroups(src) {
+		walks, args := eachGroupSQL(f, []any{limit + 1}, newestFirst, "$1", func(g Filter, args []any) (string, []any) {
+			where, more := g.where(src, true, len(args))
+			return `SELECT id, failed_at FROM dead_letters ` + where + ` ORDER BY ` + newestFirst + ` LIMIT $1`, append(args, more...)
+		})
+		return byIDNewestFirstSQL(listColumns, `SELECT id FROM (`+walks+`) found`), args
+	}
 	where, args := f.where(src, true, 0)
 	args = append(args, limit+1)
 	return newestFirstSQL(listColumns, src, where, "$"+strconv.Itoa(len(args))), args
@@ -224,12 +276,18 @@ func listPageSQL(f Filter, limit int) (string, []any) {
 // where (a WHERE clause, or "") selects, newest first. Letters found in
 // pending_dead_letters are then read whole from the view by id.
 func newestFirstSQL(columns string, src letterSource, where, limit string) string {
-	page := ` ORDER BY failed_at DESC, id DESC LIMIT ` + limit
+	page := ` ORDER BY ` + newestFirst + ` LIMIT ` + limit
 	if src == pendingLetters {
-		return `SELECT ` + columns + ` FROM dead_letters WHERE id IN (SELECT id FROM pending_dead_letters ` +
-			where + page + `) ORDER BY failed_at DESC, id DESC`
+		return byIDNewestFirstSQL(columns, `SELECT id FROM pending_dead_letters `+where+page)
 	}
 	return `SELECT ` + columns + ` FROM dead_letters ` + where + page
+}
+
+// byIDNewestFirstSQL reads columns of the letters whose ids the query ids
+// returns, newest first: what a narrower read found is read whole only
+// once found.
+func byIDNewestFirstSQL(columns, ids string) string {
+	return `SELECT ` + columns + ` FROM dead_letters WHERE id IN (` + ids + `) ORDER BY ` + newestFirst
 }
 
 // listPage reads limit+1 rows: the extra row only tells whether there is a
@@ -285,24 +343,25 @@ func (s *Store) CountDeadLettersWithin(ctx context.Context, f Filter, budget tim
 }
 
 func (s *Store) countDeadLetters(ctx context.Context, f Filter, budget time.Duration) (Count, error) {
+	// rest is what f narrows by besides what a summary counts by: with
+	// the pending status, Narrowed reports whether anything is left.
 	rest := f
-	rest.Task, rest.Queue, rest.Status, rest.Limit, rest.After = "", "", "", 0, nil
-	if rest == (Filter{}) {
+	rest.Task, rest.Queue, rest.Status = "", "", StatusPending
+	if !rest.Narrowed() {
 		var n int64
 		err := s.db.GetContext(ctx, &n, countFromSummariesSQL, nullable(f.Task), nullable(f.Queue), nullable(string(f.Status)))
 		return Count{N: n, Exact: true}, translate(err)
 	}
-	rest.Fingerprint = ""
-	if rest == (Filter{}) && f.Task == "" && f.Queue == "" && (f.Status == "" || f.Status == StatusPending) {
+	rest.Fingerprint, rest.Fingerprints = "", nil
+	if !rest.Narrowed() && f.Task == "" && f.Queue == "" && (f.Status == "" || f.Status == StatusPending) {
 		col := "total"
 		if f.Status == StatusPending {
 			col = "pending"
 		}
+		// A group that has no row has no letters: the sum counts it as 0.
 		var n int64
-		err := s.db.GetContext(ctx, &n, `SELECT `+col+` FROM error_groups WHERE fingerprint = $1`, f.Fingerprint)
-		if errors.Is(err, sql.ErrNoRows) {
-			return Count{N: 0, Exact: true}, nil
-		}
+		err := s.db.GetContext(ctx, &n, `SELECT coalesce(sum(`+col+`), 0) FROM error_groups WHERE fingerprint = ANY($1)`,
+			pq.Array(f.Groups()))
 		return Count{N: n, Exact: true}, translate(err)
 	}
 	return s.countCapped(ctx, f, budget)

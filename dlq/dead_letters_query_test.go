@@ -50,21 +50,22 @@ func TestListDeadLetters(t *testing.T) {
 	store, db := letterStore(t)
 	now := time.Now().UTC().Truncate(time.Second)
 	ins := func(l dlqtest.Letter) int64 { return dlqtest.InsertDeadLetter(t, db.DB, l) }
+	const fpCard, fpSMTP, fpLease, fpKey = "00000000000000ca", "0000000000000517", "00000000000000ea", "00000000000000ee"
 
 	charge := ins(dlqtest.Letter{Task: "billing.charge", Queue: "payments", ErrorClass: "CardError", Message: "card declined for order 17",
-		Reason: "permanent", FailedAt: now.Add(-3 * time.Hour), Fingerprint: "fpcard"})
+		Reason: "permanent", FailedAt: now.Add(-3 * time.Hour), Fingerprint: fpCard})
 	email := ins(dlqtest.Letter{Task: "email.send", Queue: "email", ErrorClass: "TimeoutError", Message: "smtp timed out",
-		Args: `["ann@example.com"]`, FailedAt: now.Add(-2 * time.Hour), Fingerprint: "fpsmtp"})
+		Args: `["ann@example.com"]`, FailedAt: now.Add(-2 * time.Hour), Fingerprint: fpSMTP})
 	lease := ins(dlqtest.Letter{Task: "reports.generate", ErrorClass: "LeaseExpired", Message: "worker vanished",
-		Reason: "lease_expired", FailedAt: now.Add(-1 * time.Hour), Fingerprint: "fplease"})
+		Reason: "lease_expired", FailedAt: now.Add(-1 * time.Hour), Fingerprint: fpLease})
 	replayed := ins(dlqtest.Letter{Task: "billing.charge", Queue: "payments", ErrorClass: "CardError", Message: "card declined for order 99",
-		Reason: "permanent", FailedAt: now.Add(-30 * time.Minute), Status: "replayed", Fingerprint: "fpcard"})
+		Reason: "permanent", FailedAt: now.Add(-30 * time.Minute), Status: "replayed", Fingerprint: fpCard})
 	discarded := ins(dlqtest.Letter{Task: "email.send", Queue: "email", ErrorClass: "TimeoutError", Message: "100% of retries used",
-		FailedAt: now.Add(-10 * time.Minute), Status: "discarded", Fingerprint: "fpsmtp"})
+		FailedAt: now.Add(-10 * time.Minute), Status: "discarded", Fingerprint: fpSMTP})
 	underscore := ins(dlqtest.Letter{Task: "email.send", Queue: "email", ErrorClass: "KeyError", Message: "missing key a_b",
-		FailedAt: now.Add(-5 * time.Minute), Fingerprint: "fpkey"})
+		FailedAt: now.Add(-5 * time.Minute), Fingerprint: fpKey})
 	likeBait := ins(dlqtest.Letter{Task: "email.send", Queue: "email", ErrorClass: "KeyError", Message: "missing key axb and 1000 of retries",
-		FailedAt: now.Add(-4 * time.Minute), Fingerprint: "fpkey"})
+		FailedAt: now.Add(-4 * time.Minute), Fingerprint: fpKey})
 
 	cases := []struct {
 		query string
@@ -79,7 +80,12 @@ func TestListDeadLetters(t *testing.T) {
 		{"reason=lease_expired", []int64{lease}},
 		{"reason=permanent&status=all", []int64{replayed, charge}},
 		{"error_class=KeyError", []int64{likeBait, underscore}},
-		{"fingerprint=fpcard&status=all", []int64{replayed, charge}},
+		{"fingerprint=" + fpCard + "&status=all", []int64{replayed, charge}},
+		{"fingerprint=" + fpKey + "," + fpCard, []int64{likeBait, underscore, charge}},
+		{"fingerprint=" + fpKey + "," + fpCard + "&status=all", []int64{likeBait, underscore, replayed, charge}},
+		{"fingerprint=" + fpSMTP + "," + fpCard + "&status=all&q=declined", []int64{replayed, charge}},
+		{"fingerprint=" + fpSMTP + "," + fpLease + "&status=discarded", []int64{discarded}},
+		{"fingerprint=" + fpSMTP + ",00000000000000ff&reason=exhausted", []int64{email}},
 		{"q=DECLINED&status=all", []int64{replayed, charge}},
 		{"q=ann@example", []int64{email}},
 		{"q=100%25&status=all", []int64{discarded}},
@@ -188,6 +194,11 @@ func TestCountDeadLetters(t *testing.T) {
 	if err := db.QueryRow(`SELECT fingerprint, count(*), count(*) FILTER (WHERE status = 'pending') FROM dead_letters GROUP BY 1 ORDER BY 2 DESC LIMIT 1`).Scan(&fp, &fpTotal, &fpPending); err != nil {
 		t.Fatal(err)
 	}
+	var fp2 string
+	var fp2Total, fp2Pending int64
+	if err := db.QueryRow(`SELECT fingerprint, count(*), count(*) FILTER (WHERE status = 'pending') FROM dead_letters GROUP BY 1 ORDER BY 2 DESC OFFSET 1 LIMIT 1`).Scan(&fp2, &fp2Total, &fp2Pending); err != nil {
+		t.Fatal(err)
+	}
 	var capped int64
 	if err := db.Get(&capped, `SELECT count(*) FROM dead_letters WHERE status = 'pending' AND reason = 'exhausted'`); err != nil {
 		t.Fatal(err)
@@ -201,7 +212,9 @@ func TestCountDeadLetters(t *testing.T) {
 		{"AllFromSummaries", "status=all", dlq.Count{N: all, Exact: true}},
 		{"FingerprintFromGroups", "status=all&fingerprint=" + fp, dlq.Count{N: fpTotal, Exact: true}},
 		{"FingerprintPendingFromGroups", "fingerprint=" + fp, dlq.Count{N: fpPending, Exact: true}},
-		{"UnknownFingerprint", "fingerprint=nope", dlq.Count{N: 0, Exact: true}},
+		{"UnknownFingerprint", "fingerprint=00000000000000ff", dlq.Count{N: 0, Exact: true}},
+		{"TwoFingerprintsFromGroups", "status=all&fingerprint=" + fp + "," + fp2, dlq.Count{N: fpTotal + fp2Total, Exact: true}},
+		{"TwoFingerprintsPendingFromGroups", "fingerprint=" + fp + ",00000000000000ff," + fp2, dlq.Count{N: fpPending + fp2Pending, Exact: true}},
 		{"CappedWhenLarge", "status=all&q=order", dlq.Count{N: dlq.LetterCountCap, Exact: false}},
 		{"ExactBelowCap", "q=ord_77", dlq.Count{}},
 	}

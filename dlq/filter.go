@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/url"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -33,12 +34,17 @@ const StatusAll = "all"
 // view. The zero value of each field means "not filtered", except Status,
 // which ParseFilter defaults to pending.
 type Filter struct {
-	Task        string
-	Queue       string
-	Reason      Reason
-	Status      Status // "" is every status
-	ErrorClass  string
-	Fingerprint string
+	Task       string
+	Queue      string
+	Reason     Reason
+	Status     Status // "" is every status
+	ErrorClass string
+	// Fingerprint selects the letters of one error group, Fingerprints
+	// those of any of several (an incident's groups, replayed as one).
+	// ParseFilter fills Fingerprint for one group and Fingerprints for
+	// more, never both; Groups reads them together.
+	Fingerprint  string
+	Fingerprints []string
 	// Q is a substring searched for, case-insensitively, in the error
 	// message, args and kwargs.
 	Q     string
@@ -60,9 +66,14 @@ type TimeBound struct {
 func (b TimeBound) IsZero() bool { return b.Raw == "" }
 
 var (
-	fingerprintPattern = regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,64}$`)
+	// fingerprintPattern is an error group's id: 16 lower-case hex digits.
+	fingerprintPattern = regexp.MustCompile(`^[0-9a-f]{16}$`)
 	relativePattern    = regexp.MustCompile(`^(\d{1,6})\s*(m|min|h|d|w)$`)
 )
+
+// MaxFilterGroups bounds the error groups one filter names: an incident
+// spans a handful, and each group is one index walk of every ordered read.
+const MaxFilterGroups = 50
 
 // The absolute time layouts accepted, tried in order. A time without a zone
 // (what an HTML datetime-local input sends) is taken as UTC, the zone the
@@ -83,13 +94,21 @@ func ParseFilter(v url.Values, now time.Time) (Filter, error) {
 	get := func(k string) string { return strings.TrimSpace(v.Get(k)) }
 	problems := map[string]string{}
 	f := Filter{
-		Task:        get("task"),
-		Queue:       get("queue"),
-		Reason:      Reason(get("reason")),
-		ErrorClass:  get("error_class"),
-		Fingerprint: get("fingerprint"),
-		Q:           get("q"),
-		Limit:       DefaultLimit,
+		Task:       get("task"),
+		Queue:      get("queue"),
+		Reason:     Reason(get("reason")),
+		ErrorClass: get("error_class"),
+		Q:          get("q"),
+		Limit:      DefaultLimit,
+	}
+	groups, msg := parseGroups(v["fingerprint"])
+	if msg != "" {
+		problems["fingerprint"] = msg
+	}
+	if len(groups) == 1 {
+		f.Fingerprint = groups[0]
+	} else {
+		f.Fingerprints = groups
 	}
 	if msg := TaskNameProblem(f.Task); f.Task != "" && msg != "" {
 		problems["task"] = msg
@@ -113,9 +132,6 @@ func ParseFilter(v url.Values, now time.Time) (Filter, error) {
 	}
 	if f.ErrorClass != "" && (len(f.ErrorClass) > 200 || !printable(f.ErrorClass)) {
 		problems["error_class"] = "must be at most 200 printable characters"
-	}
-	if f.Fingerprint != "" && !fingerprintPattern.MatchString(f.Fingerprint) {
-		problems["fingerprint"] = "must be 1-64 letters, digits or . _ : -"
 	}
 	if f.Q != "" {
 		switch n := len([]rune(f.Q)); {
@@ -146,6 +162,65 @@ func ParseFilter(v url.Values, now time.Time) (Filter, error) {
 		return f, &ValidationError{Fields: problems}
 	}
 	return f, nil
+}
+
+// parseGroups reads the error groups of a filter: one fingerprint
+// parameter holding group ids separated by commas (the form the list's
+// input, the CLI's --group and a stored filter all carry unchanged). It
+// returns them sorted, each once, or a problem. A repeated parameter is
+// refused rather than read in part: a replay of fewer groups than the
+// engineer named would look like success.
+func parseGroups(raw []string) ([]string, string) {
+	if len(raw) > 1 {
+		return nil, "give the error groups in one fingerprint parameter, separated by commas"
+	}
+	if len(raw) == 0 {
+		return nil, ""
+	}
+	var groups []string
+	for _, s := range strings.Split(raw[0], ",") {
+		s = strings.ToLower(strings.TrimSpace(s))
+		switch {
+		case s == "":
+			continue
+		case !fingerprintPattern.MatchString(s):
+			return nil, fmt.Sprintf("%q is not an error group: a group id is 16 hex digits, as the groups page shows", clipRunes(s, 40))
+		}
+		groups = append(groups, s)
+	}
+	slices.Sort(groups)
+	groups = slices.Compact(groups)
+	if len(groups) > MaxFilterGroups {
+		return nil, fmt.Sprintf("names %d error groups; at most %d", len(groups), MaxFilterGroups)
+	}
+	return groups, ""
+}
+
+// clipRunes cuts s to at most n runes, so a problem quoting a bad value
+// stays one line.
+func clipRunes(s string, n int) string {
+	if r := []rune(s); len(r) > n {
+		return string(r[:n]) + "…"
+	}
+	return s
+}
+
+// Groups returns the error groups f selects letters of (Fingerprint and
+// Fingerprints together), sorted, each once; none when f does not filter
+// by group.
+func (f Filter) Groups() []string {
+	if len(f.Fingerprints) == 0 {
+		if f.Fingerprint == "" {
+			return nil
+		}
+		return []string{f.Fingerprint}
+	}
+	groups := slices.Clone(f.Fingerprints)
+	if f.Fingerprint != "" {
+		groups = append(groups, f.Fingerprint)
+	}
+	slices.Sort(groups)
+	return slices.Compact(groups)
 }
 
 // parseTimeBound reads "" (unset), a relative age ("90m", "24h", "7d",
@@ -228,7 +303,7 @@ func (f Filter) Values() url.Values {
 		v.Set("status", string(f.Status))
 	}
 	set("error_class", f.ErrorClass)
-	set("fingerprint", f.Fingerprint)
+	set("fingerprint", strings.Join(f.Groups(), ","))
 	set("q", f.Q)
 	set("since", f.Since.Raw)
 	set("until", f.Until.Raw)
@@ -244,7 +319,7 @@ func (f Filter) Values() url.Values {
 // Narrowed reports whether f filters by anything besides the default
 // status: an empty list then means "nothing matched", not "nothing is dead".
 func (f Filter) Narrowed() bool {
-	return f.Task != "" || f.Queue != "" || f.Reason != "" || f.ErrorClass != "" || f.Fingerprint != "" ||
+	return f.Task != "" || f.Queue != "" || f.Reason != "" || f.ErrorClass != "" || len(f.Groups()) > 0 ||
 		f.Q != "" || !f.Since.IsZero() || !f.Until.IsZero() || f.Status != StatusPending
 }
 

@@ -2,6 +2,7 @@ package dlq_test
 
 import (
 	"errors"
+	"fmt"
 	"net/url"
 	"reflect"
 	"strings"
@@ -42,9 +43,9 @@ func TestParseFilter(t *testing.T) {
 				t.Fatalf("status %q", f.Status)
 			}
 		}},
-		{"EveryField", "task=billing.charge&queue=payments&reason=permanent&status=replayed&error_class=Stripe.CardError&fingerprint=abc123&q=order+42&limit=500", func(t *testing.T, f dlq.Filter) {
+		{"EveryField", "task=billing.charge&queue=payments&reason=permanent&status=replayed&error_class=Stripe.CardError&fingerprint=0123456789abcdef&q=order+42&limit=500", func(t *testing.T, f dlq.Filter) {
 			want := dlq.Filter{Task: "billing.charge", Queue: "payments", Reason: dlq.ReasonPermanent, Status: dlq.StatusReplayed,
-				ErrorClass: "Stripe.CardError", Fingerprint: "abc123", Q: "order 42", Limit: 500}
+				ErrorClass: "Stripe.CardError", Fingerprint: "0123456789abcdef", Q: "order 42", Limit: 500}
 			if !reflect.DeepEqual(f, want) {
 				t.Fatalf("got %+v", f)
 			}
@@ -72,6 +73,20 @@ func TestParseFilter(t *testing.T) {
 		{"Cursor", "cursor=" + cursor.String(), func(t *testing.T, f dlq.Filter) {
 			if f.After == nil || *f.After != cursor {
 				t.Fatalf("cursor %+v", f.After)
+			}
+		}},
+		{"SeveralGroupsSortedOnceEach", "fingerprint=+ffff000011112222+,0123456789ABCDEF,,ffff000011112222,", func(t *testing.T, f dlq.Filter) {
+			want := []string{"0123456789abcdef", "ffff000011112222"}
+			if f.Fingerprint != "" || !reflect.DeepEqual(f.Fingerprints, want) || !reflect.DeepEqual(f.Groups(), want) {
+				t.Fatalf("fingerprint %q, fingerprints %q; want the two groups in Fingerprints", f.Fingerprint, f.Fingerprints)
+			}
+			if got := f.Values().Get("fingerprint"); got != "0123456789abcdef,ffff000011112222" {
+				t.Fatalf("encoded as %q", got)
+			}
+		}},
+		{"OneGroupOfAListIsTheSingleForm", "fingerprint=0123456789abcdef,", func(t *testing.T, f dlq.Filter) {
+			if f.Fingerprint != "0123456789abcdef" || f.Fingerprints != nil {
+				t.Fatalf("fingerprint %q, fingerprints %q", f.Fingerprint, f.Fingerprints)
 			}
 		}},
 		{"SpacesTrimmed", "task=+billing.charge+&q=++timeout++", func(t *testing.T, f dlq.Filter) {
@@ -112,6 +127,10 @@ func TestParseFilter(t *testing.T) {
 		{"ErrorClassControl", "error_class=a%00b", "error_class"},
 		{"RelativeTooFar", "since=999999w", "since"},
 		{"TimeTooOld", "since=0001-01-01", "since"},
+		{"GroupNotAnID", "fingerprint=fp-card", "fingerprint"},
+		{"OneGroupOfSeveralNotAnID", "fingerprint=0123456789abcdef,0123456789abcdeg", "fingerprint"},
+		{"GroupRepeated", "fingerprint=0123456789abcdef&fingerprint=ffff000011112222", "fingerprint"},
+		{"TooManyGroups", "fingerprint=" + manyGroups(dlq.MaxFilterGroups+1), "fingerprint"},
 	}
 	for _, tc := range bad {
 		t.Run("Refuses"+tc.name, func(t *testing.T) {
@@ -140,13 +159,23 @@ func TestParseFilter(t *testing.T) {
 	})
 }
 
+// manyGroups is n distinct group ids, separated by commas.
+func manyGroups(n int) string {
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("%016x", i)
+	}
+	return strings.Join(ids, ",")
+}
+
 // FuzzParseFilter: no input panics, and an accepted filter encodes to a
 // query string that parses back to the same filter (what makes a pasted
 // URL show the same view).
 func FuzzParseFilter(f *testing.F) {
 	seeds := []string{
 		"", "status=all", "task=billing.charge&status=replayed", "since=24h&until=1h", "since=2026-03-01T08:30",
-		"until=2026-03-01T08:30:00Z", "q=timeout&limit=10", "reason=lease_expired&fingerprint=0123abcd",
+		"until=2026-03-01T08:30:00Z", "q=timeout&limit=10", "reason=lease_expired&fingerprint=0123456789abcdef",
+		"fingerprint=0123456789abcdef,ffff000011112222", "fingerprint=a,,b",
 		"cursor=AQAGRtSGl2AAAAAAAAAAACo", "limit=-1", "q=%25%5F", "since=7d&until=2026-01-01", "status=any",
 		"error_class=psycopg2.OperationalError", "q=" + strings.Repeat("é", 100),
 	}

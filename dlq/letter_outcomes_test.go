@@ -169,15 +169,17 @@ func TestSelectionsCountTheirPendingLetters(t *testing.T) {
 		query          string
 		matched, other int64
 	}{
-		{"", 15, 0},                               // pending by default: the pending table, newest first
-		{"task=t.ok", 15, 0},                      // the task's index, probing pending rows
-		{"status=all&task=t.ok", 15, 15},          // every letter of the task
-		{"reason=exhausted", 15, 0},               // the pending table by reason
-		{"task=t.ok&error_class=E", 15, 0},        // the error class's index
-		{"status=replayed", 0, 10},                // none pending
-		{"status=discarded&task=t.ok", 0, 5},      // none pending
-		{"status=all&fingerprint=fp", 15, 15},     // the group's index
-		{"status=pending&fingerprint=nope", 0, 0}, // nothing
+		{"", 15, 0},                                                             // pending by default: the pending table, newest first
+		{"task=t.ok", 15, 0},                                                    // the task's index, probing pending rows
+		{"status=all&task=t.ok", 15, 15},                                        // every letter of the task
+		{"reason=exhausted", 15, 0},                                             // the pending table by reason
+		{"task=t.ok&error_class=E", 15, 0},                                      // the error class's index
+		{"status=replayed", 0, 10},                                              // none pending
+		{"status=discarded&task=t.ok", 0, 5},                                    // none pending
+		{"status=all&fingerprint=" + lettersGroup, 15, 15},                      // the group's index
+		{"status=all&fingerprint=00000000000000ff," + lettersGroup, 15, 15},     // a walk per group
+		{"status=pending&fingerprint=00000000000000ff", 0, 0},                   // nothing
+		{"status=discarded&fingerprint=00000000000000ff," + lettersGroup, 0, 5}, // none pending
 		{"status=pending&task=t.ok&queue=other", 0, 0},
 	} {
 		p, err := store.PreviewSelection(ctx, dlq.Selection{Filter: filterOf(t, c.query)}, 3)

@@ -56,17 +56,22 @@ type BatchResult struct {
 // most once per operation (the claim), so its link cannot exist yet, and a
 // plain insert costs a WAL record less than a speculative one.
 //
-// The statements are templates: the relation the batch reads, the
-// selection's condition and, once the operation has a position, the keyset
-// condition after it.
+// The statements are templates: the batch's letters (batchLettersSQL, or
+// for several error groups one walk of it per group, merged), which is
+// itself a template of the relation the batch reads, the selection's
+// condition and, once the operation has a position, the keyset condition
+// after it.
 const batchSelectSQL = `batch AS MATERIALIZED (
-	SELECT id, failed_at FROM %s
-	WHERE %s AND id <= $1%s
-	ORDER BY failed_at, id LIMIT $2
+	%s
 ), taken AS (
 	DELETE FROM pending_dead_letters p USING batch b WHERE p.id = b.id
 	RETURNING p.id, p.failed_at, p.task, p.queue
 )`
+
+// batchLettersSQL reads the next letters of a batch, oldest first.
+const batchLettersSQL = `SELECT id, failed_at FROM %s
+	WHERE %s AND id <= $1%s
+	ORDER BY failed_at, id LIMIT $2`
 
 // batchSummarySQL reports the batch's last letter (the new cursor), how
 // many letters it saw and how many it changed (acted, a CTE of each kind).
@@ -227,8 +232,6 @@ func batchQuery(op Operation, sel Selection, limit, lane, lanes int) (string, []
 	}
 	pending := sel.pendingOnly()
 	src := sel.pendingSource()
-	where, selArgs := pending.where(src, len(args))
-	args = append(args, selArgs...)
 	after := ""
 	if op.CursorFailedAt != nil {
 		// A row comparison: the start of the index range scan.
@@ -240,7 +243,19 @@ func batchQuery(op Operation, sel Selection, limit, lane, lanes int) (string, []
 		// condition as a filter on the index's id column.
 		after += fmt.Sprintf(" AND id / %d %% %d = %d", laneBlock, lanes, lane)
 	}
-	return fmt.Sprintf(query, fmt.Sprintf(batchSelectSQL, src.table(), where, after)), args, nil
+	read := func(sel Selection, args []any) (string, []any) {
+		where, selArgs := sel.where(src, len(args))
+		return fmt.Sprintf(batchLettersSQL, src.table(), where, after), append(args, selArgs...)
+	}
+	var letters string
+	if pending.Filter != nil && pending.Filter.walksGroups(src) {
+		letters, args = eachGroupSQL(*pending.Filter, args, "failed_at, id", "$2", func(g Filter, args []any) (string, []any) {
+			return read(Selection{Filter: &g}, args)
+		})
+	} else {
+		letters, args = read(pending, args)
+	}
+	return fmt.Sprintf(query, fmt.Sprintf(batchSelectSQL, letters)), args, nil
 }
 
 // finishOperation closes the first phase of an operation whose selection

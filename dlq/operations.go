@@ -139,6 +139,10 @@ func (s Selection) valid() error {
 		return &ValidationError{Fields: map[string]string{"selection": "give ids or a filter, not both"}}
 	case len(s.IDs) > MaxBatch:
 		return &ValidationError{Fields: map[string]string{"ids": fmt.Sprintf("at most %d ids; use a filter for more", MaxBatch)}}
+	case s.Filter != nil && len(s.Filter.Groups()) > MaxFilterGroups:
+		// An operation stores its filter and reads it back with
+		// ParseFilter, which would refuse it: refused here, before it starts.
+		return &ValidationError{Fields: map[string]string{"fingerprint": fmt.Sprintf("at most %d error groups", MaxFilterGroups)}}
 	}
 	for _, id := range s.IDs {
 		if id <= 0 {
@@ -211,12 +215,13 @@ func (s Selection) pendingSource() letterSource {
 	return s.pendingOnly().Filter.source()
 }
 
-// boundedWhere is where's condition, bounded by MaxID when set.
-func (s Selection) boundedWhere(src letterSource) (string, []any) {
-	where, args := s.where(src, 0)
+// boundedWhere is where's condition, bounded by MaxID when set; its
+// arguments are numbered after the first offset ones.
+func (s Selection) boundedWhere(src letterSource, offset int) (string, []any) {
+	where, args := s.where(src, offset)
 	if s.MaxID > 0 {
 		args = append(args, s.MaxID)
-		where += fmt.Sprintf(" AND id <= $%d", len(args))
+		where += fmt.Sprintf(" AND id <= $%d", offset+len(args))
 	}
 	return where, args
 }
@@ -241,14 +246,14 @@ type selectionCount struct {
 func countSelection(ctx context.Context, q sqlx.QueryerContext, sel Selection) (selectionCount, error) {
 	var c selectionCount
 	src := sel.pendingSource()
-	where, args := sel.pendingOnly().boundedWhere(src)
+	where, args := sel.pendingOnly().boundedWhere(src, 0)
 	if err := q.QueryRowxContext(ctx, `SELECT count(*), coalesce(max(id), 0) FROM `+src.table()+` WHERE `+where, args...).
 		Scan(&c.pending, &c.maxID); err != nil {
 		return c, fmt.Errorf("count selection: pending: %w", translate(err))
 	}
 	c.all = c.pending
 	if sel.Filter == nil || sel.Filter.Status != StatusPending {
-		where, args := sel.boundedWhere(allLetters)
+		where, args := sel.boundedWhere(allLetters, 0)
 		if err := q.QueryRowxContext(ctx, `SELECT count(*), coalesce(max(id), 0) FROM dead_letters WHERE `+where, args...).
 			Scan(&c.all, &c.maxID); err != nil {
 			return c, fmt.Errorf("count selection: %w", translate(err))
@@ -294,17 +299,34 @@ func (s *Store) PreviewSelection(ctx context.Context, sel Selection, sampleSize 
 	}
 	p.Matched, p.Other, p.MaxID = c.pending, c.all-c.pending, c.maxID
 	src := sel.pendingSource()
-	where, args := sel.pendingOnly().boundedWhere(src)
+	where, args := sel.pendingOnly().boundedWhere(src, 0)
 	if err := s.db.SelectContext(ctx, &p.ByTask, `
 		SELECT task, count(*) AS n FROM `+src.table()+` WHERE `+where+`
 		GROUP BY task ORDER BY n DESC, task LIMIT 20`, args...); err != nil {
 		return Preview{}, fmt.Errorf("preview selection: by task: %w", err)
 	}
-	if err := s.db.SelectContext(ctx, &p.Sample,
-		newestFirstSQL(deadLetterColumns, src, "WHERE "+where, strconv.Itoa(sampleSize)), args...); err != nil {
+	sample, args := sel.sampleSQL(deadLetterColumns, sampleSize)
+	if err := s.db.SelectContext(ctx, &p.Sample, sample, args...); err != nil {
 		return Preview{}, fmt.Errorf("preview selection: sample: %w", err)
 	}
 	return p, nil
+}
+
+// sampleSQL reads columns of the selection's newest limit pending letters
+// (a preview's sample), and returns its arguments.
+func (s Selection) sampleSQL(columns string, limit int) (string, []any) {
+	pending := s.pendingOnly()
+	src := s.pendingSource()
+	lim := strconv.Itoa(limit)
+	if pending.Filter != nil && pending.Filter.walksGroups(src) {
+		walks, args := eachGroupSQL(*pending.Filter, nil, newestFirst, lim, func(g Filter, args []any) (string, []any) {
+			where, more := Selection{Filter: &g, MaxID: s.MaxID}.boundedWhere(src, len(args))
+			return `SELECT id, failed_at FROM dead_letters WHERE ` + where + ` ORDER BY ` + newestFirst + ` LIMIT ` + lim, append(args, more...)
+		})
+		return byIDNewestFirstSQL(columns, `SELECT id FROM (`+walks+`) found`), args
+	}
+	where, args := pending.boundedWhere(src, 0)
+	return newestFirstSQL(columns, src, "WHERE "+where, lim), args
 }
 
 // OperationParams starts a bulk operation.

@@ -149,8 +149,9 @@ func TestSelectionOverlaps(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 
-	// 30 letters: 1-10 task t.ok / fp, 11-20 task t.other / fp, 21-30
-	// task t.ok / group fp-b.
+	// 30 letters: 1-10 task t.ok / lettersGroup, 11-20 task t.other /
+	// lettersGroup, 21-30 task t.ok / groupB.
+	const groupB = "00000000000000fb"
 	fixture := func(t *testing.T) (*dlq.Store, *dlqtest.DB, []int64) {
 		t.Helper()
 		store, db := setup(t)
@@ -161,7 +162,7 @@ func TestSelectionOverlaps(t *testing.T) {
 			if _, err := db.Exec(`UPDATE `+table+` SET task = 't.other' WHERE id = ANY($1)`, pq.Array(ids[10:20])); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := db.Exec(`UPDATE `+table+` SET fingerprint = 'fp-b' WHERE id = ANY($1)`, pq.Array(ids[20:])); err != nil {
+			if _, err := db.Exec(`UPDATE `+table+` SET fingerprint = $2 WHERE id = ANY($1)`, pq.Array(ids[20:]), groupB); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -196,10 +197,10 @@ func TestSelectionOverlaps(t *testing.T) {
 	t.Run("IDsAgainstIDsFilterAndGroup", func(t *testing.T) {
 		t.Parallel()
 		store, _, ids := fixture(t)
-		byIDs := startOp(t, store, dlq.OpReplay, alice, dlq.Selection{IDs: ids[:8]})                               // 1-8
-		byFilter := startOp(t, store, dlq.OpReplay, bob, dlq.Selection{Filter: filterOf(t, "task=t.other")})       // 11-20
-		byGroup := startOp(t, store, dlq.OpDiscard, alice, dlq.Selection{Filter: filterOf(t, "fingerprint=fp-b")}) // 21-30
-		sel := dlq.Selection{IDs: append(slices.Clone(ids[5:13]), ids[25:27]...)}                                  // 6-13, 26-27
+		byIDs := startOp(t, store, dlq.OpReplay, alice, dlq.Selection{IDs: ids[:8]})                                  // 1-8
+		byFilter := startOp(t, store, dlq.OpReplay, bob, dlq.Selection{Filter: filterOf(t, "task=t.other")})          // 11-20
+		byGroup := startOp(t, store, dlq.OpDiscard, alice, dlq.Selection{Filter: filterOf(t, "fingerprint="+groupB)}) // 21-30
+		sel := dlq.Selection{IDs: append(slices.Clone(ids[5:13]), ids[25:27]...)}                                     // 6-13, 26-27
 		check(t, overlaps(t, store, sel), map[int64]int64{byIDs.ID: 3, byFilter.ID: 3, byGroup.ID: 2})
 		check(t, overlaps(t, store, dlq.Selection{IDs: ids[28:29]}), map[int64]int64{byGroup.ID: 1})
 	})
@@ -211,11 +212,11 @@ func TestSelectionOverlaps(t *testing.T) {
 		byFilter := startOp(t, store, dlq.OpReplay, bob, dlq.Selection{Filter: filterOf(t, "task=t.ok")}) // 1-10, 21-30
 		// Every pending t.other letter: ids 11-20.
 		check(t, overlaps(t, store, dlq.Selection{Filter: filterOf(t, "task=t.other")}), map[int64]int64{byIDs.ID: 1})
-		// Group fp-b: ids 21-30.
-		check(t, overlaps(t, store, dlq.Selection{Filter: filterOf(t, "fingerprint=fp-b")}),
+		// Group groupB: ids 21-30.
+		check(t, overlaps(t, store, dlq.Selection{Filter: filterOf(t, "fingerprint="+groupB)}),
 			map[int64]int64{byIDs.ID: 2, byFilter.ID: 10})
-		// Group fp: ids 1-20.
-		check(t, overlaps(t, store, dlq.Selection{Filter: filterOf(t, "fingerprint=fp")}),
+		// Group lettersGroup: ids 1-20.
+		check(t, overlaps(t, store, dlq.Selection{Filter: filterOf(t, "fingerprint="+lettersGroup)}),
 			map[int64]int64{byIDs.ID: 2, byFilter.ID: 10})
 	})
 
@@ -238,7 +239,7 @@ func TestSelectionOverlaps(t *testing.T) {
 		cancelOp(t, store, cancelled.ID)
 		done := startOp(t, store, dlq.OpReplay, alice, dlq.Selection{IDs: ids[10:12]})
 		runToEnd(t, store, done.ID, 100)
-		running := startOp(t, store, dlq.OpReplay, bob, dlq.Selection{Filter: filterOf(t, "fingerprint=fp-b")})
+		running := startOp(t, store, dlq.OpReplay, bob, dlq.Selection{Filter: filterOf(t, "fingerprint="+groupB)})
 		if _, err := store.RunOperationBatch(ctx, running.ID, 4, time.Now()); err != nil { // replays 4 of its 10
 			t.Fatal(err)
 		}

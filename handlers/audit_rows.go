@@ -198,7 +198,10 @@ func selectionWords(v url.Values) string {
 		if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
 			s = t.UTC().Format("2006-01-02 15:04:05 UTC")
 		}
-		if s != "" {
+		switch {
+		case l.key == "fingerprint" && strings.Contains(s, ","):
+			parts = append(parts, "error groups "+strings.ReplaceAll(s, ",", ", "))
+		case s != "":
 			parts = append(parts, l.label+" "+s)
 		}
 	}

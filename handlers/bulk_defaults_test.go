@@ -7,9 +7,11 @@ import (
 	"testing"
 )
 
-// Above 1,000 letters the confirmation starts with a canary of 10 and a
-// pace of 50 per second; smaller selections start with neither. The sample
-// is the newest letters by time of failure, not by id.
+// Above 1,000 letters the confirmation starts with a canary of 10, a pace
+// of 50 per second and the died-again guard; smaller selections start with
+// none of them (whole error groups have their own threshold: see
+// TestGroupReplayIsSafeByDefault). The sample is the newest letters by
+// time of failure, not by id.
 func TestBulkConfirmationSafeDefaults(t *testing.T) {
 	t.Parallel()
 	a := newActions(t)
@@ -25,10 +27,10 @@ func TestBulkConfirmationSafeDefaults(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	insert(1000, "fp-big", "1 day", "old")
-	insert(1, "fp-big", "1 minute", "newest failure")
-	insert(1, "fp-big", "2 days", "highest id, oldest failure")
-	insert(3, "fp-small", "1 day", "small")
+	insert(1000, "00000000000000b1", "1 day", "old")
+	insert(1, "00000000000000b1", "1 minute", "newest failure")
+	insert(1, "00000000000000b1", "2 days", "highest id, oldest failure")
+	insert(3, "00000000000000b2", "1 day", "small")
 
 	confirm := func(t *testing.T, filter url.Values) (canary bool, size, rate, guard, firstSample string) {
 		t.Helper()
@@ -45,16 +47,18 @@ func TestBulkConfirmationSafeDefaults(t *testing.T) {
 	}
 
 	t.Run("Large", func(t *testing.T) {
-		canary, size, rate, guard, first := confirm(t, url.Values{"fingerprint": {"fp-big"}})
+		// By task, not by group: a group gets the defaults from 21 letters
+		// on (bulk_groups_test.go).
+		canary, size, rate, guard, first := confirm(t, url.Values{"task": {"billing.charge"}})
 		if !canary || size != "10" || rate != "50" || guard != "20" {
-			t.Fatalf("1,002 letters: canary %v of %q at %q/s, guard %q%%; want a canary of 10 at 50/s, guard 20%%", canary, size, rate, guard)
+			t.Fatalf("1,005 letters: canary %v of %q at %q/s, guard %q%%; want a canary of 10 at 50/s, guard 20%%", canary, size, rate, guard)
 		}
 		if !strings.Contains(first, "newest failure") {
 			t.Fatalf("first sample row %q, want the newest failure", first)
 		}
 	})
 	t.Run("Small", func(t *testing.T) {
-		canary, _, rate, guard, _ := confirm(t, url.Values{"fingerprint": {"fp-small"}})
+		canary, _, rate, guard, _ := confirm(t, url.Values{"fingerprint": {"00000000000000b2"}})
 		if canary || rate != "" || guard != "" {
 			t.Fatalf("3 letters: canary %v, pace %q, guard %q; want none", canary, rate, guard)
 		}

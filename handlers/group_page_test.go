@@ -9,20 +9,27 @@ import (
 	"github.com/PuerkitoBio/goquery"
 )
 
-// groupsFixture: an old backlog (fp-old, 40 letters 3 days ago), a group
-// first seen 13 minutes ago (fp-new, 12 letters), and a group that has
-// always run and spikes now (fp-hot: 14 letters over 13 days, 30 in the
+// The groups of groupsFixture: group ids are 16 hex digits.
+const (
+	fpOld = "00000000000000a1"
+	fpNew = "00000000000000a2"
+	fpHot = "00000000000000a3"
+)
+
+// groupsFixture: an old backlog (fpOld, 40 letters 3 days ago), a group
+// first seen 13 minutes ago (fpNew, 12 letters), and a group that has
+// always run and spikes now (fpHot: 14 letters over 13 days, 30 in the
 // last hour).
 func groupsFixture(t *testing.T) console {
 	c := newConsole(t)
-	c.insertLetters(t, 40, "billing.charge", "fp-old", "3 days")
+	c.insertLetters(t, 40, "billing.charge", fpOld, "3 days")
 	for _, ago := range []string{"2 days", "3 days", "4 days", "5 days", "6 days", "7 days", "8 days",
 		"9 days", "10 days", "11 days", "12 days", "13 days", "13 days", "13 days"} {
-		c.insertLetters(t, 1, "email.send", "fp-hot", ago)
+		c.insertLetters(t, 1, "email.send", fpHot, ago)
 	}
-	c.insertLetters(t, 30, "email.send", "fp-hot", "5 minutes")
-	c.insertLetters(t, 12, "reports.build", "fp-new", "13 minutes")
-	c.exec(t, `UPDATE dead_letter_records SET traceback = 'Traceback: charge failed for order ' || id WHERE fingerprint = 'fp-new'`)
+	c.insertLetters(t, 30, "email.send", fpHot, "5 minutes")
+	c.insertLetters(t, 12, "reports.build", fpNew, "13 minutes")
+	c.exec(t, `UPDATE dead_letter_records SET traceback = 'Traceback: charge failed for order ' || id WHERE fingerprint = $1`, fpNew)
 	return c
 }
 
@@ -30,7 +37,7 @@ func TestGroupPage(t *testing.T) {
 	t.Parallel()
 	c := groupsFixture(t)
 
-	rec, doc := c.page(t, "/groups/fp-new")
+	rec, doc := c.page(t, "/groups/"+fpNew)
 	if rec.Code != http.StatusOK {
 		t.Fatalf("status %d: %.300s", rec.Code, rec.Body)
 	}
@@ -93,11 +100,11 @@ func TestGroupsNewAndSpiking(t *testing.T) {
 		return got
 	}
 	for path, want := range map[string]string{
-		"/groups":                           "fp-hot|spiking fp-old| fp-new|new",
-		"/groups?sort=newest":               "fp-new|new fp-old| fp-hot|spiking",
-		"/groups?sort=last_hour":            "fp-hot|spiking fp-new|new fp-old|",
-		"/?sort=newest":                     "fp-new|new fp-old| fp-hot|spiking",
-		"/overview/fragment?sort=last_hour": "fp-hot|spiking fp-new|new fp-old|",
+		"/groups":                           fpHot + "|spiking " + fpOld + "| " + fpNew + "|new",
+		"/groups?sort=newest":               fpNew + "|new " + fpOld + "| " + fpHot + "|spiking",
+		"/groups?sort=last_hour":            fpHot + "|spiking " + fpNew + "|new " + fpOld + "|",
+		"/?sort=newest":                     fpNew + "|new " + fpOld + "| " + fpHot + "|spiking",
+		"/overview/fragment?sort=last_hour": fpHot + "|spiking " + fpNew + "|new " + fpOld + "|",
 	} {
 		testid := "group-row"
 		if strings.HasPrefix(path, "/?") || strings.HasPrefix(path, "/overview") {
@@ -123,7 +130,7 @@ func TestGroupsNewAndSpiking(t *testing.T) {
 	}
 	// The API knows the new orders and the last hour.
 	rec := c.do(t, http.MethodGet, "/api/v1/groups?sort=newest&"+url.Values{"limit": {"1"}}.Encode(), "")
-	if rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), `"fingerprint":"fp-new"`) || !strings.Contains(rec.Body.String(), `"last_hour":12`) {
+	if rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), `"fingerprint":"`+fpNew+`"`) || !strings.Contains(rec.Body.String(), `"last_hour":12`) {
 		t.Errorf("api newest: %d %.300s", rec.Code, rec.Body)
 	}
 }
@@ -133,16 +140,16 @@ func TestGroupsNewAndSpiking(t *testing.T) {
 func TestGroupPageOfAMergedGroup(t *testing.T) {
 	t.Parallel()
 	c := groupsFixture(t)
-	c.exec(t, `SELECT error_group_move(ARRAY['fp-new'], 'fp-old', 'system')`)
-	rec := c.do(t, http.MethodGet, "/groups/fp-new", "")
-	if rec.Code != http.StatusFound || rec.Header().Get("Location") != "/groups/fp-old" {
-		t.Fatalf("status %d, Location %q; want 302 to /groups/fp-old", rec.Code, rec.Header().Get("Location"))
+	c.exec(t, `SELECT error_group_move(ARRAY[$1], $2, 'system')`, fpNew, fpOld)
+	rec := c.do(t, http.MethodGet, "/groups/"+fpNew, "")
+	if rec.Code != http.StatusFound || rec.Header().Get("Location") != "/groups/"+fpOld {
+		t.Fatalf("status %d, Location %q; want 302 to /groups/%s", rec.Code, rec.Header().Get("Location"), fpOld)
 	}
-	_, doc := c.page(t, "/groups/fp-old")
+	_, doc := c.page(t, "/groups/"+fpOld)
 	if got := squash(byTestID(doc.Selection, "group-total")); got != "52" {
 		t.Errorf("survivor's total %q, want 52", got)
 	}
-	if rec := c.do(t, http.MethodGet, "/groups/fp-none", ""); rec.Code != http.StatusNotFound {
+	if rec := c.do(t, http.MethodGet, "/groups/00000000000000a9", ""); rec.Code != http.StatusNotFound {
 		t.Errorf("an unknown group: status %d, want 404", rec.Code)
 	}
 }

@@ -100,7 +100,8 @@ func operationRow(op dlq.Operation) views.OperationRow {
 }
 
 // operationSelection says in a few words what an operation acts on: an
-// error group by its fingerprint, a filter in words, or how many ids.
+// error group by its fingerprint (linked to the group's page), a filter in
+// words (several groups among them), or how many ids.
 func operationSelection(op dlq.Operation) (words, href string) {
 	if op.Filter == nil {
 		n := len(op.IDs)
@@ -108,7 +109,7 @@ func operationSelection(op dlq.Operation) (words, href string) {
 	}
 	var v url.Values
 	if json.Unmarshal(*op.Filter, &v) == nil {
-		if fp := v.Get("fingerprint"); fp != "" && onlyKeys(v, "fingerprint", "status") {
+		if fp := v.Get("fingerprint"); fp != "" && !strings.Contains(fp, ",") && onlyKeys(v, "fingerprint", "status") {
 			return "error group " + fp, "/groups/" + url.PathEscape(fp)
 		}
 	}

@@ -18,7 +18,7 @@ import (
 // running, as they do while a large one works through its letters.
 type opsConsole struct {
 	console
-	ok, other, group []int64 // letters of billing.charge/fp-a, email.send/fp-b, billing.charge/fp-c
+	ok, other, group []int64 // letters of billing.charge/group …fa, email.send/…fb, billing.charge/…fc
 }
 
 func newOpsConsole(t *testing.T) opsConsole {
@@ -27,9 +27,9 @@ func newOpsConsole(t *testing.T) opsConsole {
 	if err := c.store.RegisterTasks(context.Background(), []string{"billing.charge", "email.send"}); err != nil {
 		t.Fatal(err)
 	}
-	c.insertLetters(t, 4, "billing.charge", "fp-a", "3 hours")
-	c.insertLetters(t, 5, "email.send", "fp-b", "2 hours")
-	c.insertLetters(t, 6, "billing.charge", "fp-c", "1 hour")
+	c.insertLetters(t, 4, "billing.charge", "00000000000000fa", "3 hours")
+	c.insertLetters(t, 5, "email.send", "00000000000000fb", "2 hours")
+	c.insertLetters(t, 6, "billing.charge", "00000000000000fc", "1 hour")
 	ids := func(fp string) []int64 {
 		var out []int64
 		if err := c.db.SelectContext(context.Background(), &out, `SELECT id FROM dead_letters WHERE fingerprint = $1 ORDER BY id`, fp); err != nil {
@@ -37,7 +37,7 @@ func newOpsConsole(t *testing.T) opsConsole {
 		}
 		return out
 	}
-	c.ok, c.other, c.group = ids("fp-a"), ids("fp-b"), ids("fp-c")
+	c.ok, c.other, c.group = ids("00000000000000fa"), ids("00000000000000fb"), ids("00000000000000fc")
 	return c
 }
 
@@ -73,7 +73,7 @@ func TestOperationsPage(t *testing.T) {
 	c := newOpsConsole(t)
 	byIDs := c.start(t, dlq.OpReplay, "alice", dlq.Selection{IDs: c.ok[:2]})
 	byFilter := c.start(t, dlq.OpDiscard, "bob", dlq.Selection{Filter: filterFor(t, "task=email.send")})
-	byGroup := c.start(t, dlq.OpReplay, "alice", dlq.Selection{Filter: filterFor(t, "fingerprint=fp-c")})
+	byGroup := c.start(t, dlq.OpReplay, "alice", dlq.Selection{Filter: filterFor(t, "fingerprint=00000000000000fc")})
 	c.cancel(t, byFilter.ID)
 
 	rows := func(t *testing.T, path string) []string {
@@ -105,7 +105,7 @@ func TestOperationsPage(t *testing.T) {
 			t.Fatalf("%d rows, want 3", got.Length())
 		}
 		want := []struct{ link, state, who, selection, href, matched, progress string }{
-			{fmt.Sprintf("Replay #%d", byGroup.ID), "Running: handing letters to the queue", "alice", "error group fp-c", "/groups/fp-c", "6", "0 of 6 · 0%"},
+			{fmt.Sprintf("Replay #%d", byGroup.ID), "Running: handing letters to the queue", "alice", "error group 00000000000000fc", "/groups/00000000000000fc", "6", "0 of 6 · 0%"},
 			{fmt.Sprintf("Discard #%d", byFilter.ID), "Cancelled", "bob", "task email.send", "/dead-letters?", "5", "0 of 5 · 0%"},
 			{fmt.Sprintf("Replay #%d", byIDs.ID), "Running: handing letters to the queue", "alice", "2 letters by id", "", "2", "0 of 2 · 0%"},
 		}
@@ -234,7 +234,7 @@ func TestInFlightBanner(t *testing.T) {
 func TestConfirmWarnsOfOverlap(t *testing.T) {
 	t.Parallel()
 	c := newOpsConsole(t)
-	running := c.start(t, dlq.OpReplay, "alice", dlq.Selection{Filter: filterFor(t, "task=billing.charge")}) // fp-a and fp-c: 10
+	running := c.start(t, dlq.OpReplay, "alice", dlq.Selection{Filter: filterFor(t, "task=billing.charge")}) // groups …fa and …fc: 10
 	confirm := func(t *testing.T, form url.Values) []string {
 		t.Helper()
 		rec := c.do(t, http.MethodPost, "/dead-letters/bulk", form.Encode(), "Content-Type", "application/x-www-form-urlencoded")
@@ -264,7 +264,7 @@ func TestConfirmWarnsOfOverlap(t *testing.T) {
 		want []string
 	}{
 		"IDs":         {ids(c.ok[0], c.ok[1], c.other[0]), want(2, 3)},
-		"Group":       {url.Values{"action": {"discard"}, "all_matching": {"1"}, "filter": {"fingerprint=fp-c"}}, want(6, 6)},
+		"Group":       {url.Values{"action": {"discard"}, "all_matching": {"1"}, "filter": {"fingerprint=00000000000000fc"}}, want(6, 6)},
 		"Filter":      {url.Values{"action": {"replay"}, "all_matching": {"1"}, "filter": {"status=pending"}}, want(10, 15)},
 		"NoOverlap":   {ids(c.other...), nil},
 		"TaskAndTime": {url.Values{"action": {"replay"}, "all_matching": {"1"}, "filter": {"task=billing.charge&since=90m"}}, want(6, 6)},

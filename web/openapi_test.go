@@ -239,6 +239,16 @@ func TestOpenAPIResponsesMatch(t *testing.T) {
 	c.call(t, seen, "", "GET", "/api/v1/dead-letters", "", 401)
 	c.call(t, seen, "not-a-token", "GET", "/api/v1/dead-letters", "", 401)
 	c.call(t, seen, vic, "GET", "/api/v1/dead-letters?status=bogus&limit=0", "", 400)
+	// Several error groups: the letters of any of them, in one list.
+	var groups []string
+	if err := c.db.Select(&groups, `SELECT DISTINCT fingerprint FROM dead_letters ORDER BY 1`); err != nil || len(groups) != 2 {
+		t.Fatalf("the fixture's groups: %v %v", groups, err)
+	}
+	both := c.call(t, seen, vic, "GET", "/api/v1/dead-letters?fingerprint="+strings.Join(groups, ","), "", 200)
+	if items, _ := both["items"].([]any); len(items) != 6 {
+		t.Errorf("the letters of both groups: %d, want all 6", len(items))
+	}
+	c.call(t, seen, vic, "GET", "/api/v1/dead-letters?fingerprint="+groups[0]+",not-a-group", "", 400)
 	c.call(t, seen, vic, "GET", fmt.Sprintf("/api/v1/dead-letters/%d", a), "", 200)
 	c.call(t, seen, vic, "GET", "/api/v1/dead-letters/99999999", "", 404)
 	c.call(t, seen, vic, "GET", "/api/v1/dead-letters/abc", "", 400)
@@ -268,6 +278,7 @@ func TestOpenAPIResponsesMatch(t *testing.T) {
 	}
 	c.call(t, seen, op, "POST", "/api/v1/dead-letters/replay", body(bulk, `, "dry_run": true`), 200)
 	c.call(t, seen, op, "POST", "/api/v1/dead-letters/replay", `{"filter": {"since": "yesterday-ish"}}`, 400)
+	c.call(t, seen, op, "POST", "/api/v1/dead-letters/replay", `{"filter": {"fingerprint": "`+strings.Join(groups, ",")+`"}, "dry_run": true}`, 200)
 	c.call(t, seen, op, "POST", "/api/v1/dead-letters/replay", `{"filters": {}}`, 400)
 	canary := c.call(t, seen, op, "POST", "/api/v1/dead-letters/replay", body(bulk, `, "canary": 1, "wait_seconds": 0`), 202)
 	canaryID := id(canary["operation_id"])

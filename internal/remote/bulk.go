@@ -43,7 +43,7 @@ func (f bulkFlags) request(kind string) (BulkRequest, error) {
 	case f.ids != "" && hasFilter:
 		return r, usagef("give --ids, or --filter/--group, not both")
 	case f.ids == "" && !hasFilter:
-		return r, usagef("say which letters: --ids 1,2,3, --filter KEY=VALUE or --group FINGERPRINT")
+		return r, usagef("say which letters: --ids 1,2,3, --filter KEY=VALUE or --group FINGERPRINT[,FINGERPRINT...]")
 	case f.canary < 0 || f.rate < 0:
 		return r, usagef("--canary and --rate must not be negative")
 	case f.canary > 0 && kind != "replay":
@@ -75,12 +75,12 @@ func (f bulkFlags) request(kind string) (BulkRequest, error) {
 }
 
 func runBulk(ctx context.Context, e env, kind string, args []string) error {
-	fs := newFlags(kind+" (--ids 1,2,3 | --filter KEY=VALUE... | --group FP) [--canary N] [--rate R] [--reason TEXT] [--dry-run] [--wait]",
+	fs := newFlags(kind+" (--ids 1,2,3 | --filter KEY=VALUE... | --group FP[,FP...]) [--canary N] [--rate R] [--reason TEXT] [--dry-run] [--wait]",
 		"Start a bulk "+kind+" of pending dead letters on the console. --dry-run only counts them.", e)
 	var f bulkFlags
 	fs.StringVar(&f.ids, "ids", "", "letter ids, comma-separated")
 	fs.Var(&f.filters, "filter", "KEY=VALUE, repeatable; keys: "+strings.Join(filterKeys, ", "))
-	fs.StringVar(&f.group, "group", "", "every pending letter of this error group (fingerprint, from redrive groups)")
+	fs.StringVar(&f.group, "group", "", "every pending letter of this error group (fingerprint, from redrive groups), or of several: FP,FP,...")
 	if kind == "replay" {
 		fs.IntVar(&f.canary, "canary", 0, "replay this many letters first, then wait for: redrive operations release ID")
 	}

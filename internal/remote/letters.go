@@ -32,7 +32,7 @@ var letterFilters = []struct{ flag, param, help string }{
 	{"reason", "reason", "exhausted, permanent or lease_expired"},
 	{"status", "status", "pending (default), replayed, discarded or all"},
 	{"error-class", "error_class", "only this error class"},
-	{"group", "fingerprint", "only this error group (fingerprint)"},
+	{"group", "fingerprint", "only this error group (fingerprint), or these: FP,FP,..."},
 	{"q", "q", "search the error text and arguments"},
 	{"since", "since", "since a time (RFC 3339) or a duration ago (24h, 7d)"},
 	{"until", "until", "until a time or a duration ago"},

@@ -136,7 +136,7 @@ func apiError(t *testing.T, err error, status int, code string) *APIError {
 func TestLetters(t *testing.T) {
 	t.Parallel()
 	c := newConsole(t)
-	ids := c.letters(t, 2, "billing.charge", "fp-card", time.Now())
+	ids := c.letters(t, 2, "billing.charge", fpCard, time.Now())
 	other := c.letters(t, 1, "email.send", "fp-smtp", time.Now())
 
 	t.Run("ListFiltersAsATable", func(t *testing.T) {
@@ -144,7 +144,7 @@ func TestLetters(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !strings.Contains(out, "ID") || !strings.Contains(out, fmt.Sprint(ids[0])) || !strings.Contains(out, "fp-card") {
+		if !strings.Contains(out, "ID") || !strings.Contains(out, fmt.Sprint(ids[0])) || !strings.Contains(out, fpCard) {
 			t.Fatalf("table:\n%s", out)
 		}
 		if strings.Contains(out, "email.send") {
@@ -276,17 +276,17 @@ func TestOnCallJourney(t *testing.T) {
 	t.Parallel()
 	c := newConsole(t)
 	c.letters(t, 3, "email.send", "fp-smtp", time.Now().Add(-3*24*time.Hour))
-	ids := c.letters(t, 12, "billing.charge", "fp-card", time.Now())
+	ids := c.letters(t, 12, "billing.charge", fpCard, time.Now())
 
 	out, err := c.run(t, "groups", "--sort", "rate")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if first := strings.Split(out, "\n")[1]; !strings.HasPrefix(first, "fp-card") {
+	if first := strings.Split(out, "\n")[1]; !strings.HasPrefix(first, fpCard) {
 		t.Fatalf("the group breaking now should come first:\n%s", out)
 	}
 
-	out, err = c.run(t, "replay", "--group", "fp-card", "--canary", "3", "--reason", "card processor fixed", "--wait", "--interval", "50ms")
+	out, err = c.run(t, "replay", "--group", fpCard, "--canary", "3", "--reason", "card processor fixed", "--wait", "--interval", "50ms")
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
@@ -319,10 +319,41 @@ func TestOnCallJourney(t *testing.T) {
 	}
 }
 
+// The error groups the fixtures replay by --group: group ids are 16 hex
+// digits.
+const (
+	fpCard   = "00000000000ca4d0"
+	fpReport = "0000000000e90470"
+)
+
+// TestSeveralGroups: --group takes several groups separated by commas, for
+// the letters list and for a bulk replay; an id that is not one is refused
+// before anything happens.
+func TestSeveralGroups(t *testing.T) {
+	t.Parallel()
+	c := newConsole(t)
+	c.letters(t, 2, "billing.charge", fpCard, time.Now())
+	c.letters(t, 3, "reports.build", fpReport, time.Now())
+	c.letters(t, 4, "email.send", "fp-smtp", time.Now())
+	both := fpCard + "," + fpReport
+
+	out, err := c.run(t, "letters", "list", "--group", both, "--output", "json")
+	if err != nil || strings.Count(out, `"fingerprint"`) != 5 || strings.Contains(out, "fp-smtp") {
+		t.Fatalf("letters of both groups %v:\n%s", err, out)
+	}
+	out, err = c.run(t, "replay", "--group", both, "--dry-run")
+	if err != nil || !strings.Contains(out, "Dry run: replay would act on 5 pending letters.") {
+		t.Fatalf("dry run of both groups %v:\n%s", err, out)
+	}
+	if _, err := c.run(t, "replay", "--group", fpCard+",fp-smtp", "--dry-run"); err == nil || !strings.Contains(err.Error(), "fingerprint") {
+		t.Fatalf("a bad group id: %v, want a refusal naming the fingerprint", err)
+	}
+}
+
 func TestBulkAndOperations(t *testing.T) {
 	t.Parallel()
 	c := newConsole(t)
-	ids := c.letters(t, 4, "billing.charge", "fp-card", time.Now())
+	ids := c.letters(t, 4, "billing.charge", fpCard, time.Now())
 	c.letters(t, 2, "email.send", "fp-smtp", time.Now())
 
 	out, err := c.run(t, "discard", "--filter", "task=email.send", "--reason", "test traffic", "--dry-run")
@@ -403,15 +434,15 @@ func TestBulkAndOperations(t *testing.T) {
 func TestFailingCanaryStops(t *testing.T) {
 	t.Parallel()
 	c := newConsole(t)
-	c.letters(t, 6, "reports.build", "fp-report", time.Now())
-	out, err := c.run(t, "replay", "--group", "fp-report", "--canary", "2", "--reason", "maybe fixed", "--wait", "--interval", "50ms")
+	c.letters(t, 6, "reports.build", fpReport, time.Now())
+	out, err := c.run(t, "replay", "--group", fpReport, "--canary", "2", "--reason", "maybe fixed", "--wait", "--interval", "50ms")
 	if err == nil || !strings.Contains(err.Error(), "2 of 2 jobs failed again") || !strings.Contains(err.Error(), "redrive operations cancel 1") {
 		t.Fatalf("error %v; want the canary's failure and what to do\n%s", err, out)
 	}
 	if strings.Count(out, "failed again: ") != 2 || !strings.Contains(out, "template reports/q3.tmpl not found") {
 		t.Fatalf("the failed jobs and their errors should be listed:\n%s", out)
 	}
-	if n := c.count(t, `SELECT count(*) FROM dead_letters WHERE fingerprint = 'fp-report' AND status = 'pending' AND replay_of IS NULL`); n != 4 {
+	if n := c.count(t, `SELECT count(*) FROM dead_letters WHERE fingerprint = $1 AND status = 'pending' AND replay_of IS NULL`, fpReport); n != 4 {
 		t.Fatalf("%d letters left pending; want the 4 beyond the canary", n)
 	}
 }
@@ -421,8 +452,8 @@ func TestFailingCanaryStops(t *testing.T) {
 func TestWaitFollowsReplaysToTheirOutcome(t *testing.T) {
 	t.Parallel()
 	c := newConsole(t)
-	c.letters(t, 3, "reports.build", "fp-report", time.Now())
-	c.letters(t, 2, "billing.charge", "fp-card", time.Now())
+	c.letters(t, 3, "reports.build", fpReport, time.Now())
+	c.letters(t, 2, "billing.charge", fpCard, time.Now())
 	out, err := c.run(t, "replay", "--filter", "since=1h", "--wait", "--interval", "50ms")
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)
@@ -443,8 +474,8 @@ func TestWaitFollowsReplaysToTheirOutcome(t *testing.T) {
 func TestProgressBarOnATerminal(t *testing.T) {
 	t.Parallel()
 	c := newConsole(t)
-	c.letters(t, 5, "billing.charge", "fp-card", time.Now())
-	out, err := c.runWith(t, c.token, true, "replay", "--group", "fp-card", "--wait", "--interval", "50ms")
+	c.letters(t, 5, "billing.charge", fpCard, time.Now())
+	out, err := c.runWith(t, c.token, true, "replay", "--group", fpCard, "--wait", "--interval", "50ms")
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
