@@ -29,6 +29,7 @@ import (
 type BulkService interface {
 	Preview(ctx context.Context, sel dlq.Selection, sampleSize int) (dlq.Preview, error)
 	StartBulk(ctx context.Context, r replay.BulkRequest) (dlq.Operation, error)
+	SelectionVersionWarning(ctx context.Context, newest []dlq.DeadLetter, staleAfter time.Duration) (string, error)
 }
 
 // bulkSampleSize is how many letters the confirmation page shows.
@@ -51,18 +52,26 @@ type bulkForm struct {
 }
 
 // Above safeDefaultsOver letters, a replay's confirmation starts with a
-// canary of safeCanary letters and a pace of safePace per second filled in:
-// a mistake then costs ten letters and a stop, not the whole backlog at
-// once. The operator can change or clear both.
+// canary of safeCanary letters, a pace of safePace per second and the
+// died-again guard filled in: a mistake then costs ten letters and a stop,
+// not the whole backlog at once. The operator can change or clear each.
+//
+// A replay of whole error groups (the group page's "Replay this group", an
+// incident's groups) gets them above groupSafeDefaultsOver already: a
+// group is one failure repeated, so unless its fix is live every letter of
+// it dies again the same way, and ten letters are enough to tell. A group
+// of twenty or fewer is over about as soon as a canary would be.
 const (
-	safeDefaultsOver = 1000
-	safeCanary       = "10"
-	safePace         = "50"
+	safeDefaultsOver      = 1000
+	groupSafeDefaultsOver = 20
+	safeCanary            = "10"
+	safePace              = "50"
 )
 
-// safeDefaults fills in the canary and pace of a fresh, large replay.
+// safeDefaults fills in the canary, pace and guard of a fresh, large
+// replay.
 func safeDefaults(b *bulkForm, matched int64) {
-	if !b.fresh || b.kind != dlq.OpReplay || matched <= safeDefaultsOver {
+	if !b.fresh || b.kind != dlq.OpReplay || matched <= safeDefaultsAbove(*b) {
 		return
 	}
 	b.canaryOn, b.canarySize = true, safeCanary
@@ -72,6 +81,15 @@ func safeDefaults(b *bulkForm, matched int64) {
 	if b.diedAgain == "" {
 		b.diedAgain = strconv.FormatFloat(dlq.DefaultDiedAgainPercent, 'f', -1, 64)
 	}
+}
+
+// safeDefaultsAbove is how many letters a replay may hold before its
+// confirmation starts with the safe defaults.
+func safeDefaultsAbove(b bulkForm) int64 {
+	if b.allMatching && len(b.filter.Groups()) > 0 {
+		return groupSafeDefaultsOver
+	}
+	return safeDefaultsOver
 }
 
 // parseBulkForm reads the action and the selection: a filter when "all
@@ -274,6 +292,13 @@ func renderConfirm(c echo.Context, svc BulkService, b bulkForm, status int, prob
 			Letters: views.Number(o.Letters)})
 	}
 	v.Sample = letterResults(dlq.Filter{}, dlq.DeadLetterPage{Letters: p.Sample}, dlq.Count{}).Rows
+	v.GuardNeverJudges = b.kind == dlq.OpReplay && b.diedAgain != "" && p.Matched < dlq.GuardSample
+	if b.kind == dlq.OpReplay && p.Matched > 0 {
+		// A warning that cannot be computed is not worth failing the page.
+		if w, err := svc.SelectionVersionWarning(ctx, p.Sample, versionStaleAfter); err == nil {
+			v.VersionWarning = w
+		}
+	}
 	return Render(c, status, views.Layout(meta, views.BulkConfirm(v)))
 }
 

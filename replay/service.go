@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -255,18 +256,46 @@ func checkReason(reason string) error {
 // VersionWarning returns a warning when the letter failed on a worker build
 // that live workers still run: a replay will likely fail the same way.
 func (s *Service) VersionWarning(ctx context.Context, l dlq.DeadLetter, staleAfter time.Duration) (string, error) {
-	if l.WorkerVersion == "" {
-		return "", nil
+	v, err := s.liveBuild(ctx, []dlq.DeadLetter{l}, staleAfter)
+	if err != nil || v == "" {
+		return "", err
+	}
+	return fmt.Sprintf("This failed on %s and live workers still run %s: unless the fix is elsewhere, a replay will likely fail the same way.", v, v), nil
+}
+
+// SelectionVersionWarning is VersionWarning for a bulk replay, judged by
+// the selection's newest letters (its preview's sample): the build they
+// failed on is the one a fix would have replaced. Older letters failed on
+// older builds whatever was fixed since, so they say nothing.
+func (s *Service) SelectionVersionWarning(ctx context.Context, newest []dlq.DeadLetter, staleAfter time.Duration) (string, error) {
+	v, err := s.liveBuild(ctx, newest, staleAfter)
+	if err != nil || v == "" {
+		return "", err
+	}
+	return fmt.Sprintf("The newest of these letters failed on %s and live workers still run %s: unless the fix is elsewhere, a replay will likely fail the same way.", v, v), nil
+}
+
+// liveBuild returns the first build (in the order of letters) that one of
+// letters failed on and that a worker still runs whose last heartbeat is
+// more recent than staleAfter; "" when there is none.
+func (s *Service) liveBuild(ctx context.Context, letters []dlq.DeadLetter, staleAfter time.Duration) (string, error) {
+	if !slices.ContainsFunc(letters, func(l dlq.DeadLetter) bool { return l.WorkerVersion != "" }) {
+		return "", nil // nothing to compare: no need to read the workers
 	}
 	workers, err := s.store.Workers(ctx)
 	if err != nil {
 		return "", err
 	}
 	now := s.now()
+	live := map[string]bool{}
 	for _, w := range workers {
-		if now.Sub(w.HeartbeatAt) < staleAfter && w.Version == l.WorkerVersion {
-			return fmt.Sprintf("This failed on %s and live workers still run %s: unless the fix is elsewhere, a replay will likely fail the same way.",
-				l.WorkerVersion, w.Version), nil
+		if now.Sub(w.HeartbeatAt) < staleAfter {
+			live[w.Version] = true
+		}
+	}
+	for _, l := range letters {
+		if l.WorkerVersion != "" && live[l.WorkerVersion] {
+			return l.WorkerVersion, nil
 		}
 	}
 	return "", nil

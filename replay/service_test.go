@@ -166,6 +166,16 @@ func TestPolicy(t *testing.T) {
 		if err != nil || !containsAll(msg, "v1.4.2", "likely fail") {
 			t.Fatalf("want a warning naming v1.4.2, got %q %v", msg, err)
 		}
+		// A bulk replay is judged by its newest letters: one of them on
+		// the live build is enough.
+		newest := []dlq.DeadLetter{{WorkerVersion: "v1.5.0"}, {}, {WorkerVersion: "v1.4.2"}}
+		msg, err = b.svc.SelectionVersionWarning(ctx, newest, time.Minute)
+		if err != nil || !containsAll(msg, "newest of these letters", "v1.4.2", "likely fail") {
+			t.Fatalf("want a warning naming v1.4.2 for the selection, got %q %v", msg, err)
+		}
+		if msg, _ := b.svc.SelectionVersionWarning(ctx, newest[:2], time.Minute); msg != "" {
+			t.Fatalf("no live worker runs v1.5.0, yet a warning: %s", msg)
+		}
 	})
 }
 

@@ -35,7 +35,13 @@ type BulkConfirmView struct {
 	CanarySize string
 	// DiedAgain is the died-again guard's percentage ("": none).
 	DiedAgain string
-	Reason    string
+	// GuardNeverJudges: the guard is set, but fewer letters than it waits
+	// for will settle, so it can never pause this replay.
+	GuardNeverJudges bool
+	// VersionWarning: the newest letters failed on a build live workers
+	// still run ("": none, or a discard).
+	VersionWarning string
+	Reason         string
 	// Problems maps a field ("reason", "typed", "rate_per_second",
 	// "canary", "selection") to what is wrong with it.
 	Problems map[string]string
