@@ -16,27 +16,29 @@ const mod = "github.com/redrive/redrive"
 // belongs to. A new package fails TestLayering until it is given a part
 // here, so that its arrows are decided rather than discovered.
 var parts = map[string]string{
-	mod:                       "cmd",
-	mod + "/internal/cli":     "cmd",
-	mod + "/dlq":              "store",
-	mod + "/mask":             "mask",
-	mod + "/replay":           "replay",
-	mod + "/worker":           "worker",
-	mod + "/worker/demo":      "demo",
-	mod + "/seed":             "seed",
-	mod + "/handlers":         "handlers",
-	mod + "/views":            "views",
-	mod + "/web":              "web",
-	mod + "/web/auth":         "auth",
-	mod + "/migrations":       "migrations",
-	mod + "/static":           "static",
-	mod + "/internal/localpg": "localpg",
-	mod + "/internal/remote":  "remote",
-	mod + "/notify":           "notify",
-	mod + "/dlq/dlqtest":      "testkit",
-	mod + "/web/webtest":      "testkit",
-	mod + "/e2e":              "suite",
-	mod + "/reliability":      "suite",
+	mod:                                  "cmd",
+	mod + "/internal/cli":                "cmd",
+	mod + "/dlq":                         "store",
+	mod + "/mask":                        "mask",
+	mod + "/grouping":                    "grouping",
+	mod + "/grouping/internal/corpusgen": "tool",
+	mod + "/replay":                      "replay",
+	mod + "/worker":                      "worker",
+	mod + "/worker/demo":                 "demo",
+	mod + "/seed":                        "seed",
+	mod + "/handlers":                    "handlers",
+	mod + "/views":                       "views",
+	mod + "/web":                         "web",
+	mod + "/web/auth":                    "auth",
+	mod + "/migrations":                  "migrations",
+	mod + "/static":                      "static",
+	mod + "/internal/localpg":            "localpg",
+	mod + "/internal/remote":             "remote",
+	mod + "/notify":                      "notify",
+	mod + "/dlq/dlqtest":                 "testkit",
+	mod + "/web/webtest":                 "testkit",
+	mod + "/e2e":                         "suite",
+	mod + "/reliability":                 "suite",
 }
 
 // arrows are the imports a part's code may make, besides its own part.
@@ -50,14 +52,14 @@ var arrows = map[string][]string{
 	"cmd": {"store", "replay", "worker", "demo", "seed", "web", "auth", "localpg", "notify", "remote", "mask"},
 	// The store migrates its own schema, and keeps the mask policy the
 	// search text is built with.
-	"store":  {"migrations", "mask"},
+	"store":  {"migrations", "mask", "grouping"},
 	"replay": {"store"},
 	// The worker cuts long error text with the mark masking recognises.
 	"worker": {"store", "mask"},
 	"demo":   {"worker", "store"},
 	// The seed generates letters of the demo's shop tasks and has the
 	// store write them.
-	"seed":     {"store", "demo"},
+	"seed":     {"store", "demo", "grouping"},
 	"handlers": {"store", "replay", "views", "mask"},
 	"views":    {"mask"}, // the placeholder a hidden value reads as
 	// The console: its handlers and views, auth for the middleware that
@@ -71,7 +73,12 @@ var arrows = map[string][]string{
 	"auth": {"store", "handlers", "mask"},
 	// The masking policy: pure functions of the policy and the text or
 	// JSON in hand, shared by the store, the pages and the notifications.
-	"mask":       {},
+	"mask": {},
+	// Grouping learns error templates from letters; it imports nothing of
+	// Redrive's, and the store keeps what it learns.
+	"grouping": {},
+	// The generator of grouping's labelled corpus, run by hand.
+	"tool":       {},
 	"migrations": {},
 	"static":     {},
 	"localpg":    {},
@@ -95,7 +102,9 @@ var testArrows = map[string][]string{
 	// The demo's tests replay the incident's group and seeded letters as an
 	// operator would.
 	"demo": {"testkit", "replay", "seed"},
-	"seed": {"testkit"},
+	"seed": {"testkit", "grouping"},
+	// A masked message must group with its unmasked original.
+	"grouping": {"mask"},
 	// The bulk replay benchmark seeds its million letters.
 	"handlers": {"testkit", "web", "seed"},
 	"views":    {},
