@@ -97,14 +97,20 @@ func run(ctx context.Context, args []string, e env) error {
 		}
 	}
 	if remote.Handles(args[0]) {
-		err := remote.Run(ctx, args, e.getenv, e.stdout, e.stderr)
-		if ue := (*remote.UsageError)(nil); errors.As(err, &ue) {
-			return usagef("%s", ue.Msg)
-		}
-		return err
+		return runRemote(ctx, args, e)
 	}
 	fmt.Fprint(e.stderr, usage())
 	return usagef("unknown command %q", args[0])
+}
+
+// runRemote runs an on-call command over a console's API; its mistakes on
+// the command line are usage errors like the local commands'.
+func runRemote(ctx context.Context, args []string, e env) error {
+	err := remote.Run(ctx, args, e.getenv, e.stdout, e.stderr)
+	if ue := (*remote.UsageError)(nil); errors.As(err, &ue) {
+		return usagef("%s", ue.Msg)
+	}
+	return err
 }
 
 func exitCode(err error) int {

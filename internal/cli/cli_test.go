@@ -52,7 +52,7 @@ func TestUsage(t *testing.T) {
 
 // helpArgs runs each command's -h (a subcommand first where it needs one).
 var helpArgs = map[string][]string{"user": {"user", "list", "-h"}, "token": {"token", "list", "-h"},
-	"audit": {"audit", "verify", "-h"}, "search": {"search", "rebuild", "-h"}}
+	"audit": {"audit", "verify", "-h"}, "search": {"search", "rebuild", "-h"}, "groups": {"groups", "rebuild", "-h"}}
 
 // flagLine finds the flags in -h output: "  -name value".
 var flagLine = regexp.MustCompile(`(?m)^  -([a-z-]+)`)

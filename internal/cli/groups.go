@@ -6,14 +6,13 @@ import (
 	"time"
 
 	"github.com/redrive/redrive/dlq"
-	"github.com/redrive/redrive/internal/remote"
 )
 
 // runGroups runs `redrive groups rebuild` here, against the database; every
 // other use of `redrive groups` is the remote command over a console's API.
 func runGroups(ctx context.Context, args []string, e env) error {
 	if len(args) == 0 || args[0] != "rebuild" {
-		return remote.Run(ctx, append([]string{"groups"}, args...), e.getenv, e.stdout, e.stderr)
+		return runRemote(ctx, append([]string{"groups"}, args...), e)
 	}
 	fs := newFlagSet("groups rebuild", "Regroup every stored letter with the learned fingerprinter (package grouping),\n"+
 		"in the order the letters failed. Group ids survive where they can; an id\n"+
