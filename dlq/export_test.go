@@ -1,7 +1,5 @@
 package dlq
 
-import "strings"
-
 // ClaimQuery exposes the claim of limit jobs by "plan-test" with a 30 s
 // lease, and its parameters, to the external tests that check its plan.
 func ClaimQuery(queues []string, after map[string]Position, limit int) (string, []any) {
@@ -11,22 +9,6 @@ func ClaimQuery(queues []string, after map[string]Position, limit int) (string, 
 // ListPageSQL exposes the list query and its arguments to the external
 // tests that check its plan.
 func ListPageSQL(f Filter, limit int) (string, []any) { return listPageSQL(f, limit) }
-
-// NormaliseMessageEveryRegexp is NormaliseMessage running every regexp,
-// without the byte tests that skip those that cannot match: the tests
-// check the two agree.
-func NormaliseMessageEveryRegexp(msg string) string {
-	if i := strings.IndexByte(msg, '\n'); i >= 0 {
-		msg = msg[:i]
-	}
-	if len(msg) > 500 {
-		msg = msg[:500]
-	}
-	for _, n := range normalisers {
-		msg = n.re.ReplaceAllString(msg, n.with)
-	}
-	return strings.TrimSpace(msg)
-}
 
 // DeleteSucceededSQL and SucceededBoundSQL expose the cleaner's delete
 // ($1 the cutoff, $2 the batch, $3 the bound) and its bound ($1) to the

@@ -37,7 +37,7 @@ func (e *digestEnv) newGroups(t *testing.T, n int) []int64 {
 	for range n {
 		e.n++
 		class := fmt.Sprintf("Error%d", e.n)
-		fps = append(fps, dlq.Fingerprint("mail.send", class, "boom"))
+		fps = append(fps, dlqtest.GroupID("mail.send", class, "boom"))
 		dlqtest.InsertDeadLetter(t, e.db.DB, dlqtest.Letter{Task: "mail.send", ErrorClass: class, Fingerprint: fps[len(fps)-1]})
 	}
 	e.fanOut(t)

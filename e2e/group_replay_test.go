@@ -21,7 +21,7 @@ func TestGroupReplayStartsSafe(t *testing.T) {
 	t.Parallel()
 	db := dlqtest.NewDB(t)
 	const task, class, build = "billing.charge", "ProviderTimeout", "v2.3.1"
-	fp := dlq.Fingerprint(task, class, "payment provider timed out after 30s")
+	fp := dlqtest.GroupID(task, class, "payment provider timed out after 30s")
 	for i := range 30 {
 		dlqtest.InsertDeadLetter(t, db.DB, dlqtest.Letter{Task: task, Queue: "payments", ErrorClass: class,
 			Message: "payment provider timed out after 30s", Fingerprint: fp, WorkerVersion: build,

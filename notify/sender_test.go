@@ -82,7 +82,7 @@ func (e env) newGroups(t *testing.T, task, prefix string, n int) []string {
 	var fps []string
 	for i := range n {
 		class := fmt.Sprintf("%s%d", prefix, i)
-		fp := dlq.Fingerprint(task, class, "boom")
+		fp := dlqtest.GroupID(task, class, "boom")
 		dlqtest.InsertDeadLetter(t, e.db.DB, dlqtest.Letter{Task: task, ErrorClass: class, Fingerprint: fp})
 		fps = append(fps, fp)
 	}
@@ -215,7 +215,7 @@ func TestNotifications(t *testing.T) {
 		r := newReceiver(t, ok)
 		old := time.Now().Add(-48 * time.Hour)
 		dlqtest.InsertDeadLetter(t, e.db.DB, dlqtest.Letter{Task: "billing.backfill", ErrorClass: "OldError", FailedAt: old})
-		fp := dlq.Fingerprint("payments.charge", "CardDeclined", "card declined for hunter2")
+		fp := dlqtest.GroupID("payments.charge", "CardDeclined", "card declined for hunter2")
 		for range 3 {
 			dlqtest.InsertDeadLetter(t, e.db.DB, dlqtest.Letter{Task: "payments.charge", ErrorClass: "CardDeclined",
 				Message: "card declined for hunter2", Kwargs: `{"password": "hunter2"}`, Fingerprint: fp})

@@ -11,11 +11,12 @@ import (
 
 // The catalog: the tasks and the ways they fail that DeadLetters draws
 // from. Templates refer to per-letter random values as {name} (see
-// values). A message template may only use values that dlq.NormaliseMessage
-// replaces entirely — numbers, ids made of a prefix and digits, emails, IP
-// addresses, UUIDs, 0x addresses, anything in quotes — so that every letter
-// of one kind has the kind's fingerprint. Args, kwargs, tracebacks and the
-// lines after a message's first may use anything.
+// values). Each letter is grouped from its own message and traceback
+// (package grouping), so a failure's message template may use values that
+// vary (ids, amounts, hosts, addresses) but not in place of the words that
+// tell one failure from another; TestCatalog checks that every failure of
+// the catalog is exactly one group. Args, kwargs, tracebacks and the lines
+// after a message's first may use anything.
 
 // task is a task as a producer enqueues it. Its name is one of the demo's
 // shop tasks, so that `redrive dev` runs a seeded letter when it is

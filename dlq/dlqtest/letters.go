@@ -3,6 +3,8 @@ package dlqtest
 import (
 	"cmp"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"testing"
 	"time"
@@ -263,4 +265,14 @@ func SeedDeadLetters(ctx context.Context, db *sqlx.DB, n int, now time.Time) err
 	// and a visibility map that lets index-only scans skip the heap.
 	_, err = db.ExecContext(ctx, `VACUUM ANALYZE dead_letter_records, pending_dead_letters, dead_letter_outcomes, dead_letter_search`)
 	return err
+}
+
+// GroupID is a 16-hex error group id made from parts, for tests that need
+// a group id of their own without learning one from letters.
+func GroupID(parts ...string) string {
+	h := sha256.New()
+	for _, p := range parts {
+		h.Write([]byte(p + "\x00"))
+	}
+	return hex.EncodeToString(h.Sum(nil)[:8])
 }

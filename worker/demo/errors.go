@@ -9,7 +9,7 @@ import (
 
 // The demo's failures are modelled on what real services return, so the
 // console has realistic material: recognisable classes, messages carrying
-// ids and amounts (which the fingerprint normalises away), and tracebacks.
+// ids and amounts (which grouping learns are variables), and tracebacks.
 
 // ConnectionRefusedError is a dependency refusing the TCP connection, as it
 // does while restarting or failing over: transient.
