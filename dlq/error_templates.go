@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -94,7 +95,7 @@ func saveTemplates(ctx context.Context, tx *sqlx.Tx, ts []grouping.Template) err
 	tokens, fixed, spans, seqs := make([]string, n), make([]string, n), make([]bool, n), make([]int64, n)
 	for i, t := range ts {
 		ids[i], tasks[i], classes[i], places[i], spans[i], seqs[i] = t.ID, t.Task, t.Class, t.Place, t.Span, t.Seq
-		tokens[i] = joinUnit(t.Tokens)
+		tokens[i] = strings.Join(t.Tokens, "\x1f")
 		fixed[i] = joinBools(t.Fixed, len(t.Tokens))
 	}
 	_, err := tx.ExecContext(ctx, saveTemplatesSQL, pq.Array(ids), pq.Array(tasks), pq.Array(classes),
@@ -103,17 +104,6 @@ func saveTemplates(ctx context.Context, tx *sqlx.Tx, ts []grouping.Template) err
 		return fmt.Errorf("save %d templates: %w", n, err)
 	}
 	return nil
-}
-
-func joinUnit(ss []string) string {
-	out := ""
-	for i, s := range ss {
-		if i > 0 {
-			out += "\x1f"
-		}
-		out += s
-	}
-	return out
 }
 
 func joinBools(bs []bool, n int) string {

@@ -3,6 +3,7 @@ package grouping
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 )
@@ -175,32 +176,9 @@ func (g *Grouper) Templates() []Template {
 }
 
 func splitKey(s string) keyOf {
-	var parts [3]string
-	i := 0
-	start := 0
-	for j := 0; j < len(s) && i < 2; j++ {
-		if s[j] == 0 {
-			parts[i] = s[start:j]
-			i++
-			start = j + 1
-		}
+	parts := strings.SplitN(s, "\x00", 3)
+	for len(parts) < 3 {
+		parts = append(parts, "")
 	}
-	parts[i] = s[start:]
 	return keyOf{parts[0], parts[1], parts[2]}
-}
-
-// Template returns the template of a group as text, with Wildcard where
-// its letters differ, and whether the Grouper knows the group.
-func (g *Grouper) Template(id string) (string, bool) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	id = g.survivor(id)
-	for _, cs := range g.miner.buckets {
-		for _, c := range cs {
-			if c.id == id {
-				return c.template(), true
-			}
-		}
-	}
-	return "", false
 }
