@@ -79,12 +79,31 @@ func ok(int) int { return http.StatusOK }
 // classes prefix0, prefix1, …, and returns their fingerprints.
 func (e env) newGroups(t *testing.T, task, prefix string, n int) []string {
 	t.Helper()
-	var fps []string
+	var fps, classes []string
 	for i := range n {
 		class := fmt.Sprintf("%s%d", prefix, i)
-		fp := dlqtest.GroupID(task, class, "boom")
-		dlqtest.InsertDeadLetter(t, e.db.DB, dlqtest.Letter{Task: task, ErrorClass: class, Fingerprint: fp})
-		fps = append(fps, fp)
+		classes, fps = append(classes, class), append(fps, dlqtest.GroupID(task, class, "boom"))
+	}
+	// One transaction: the groups of a burst are new together, so a
+	// sender pass never sees part of them.
+	tx, err := e.db.Beginx()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	for i := range fps {
+		_, err := tx.Exec(`
+			INSERT INTO dead_letter_records (job_id, queue, task, args, kwargs, error_class, error_message, traceback,
+				attempts, max_attempts, history, reason, fingerprint, worker_version, enqueued_at, failed_at)
+			SELECT coalesce(max(job_id), 0) + 1, 'default', $1, '[1]', '{}', $2, 'boom', '', 5, 5, '[]', 'exhausted',
+				$3, '', now() - interval '1 minute', now()
+			FROM dead_letter_records`, task, classes[i], fps[i])
+		if err != nil {
+			t.Fatalf("insert new group: %v", err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
 	}
 	return fps
 }
