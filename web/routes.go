@@ -77,6 +77,8 @@ func routes(e *echo.Echo, cfg Config, sec *auth.Security) error {
 	e.GET("/api/v1/dead-letters/:id", handlers.APIDeadLetter(store))
 	e.POST("/api/v1/dead-letters/:id/reveal", handlers.RevealArgs(cfg.Store, now, handlers.APIRevealedArgs(store)))
 	e.GET("/api/v1/groups", handlers.APIGroups(store, cfg.Now))
+	incidentRoutes(e, cfg, reads, fresh) // incident_routes.go
+	groupEditRoutes(e, cfg, store)       // merge and split (group_edit_routes.go)
 
 	// Actions on dead letters, bulk operations, the audit trail.
 	// Every POST changes something or leads to a change: the access rules
