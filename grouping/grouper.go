@@ -2,6 +2,7 @@ package grouping
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -33,6 +34,11 @@ type Template struct {
 	// Span templates match messages of other lengths: a variable may
 	// stand for a word or two more ("1.16 KB").
 	Span bool
+	// Rev counts the changes an operator made to the template (a merge
+	// that widened it, a split that fixed a word of it). Learning never
+	// changes it: a Store keeps what a Grouper learned only from the
+	// revision it holds (see ErrStale).
+	Rev int64
 }
 
 // Store keeps what Groupers learn, so that every process that groups
@@ -43,8 +49,17 @@ type Store interface {
 	// Learned saves a template that is new or wider than before, and
 	// merges the groups merged into it: from then on their ids mean
 	// t.ID. It must be idempotent: two workers may learn the same thing.
+	// It returns ErrStale, and saves nothing, when the stored template's
+	// Rev is not t.Rev.
 	Learned(ctx context.Context, t Template, merged []string) error
 }
+
+// ErrStale is what Store.Learned returns when an operator changed the
+// template since the Grouper read it: what was learned from the old copy
+// would undo the operator's change (widen a word a split fixed, narrow
+// what a merge widened), so it is dropped, and the Grouper reads the key
+// again before its next letter.
+var ErrStale = errors.New("the template was changed since it was read")
 
 // DefaultThreshold is the share of a message's words that must be the
 // template's for the message to join it.
@@ -54,10 +69,16 @@ const DefaultThreshold = 0.5
 // place a failure happened.
 const placeFrames = 2
 
-// refreshEvery bounds how often a Grouper re-reads one key's templates
-// from its Store before making a new group of that key: another worker
-// may have learned the failure already.
-const refreshEvery = time.Second
+// A Grouper re-reads the templates of a key it uses from its Store at
+// least every refreshEvery, so that an operator's merge or split reaches
+// every worker within that time, and what other workers learned too. That
+// is one indexed query per key and period, nothing beside a letter's cost.
+// Before making a new group it re-reads sooner, once missRefreshEvery has
+// passed: another worker may have learned the failure already.
+const (
+	refreshEvery     = 10 * time.Second
+	missRefreshEvery = time.Second
+)
 
 // Grouper assigns letters to error groups, learning the groups' templates
 // from the letters themselves. It is safe for concurrent use.
@@ -72,6 +93,9 @@ type Grouper struct {
 	merged map[string]string
 	// read is when each key's templates were last read from the store.
 	read map[string]time.Time
+	// revs holds the Rev of each template as read from the store; a
+	// template the Grouper made itself is at revision 0.
+	revs map[string]int64
 }
 
 // New returns a Grouper that keeps what it learns in store, or only in
@@ -83,6 +107,7 @@ func New(store Store) *Grouper {
 		miner:  newMiner(DefaultThreshold),
 		merged: map[string]string{},
 		read:   map[string]time.Time{},
+		revs:   map[string]int64{},
 	}
 }
 
@@ -96,15 +121,16 @@ func (k keyOf) String() string { return k.task + "\x00" + k.class + "\x00" + k.p
 // learned cannot be saved it returns the group and the error.
 func (g *Grouper) Group(ctx context.Context, l Letter) (string, error) {
 	k := keyOf{l.Task, l.Class, Place(l.Traceback, placeFrames)}
+	ks := k.String()
 	toks := tokenize(l.Message)
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.store != nil && g.miner.match(k.String(), toks) == nil && g.now().Sub(g.read[k.String()]) >= refreshEvery {
+	if g.store != nil && g.refreshDue(ks, toks) {
 		if err := g.refresh(ctx, k); err != nil {
 			return "", err
 		}
 	}
-	r := g.miner.learn(k.String(), toks)
+	r := g.miner.learn(ks, toks)
 	for _, id := range r.merged {
 		g.merged[id] = r.cluster.id
 	}
@@ -112,24 +138,47 @@ func (g *Grouper) Group(ctx context.Context, l Letter) (string, error) {
 		// The letter's group stands even when it cannot be saved: what
 		// was learned is learned again from the next letter like it, and
 		// `redrive groups rebuild` repairs the rest.
-		if err := g.store.Learned(ctx, templateOf(k, r.cluster), r.merged); err != nil {
+		err := g.store.Learned(ctx, g.templateOf(k, r.cluster), r.merged)
+		switch {
+		case errors.Is(err, ErrStale):
+			// An operator changed the key's templates: take them in
+			// before the next letter, rather than learn on an old copy.
+			delete(g.read, ks)
+		case err != nil:
 			return r.cluster.id, fmt.Errorf("group letter: %w", err)
 		}
 	}
 	return r.cluster.id, nil
 }
 
-// refresh reads k's templates from the store into the miner.
+// refreshDue reports whether key's templates are to be read again before
+// toks is grouped: every refreshEvery, and sooner when toks would make a
+// new group.
+func (g *Grouper) refreshDue(key string, toks []token) bool {
+	since := g.now().Sub(g.read[key])
+	return since >= refreshEvery || since >= missRefreshEvery && g.miner.match(key, toks) == nil
+}
+
+// refresh reads k's templates from the store into the miner: the changed
+// ones replace the miner's, the new ones join them.
 func (g *Grouper) refresh(ctx context.Context, k keyOf) error {
 	ts, err := g.store.Templates(ctx, k.task, k.class, k.place)
 	if err != nil {
 		return fmt.Errorf("read templates of %s: %w", k.task, err)
 	}
+	g.miner.adoptAll(k.String(), ts)
 	for _, t := range ts {
-		g.miner.adopt(k.String(), t)
+		g.revs[t.ID] = t.Rev
 	}
 	g.read[k.String()] = g.now()
 	return nil
+}
+
+// templateOf returns c as a Store keeps it, at the revision it was read.
+func (g *Grouper) templateOf(k keyOf, c *cluster) Template {
+	t := templateOf(k, c)
+	t.Rev = g.revs[c.id]
+	return t
 }
 
 func templateOf(k keyOf, c *cluster) Template {
