@@ -554,22 +554,34 @@ func lcs(a, b []string) [][2]int {
 	return pairs
 }
 
-// spanMatch reports whether toks[j:]... fits a span template: its
-// constants in order, each of its variables taking any number of tokens
-// that may vary, at most maxSpanWords of them constant words.
+// spanMatch reports whether toks fits a span template: its constants in
+// order, each of its variables taking any number of tokens that may vary,
+// at most maxSpanWords of them constant words.
 func spanMatch(t []string, tf []bool, toks []token, depth int) bool {
-	if len(t) == 0 {
-		return len(toks) == 0
+	return spanFit(t, toks, 0, 0, depth, nil)
+}
+
+// spanFit reports whether toks[j:] fits the span template t[i:], as
+// spanMatch does. When took is not nil (len(t) long), took[p] is set to the
+// tokens the variable at position p took, toks[took[p][0]:took[p][1]], so
+// that a caller can read a message's values (Template.Values); the miner
+// passes nil.
+func spanFit(t []string, toks []token, i, j, depth int, took [][2]int) bool {
+	if i == len(t) {
+		return j == len(toks)
 	}
-	if t[0] != Wildcard {
-		return len(toks) > 0 && toks[0].text == t[0] && spanMatch(t[1:], tf[1:], toks[1:], depth)
+	if t[i] != Wildcard {
+		return j < len(toks) && toks[j].text == t[i] && spanFit(t, toks, i+1, j+1, depth, took)
 	}
 	if depth > 16 {
 		return false
 	}
 	words := 0
-	for k := 0; ; k++ {
-		if spanMatch(t[1:], tf[1:], toks[k:], depth+1) {
+	for k := j; ; k++ {
+		if took != nil {
+			took[i] = [2]int{j, k}
+		}
+		if spanFit(t, toks, i+1, k, depth+1, took) {
 			return true
 		}
 		if k == len(toks) || toks[k].fixed {

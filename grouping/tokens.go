@@ -19,7 +19,18 @@ type token struct {
 	fixed bool
 	// data tokens were masked whole: their text is Wildcard.
 	data bool
+	// start and end bound the token's own words in the message
+	// (msg[start:end]), which masking replaced: what a variable of a
+	// template took (Template.Values). Offsets rather than a copy of the
+	// text, so that folding a run of tokens into one costs nothing, and 16
+	// bits (messages are cut at maxMessageBytes), so that a token is no
+	// bigger than without them on the grouping path.
+	start, end int16
 }
+
+// Token offsets are int16: a longer maxMessageBytes must not compile
+// without widening them.
+const _ = int16(maxMessageBytes)
 
 // maxMessageBytes bounds what of a message decides its group: long messages
 // often embed whole payloads after their first line and first few hundred
@@ -98,17 +109,18 @@ func tokenize(msg string) []token {
 			for j < len(msg) && !endsURL(msg[j]) {
 				j++
 			}
-			toks = append(toks, token{text: Wildcard, data: true})
+			toks = append(toks, token{text: Wildcard, data: true, start: int16(i), end: int16(j)})
 			prevWord, fieldName = "", false
 			i = j
 			continue
 		}
-		word := trimPunct(msg[i:j])
+		lo, hi := punctBounds(msg[i:j])
+		word := msg[i+lo : i+hi]
+		t := token{text: word, start: int16(i + lo), end: int16(i + hi)}
 		i = j
 		if word == "" {
 			continue
 		}
-		t := token{text: word}
 		switch {
 		case isMasked(word):
 			t.text = Wildcard
@@ -175,19 +187,21 @@ func opensQuote(msg string, i int) bool {
 	return !unicode.IsLetter(r)
 }
 
-// trimPunct strips the punctuation that ends or starts a word in prose
-// ("failed:", "refused.", "...") but keeps it inside ("a.b", "x::y").
-func trimPunct(w string) string {
-	for len(w) > 0 && isProsePunct(w[0]) {
-		w = w[1:]
+// punctBounds returns the bounds of w without the punctuation that ends or
+// starts a word in prose ("failed:", "refused.", "...") but keeps it
+// inside ("a.b", "x::y"): the word is w[lo:hi].
+func punctBounds(w string) (lo, hi int) {
+	lo, hi = 0, len(w)
+	for lo < hi && isProsePunct(w[lo]) {
+		lo++
 	}
-	for len(w) > 0 && isProsePunct(w[len(w)-1]) {
-		w = w[:len(w)-1]
+	for lo < hi && isProsePunct(w[hi-1]) {
+		hi--
 	}
-	for strings.HasSuffix(w, "…") {
-		w = w[:len(w)-len("…")]
+	for strings.HasSuffix(w[lo:hi], "…") {
+		hi -= len("…")
 	}
-	return w
+	return lo, hi
 }
 
 func isProsePunct(b byte) bool { return b == '.' || b == ':' || b == '!' || b == '?' }
@@ -346,7 +360,7 @@ func maskDates(toks []token) []token {
 		}
 		if i+1 < len(toks) && toks[i+1].data || i > 0 && toks[i-1].data ||
 			i+2 < len(toks) && dateWords[toks[i+1].text] && toks[i+2].data {
-			toks[i] = token{text: Wildcard, data: true}
+			toks[i].text, toks[i].fixed, toks[i].data = Wildcard, false, true
 		}
 	}
 	return toks
@@ -355,15 +369,22 @@ func maskDates(toks []token) []token {
 // collapseWildcards folds a run of data tokens into one: a variable can
 // take several words ("10.11.21.122,10.11.10.1", a date and a time, "()"
 // and "(host.example)"), and the number of them is no part of the failure.
+// The token folded into spans the words of the whole run.
 func collapseWildcards(toks []token) []token {
-	out := toks[:0]
-	for _, t := range toks {
-		if t.data && len(out) > 0 && out[len(out)-1].data {
+	n := 0
+	for i := range toks {
+		if toks[i].data && n > 0 && toks[n-1].data {
+			toks[n-1].end = toks[i].end
 			continue
 		}
-		out = append(out, t)
+		// Tokens move only after a fold: most messages have none, and
+		// a copy in place would cost a write barrier per token.
+		if n != i {
+			toks[n] = toks[i]
+		}
+		n++
 	}
-	return out
+	return toks[:n]
 }
 
 // isName reports a word of letters ended by a digit or two, short: the
