@@ -23,16 +23,12 @@ type RebuildResult struct {
 	Merged int `json:"merged"`
 }
 
-// rebuildLetter is what a regrouping reads of a letter: its traceback by
-// hash, since a failure's letters share a few tracebacks and reading each
-// letter's whole would move gigabytes for a million letters.
-type rebuildLetter struct {
-	ID          int64  `db:"id"`
-	Task        string `db:"task"`
-	Class       string `db:"error_class"`
-	Message     string `db:"error_message"`
-	Fingerprint string `db:"fingerprint"`
-	Traceback   string `db:"tb"`
+// regrouped is what a regrouping learned of the stored letters: for the
+// i-th letter its id, its old group and its new one.
+type regrouped struct {
+	ids   []int64
+	old   []string
+	group []string
 }
 
 // RebuildGroups regroups every stored letter with a new grouping.Grouper,
@@ -44,25 +40,19 @@ type rebuildLetter struct {
 // transaction that holds off new letters' summaries meanwhile (workers
 // wait, nothing is lost), and the regrouping is audited as a system action.
 func (s *Store) RebuildGroups(ctx context.Context) (RebuildResult, error) {
-	letters, err := s.readForRebuild(ctx)
+	g := grouping.New(nil)
+	r, err := s.regroup(ctx, g)
 	if err != nil {
 		return RebuildResult{}, err
 	}
-	g := grouping.New(nil)
-	ids := make([]string, len(letters))
-	for i, l := range letters {
-		if ids[i], err = g.Group(ctx, grouping.Letter{Task: l.Task, Class: l.Class, Message: l.Message, Traceback: l.Traceback}); err != nil {
-			return RebuildResult{}, fmt.Errorf("regroup letter %d: %w", l.ID, err)
-		}
-	}
-	ids = g.Resolve(ids)
-	names, redirects := nameGroups(letters, ids)
-	res := RebuildResult{Letters: int64(len(letters)), Groups: len(names), Merged: len(redirects)}
+	r.group = g.Resolve(r.group)
+	names, redirects := nameGroups(r.old, r.group)
+	res := RebuildResult{Letters: int64(len(r.ids)), Groups: len(names), Merged: len(redirects)}
 	var moveIDs []int64
 	var moveTo []string
-	for i, l := range letters {
-		if to := names[ids[i]]; to != l.Fingerprint {
-			moveIDs, moveTo = append(moveIDs, l.ID), append(moveTo, to)
+	for i, id := range r.ids {
+		if to := names[r.group[i]]; to != r.old[i] {
+			moveIDs, moveTo = append(moveIDs, id), append(moveTo, to)
 		}
 	}
 	res.Moved = int64(len(moveIDs))
@@ -79,60 +69,55 @@ func (s *Store) RebuildGroups(ctx context.Context) (RebuildResult, error) {
 	return res, nil
 }
 
-func (s *Store) readForRebuild(ctx context.Context) ([]rebuildLetter, error) {
-	var tracebacks []struct {
-		Hash string `db:"h"`
-		Text string `db:"traceback"`
-	}
-	// One traceback of each kind: letters of one failure share a few.
-	err := s.db.SelectContext(ctx, &tracebacks, `
-		SELECT md5(traceback) AS h, traceback FROM dead_letter_records
-		WHERE id IN (SELECT min(id) FROM dead_letter_records GROUP BY md5(traceback))`)
-	if err != nil {
-		return nil, fmt.Errorf("regroup: read tracebacks: %w", err)
-	}
-	byHash := make(map[string]string, len(tracebacks))
-	for _, t := range tracebacks {
-		byHash[t.Hash] = t.Text
-	}
-	rows, err := s.db.QueryxContext(ctx, `
-		SELECT id, task, error_class, left(error_message, 1000) AS error_message, fingerprint, md5(traceback) AS tb
+// regroup reads every letter in the order they failed and groups each as
+// it arrives: one pass over the table, the database sending while g
+// learns, and no letter's text kept once it is grouped (a million letters
+// carry about a gigabyte of tracebacks).
+func (s *Store) regroup(ctx context.Context, g *grouping.Grouper) (regrouped, error) {
+	rows, err := s.db.QueryContext(ctx, `
+		SELECT id, task, error_class, left(error_message, 1000), fingerprint, traceback
 		FROM dead_letter_records ORDER BY id`)
 	if err != nil {
-		return nil, fmt.Errorf("regroup: read letters: %w", err)
+		return regrouped{}, fmt.Errorf("regroup: read letters: %w", err)
 	}
 	defer rows.Close()
-	var letters []rebuildLetter
+	var r regrouped
+	// Old ids repeat (a group's letters share one): keep one copy of each.
+	interned := map[string]string{}
 	for rows.Next() {
-		var l rebuildLetter
-		if err := rows.StructScan(&l); err != nil {
-			return nil, fmt.Errorf("regroup: read letters: %w", err)
+		var id int64
+		var l grouping.Letter
+		var old string
+		if err := rows.Scan(&id, &l.Task, &l.Class, &l.Message, &old, &l.Traceback); err != nil {
+			return regrouped{}, fmt.Errorf("regroup: read letters: %w", err)
 		}
-		tb, ok := byHash[l.Traceback]
-		if !ok {
-			// A letter written after the tracebacks were read: its own
-			// traceback is unknown, its group is learned without it.
-			tb = ""
+		group, err := g.Group(ctx, l)
+		if err != nil {
+			return regrouped{}, fmt.Errorf("regroup letter %d: %w", id, err)
 		}
-		l.Traceback = tb
-		letters = append(letters, l)
+		if o, ok := interned[old]; ok {
+			old = o
+		} else {
+			interned[old] = old
+		}
+		r.ids, r.old, r.group = append(r.ids, id), append(r.old, old), append(r.group, group)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("regroup: read letters: %w", err)
+		return regrouped{}, fmt.Errorf("regroup: read letters: %w", err)
 	}
-	return letters, nil
+	return r, nil
 }
 
-// nameGroups gives each new group (ids[i] is letters[i]'s) its final id:
-// the old id that gave it most letters, unless a bigger share of that old
-// group went to another new group, else its own. It returns the names and
-// the redirects of old ids no group kept: each to the group that took most
-// of its letters.
-func nameGroups(letters []rebuildLetter, ids []string) (map[string]string, map[string]string) {
+// nameGroups gives each new group (groups[i] is the new group of the
+// letter whose old group is old[i]) its final id: the old id that gave it
+// most letters, unless a bigger share of that old group went to another
+// new group, else its own. It returns the names and the redirects of old
+// ids no group kept: each to the group that took most of its letters.
+func nameGroups(old, groups []string) (map[string]string, map[string]string) {
 	type pair struct{ group, old string }
 	shares := map[pair]int{}
-	for i, l := range letters {
-		shares[pair{ids[i], l.Fingerprint}]++
+	for i, o := range old {
+		shares[pair{groups[i], o}]++
 	}
 	pairs := make([]pair, 0, len(shares))
 	for p := range shares {
@@ -142,7 +127,10 @@ func nameGroups(letters []rebuildLetter, ids []string) (map[string]string, map[s
 		if shares[pairs[a]] != shares[pairs[b]] {
 			return shares[pairs[a]] > shares[pairs[b]]
 		}
-		return pairs[a].group+pairs[a].old < pairs[b].group+pairs[b].old
+		if pairs[a].group != pairs[b].group {
+			return pairs[a].group < pairs[b].group
+		}
+		return pairs[a].old < pairs[b].old
 	})
 	names := map[string]string{}
 	taken := map[string]bool{}
@@ -151,7 +139,7 @@ func nameGroups(letters []rebuildLetter, ids []string) (map[string]string, map[s
 			names[p.group], taken[p.old] = p.old, true
 		}
 	}
-	for _, id := range ids {
+	for _, id := range groups {
 		if _, named := names[id]; !named {
 			names[id] = id
 			taken[id] = true
