@@ -248,15 +248,12 @@ func (a DeliveryAttempt) outcome() (state string, status *int, retryAt time.Time
 // again, with the same id, for the receiver to deduplicate.
 
 // mergedAwaySQL is true of a group_new event e whose group was merged into
-// another before its announcement went out: such a delivery is settled as
-// skipped at sealing, not listed, whatever its endpoint's window. Merges of
-// groups are not in the schema yet (they come with migration 00041), so no
-// group is merged away; with them this becomes the one condition, e.g.
-// EXISTS (SELECT 1 FROM error_group_merges m WHERE m.from_id = e.subject)
-// if the merges keep the old group's id in from_id. A group merged after
-// its digest was sealed is still in it: the digest is retried as it was
-// sealed.
-const mergedAwaySQL = `false`
+// another before its announcement went out (error_group_merges keeps the
+// old id in from_id): its letters are the survivor's, so it is no new
+// failure, and its delivery is settled as skipped at sealing, not listed,
+// whatever its endpoint's window. A group merged after its digest was
+// sealed is still in it: the digest is retried as it was sealed.
+const mergedAwaySQL = `EXISTS (SELECT 1 FROM error_group_merges m WHERE m.from_id = e.subject)`
 
 // sealDigestsSQL seals new-group digests, $1 being the window in ms. See
 // the steps above: unsealed is every pending group_new delivery not yet in

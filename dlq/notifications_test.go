@@ -180,6 +180,36 @@ func TestNotificationDigests(t *testing.T) {
 		}
 	})
 
+	// A group merged into another before its digest is sealed (the
+	// grouper learned that both are one failure) is no news: its
+	// deliveries are skipped, and the digest lists the others.
+	t.Run("AGroupMergedAwayIsNotAnnounced", func(t *testing.T) {
+		t.Parallel()
+		e := newDigestEnv(t)
+		ids := e.newGroups(t, 3)
+		var subjects []string
+		if err := e.db.Select(&subjects, `SELECT subject FROM notification_events WHERE id = ANY ($1) ORDER BY id`, pq.Array(ids)); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.store.MergeGroups(ctx, subjects[1:2], subjects[0], dlq.Actor{Name: dlq.SystemActor}, "one failure"); err != nil {
+			t.Fatal(err)
+		}
+		if r := e.seal(t); r != (dlq.DigestSealing{Digests: 2, Sealed: 4, Skipped: 2}) {
+			t.Errorf("sealing: %+v; want 2 digests of the 2 groups left, the merged one skipped on both endpoints", r)
+		}
+		want := []int64{ids[0], ids[2]}
+		for ep, g := range e.due(t) {
+			if !sameEventIDs(eventIDs(g), want) {
+				t.Errorf("endpoint %s: digest of %v; want %v", ep, eventIDs(g), want)
+			}
+		}
+		for k, d := range e.deliveries(t) {
+			if d.EventID == ids[1] && d.State != dlq.DeliverySkipped {
+				t.Errorf("%s: %+v; want skipped", k, d)
+			}
+		}
+	})
+
 	// Groups found while an endpoint is inside its window wait for its
 	// end, and are then sealed together into the next digest; the groups
 	// already announced are never in another.
