@@ -31,7 +31,8 @@ func redriveBinary(t *testing.T) string {
 			return
 		}
 		binPath = filepath.Join(dir, "redrive")
-		out, err := exec.Command("go", "build", "-o", binPath, "..").CombinedOutput()
+		// -trimpath as `make build`: frames name modules, not this clone's folder.
+		out, err := exec.Command("go", "build", "-trimpath", "-o", binPath, "..").CombinedOutput()
 		if err != nil {
 			buildErr = err
 			binPath = string(out)
