@@ -18,10 +18,15 @@ func (s *suite) deadLetter(ctx context.Context, e engine, round int) error {
 		return err
 	})
 	if err != nil {
-		s.failRecord(e, "deadletter.rate", "deadletter.misjudged")
+		s.failRecord(e, "deadletter.rate", "deadletter.misjudged", "deadletter.cpu", "deadletter.dbms")
 		return err
 	}
+	n := float64(s.sizes.DeadLetterJobs)
 	s.record("deadletter.rate", e, round, perSecond(s.sizes.DeadLetterJobs, out.took))
 	s.record("deadletter.misjudged", e, round, float64(misjudged))
+	// What a letter costs: the worker's CPU (Redrive's includes grouping
+	// the letter's error) and the database's time, each per letter.
+	s.record("deadletter.cpu", e, round, float64(out.cpu.Microseconds())/n)
+	s.record("deadletter.dbms", e, round, out.cost.ExecMS/n)
 	return nil
 }
