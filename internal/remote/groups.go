@@ -90,7 +90,7 @@ func runGroups(ctx context.Context, e env, args []string) error {
 		if n := len(g.Inflow); n > 0 {
 			today = g.Inflow[n-1]
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\t%s\n", g.Fingerprint, g.Task, g.Pending, g.Total, today,
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\t%s\n", oneLine(g.Fingerprint), oneLine(g.Task), g.Pending, g.Total, today,
 			ago(now, g.LastSeen), clip(g.ErrorClass+": "+g.SampleMessage, 60))
 	}
 	return tw.Flush()

@@ -82,14 +82,14 @@ func runLetterList(ctx context.Context, e env, args []string) error {
 	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tTASK\tERROR\tREASON\tSTATUS\tFAILED\tGROUP")
 	for _, l := range page.Items {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", l.ID, l.Task, clip(l.ErrorClass+": "+l.Error, 60), l.Reason, l.Status,
-			ago(now, l.FailedAt), l.Fingerprint)
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", l.ID, oneLine(l.Task), clip(l.ErrorClass+": "+l.Error, 60), oneLine(l.Reason),
+			oneLine(l.Status), ago(now, l.FailedAt), oneLine(l.Fingerprint))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	if page.NextCursor != nil {
-		fmt.Fprintf(e.stdout, "More: add --cursor %s\n", *page.NextCursor)
+		fmt.Fprintf(e.stdout, "More: add --cursor %s\n", oneLine(*page.NextCursor))
 	}
 	return nil
 }
@@ -123,24 +123,24 @@ func runLetterShow(ctx context.Context, e env, args []string) error {
 		return writeJSON(e, d)
 	}
 	w := e.stdout
-	fmt.Fprintf(w, "Dead letter %d  (%s, %s)\n", d.ID, d.Status, d.Reason)
-	fmt.Fprintf(w, "  task      %s  (queue %s, job %d)\n", d.Task, d.Queue, d.JobID)
-	fmt.Fprintf(w, "  error     %s: %s\n", d.ErrorClass, d.Error)
+	fmt.Fprintf(w, "Dead letter %d  (%s, %s)\n", d.ID, oneLine(d.Status), oneLine(d.Reason))
+	fmt.Fprintf(w, "  task      %s  (queue %s, job %d)\n", oneLine(d.Task), oneLine(d.Queue), d.JobID)
+	fmt.Fprintf(w, "  error     %s: %s\n", oneLine(d.ErrorClass), oneLine(d.Error))
 	fmt.Fprintf(w, "  attempts  %d of %d\n", d.Attempts, d.MaxAttempts)
 	fmt.Fprintf(w, "  failed    %s\n", d.FailedAt.Format(time.RFC3339))
-	fmt.Fprintf(w, "  group     %s\n", d.Fingerprint)
-	fmt.Fprintf(w, "  args      %s\n  kwargs    %s\n", d.Args, d.Kwargs)
+	fmt.Fprintf(w, "  group     %s\n", oneLine(d.Fingerprint))
+	fmt.Fprintf(w, "  args      %s\n  kwargs    %s\n", oneLine(string(d.Args)), oneLine(string(d.Kwargs)))
 	if d.ReplayJobID != nil {
 		fmt.Fprintf(w, "  replayed  as job %d\n", *d.ReplayJobID)
 	}
 	if len(d.History) > 0 {
 		fmt.Fprintln(w, "Attempts:")
 		for _, a := range d.History {
-			fmt.Fprintf(w, "  #%d %s %s %s: %s\n", a.Attempt, a.At.Format(time.RFC3339), a.Outcome, a.Class, clip(a.Message, 100))
+			fmt.Fprintf(w, "  #%d %s %s %s: %s\n", a.Attempt, a.At.Format(time.RFC3339), oneLine(a.Outcome), oneLine(a.Class), clip(a.Message, 100))
 		}
 	}
 	if d.Traceback != "" {
-		fmt.Fprintf(w, "Traceback:\n%s\n", d.Traceback)
+		fmt.Fprintf(w, "Traceback:\n%s\n", block(d.Traceback))
 		if d.TracebackTruncated {
 			fmt.Fprintln(w, "  (truncated)")
 		}

@@ -88,8 +88,8 @@ func runOperationList(ctx context.Context, e env, args []string) error {
 		if r := op.Replays; r != nil {
 			settled, died = strconv.FormatInt(r.Settled(), 10), strconv.FormatInt(r.DiedAgain, 10)
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\n", op.ID(), op.Kind, op.State, op.Acted(), op.Skipped, op.Matched,
-			settled, died, op.Actor, started, clip(op.Reason, 40))
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\n", op.ID(), oneLine(op.Kind), oneLine(op.State), op.Acted(), op.Skipped,
+			op.Matched, settled, died, oneLine(op.Actor), started, clip(op.Reason, 40))
 	}
 	return tw.Flush()
 }
@@ -151,7 +151,7 @@ func runOperationChange(ctx context.Context, e env, change string, args []string
 		return err
 	}
 	verb := map[string]string{"cancel": "cancelled", "release": "released", "resume": "resumed", "stop-following": "no longer followed"}[change]
-	fmt.Fprintf(e.stdout, "Operation %d %s: %s, %d of %d letters done.\n", id, verb, op.State, op.Acted(), op.Matched)
+	fmt.Fprintf(e.stdout, "Operation %d %s: %s, %d of %d letters done.\n", id, verb, oneLine(op.State), op.Acted(), op.Matched)
 	if *wait && !op.Finished() {
 		return watch(ctx, e, c, id, *interval)
 	}

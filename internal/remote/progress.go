@@ -36,7 +36,7 @@ func (t canaryTally) settled() bool { return t.waiting == 0 && t.succeeded+t.dea
 // letters handed to the queue and, for a replay, its replays settled.
 func progressLine(op Operation) string {
 	verb := map[string]string{"replay": "replayed", "discard": "discarded"}[op.Kind]
-	line := fmt.Sprintf("operation %d %s: %d of %d %s, %d skipped", op.ID(), op.State, op.Acted(), op.Matched, verb, op.Skipped)
+	line := fmt.Sprintf("operation %d %s: %d of %d %s, %d skipped", op.ID(), oneLine(op.State), op.Acted(), op.Matched, verb, op.Skipped)
 	if r := op.Replays; r != nil {
 		line += fmt.Sprintf("; replays: %d of %d settled (%d succeeded, %d died again), %d running, %d waiting",
 			r.Settled(), op.Acted(), r.Succeeded, r.DiedAgain, r.Running, r.Waiting)
@@ -75,7 +75,7 @@ func (p *progress) show(op Operation) {
 		p.last = line
 		return
 	}
-	desc := fmt.Sprintf("%s #%d %s · enqueued", op.Kind, op.ID(), op.State)
+	desc := fmt.Sprintf("%s #%d %s · enqueued", oneLine(op.Kind), op.ID(), oneLine(op.State))
 	if op.State == "canary" || op.State == "canary_failed" {
 		t := tallyCanary(op.CanaryJobs)
 		desc += fmt.Sprintf(" (canary jobs: %d ok, %d failed, %d running)", t.succeeded, t.dead, t.waiting)
@@ -99,15 +99,17 @@ func (p *progress) show(op Operation) {
 		_ = p.settled.Set64(min(r.Settled(), total))
 		lines = append(lines, p.settled.String())
 	}
-	// Back to the first line drawn, then each line over the old one.
+	// Back to the first line drawn, then each line over the old one: the
+	// cursor's moves go to the terminal as they are, the lines shown.
 	if p.drawn > 1 {
-		fmt.Fprintf(p.e.stdout, "\x1b[%dA", p.drawn-1)
+		fmt.Fprintf(p.e.raw, "\x1b[%dA", p.drawn-1)
 	}
 	for i, l := range lines {
 		if i > 0 {
 			fmt.Fprint(p.e.stdout, "\n")
 		}
-		fmt.Fprint(p.e.stdout, "\r\x1b[2K"+strings.TrimLeft(l, "\r"))
+		fmt.Fprint(p.e.raw, "\r\x1b[2K")
+		fmt.Fprint(p.e.stdout, visible(strings.TrimLeft(l, "\r"), false))
 	}
 	p.drawn = len(lines)
 }

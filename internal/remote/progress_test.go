@@ -12,7 +12,7 @@ import (
 // it had been full at the smaller total).
 func TestSettledBarFollowsAGrowingTotal(t *testing.T) {
 	var out bytes.Buffer
-	p := &progress{e: env{stdout: &out, terminal: true}}
+	p := &progress{e: newEnv(nil, &out, &out, true)}
 	id := int64(1)
 	step := func(state string, replayed int64, r ReplayCounts) string {
 		out.Reset()

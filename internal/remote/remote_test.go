@@ -107,7 +107,7 @@ func (c console) runWith(t *testing.T, token string, terminal bool, args ...stri
 	getenv := func(k string) string { return map[string]string{EnvURL: c.url, EnvToken: token}[k] }
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	err := run(ctx, env{getenv: getenv, stdout: &out, stderr: &errOut, terminal: terminal}, args)
+	err := run(ctx, newEnv(getenv, &out, &errOut, terminal), args)
 	return out.String() + errOut.String(), err
 }
 

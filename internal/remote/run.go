@@ -12,7 +12,6 @@ import (
 	"io"
 	"os"
 	"strconv"
-	"strings"
 	"time"
 
 	"golang.org/x/term"
@@ -44,11 +43,17 @@ func usagef(format string, args ...any) error {
 
 // env is what a command runs with.
 type env struct {
-	getenv         func(string) string
-	stdout, stderr io.Writer
+	getenv func(string) string
+	// stdout and stderr show control characters visibly (text.go); raw is
+	// stdout itself, for the progress bars' own cursor movements.
+	stdout, stderr, raw io.Writer
 	// terminal: stdout is a terminal, so progress is a live bar rather
 	// than one line per change.
 	terminal bool
+}
+
+func newEnv(getenv func(string) string, stdout, stderr io.Writer, terminal bool) env {
+	return env{getenv: getenv, stdout: visibleWriter{stdout}, stderr: visibleWriter{stderr}, raw: stdout, terminal: terminal}
 }
 
 type command func(ctx context.Context, e env, args []string) error
@@ -71,9 +76,18 @@ func Handles(name string) bool {
 // answered are *APIError, in the API's words; command-line mistakes are
 // *UsageError; -h is flag.ErrHelp.
 func Run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	e := env{getenv: getenv, stdout: stdout, stderr: stderr, terminal: isTerminal(stdout)}
-	return run(ctx, e, args)
+	if err := run(ctx, newEnv(getenv, stdout, stderr, isTerminal(stdout)), args); err != nil {
+		return shownError{err}
+	}
+	return nil
 }
+
+// shownError is an error whose text shows control characters visibly: the
+// API's messages, and an operation's error, quote what letters hold.
+type shownError struct{ err error }
+
+func (e shownError) Error() string { return block(e.err.Error()) }
+func (e shownError) Unwrap() error { return e.err }
 
 func run(ctx context.Context, e env, args []string) error {
 	if len(args) == 0 {
@@ -169,9 +183,9 @@ func ago(now, t time.Time) string {
 	return fmt.Sprintf("%dd ago", int(d.Hours()/24))
 }
 
-// clip shortens s to n runes on one line.
+// clip shortens s to n runes on one line, its controls shown.
 func clip(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
+	s = oneLine(s)
 	if r := []rune(s); len(r) > n {
 		return string(r[:n-1]) + "…"
 	}
