@@ -3,6 +3,7 @@ package handlers
 import (
 	"context"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -51,9 +52,17 @@ func DeployDemoFix(o DemoOutage, now func() time.Time) echo.HandlerFunc {
 	}
 }
 
+// The demo incident's tasks and the error class they fail with while the
+// payments provider is down (worker/demo's payments tasks and
+// ServiceUnavailableError, which handlers may not import).
+var demoTasks = []string{"payments.charge", "payments.refund"}
+
+const demoErrorClass = "ServiceUnavailable"
+
 // demoOutagePanel is the overview's panel for the demo incident, nil when
-// there is no demo or no outage was scheduled.
-func demoOutagePanel(c echo.Context, o DemoOutage) (*views.DemoOutagePanel, error) {
+// there is no demo or no outage was scheduled. Once the outage has begun
+// it points at what it broke (demoFailure).
+func demoOutagePanel(c echo.Context, o DemoOutage, groups GroupLister, incs []dlq.Incident) (*views.DemoOutagePanel, error) {
 	if o == nil {
 		return nil, nil
 	}
@@ -62,12 +71,56 @@ func demoOutagePanel(c echo.Context, o DemoOutage) (*views.DemoOutagePanel, erro
 		return nil, err
 	}
 	p := &views.DemoOutagePanel{Dependency: s.Dependency, From: s.From, Until: s.Until, Down: s.Down,
-		Scheduled: s.Scheduled, FixURL: DemoDeployFixURL, GroupsHref: "/groups?task=payments.charge"}
+		Scheduled: s.Scheduled, FixURL: DemoDeployFixURL, GroupsHref: "/groups?task=" + demoTasks[0]}
 	if tok, ok := c.Get(csrfKey).(string); ok {
 		p.CSRFToken = tok
 	}
 	if pr, ok := PrincipalFrom(c); ok {
 		p.CanAct = pr.Role.CanAct()
 	}
+	if !p.Scheduled {
+		if err := demoFailure(c.Request().Context(), p, groups, incs); err != nil {
+			return nil, err
+		}
+	}
 	return p, nil
+}
+
+// demoFailure points the panel at what the outage broke, while it lasts
+// and after: the incident of the payments tasks, or its one group while
+// only one task has failed so far. The panel's replay is one operation
+// over every group of it.
+func demoFailure(ctx context.Context, p *views.DemoOutagePanel, groups GroupLister, incs []dlq.Incident) error {
+	for _, inc := range incs {
+		if inc.ErrorClass != demoErrorClass || !slices.ContainsFunc(inc.Groups, func(g dlq.ErrorGroup) bool { return slices.Contains(demoTasks, g.Task) }) {
+			continue
+		}
+		p.FailureHref, p.FailureTitle, p.FailurePending, p.FailureTasks = IncidentHref(inc.ID),
+			views.IncidentTitle(inc.ErrorClass, inc.Tasks()), inc.Pending, len(inc.Tasks())
+		if p.CanAct && inc.Pending > 0 {
+			p.ReplayHref = groupsBulkHref(dlq.OpReplay, inc.GroupIDs())
+		}
+		return nil
+	}
+	var found *dlq.ErrorGroup
+	for _, task := range demoTasks {
+		gs, err := groups.ListGroups(ctx, dlq.GroupFilter{Task: task, Sort: dlq.GroupSortLastSeen, Limit: 5})
+		if err != nil {
+			return err
+		}
+		for _, g := range gs {
+			if g.ErrorClass == demoErrorClass && (found == nil || g.LastSeen.After(found.LastSeen)) {
+				found = &g
+			}
+		}
+	}
+	if found == nil {
+		return nil
+	}
+	p.FailureHref, p.FailureTitle, p.FailurePending, p.FailureTasks = GroupHref(found.Fingerprint),
+		views.IncidentTitle(found.ErrorClass, []string{found.Task}), found.Pending, 1
+	if p.CanAct && found.Pending > 0 {
+		p.ReplayHref = groupsBulkHref(dlq.OpReplay, []string{found.Fingerprint})
+	}
+	return nil
 }

@@ -17,6 +17,7 @@ import (
 type OverviewReader interface {
 	Overview(ctx context.Context) (dlq.Overview, error)
 	PausesWithBacklog(ctx context.Context) ([]dlq.ActivePause, error)
+	Incidents(ctx context.Context) ([]dlq.Incident, error)
 	GroupLister
 }
 
@@ -82,22 +83,49 @@ func loadOverview(c echo.Context, store OverviewReader, demo DemoOutage) (views.
 	if err != nil {
 		return views.OverviewPage{}, err
 	}
+	incs, err := store.Incidents(ctx)
+	if err != nil {
+		return views.OverviewPage{}, err
+	}
 	pauses, err := store.PausesWithBacklog(ctx)
 	if err != nil {
 		return views.OverviewPage{}, err
 	}
 	p := overviewPage(o)
 	p.Pauses = pauseRows(pauses)
-	if p.Demo, err = demoOutagePanel(c, demo); err != nil {
+	if p.Demo, err = demoOutagePanel(c, demo, store, incs); err != nil {
 		return views.OverviewPage{}, err
 	}
 	p.GroupSort, p.GroupSorts = sort, overviewSorts
 	if sort != dlq.GroupSortPending {
 		p.RefreshURL += "?" + url.Values{"sort": {sort}}.Encode()
 	}
+	canAct := false
+	if pr, ok := PrincipalFrom(c); ok {
+		canAct = pr.Role.CanAct()
+	}
+	p.Groups = overviewGroups(groups, spark, incs, o.Now, canAct)
+	return p, nil
+}
+
+// overviewGroups lists the top groups in their order, each incident's
+// groups as one entry where the first of them ranks: one failure in
+// several tasks reads as one thing to fix, not as unrelated rows. The
+// entry counts all the incident's groups, ranked or not.
+func overviewGroups(groups []dlq.ErrorGroup, spark map[string][]int64, incs []dlq.Incident, now time.Time, canAct bool) []views.OverviewGroup {
+	byGroup := incidentsByGroup(incs)
+	shown := map[int]bool{}
+	var out []views.OverviewGroup
 	for _, g := range groups {
-		row := groupRow(g, spark[g.Fingerprint], o.Now)
-		p.Groups = append(p.Groups, views.OverviewGroup{
+		if k, ok := byGroup[g.Fingerprint]; ok {
+			if !shown[k] {
+				shown[k] = true
+				out = append(out, views.OverviewGroup{Incident: overviewIncident(incs[k], canAct)})
+			}
+			continue
+		}
+		row := groupRow(g, spark[g.Fingerprint], now)
+		out = append(out, views.OverviewGroup{
 			Href:       row.Href,
 			Task:       g.Task,
 			ErrorClass: g.ErrorClass,
@@ -112,7 +140,25 @@ func loadOverview(c echo.Context, store OverviewReader, demo DemoOutage) (views.
 			Spark:      row.Spark,
 		})
 	}
-	return p, nil
+	return out
+}
+
+// overviewIncident maps an incident to its entry among the top groups;
+// its message is the sample of the group seen last.
+func overviewIncident(inc dlq.Incident, canAct bool) *views.OverviewIncident {
+	v := &views.OverviewIncident{Href: IncidentHref(inc.ID), ErrorClass: inc.ErrorClass, Pending: inc.Pending,
+		Total: inc.Total, LastHour: inc.LastHour, FirstSeen: inc.FirstSeen, LastSeen: inc.LastSeen}
+	var newest time.Time
+	for _, g := range inc.Groups {
+		if g.LastSeen.After(newest) {
+			newest, v.Message = g.LastSeen, g.SampleMessage
+		}
+		v.Tasks = append(v.Tasks, views.OverviewIncidentTask{Task: g.Task, Pending: g.Pending, Href: GroupHref(g.Fingerprint)})
+	}
+	if canAct && inc.Pending > 0 {
+		v.ReplayHref = groupsBulkHref(dlq.OpReplay, inc.GroupIDs())
+	}
+	return v
 }
 
 // maxStaleNamed is how many stale workers the overview's warning names;
@@ -262,6 +308,17 @@ func jobMatrix(counts []dlq.JobCount) views.JobMatrix {
 	if capped {
 		m.CapNote = fmt.Sprintf("Counts stop at %s here so the page stays fast however many jobs pile up; "+
 			"the jobs list counts waiting and running jobs exactly.", views.Number(dlq.OverviewCountCap))
+	}
+	return m
+}
+
+// incidentsByGroup maps each group of incs to its incident's index.
+func incidentsByGroup(incs []dlq.Incident) map[string]int {
+	m := map[string]int{}
+	for i, inc := range incs {
+		for _, g := range inc.Groups {
+			m[g.Fingerprint] = i
+		}
 	}
 	return m
 }

@@ -1,6 +1,8 @@
 package handlers_test
 
 import (
+	"context"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -10,7 +12,11 @@ import (
 
 	"github.com/PuerkitoBio/goquery"
 
+	"github.com/redrive/redrive/dlq"
 	"github.com/redrive/redrive/dlq/dlqtest"
+	"github.com/redrive/redrive/grouping"
+	"github.com/redrive/redrive/handlers"
+	"github.com/redrive/redrive/web"
 )
 
 // overviewFixture: 10 letters (7 pending, 2 replayed, 1 discarded) in two
@@ -21,7 +27,13 @@ func overviewFixture(t *testing.T) console {
 	c.insertLetters(t, 1, "billing.charge", "fp-charge", "0 minutes")
 	c.insertLetters(t, 1, "billing.charge", "fp-charge", "3 hours")
 	c.insertLetters(t, 4, "billing.charge", "fp-charge", "3 days")
-	c.insertLetters(t, 4, "mail.send", "fp-mail", "3 days")
+	// The mails fail their own way: with the charges' error they would be
+	// one failure in two tasks, an incident (AnIncidentIsOneEntry).
+	c.exec(t, `INSERT INTO dead_letter_records (job_id, queue, task, args, kwargs, error_class, error_message,
+		attempts, max_attempts, reason, fingerprint, enqueued_at, failed_at)
+		SELECT nextval(pg_get_serial_sequence('jobs', 'id')), 'default', 'mail.send', '[]', '{}', 'SMTPError',
+			'mailbox full for recipient ' || g, 3, 3, 'exhausted', 'fp-mail', now() - interval '3 days', now() - interval '3 days'
+		FROM generate_series(1, 4) g`)
 	dlqtest.Settle(t, c.db, dlqtest.Outcome{Status: "replayed", By: "a"},
 		`id IN (SELECT id FROM dead_letter_records WHERE task = 'billing.charge' ORDER BY id DESC LIMIT 2)`)
 	dlqtest.Settle(t, c.db, dlqtest.Outcome{Status: "discarded", By: "a", Reason: "noise"},
@@ -169,6 +181,62 @@ func TestOverview(t *testing.T) {
 		}
 	})
 
+	t.Run("AnIncidentIsOneEntry", func(t *testing.T) {
+		t.Parallel()
+		c := overviewFixture(t)
+		ctx := context.Background()
+		var charge, refund string
+		for i, task := range []string{"payments.charge", "payments.refund", "payments.charge", "payments.refund", "payments.charge"} {
+			msg := fmt.Sprintf("%s for job %d: payments-provider returned 503 Service Unavailable (request_id req_%06d)", task, 70+i, 314159+i)
+			fp, err := c.store.GroupLetter(ctx, grouping.Letter{Task: task, Class: "ServiceUnavailable", Message: msg})
+			if err != nil {
+				t.Fatal(err)
+			}
+			dlqtest.InsertDeadLetter(t, c.db.DB, dlqtest.Letter{Task: task, ErrorClass: "ServiceUnavailable", Message: msg, Fingerprint: fp})
+			if task == "payments.charge" {
+				charge = fp
+			} else {
+				refund = fp
+			}
+		}
+		_, doc := c.page(t, "/")
+		incs := byTestID(doc.Selection, "top-incident")
+		if incs.Length() != 1 {
+			t.Fatalf("%d incidents among the top groups, want 1", incs.Length())
+		}
+		// The fixture's two groups stay rows of their own; the payments
+		// groups are in the incident's entry only.
+		groups := byTestID(doc.Selection, "top-group")
+		if groups.Length() != 2 || strings.Contains(squash(groups), "payments") {
+			t.Errorf("%d group rows (%q), want the fixture's 2 alone", groups.Length(), squash(groups))
+		}
+		if got := byTestID(incs, "top-incident-link").AttrOr("href", ""); got != "/incidents/"+charge {
+			t.Errorf("incident links to %q, want /incidents/%s", got, charge)
+		}
+		if got := squash(byTestID(incs, "top-incident-link")); !strings.HasPrefix(got, "ServiceUnavailable in 2 tasks") {
+			t.Errorf("incident entry %q", got)
+		}
+		if got := squash(byTestID(incs, "incident-tasks")); got != "payments.charge 3, payments.refund 2" {
+			t.Errorf("incident tasks %q", got)
+		}
+		if got := squash(byTestID(incs, "incident-pending")); got != "5" {
+			t.Errorf("incident pending %q, want 5", got)
+		}
+		replay, err := url.Parse(byTestID(incs, "incident-replay-all").AttrOr("href", ""))
+		if err != nil || replay.Path != "/dead-letters/bulk" || replay.Query().Get("action") != "replay" {
+			t.Fatalf("replay all links to %q", replay)
+		}
+		filter, _ := url.ParseQuery(replay.Query().Get("filter"))
+		if got, want := filter.Get("fingerprint"), strings.Join(sortedIDs(charge, refund), ","); got != want {
+			t.Errorf("replay all selects groups %q, want %q", got, want)
+		}
+		// The refreshing fragment shows it the same way.
+		_, frag := c.page(t, "/overview/fragment", "HX-Request", "true")
+		if byTestID(frag.Selection, "top-incident").Length() != 1 {
+			t.Error("the fragment does not show the incident")
+		}
+	})
+
 	t.Run("EmptyStatesSayWhatTheyMean", func(t *testing.T) {
 		t.Parallel()
 		c := newConsole(t)
@@ -197,4 +265,91 @@ func sumCounts(bars *goquery.Selection) int {
 		total += n
 	})
 	return total
+}
+
+// fakeOutage is the demo's payments provider, down (or back) as a test says.
+type fakeOutage struct{ state handlers.DemoOutageState }
+
+func (f fakeOutage) Outage(context.Context) (handlers.DemoOutageState, bool, error) {
+	return f.state, true, nil
+}
+func (f fakeOutage) DeployFix(context.Context, dlq.Actor, time.Time) error { return nil }
+
+// TestDemoPanelPointsAtTheOutage: while the demo's provider is down, the
+// overview's panel links to what it broke, the one group of the first
+// task to fail and then the incident of both; once it is back, its replay
+// is one operation over every group of the incident.
+func TestDemoPanelPointsAtTheOutage(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	now := time.Now()
+	state := handlers.DemoOutageState{Dependency: "payments-provider", From: now.Add(-time.Minute), Until: now.Add(4 * time.Minute), Down: true}
+	outage := &fakeOutage{state: state}
+	c := newConsole(t, func(cfg *web.Config) { cfg.Demo = outage })
+	fail := func(task string, n int) string {
+		t.Helper()
+		msg := fmt.Sprintf("%s for job %d: payments-provider returned 503 Service Unavailable (request_id req_%06d)", task, n, 271828+n)
+		fp, err := c.store.GroupLetter(ctx, grouping.Letter{Task: task, Class: "ServiceUnavailable", Message: msg})
+		if err != nil {
+			t.Fatal(err)
+		}
+		dlqtest.InsertDeadLetter(t, c.db.DB, dlqtest.Letter{Task: task, ErrorClass: "ServiceUnavailable", Message: msg, Fingerprint: fp})
+		return fp
+	}
+	panel := func(t *testing.T) *goquery.Selection {
+		t.Helper()
+		_, doc := c.page(t, "/")
+		p := byTestID(doc.Selection, "demo-incident")
+		if p.Length() != 1 {
+			t.Fatal("no demo panel")
+		}
+		return p
+	}
+
+	_, doc := c.page(t, "/")
+	if got := byTestID(doc.Selection, "demo-failure").Length(); got != 0 {
+		t.Errorf("before any letter the panel names a failure")
+	}
+	var charge string
+	for i := range 3 {
+		charge = fail("payments.charge", i)
+	}
+	p := panel(t)
+	if got := byTestID(p, "demo-failure-link").AttrOr("href", ""); got != "/groups/"+charge {
+		t.Errorf("one task failed: the panel links to %q, want its group /groups/%s", got, charge)
+	}
+	if got := squash(byTestID(p, "demo-failure")); got != "Error group so far: ServiceUnavailable in payments.charge · 3 pending" {
+		t.Errorf("one task failed: %q", got)
+	}
+
+	refund := fail("payments.refund", 7)
+	fail("payments.refund", 8)
+	p = panel(t)
+	if got := byTestID(p, "demo-failure-link").AttrOr("href", ""); got != "/incidents/"+charge {
+		t.Errorf("both tasks failed: the panel links to %q, want the incident /incidents/%s", got, charge)
+	}
+	if got := squash(byTestID(p, "demo-failure")); got != "Incident: ServiceUnavailable in payments.charge, payments.refund · 5 pending" {
+		t.Errorf("both tasks failed: %q", got)
+	}
+	if byTestID(p, "demo-replay").Length() != 0 {
+		t.Error("the panel offers a replay while the provider is down")
+	}
+
+	outage.state.Down = false
+	outage.state.Until = now
+	p = panel(t)
+	replay, err := url.Parse(byTestID(p, "demo-replay").AttrOr("href", ""))
+	if err != nil || replay.Path != "/dead-letters/bulk" || replay.Query().Get("action") != "replay" {
+		t.Fatalf("the fix is out: replay links to %q", replay)
+	}
+	filter, _ := url.ParseQuery(replay.Query().Get("filter"))
+	if got, want := filter.Get("fingerprint"), strings.Join(sortedIDs(charge, refund), ","); got != want {
+		t.Errorf("the panel's replay selects %q, want both groups %q", got, want)
+	}
+	if got := squash(byTestID(p, "demo-replay")); got != "Replay the incident's 5 letters…" {
+		t.Errorf("replay button %q", got)
+	}
+	if got := byTestID(p, "demo-failure-link").AttrOr("href", ""); got != "/incidents/"+charge {
+		t.Errorf("after the fix the panel links to %q, want the incident", got)
+	}
 }
