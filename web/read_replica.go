@@ -1,6 +1,8 @@
 package web
 
 import (
+	"strconv"
+
 	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -10,9 +12,12 @@ import (
 )
 
 // readStore is the store the console's heavy reads go to — lists, search,
-// error groups, the overview, exports, the jobs and workers pages — and the
-// middleware that lets those pages say how fresh they are. Without a
-// replica it is the primary's store and the middleware does nothing.
+// error groups, the overview, exports, the jobs and workers pages, and the
+// API's lists of letters, groups and audit entries — and the middleware
+// that lets those pages say how fresh they are and gives every such answer
+// the headers ReadSourceHeader and ReadLagHeader, for scripts and the
+// remote CLI. Without a replica it is the primary's store and the
+// middleware does nothing.
 //
 // Everything else stays on the primary: actions and the pages they lead
 // to (a letter, a job, an operation, an audit entry read back what was just
@@ -26,11 +31,30 @@ func readStore(cfg Config, masker mask.Policy, primary handlers.MaskedReads) (ha
 	reads := handlers.MaskedReads{Store: cfg.Replica.Store(), Masker: masker}
 	return reads, func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
-			handlers.SetReadState(c, cfg.Replica.State())
+			s := cfg.Replica.State()
+			handlers.SetReadState(c, s)
+			h := c.Response().Header()
+			if s.OnReplica {
+				h.Set(ReadSourceHeader, "replica")
+			} else {
+				h.Set(ReadSourceHeader, "primary")
+			}
+			if s.OnReplica && s.Measured {
+				h.Set(ReadLagHeader, strconv.FormatFloat(s.Lag.Seconds(), 'f', 3, 64))
+			}
 			return next(c)
 		}
 	}
 }
+
+// The headers of an answer read through readStore while a replica is
+// configured: where it was read ("replica", or "primary" when the replica
+// lags beyond the bound or is down), and the replica's lag in seconds at
+// its last measure.
+const (
+	ReadSourceHeader = "Redrive-Read-Source"
+	ReadLagHeader    = "Redrive-Read-Lag-Seconds"
+)
 
 // replicaCollector exports where the console's reads go and how far the
 // replica lags, as of its last measure.

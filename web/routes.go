@@ -39,7 +39,7 @@ func routes(e *echo.Echo, cfg Config, sec *auth.Security) error {
 	public.POST("/login", handlers.Login(sec.SignIn(), sec.Sessions(), cfg.Version))
 	public.POST("/logout", handlers.Logout(sec.Sessions()))
 	public.POST("/logout/everywhere", handlers.LogoutEverywhere(cfg.Store, sec.Sessions(), now))
-	public.GET(OpenAPIPath, openAPI())
+	public.Document(OpenAPIPath, openAPI())
 	// Browsers ask for /favicon.ico whatever the page links; the icon is an SVG.
 	public.GET("/favicon.ico", func(c echo.Context) error {
 		return c.Redirect(http.StatusMovedPermanently, "/static/favicon.svg")
@@ -73,10 +73,10 @@ func routes(e *echo.Echo, cfg Config, sec *auth.Security) error {
 	e.POST("/dead-letters/:id/reveal", handlers.RevealArgs(cfg.Store, now, letter))
 	e.GET("/groups", handlers.Groups(reads, cfg.Now, cfg.Version), fresh)
 	e.GET("/groups/:fingerprint", handlers.GroupPage(reads, cfg.Now, cfg.Version), fresh)
-	e.GET("/api/v1/dead-letters", handlers.APIDeadLetters(store, cfg.Now))
+	e.GET("/api/v1/dead-letters", handlers.APIDeadLetters(reads, cfg.Now), fresh)
 	e.GET("/api/v1/dead-letters/:id", handlers.APIDeadLetter(store))
 	e.POST("/api/v1/dead-letters/:id/reveal", handlers.RevealArgs(cfg.Store, now, handlers.APIRevealedArgs(store)))
-	e.GET("/api/v1/groups", handlers.APIGroups(store, cfg.Now))
+	e.GET("/api/v1/groups", handlers.APIGroups(reads, cfg.Now), fresh)
 	incidentRoutes(e, cfg, reads, fresh) // incident_routes.go
 	groupEditRoutes(e, cfg, store)       // merge and split (group_edit_routes.go)
 
@@ -114,7 +114,7 @@ func routes(e *echo.Echo, cfg Config, sec *auth.Security) error {
 	e.POST("/api/v1/operations/:id/release", handlers.APIChangeOperation(cfg.Replay.ReleaseCanary))
 	e.POST("/api/v1/operations/:id/resume", handlers.APIChangeOperation(cfg.Replay.Resume))
 	e.POST("/api/v1/operations/:id/stop-following", handlers.APIChangeOperation(cfg.Replay.StopFollowing))
-	e.GET("/api/v1/audit", handlers.APIAudit(store, cfg.Now))
+	e.GET("/api/v1/audit", handlers.APIAudit(reads, cfg.Now), fresh)
 
 	// --- Pauses (issue 14): every page's banner, the pause pages, the API.
 	// Pausing and resuming need the operator role, as every POST does.

@@ -85,6 +85,17 @@ func TestConsoleReadsFromAStreamingReplica(t *testing.T) {
 			t.Fatalf("%s does not say how old its numbers are:\n%s", path, page)
 		}
 	}
+	// So do the API's lists, and their headers say where and how old.
+	for _, path := range []string{"/api/v1/dead-letters?task=billing.refund", "/api/v1/groups?task=billing.refund", "/api/v1/audit"} {
+		body, h := apiGet(t, api, path)
+		if strings.Contains(string(body), "billing.refund") {
+			t.Fatalf("%s shows a letter the replica has not replayed: it did not read the replica:\n%s", path, body)
+		}
+		lag, err := strconv.ParseFloat(h.Get("Redrive-Read-Lag-Seconds"), 64)
+		if h.Get("Redrive-Read-Source") != "replica" || err != nil || lag < 1.5 {
+			t.Fatalf("%s: read source %q, lag %q; want the replica, over 1.5 s behind", path, h.Get("Redrive-Read-Source"), h.Get("Redrive-Read-Lag-Seconds"))
+		}
+	}
 	// A letter's page, an action and its confirmation count use the primary.
 	if page := string(api.do(http.MethodGet, fmt.Sprintf("/dead-letters/%d", fresh), "", http.StatusOK)); strings.Contains(page, `data-testid="read-notice"`) {
 		t.Fatal("a letter's page, read from the primary, carries the replica's notice")
@@ -117,6 +128,10 @@ func TestConsoleReadsFromAStreamingReplica(t *testing.T) {
 	}
 	if n := exported(t, api, "billing.refund"); n != 1 { // pending ones: the other was replayed
 		t.Fatalf("fallen back, the export has %d pending letters of billing.refund, want 1", n)
+	}
+	if body, h := apiGet(t, api, "/api/v1/dead-letters?task=billing.refund"); !strings.Contains(string(body), fmt.Sprintf(`"id":%d`, other)) ||
+		h.Get("Redrive-Read-Source") != "primary" {
+		t.Fatalf("fallen back, the API's list reads %q and misses letter %d:\n%s", h.Get("Redrive-Read-Source"), other, body)
 	}
 
 	// Replay resumed: back on the replica, without a notice.
@@ -224,4 +239,25 @@ func waitMetric(t *testing.T, api consoleClient, name string, ok func(float64) b
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// apiGet GETs path with the console's token and returns the body and the
+// headers of its 200 answer.
+func apiGet(t *testing.T, api consoleClient, path string) ([]byte, http.Header) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, api.base+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+api.token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %d %v\n%s", path, resp.StatusCode, err, body)
+	}
+	return body, resp.Header
 }
