@@ -25,9 +25,15 @@ import (
 // where it matters; a hidden button is never the control.
 type access struct {
 	public map[string]bool // "GET /healthz"
+	// documents are the public paths registered with Document.
+	documents map[string]bool
 }
 
-func newAccess() *access { return &access{public: map[string]bool{}} }
+func newAccess() *access { return &access{public: map[string]bool{}, documents: map[string]bool{}} }
+
+// quiet reports the paths that need no session and must not touch one:
+// probes, metrics, the icon, static files and public documents.
+func (a *access) quiet(path string) bool { return quietPath(path) || a.documents[path] }
 
 func routeKey(method, path string) string {
 	if method == http.MethodHead {
@@ -49,6 +55,15 @@ type PublicRoutes struct {
 func (p PublicRoutes) GET(path string, h echo.HandlerFunc, m ...echo.MiddlewareFunc) {
 	p.e.GET(path, h, m...)
 	p.acl.public[routeKey(http.MethodGet, path)] = true
+}
+
+// Document registers a public GET route for a document that anyone may
+// read and a shared cache may keep and hand to many clients (the OpenAPI
+// description): no session is read for it, and none is started, renewed
+// or cleared in its answer, which therefore never sets a cookie.
+func (p PublicRoutes) Document(path string, h echo.HandlerFunc, m ...echo.MiddlewareFunc) {
+	p.GET(path, h, m...)
+	p.acl.documents[path] = true
 }
 
 // POST registers a public POST route (sign-in, sign-out). CSRF still

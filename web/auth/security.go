@@ -31,14 +31,15 @@ func New(store *dlq.Store, cfg Config, logger *slog.Logger) *Security {
 	trust := ProxyTrust{nets: cfg.TrustedProxies}
 	sessions := newSessions(cfg, trust, store)
 	masker, _ := mask.New(cfg.MaskKeys, cfg.MaskPatterns) // checked by cfg.Validate
+	acl := newAccess()
 	return &Security{
 		trust:    trust,
 		sessions: sessions,
-		auth:     &authenticator{store: store, sessions: sessions, trust: trust, cfg: cfg, logger: logger},
-		acl:      newAccess(),
+		auth:     &authenticator{store: store, sessions: sessions, trust: trust, cfg: cfg, logger: logger, quiet: acl.quiet},
+		acl:      acl,
 		signIn:   &SignIn{store: store, throttle: cfg.Throttle, now: cfg.Now, logger: logger},
 		masker:   masker,
-		csrf:     csrf(sessions),
+		csrf:     csrf(sessions, acl.quiet),
 	}
 }
 
