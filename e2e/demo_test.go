@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"log/slog"
+	"regexp"
 	"testing"
 	"time"
 
@@ -26,11 +27,15 @@ func startDemoServer(t *testing.T, db *dlqtest.DB) string {
 	return base
 }
 
-// In dev, the overview tells the demo incident and an operator deploys its
-// fix from there: audited, and the page then says the provider is back.
+// In dev, the overview tells the demo incident: while the payments
+// provider is down its panel links to the incident (the same 503 in
+// payments.charge and payments.refund, one error group each); an operator
+// deploys the fix from there (audited), and the panel's replay is then one
+// operation over both tasks, starting with a canary.
 func TestDemoIncidentDeployTheFix(t *testing.T) {
 	t.Parallel()
 	db := overviewFixture(t)
+	groups := outageLetters(t, db, 18, 6)
 	base := startDemoServer(t, db)
 	page := newPage(t)
 	signIn(t, page, base, db, dlq.RoleOperator)
@@ -39,7 +44,19 @@ func TestDemoIncidentDeployTheFix(t *testing.T) {
 	must(t, err)
 	panel := page.GetByTestId("demo-incident")
 	must(t, expect.Locator(panel).ToContainText("has been down since"))
+	link := panel.GetByTestId("demo-failure-link")
+	must(t, expect.Locator(link).ToHaveText("ServiceUnavailable in payments.charge, payments.refund"))
+	must(t, expect.Locator(panel.GetByTestId("demo-failure")).ToContainText("24 pending"))
 	screenshot(t, page, "overview-demo-incident")
+
+	// While the outage lasts, the panel leads to the incident's page.
+	must(t, link.Click())
+	must(t, expect.Page(page).ToHaveURL(base+"/incidents/"+groups[demo.TaskCharge]))
+	must(t, expect.Locator(page.GetByTestId("incident-group")).ToHaveCount(2))
+	screenshot(t, page, "demo-incident-page")
+
+	_, err = page.Goto(base + "/")
+	must(t, err)
 	must(t, page.GetByTestId("demo-deploy-fix").Click())
 	must(t, expect.Locator(panel).ToContainText("is back since"))
 	must(t, expect.Locator(page.GetByTestId("demo-deploy-fix")).ToHaveCount(0))
@@ -50,4 +67,13 @@ func TestDemoIncidentDeployTheFix(t *testing.T) {
 	if audited != 1 {
 		t.Fatalf("%d demo actions audited, want 1", audited)
 	}
+
+	// The fix is out: the panel's replay is one operation over both tasks.
+	must(t, panel.GetByTestId("demo-replay").Click())
+	must(t, expect.Locator(page.GetByTestId("confirm-title")).ToHaveText("Replay 24 dead letters?"))
+	must(t, expect.Locator(page.GetByTestId("confirm-canary")).ToBeChecked())
+	must(t, expect.Locator(page.GetByTestId("confirm-by-task")).ToContainText("payments.refund"))
+	must(t, page.GetByTestId("confirm").Click())
+	must(t, expect.Page(page).ToHaveURL(regexp.MustCompile(`/operations/\d+$`)))
+	expectOneReplayOfBothTasks(t, db, groups, 24)
 }
