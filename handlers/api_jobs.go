@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -183,8 +184,12 @@ func readBody(c echo.Context) ([]byte, error) {
 }
 
 // decodeBody is the one JSON decoding rule of the API: strict (unknown
-// fields, malformed JSON and trailing data are 400s that say where).
+// fields, fields named in another case, keys given twice, malformed JSON
+// and trailing data are 400s that say where).
 func decodeBody(body []byte, dst any, known string) error {
+	if err := checkStrict(body, reflect.TypeOf(dst)); err != nil {
+		return err
+	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(dst); err != nil {

@@ -1,0 +1,149 @@
+package handlers
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"strings"
+
+	"github.com/redrive/redrive/dlq"
+)
+
+// encoding/json matches an object's keys to fields without regard to case
+// and keeps the last of two equal keys, so {"task": "a", "Task": "b"} is
+// read as task "b". A proxy or a validator in front of Redrive that reads
+// the body by the letter would see task "a": the same bytes, two requests.
+// checkStrict refuses both readings before decoding: every key of every
+// object must be unique, and a key that names a field must name it
+// exactly.
+
+// checkStrict checks body, a JSON value about to be decoded into a value
+// of type t, for duplicate keys anywhere and for keys that match a field
+// of t only when case is ignored.
+func checkStrict(body []byte, t reflect.Type) error {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	return walkStrict(dec, t, "")
+}
+
+// walkStrict reads one JSON value from dec; t is the Go type it decodes
+// into (nil where it is free-form: arguments, raw JSON, any), path where it
+// is, for the error.
+func walkStrict(dec *json.Decoder, t reflect.Type, path string) error {
+	tok, err := dec.Token()
+	if err != nil {
+		// Malformed JSON is the decoder's to explain, with its position.
+		return nil
+	}
+	t = elemType(t)
+	switch tok {
+	case json.Delim('{'):
+		seen := map[string]bool{}
+		fields := fieldsOf(t)
+		for dec.More() {
+			kt, err := dec.Token()
+			if err != nil {
+				return nil
+			}
+			key, _ := kt.(string)
+			at := joinPath(path, key)
+			if seen[key] {
+				return &dlq.ValidationError{Fields: map[string]string{at: "appears twice in one object; send each field once"}}
+			}
+			seen[key] = true
+			var next reflect.Type
+			if fields != nil {
+				f, ok := fields[key]
+				if !ok {
+					if exact := caseMatch(fields, key); exact != "" {
+						return &dlq.ValidationError{Fields: map[string]string{at: fmt.Sprintf("field names are case-sensitive: did you mean %q?", exact)}}
+					}
+				}
+				next = f
+			} else if t != nil && t.Kind() == reflect.Map {
+				next = t.Elem()
+			}
+			if err := walkStrict(dec, next, at); err != nil {
+				return err
+			}
+		}
+		_, _ = dec.Token() // '}'
+	case json.Delim('['):
+		var elem reflect.Type
+		if t != nil && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array) {
+			elem = t.Elem()
+		}
+		for i := 0; dec.More(); i++ {
+			if err := walkStrict(dec, elem, fmt.Sprintf("%s[%d]", path, i)); err != nil {
+				return err
+			}
+		}
+		_, _ = dec.Token() // ']'
+	}
+	return nil
+}
+
+var rawMessage = reflect.TypeFor[json.RawMessage]()
+
+func elemType(t reflect.Type) reflect.Type {
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	return t
+}
+
+// fieldsOf maps the JSON names of struct type t's fields (promoted ones
+// of embedded structs included) to their types, or returns nil when t is
+// not a struct whose keys are names (raw JSON, a map, any).
+func fieldsOf(t reflect.Type) map[string]reflect.Type {
+	if t == nil || t == rawMessage || t.Kind() != reflect.Struct {
+		return nil
+	}
+	if t.Implements(reflect.TypeFor[json.Unmarshaler]()) || reflect.PointerTo(t).Implements(reflect.TypeFor[json.Unmarshaler]()) {
+		return nil // it reads its own JSON, by its own rules
+	}
+	out := map[string]reflect.Type{}
+	for i := range t.NumField() {
+		f := t.Field(i)
+		tag := f.Tag.Get("json")
+		if tag == "-" {
+			continue
+		}
+		name, _, _ := strings.Cut(tag, ",")
+		if f.Anonymous && name == "" {
+			for k, v := range fieldsOf(elemType(f.Type)) {
+				if _, ok := out[k]; !ok {
+					out[k] = v
+				}
+			}
+			continue
+		}
+		if !f.IsExported() {
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		out[name] = f.Type
+	}
+	return out
+}
+
+// caseMatch returns the field name that key matches when case is ignored,
+// or "".
+func caseMatch(fields map[string]reflect.Type, key string) string {
+	for name := range fields {
+		if strings.EqualFold(name, key) {
+			return name
+		}
+	}
+	return ""
+}
+
+func joinPath(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
