@@ -10,8 +10,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"golang.org/x/term"
@@ -30,6 +32,10 @@ const Usage = `  letters     list or show dead letters (letters list, letters sh
 const (
 	EnvURL   = "REDRIVE_URL"
 	EnvToken = "REDRIVE_TOKEN"
+	// EnvRequireTLS, when "1" or "true", is --require-tls for every
+	// command: for scripts and shells that must never send the token in
+	// clear.
+	EnvRequireTLS = "REDRIVE_REQUIRE_TLS"
 )
 
 // UsageError is a mistake on the command line (exit status 2).
@@ -50,10 +56,13 @@ type env struct {
 	// terminal: stdout is a terminal, so progress is a live bar rather
 	// than one line per change.
 	terminal bool
+	// requireTLS is --require-tls, which every command's flags set.
+	requireTLS *bool
 }
 
 func newEnv(getenv func(string) string, stdout, stderr io.Writer, terminal bool) env {
-	return env{getenv: getenv, stdout: visibleWriter{stdout}, stderr: visibleWriter{stderr}, raw: stdout, terminal: terminal}
+	return env{getenv: getenv, stdout: visibleWriter{stdout}, stderr: visibleWriter{stderr}, raw: stdout, terminal: terminal,
+		requireTLS: new(bool)}
 }
 
 type command func(ctx context.Context, e env, args []string) error
@@ -115,13 +124,35 @@ func (e env) client() (*Client, error) {
 	if err != nil {
 		return nil, &UsageError{Msg: err.Error()}
 	}
+	if c.base.Scheme == "http" && !isLoopback(c.base.Hostname()) {
+		if *e.requireTLS || truthy(e.getenv(EnvRequireTLS)) {
+			return nil, usagef("%s is http://, and --require-tls (or %s) refuses to send the API token in clear; use the console's https:// address", EnvURL, EnvRequireTLS)
+		}
+		fmt.Fprintf(e.stderr, "warning: %s is http://%s: the API token and every answer cross the network in clear; use https:// (--require-tls refuses http)\n",
+			EnvURL, c.base.Host)
+	}
 	return c, nil
 }
+
+// isLoopback reports whether host names this machine, where http:// is
+// only ever local.
+func isLoopback(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+func truthy(v string) bool { return v == "1" || strings.EqualFold(v, "true") }
 
 // newFlags is a flag set whose errors and help go to stderr.
 func newFlags(name, summary string, e env) *flag.FlagSet {
 	fs := flag.NewFlagSet("redrive "+name, flag.ContinueOnError)
 	fs.SetOutput(e.stderr)
+	if e.requireTLS != nil {
+		fs.BoolVar(e.requireTLS, "require-tls", false, "refuse an http:// console address (the token would cross the network in clear); also "+EnvRequireTLS+"=1")
+	}
 	fs.Usage = func() {
 		fmt.Fprintf(e.stderr, "Usage: redrive %s\n\n%s\n\nNeeds %s and %s.\n\nFlags:\n", name, summary, EnvURL, EnvToken)
 		fs.PrintDefaults()
