@@ -18,7 +18,11 @@ const (
 	MaxMaxAttempts     = 100
 	MaxBatch           = 10_000
 	// MaxJobTimeout bounds the per-job timeout an enqueue may ask for.
-	MaxJobTimeout   = 24 * time.Hour
+	MaxJobTimeout = 24 * time.Hour
+	// MaxRunAhead bounds how far ahead a job may be scheduled (run_at): a
+	// job parked for years (9999-12-31) is a mistake kept for ever, and
+	// later work belongs to a scheduler, as a pause's end is bounded.
+	MaxRunAhead     = 365 * 24 * time.Hour
 	maxPayloadBytes = 1 << 20 // args + kwargs of one job
 )
 
@@ -78,6 +82,10 @@ func (p EnqueueParams) normalise() (EnqueueParams, error) {
 	}
 	if p.Timeout < 0 || p.Timeout > MaxJobTimeout || (p.Timeout > 0 && p.Timeout < time.Millisecond) {
 		problems["timeout"] = fmt.Sprintf("must be between 1ms and %s", MaxJobTimeout)
+	}
+	if !p.RunAt.IsZero() && p.RunAt.After(time.Now().Add(MaxRunAhead)) {
+		problems["run_at"] = fmt.Sprintf("must be at most %d days ahead, not %s; a job for later belongs to a scheduler that enqueues it nearer the time",
+			MaxRunAhead/(24*time.Hour), p.RunAt.UTC().Format(time.RFC3339))
 	}
 	if len(p.IdempotencyKey) > 255 {
 		problems["idempotency_key"] = "must be at most 255 bytes"

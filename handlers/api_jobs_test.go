@@ -110,6 +110,7 @@ func TestAPIEnqueueJob(t *testing.T) {
 		{"UnknownField", `{"task":"t.ok","max_atempts":3}`, "max_atempts", "unknown field"},
 		{"FieldInAnotherCase", `{"task":"t.ok","Task":"t.nobody"}`, "Task", "case-sensitive"},
 		{"OnlyFieldInAnotherCase", `{"TASK":"t.ok"}`, "TASK", `did you mean "task"`},
+		{"RunAtYearsAhead", `{"task":"t.ok","run_at":"9999-12-31T00:00:00Z"}`, "run_at", "at most 365 days ahead"},
 		{"DuplicateField", `{"task":"t.ok","task":"t.ok"}`, "task", "twice"},
 		{"DuplicateKeyInTheArguments", `{"task":"t.ok","kwargs":{"a":1,"a":2}}`, "kwargs.a", "twice"},
 		{"UnknownTask", `{"task":"t.nobody"}`, "task", "unknown task"},
