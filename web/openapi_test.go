@@ -364,6 +364,7 @@ func TestOpenAPIResponsesMatch(t *testing.T) {
 
 	exercisePauses(t, c, seen)
 	exerciseJobActions(t, c, seen)
+	exerciseGroupEdits(t, c, seen)
 
 	for path, item := range c.doc.Paths.Map() {
 		for method := range item.Operations() {
@@ -602,4 +603,91 @@ func exerciseJobActions(t *testing.T, c *apiConsole, seen map[string][]int) {
 		t.Errorf("bulk kill of state sleeping: fields %v, want state", f)
 	}
 	c.call(t, seen, vic, "POST", "/api/v1/jobs/kill", `{"ids": [1], "reason": "viewer"}`, 403)
+}
+
+// exerciseGroupEdits drives the merge, split and unmerge of error groups
+// (issue 27) through each of their answers: each done, repeated (the same
+// answer), refused for its input, its role, an unknown group and a group
+// merged away.
+func exerciseGroupEdits(t *testing.T, c *apiConsole, seen map[string][]int) {
+	t.Helper()
+	ctx := context.Background()
+	op, vic := c.operator, c.viewer
+	store := dlq.NewStore(c.db.DB)
+	// file dead-letters a job as a worker does: grouped, filed under the
+	// group its id means now.
+	file := func(task, carrier string) string {
+		msg := "shipment rejected by carrier " + carrier + ": address not verified"
+		if _, err := store.Enqueue(ctx, dlq.EnqueueParams{Task: task, Queue: "edit", MaxAttempts: 1}); err != nil {
+			t.Fatal(err)
+		}
+		jobs, err := store.Claim(ctx, "w1", []string{"edit"}, 1, time.Minute)
+		if err != nil || len(jobs) != 1 {
+			t.Fatalf("claimed %d jobs: %v", len(jobs), err)
+		}
+		res, err := store.DeadLetterMany(ctx, "w1", []dlq.DeadOutcome{{Lease: dlq.LeaseOf("w1", jobs[0]), Task: task,
+			Reason: dlq.ReasonPermanent, Attempt: dlq.Attempt{Attempt: 1, At: time.Now(), Class: "CarrierError", Message: msg, Outcome: dlq.OutcomeDead}}})
+		if err != nil || len(res) != 1 {
+			t.Fatalf("dead-lettered %v: %v", res, err)
+		}
+		var fp string
+		if err := c.db.Get(&fp, `SELECT fingerprint FROM dead_letter_records WHERE id = $1`, res[0].LetterID); err != nil {
+			t.Fatal(err)
+		}
+		return fp
+	}
+	dhl, ups := file("billing.charge", "dhl"), file("billing.charge", "ups")
+	merge, unmerge := "/api/v1/groups/"+dhl+"/merge", "/api/v1/groups/"+dhl+"/unmerge"
+	body := `{"groups": ["` + ups + `"], "reason": "one outage"}`
+	first := c.call(t, seen, op, "POST", merge, body, 200)
+	if first["survivor"] != dhl || !strings.Contains(first["template"].(string), "carrier <*>") {
+		t.Errorf("merge: %v, want %s surviving with the carrier a variable", first, dhl)
+	}
+	if again := c.call(t, seen, op, "POST", merge, body, 200); fmt.Sprint(again) != fmt.Sprint(first) {
+		t.Errorf("merge repeated: %v, want %v", again, first)
+	}
+	c.call(t, seen, vic, "POST", merge, body, 403)
+	c.call(t, seen, op, "POST", merge, `{"groups": ["`+ups+`"]}`, 400)
+	c.call(t, seen, op, "POST", merge, `{"groups": ["`+dhl+`"], "reason": "r"}`, 400)
+	c.call(t, seen, op, "POST", "/api/v1/groups/0123456789abcdef/merge", body, 404)
+
+	c.call(t, seen, op, "POST", "/api/v1/groups/"+ups+"/unmerge", `{"group": "`+dhl+`", "reason": "r"}`, 409)
+	c.call(t, seen, op, "POST", unmerge, `{"group": "`+dhl+`", "reason": "r"}`, 400)
+	c.call(t, seen, op, "POST", "/api/v1/groups/0123456789abcdef/unmerge", `{"group": "`+ups+`", "reason": "r"}`, 404)
+	c.call(t, seen, vic, "POST", unmerge, `{"group": "`+ups+`", "reason": "r"}`, 403)
+	apart := c.call(t, seen, op, "POST", unmerge, `{"group": "`+ups+`", "reason": "two outages"}`, 200)
+	if apart["group"] != ups || apart["survivor"] != dhl {
+		t.Errorf("unmerge: %v", apart)
+	}
+	c.call(t, seen, op, "POST", unmerge, `{"group": "`+ups+`", "reason": "two outages"}`, 200)
+
+	// Three carriers in one task are one group with a variable, which a
+	// split divides.
+	var group string
+	for _, carrier := range []string{"dhl", "ups", "fedex"} {
+		group = file("email.send", carrier)
+	}
+	if _, err := store.SweepMergedGroups(ctx); err != nil {
+		t.Fatal(err)
+	}
+	tpl, err := store.GroupTemplate(ctx, group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	split := "/api/v1/groups/" + group + "/split"
+	pos := slices.Index(tpl.Tokens, "<*>")
+	req := fmt.Sprintf(`{"position": %d, "reason": "three carriers"}`, pos)
+	parts := c.call(t, seen, op, "POST", split, req, 200)
+	if p, _ := parts["parts"].([]any); len(p) != 3 {
+		t.Errorf("split: %v, want three parts", parts)
+	}
+	if again := c.call(t, seen, op, "POST", split, req, 200); fmt.Sprint(again) != fmt.Sprint(parts) {
+		t.Errorf("split repeated: %v, want %v", again, parts)
+	}
+	c.call(t, seen, op, "POST", split, `{"reason": "which part?"}`, 400)
+	c.call(t, seen, op, "POST", split, `{"position": 0, "reason": "not a variable"}`, 400)
+	c.call(t, seen, vic, "POST", split, req, 403)
+	c.call(t, seen, op, "POST", "/api/v1/groups/0123456789abcdef/split", req, 404)
+	c.call(t, seen, op, "POST", "/api/v1/groups/"+ups+"/merge", `{"groups": ["`+dhl+`"], "reason": "again"}`, 200)
+	c.call(t, seen, op, "POST", "/api/v1/groups/"+ups+"/split", req, 409)
 }
