@@ -65,18 +65,30 @@ func (e Endpoint) Hash() string {
 	return hex.EncodeToString(sum[:16])
 }
 
-// Redacted is the endpoint as the admin page shows it: scheme, host and the
-// last four characters of the rest.
-func (e Endpoint) Redacted() string { return string(e.Format) + " " + redact(e.URL) }
+// Redacted is the endpoint as the admin page and the logs show it: its
+// format, its URL's scheme, host and first path segment, and a short hash
+// of the whole URL to tell apart two endpoints on one host. Nothing of the
+// URL's secret shows, not even its last characters: incoming-webhook URLs
+// carry their token in the path (Slack's /services/T…/B…/token, Discord's
+// /api/webhooks/id/token) or the query, and who holds the userinfo holds
+// the endpoint.
+func (e Endpoint) Redacted() string {
+	return string(e.Format) + " " + redact(e.URL) + " (#" + e.Hash()[:6] + ")"
+}
 
 func redact(raw string) string {
 	u, err := url.Parse(raw)
 	if err != nil || u.Host == "" {
 		return "(unparsable URL)"
 	}
-	rest := strings.TrimPrefix(raw, u.Scheme+"://"+u.Host)
-	if len(rest) > 4 {
-		rest = "/…" + rest[len(rest)-4:]
+	shown := u.Scheme + "://" + u.Host
+	path := strings.TrimPrefix(u.EscapedPath(), "/")
+	first, rest, more := strings.Cut(path, "/")
+	if first != "" {
+		shown += "/" + first
 	}
-	return u.Scheme + "://" + u.Host + rest
+	if more && rest != "" || u.RawQuery != "" || u.Fragment != "" {
+		shown += "/…"
+	}
+	return shown
 }

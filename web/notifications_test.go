@@ -17,7 +17,7 @@ import (
 // each delivery given up, with its error; nobody else sees the page.
 func TestNotificationsPage(t *testing.T) {
 	t.Parallel()
-	const redacted = "slack https://hooks.slack.com/…xyz9"
+	const redacted = "slack https://hooks.slack.com/services/… (#3fa2c1)"
 	e := newEnv(t, func(c *web.Config) { c.NotifyEndpoints = []string{redacted} })
 	ctx := context.Background()
 	dlqtest.InsertDeadLetter(t, e.db.DB, dlqtest.Letter{Task: "mail.send", ErrorClass: "SMTPError"})
