@@ -54,6 +54,18 @@ func TestUsage(t *testing.T) {
 var helpArgs = map[string][]string{"user": {"user", "list", "-h"}, "token": {"token", "list", "-h"},
 	"audit": {"audit", "verify", "-h"}, "search": {"search", "rebuild", "-h"}, "groups": {"groups", "rebuild", "-h"}}
 
+// Merging and splitting groups is the console's: the CLI says where,
+// rather than that the remote command takes no argument.
+func TestGroupsEditPointsToTheConsole(t *testing.T) {
+	t.Parallel()
+	for _, sub := range []string{"merge", "split", "unmerge"} {
+		r := runCLI(t, nil, "", "groups", sub, "0123456789abcdef")
+		if r.code != 2 || !strings.Contains(r.stderr, "/groups/ID/edit") || !strings.Contains(r.stderr, "/api/v1/groups/ID/"+sub) {
+			t.Errorf("groups %s: exit %d, %q", sub, r.code, r.stderr)
+		}
+	}
+}
+
 // flagLine finds the flags in -h output: "  -name value".
 var flagLine = regexp.MustCompile(`(?m)^  -([a-z-]+)`)
 

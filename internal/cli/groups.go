@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/redrive/redrive/dlq"
@@ -10,7 +11,14 @@ import (
 
 // runGroups runs `redrive groups rebuild` here, against the database; every
 // other use of `redrive groups` is the remote command over a console's API.
+// An operator's merge or split of groups is not a command: it asks for
+// a reason and a look at the groups' templates first, which the console's
+// page shows (the API takes it too).
 func runGroups(ctx context.Context, args []string, e env) error {
+	if len(args) > 0 && slices.Contains([]string{"merge", "split", "unmerge"}, args[0]) {
+		return usagef("groups %s is not a command: merge and split error groups on the console's page /groups/ID/edit, "+
+			"or with POST /api/v1/groups/ID/%s (see /api/v1/openapi.json)", args[0], args[0])
+	}
 	if len(args) == 0 || args[0] != "rebuild" {
 		return runRemote(ctx, append([]string{"groups"}, args...), e)
 	}
