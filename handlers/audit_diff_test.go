@@ -90,6 +90,28 @@ func TestAuditRow(t *testing.T) {
 	if r.LetterHref != "/dead-letters/7" || r.JobID != 44 || r.JobHref != "/jobs/44" || r.ActionText != "Replayed" {
 		t.Fatalf("single replay row %+v", r)
 	}
+	// A pause's rows say what was paused, and until when.
+	for _, tc := range []struct{ action, details, want string }{
+		{dlq.ActionPause, `{"pause_id":4,"kind":"task","name":"payments.charge","task":"payments.charge","until":"2026-12-07T15:04:00Z"}`,
+			"Paused task payments.charge until 2026-12-07 15:04 UTC"},
+		{dlq.ActionPause, `{"pause_id":5,"kind":"queue","name":"emails","queue":"emails"}`, "Paused queue emails until someone resumes it"},
+		{dlq.ActionResume, `{"pause_id":4,"kind":"task","name":"payments.charge"}`, "Resumed task payments.charge"},
+		{dlq.ActionPauseExpired, `{"pause_id":4,"kind":"task","name":"payments.charge"}`, "The pause of task payments.charge expired"},
+	} {
+		if r := auditRow(dlq.AuditEntry{ID: 14, Action: tc.action, Details: json.RawMessage(tc.details)}); r.ActionText != tc.want {
+			t.Errorf("%s row says %q; want %q", tc.action, r.ActionText, tc.want)
+		}
+	}
+	// The action filter offers every action a pause records.
+	offered := map[string]bool{}
+	for _, o := range actionOptions() {
+		offered[o.Value] = true
+	}
+	for _, a := range []string{dlq.ActionPause, dlq.ActionResume, dlq.ActionPauseExpired, dlq.ActionGroupMerge} {
+		if !offered[a] {
+			t.Errorf("the action filter lacks %s", a)
+		}
+	}
 }
 
 func equalRows(a, b views.AuditRow) bool {

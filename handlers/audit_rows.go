@@ -45,6 +45,9 @@ var actionTexts = map[string]string{
 	dlq.ActionBulkAutoPause:     "Auto-paused: replays died again",
 	dlq.ActionBulkResume:        "Resumed after the auto-pause",
 	dlq.ActionBulkStopFollowing: "Stopped following an operation",
+	// Error groups.
+	dlq.ActionGroupMerge:    "Merged error groups",
+	dlq.ActionGroupsRebuild: "Regrouped every letter",
 }
 
 func actionText(action string) string {
@@ -107,7 +110,9 @@ type auditDetails struct {
 		Kwargs json.RawMessage `json:"kwargs"`
 	} `json:"after"`
 	StartedAuditEventID int64  `json:"started_audit_event_id"`
-	Kind                string `json:"kind"`    // of a bulk operation
+	Kind                string `json:"kind"`    // of a bulk operation, or what a pause holds: task or queue
+	Name                string `json:"name"`    // of the paused task or queue
+	Until               string `json:"until"`   // of a pause, RFC 3339
 	Verdict             string `json:"verdict"` // of a canary
 }
 
@@ -144,6 +149,12 @@ func auditRow(e dlq.AuditEntry) views.AuditRow {
 		r.ActionText = "Canary died again: the operation waits for a decision"
 	case e.Action == dlq.ActionCanaryVerdict && d.Verdict == "succeeded":
 		r.ActionText = "Canary succeeded: every canary replay ran"
+	case e.Action == dlq.ActionPause && d.Name != "":
+		r.ActionText = "Paused " + d.Kind + " " + d.Name + pauseUntil(d.Until)
+	case e.Action == dlq.ActionResume && d.Name != "":
+		r.ActionText = "Resumed " + d.Kind + " " + d.Name
+	case e.Action == dlq.ActionPauseExpired && d.Name != "":
+		r.ActionText = "The pause of " + d.Kind + " " + d.Name + " expired"
 	}
 	if e.DeadLetterID != nil {
 		r.LetterID = *e.DeadLetterID
@@ -173,6 +184,16 @@ func auditRow(e dlq.AuditEntry) views.AuditRow {
 		}
 	}
 	return r
+}
+
+// pauseUntil says until when a pause holds, as a pause entry's details
+// keep it: " until 2026-12-07 15:04 UTC", or " until someone resumes it".
+func pauseUntil(until string) string {
+	t, err := time.Parse(time.RFC3339, until)
+	if err != nil {
+		return " until someone resumes it"
+	}
+	return " until " + t.UTC().Format("2006-01-02 15:04 UTC")
 }
 
 // filterWords turns a stored filter (a query string as JSON) into words
