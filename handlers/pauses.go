@@ -96,6 +96,12 @@ func openPauseOf(c echo.Context, kind, name string) *views.PauseNotice {
 	return nil
 }
 
+// defaultPauseFor is how long a pause holds unless its form says
+// otherwise, wherever the form is opened (a task's link, the pauses page):
+// an hour, so that a pause made in a hurry is never forgotten; holding
+// until someone resumes it is one choice away.
+const defaultPauseFor = "1h"
+
 // pauseDurations are the form's choices of "resume by itself after".
 var pauseDurations = []views.Option{
 	{Value: "", Label: "no: until someone resumes it"},
@@ -168,7 +174,7 @@ func mayPause(c echo.Context) error {
 // PausesPage renders /pauses: what is paused, the pause form, what ended.
 func PausesPage(store PauseStore, now func() time.Time, version string) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		f := views.PauseForm{Kind: dlq.PauseTask, Durations: pauseDurations, Now: now()}
+		f := views.PauseForm{Kind: dlq.PauseTask, Durations: pauseDurations, For: defaultPauseFor, Now: now()}
 		return renderPauses(c, store, version, f, http.StatusOK, doneFlashPause(c.QueryParam("done"), c.QueryParam("what")))
 	}
 }
@@ -246,7 +252,7 @@ func NewPausePage(store PauseCounter, now func() time.Time, version string) echo
 			return BadRequest("invalid_target", "Say what to pause: /pauses/new?task=payments.charge or /pauses/new?queue=payments (%s).", joinProblems(problems))
 		}
 		meta := Meta(c, "Pause "+kind+" "+name, "", version)
-		f := views.PauseForm{Kind: kind, Name: name, Durations: pauseDurations, For: "1h", Key: newFormKey(), Now: now(),
+		f := views.PauseForm{Kind: kind, Name: name, Durations: pauseDurations, For: defaultPauseFor, Key: newFormKey(), Now: now(),
 			CSRFToken: meta.CSRFToken, Waiting: -1, Open: openPauseOf(c, kind, name)}
 		if n, err := store.WaitingJobs(c.Request().Context(), kind, name); err == nil {
 			f.Waiting = n
@@ -319,7 +325,7 @@ func ResumeForm(store PauseStore, now func() time.Time, version string) echo.Han
 			Actor: ActorFrom(c).Actor, Now: now(), Key: c.FormValue("key")})
 		var pc *dlq.PauseConflictError
 		if errors.As(err, &pc) {
-			f := views.PauseForm{Kind: dlq.PauseTask, Durations: pauseDurations}
+			f := views.PauseForm{Kind: dlq.PauseTask, Durations: pauseDurations, For: defaultPauseFor}
 			return renderPauses(c, store, version, f, http.StatusConflict, &views.Flash{Kind: "warn", Message: "Nothing to resume: " + pc.Error() + "."})
 		}
 		if err != nil {

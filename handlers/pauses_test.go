@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/PuerkitoBio/goquery"
 )
 
 func TestPauseAPI(t *testing.T) {
@@ -176,6 +178,15 @@ func TestPauseConsole(t *testing.T) {
 	rec, doc := a.page(t, a.olga, "/pauses/new?task=billing.charge")
 	if rec.Code != http.StatusOK {
 		t.Fatalf("form: %d", rec.Code)
+	}
+	// One default wherever the form is opened, and the form says it.
+	for path, d := range map[string]*goquery.Document{"/pauses/new": doc, "/pauses": func() *goquery.Document { _, d := a.page(t, a.olga, "/pauses"); return d }()} {
+		if got := d.Find(`[data-testid="pause-for"] option[selected]`).AttrOr("value", "none"); got != "1h" {
+			t.Errorf("%s: the pause form's default is %q; want 1h", path, got)
+		}
+		if !strings.Contains(d.Find(`.pause-expiry legend`).Text(), "after an hour unless you choose otherwise") {
+			t.Errorf("%s: the form does not say its default", path)
+		}
 	}
 	// No reason: the form again, the problem named, nothing paused.
 	rec = a.submit(t, a.olga, doc, `[data-testid="pause-form"]`, url.Values{"reason": {""}})
