@@ -841,7 +841,7 @@ func pauseFields(f PauseForm) templ.Component {
 			}
 			templ.ReleaseBuffer(templ_7745c5c3_Buffer)
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 74, "><legend>Resume by itself (after an hour unless you choose otherwise, so that a pause is never forgotten)</legend> <label>For <select name=\"for\" data-testid=\"pause-for\">")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 74, "><legend>Resume by itself (after an hour unless you choose otherwise: no pause is left behind by mistake)</legend> <label>For <select name=\"for\" data-testid=\"pause-for\">")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
