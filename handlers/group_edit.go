@@ -91,7 +91,8 @@ func renderGroupEdit(c echo.Context, store GroupEditReader, version, fp string, 
 func groupEditView(e dlq.GroupEdit) views.GroupEditView {
 	g := e.Group
 	v := views.GroupEditView{Fingerprint: g.Fingerprint, Task: g.Task, ErrorClass: g.ErrorClass, Message: g.SampleMessage,
-		GroupHref: GroupHref(g.Fingerprint), Pending: views.Number(g.Pending), Total: views.Number(g.Total), LastSeen: g.LastSeen,
+		GroupHref: GroupHref(g.Fingerprint), Pending: views.Number(g.Pending), Total: views.Number(g.Total),
+		FirstSeen: g.FirstSeen, LastSeen: g.LastSeen,
 		Read: views.Number(int64(e.Read)), Unfit: e.Unfit, OthersCut: len(e.Others) >= dlq.MaxEditOthers}
 	// The template's variables are numbered as the page names them.
 	parts := map[int]int{}
@@ -123,10 +124,11 @@ func groupEditView(e dlq.GroupEdit) views.GroupEditView {
 		v.Merged = append(v.Merged, views.GroupEditMerged{Fingerprint: m.ID, Template: m.Template, Actor: m.Actor, MergedAt: m.MergedAt})
 	}
 	for _, s := range e.Splits {
-		row := views.GroupEditSplit{Source: s.Source, SourceHref: GroupEditHref(s.Source), Part: parts[s.Position], Word: s.Word,
+		row := views.GroupEditSplit{Source: s.Source, SourceHref: GroupEditHref(s.Source), Word: s.Word,
 			Group: s.Group, GroupHref: GroupEditHref(s.Group), Letters: views.Number(s.Letters), Actor: s.Actor, At: s.At}
-		if row.Part == 0 {
-			row.Part = s.Position + 1 // no longer a variable of this template: its word number
+		// The split word is this group's; the word before it names it.
+		if e.HasTemplate && s.Position > 0 && s.Position <= len(e.Template.Tokens) {
+			row.After = e.Template.Tokens[s.Position-1]
 		}
 		if s.Source == g.Fingerprint {
 			v.SplitInto = append(v.SplitInto, row)
