@@ -243,3 +243,35 @@ func TestTemplateWordsAndFits(t *testing.T) {
 		t.Errorf("a span template does not fit its own message")
 	}
 }
+
+// BenchmarkGroupReread is the cost of the periodic re-read on the
+// dead-lettering path: the same letters grouped by a Grouper without a
+// store and by one whose store answers at once (a letter reads the clock;
+// one in many re-reads its key).
+func BenchmarkGroupReread(b *testing.B) {
+	letters := make([]Letter, 4096)
+	for i := range letters {
+		letters[i] = Letter{Task: fmt.Sprintf("task.%d", i%50), Class: "CarrierError",
+			Message: fmt.Sprintf("shipment %d rejected by carrier %s: address not verified", i, []string{"dhl", "ups", "fedex", "dpd"}[i%4])}
+	}
+	for _, c := range []struct {
+		name  string
+		store Store
+	}{{"NoStore", nil}, {"Store", newMemStore()}} {
+		b.Run(c.name, func(b *testing.B) {
+			g := New(c.store)
+			for _, l := range letters {
+				if _, err := g.Group(context.Background(), l); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if _, err := g.Group(context.Background(), letters[i%len(letters)]); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
