@@ -2,6 +2,7 @@ package dlq_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 
@@ -80,6 +81,56 @@ func TestGroupsLearned(t *testing.T) {
 			t.Errorf("swept %d letters (%v), want 1", n, err)
 		}
 		dlqtest.AssertSummariesMatch(t, db)
+	})
+
+	t.Run("TheGrouperNeverUndoesAnOperatorsMerge", func(t *testing.T) {
+		t.Parallel()
+		db := dlqtest.NewDB(t)
+		store := dlq.NewStore(db.DB)
+		a, b, x := dlqtest.GroupID("a"), dlqtest.GroupID("b"), dlqtest.GroupID("x")
+		for i, id := range []string{a, b, x} {
+			dlqtest.InsertDeadLetter(t, db.DB, dlqtest.Letter{Fingerprint: id, Message: fmt.Sprint("m", i)})
+			db.MustExec(`INSERT INTO error_templates (id, task, error_class, place, tokens, fixed, seq) VALUES ($1, 'billing.charge', 'RuntimeError', '', $2, '{false}', $3)`,
+				id, "{m"+fmt.Sprint(i)+"}", i+1)
+		}
+		if err := store.MergeGroups(ctx, []string{b}, a, dlq.Actor{Name: "priya"}, "one failure"); err != nil {
+			t.Fatal(err)
+		}
+		// The grouper later finds b's kept template covered by x's, and
+		// merges it there: the operator's merge stands, and so does b's
+		// template, which keeps its letters going to a.
+		db.MustExec(`SELECT error_group_move(ARRAY[$1], $2, 'system')`, b, x)
+		var into, actor string
+		if err := db.QueryRow(`SELECT into_id, actor FROM error_group_merges WHERE from_id = $1`, b).Scan(&into, &actor); err != nil || into != a || actor != "priya" {
+			t.Errorf("b merged into %s by %s (%v), want into a by priya", into, actor, err)
+		}
+		if _, err := store.GroupTemplate(ctx, b); err != nil {
+			t.Errorf("b's template after the grouper's merge: %v, want it kept", err)
+		}
+		// A merge the grouper made deletes the merged template, as before.
+		db.MustExec(`SELECT error_group_move(ARRAY[$1], $2, 'system')`, x, a)
+		if _, err := store.GroupTemplate(ctx, x); !errors.Is(err, dlq.ErrNotFound) {
+			t.Errorf("x's template after the grouper merged it: %v, want none", err)
+		}
+		dlqtest.AssertSummariesMatch(t, db)
+	})
+
+	t.Run("TwoWorkersLearningOneMergeAuditItOnce", func(t *testing.T) {
+		t.Parallel()
+		db := dlqtest.NewDB(t)
+		a, b := dlq.NewStore(db.DB), dlq.NewStore(db.DB)
+		for _, carrier := range []string{"dhl", "ups", "fedex"} {
+			for _, worker := range []*dlq.Store{a, b} {
+				if _, err := worker.GroupLetter(ctx, grouping.Letter{Task: "orders.ship", Class: "CarrierError",
+					Message: "shipment rejected by carrier " + carrier + ": address not verified"}); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		var n int
+		if err := db.Get(&n, `SELECT count(*) FROM audit_events WHERE action = 'group_merge'`); err != nil || n != 1 {
+			t.Errorf("%d merge audit entries (%v), want 1", n, err)
+		}
 	})
 
 	t.Run("RebuildRegroupsKeepsIdsAndSummaries", func(t *testing.T) {
