@@ -538,9 +538,10 @@ func splitTemplate(t grouping.Template, p int, word string) grouping.Template {
 }
 
 // splitID names a new part of a split of t, derived from its key and
-// template as the grouper derives a new group's id. A group an operator
-// merged into t with that id takes it back: splitting again what was
-// merged restores the old group. An id taken otherwise is derived again.
+// template as the grouper derives a new group's id. A group merged into t
+// (by the grouper or an operator) with that id takes it back: splitting
+// what was merged restores the old group, and old links to it lead to its
+// letters again. An id taken otherwise is derived again.
 func splitID(ctx context.Context, tx *sqlx.Tx, t grouping.Template, tokens []string) (string, error) {
 	seed := t.Task + "\x00" + t.Class + "\x00" + t.Place + "\x00" + strings.Join(tokens, "\x00")
 	for n := 0; n < 100; n++ {
@@ -555,8 +556,8 @@ func splitID(ctx context.Context, tx *sqlx.Tx, t grouping.Template, tokens []str
 			SELECT EXISTS (SELECT 1 FROM error_templates WHERE id = $1)
 				OR EXISTS (SELECT 1 FROM error_groups WHERE fingerprint = $1)
 				OR EXISTS (SELECT 1 FROM error_group_merges WHERE from_id = $1),
-			EXISTS (SELECT 1 FROM error_group_merges WHERE from_id = $1 AND into_id = $2 AND actor <> $3)
-				AND NOT EXISTS (SELECT 1 FROM error_groups WHERE fingerprint = $1)`, id, t.ID, SystemActor).Scan(&taken, &mergedHere)
+			EXISTS (SELECT 1 FROM error_group_merges WHERE from_id = $1 AND into_id = $2)
+				AND NOT EXISTS (SELECT 1 FROM error_groups WHERE fingerprint = $1)`, id, t.ID).Scan(&taken, &mergedHere)
 		if err != nil {
 			return "", fmt.Errorf("name a part of group %s: %w", t.ID, err)
 		}

@@ -279,10 +279,24 @@ func TestSplitErrorGroup(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		var merged []string
+		if err := f.db.Select(&merged, `SELECT from_id FROM error_group_merges WHERE into_id = $1`, group); err != nil {
+			t.Fatal(err)
+		}
 		p := slices.Index(tpl.Tokens, grouping.Wildcard)
 		res, err := f.store.SplitErrorGroup(ctx, dlq.GroupSplitParams{Group: group, Position: p, Actor: priya, Reason: "three carriers, three bugs"})
 		if err != nil {
 			t.Fatal(err)
+		}
+		// The grouper had merged ups and fedex into dhl when it learned
+		// the variable: their old ids come back with their letters.
+		for _, part := range res.Parts[1:] {
+			if !slices.Contains(merged, part.Group) {
+				t.Errorf("part %s has the new id %s, want its old group's id back (one of %v)", part.Word, part.Group, merged)
+			}
+			if into, _, err := f.store.GroupSurvivor(ctx, part.Group); err != nil || into != part.Group {
+				t.Errorf("part %s's id still leads to %s (%v)", part.Word, into, err)
+			}
 		}
 		return f, group, res
 	}
