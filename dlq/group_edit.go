@@ -327,8 +327,11 @@ func widenSurvivor(ctx context.Context, tx *sqlx.Tx, templates map[string]groupi
 // widenFor returns s's template widened to cover o's letters: a Wildcard,
 // free to vary, at each position where the two differ; and those
 // positions. ok is false when it cannot: another key or length, a span
-// template, or a differing word that the grouper never lets vary (a
-// quoted key, a status code) unless an operator's split fixed it (pinned).
+// template, a differing word that the grouper never lets vary (a quoted
+// key, a status code) unless an operator's split fixed it (pinned), or
+// templates that share less than half of either's constant words: their
+// widened template would take in messages of other failures, so each
+// keeps matching its own letters instead.
 func widenFor(s, o grouping.Template, sPinned, oPinned map[int]bool) (tokens []string, fixed []bool, at []int, ok bool) {
 	if s.Task != o.Task || s.Class != o.Class || s.Place != o.Place || s.Span || o.Span || len(s.Tokens) != len(o.Tokens) {
 		return nil, nil, nil, false
@@ -346,6 +349,10 @@ func widenFor(s, o grouping.Template, sPinned, oPinned map[int]bool) (tokens []s
 			at = append(at, i)
 		}
 		tokens[i], fixed[i] = grouping.Wildcard, false
+	}
+	shared := constantsOf(grouping.Template{Tokens: tokens})
+	if shared == 0 || 2*shared < constantsOf(s) || 2*shared < constantsOf(o) {
+		return nil, nil, nil, false
 	}
 	return tokens, fixed, at, true
 }

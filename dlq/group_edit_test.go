@@ -220,6 +220,30 @@ func TestMergeErrorGroups(t *testing.T) {
 		assertRecounted(t, f.db)
 	})
 
+	t.Run("DifferentMessagesDoNotWidenIntoACatchAll", func(t *testing.T) {
+		t.Parallel()
+		f := newEditFixture(t)
+		label := f.letter(t, "orders.ship", "CarrierError", "label printer offline at depot", dlqtest.Letter{})
+		quota := f.letter(t, "orders.ship", "CarrierError", "daily quota exceeded for account", dlqtest.Letter{})
+		res, err := f.store.MergeErrorGroups(ctx, dlq.GroupMergeParams{Group: label, Groups: []string{quota}, Actor: priya, Reason: "one dashboard"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Template != "label printer offline at depot" {
+			t.Errorf("survivor's template %q, want it unchanged: the two share no word", res.Template)
+		}
+		// Both still lead to the survivor; a third message does not.
+		for _, msg := range []string{"label printer offline at depot", "daily quota exceeded for account"} {
+			if got := f.letter(t, "orders.ship", "CarrierError", msg, dlqtest.Letter{}); got != res.Survivor {
+				t.Errorf("a new %q letter went to %s, want %s", msg, got, res.Survivor)
+			}
+		}
+		if got := f.letter(t, "orders.ship", "CarrierError", "customs form rejected by broker", dlqtest.Letter{}); got == res.Survivor {
+			t.Errorf("an unrelated message of the same length joined the merged group")
+		}
+		assertRecounted(t, f.db)
+	})
+
 	t.Run("BadRequestsAreRefused", func(t *testing.T) {
 		t.Parallel()
 		f := newEditFixture(t)
