@@ -81,7 +81,14 @@ const (
 	OutcomeInterrupted  Outcome = "interrupted"   // handed back at shutdown; does not count
 	OutcomeKilled       Outcome = "killed"        // an operator sent the waiting job to the dead letters
 	OutcomeCancelled    Outcome = "cancelled"     // an operator cancelled the running attempt
+	// OutcomeLost: the handler ran, but the job was taken again (rescued
+	// after its lease ran out) before the worker could record the outcome.
+	// The attempt counts.
+	OutcomeLost Outcome = "outcome_lost"
 )
+
+// OutcomeLostClass is the class of an OutcomeLost entry.
+const OutcomeLostClass = "OutcomeLost"
 
 // Attempt is one entry of a job's error history: what happened on one try.
 type Attempt struct {

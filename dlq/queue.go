@@ -208,7 +208,9 @@ func LeaseOf(worker string, j Job) Lease {
 
 // completeManySQL acknowledges a batch of successes in one statement. Each
 // row is guarded by its own lease, so a job whose lease was lost (and that
-// another claim may now be running) is simply not matched.
+// another claim may now be running) is simply not matched. The lease's
+// expiry is not part of the guard: until somebody takes the job, the
+// outcome is still the claim's to write.
 const completeManySQL = `
 UPDATE jobs j SET state = 'succeeded', finished_at = now(), lease_owner = NULL, lease_expires_at = NULL
 FROM unnest($1::bigint[], $2::int[]) AS done(id, attempt)
@@ -217,8 +219,8 @@ RETURNING j.id`
 
 // CompleteMany acknowledges jobs that ran to success, all claimed by
 // worker, in one statement. It returns the ids it acknowledged; a lease
-// missing from them had been lost, and that job's fate belongs to whoever
-// holds it now.
+// missing from them had been lost (see ReclaimRescued), or its outcome
+// was written already.
 func (s *Store) CompleteMany(ctx context.Context, worker string, leases []Lease) ([]int64, error) {
 	ids, attempts := leaseArrays(leases)
 	var done []int64
@@ -381,6 +383,100 @@ func (s *Store) HandBackOrphans(ctx context.Context, worker string, since time.T
 		return nil, fmt.Errorf("hand back orphaned jobs: %w", err)
 	}
 	return orphans, nil
+}
+
+// reclaimRescuedSQL takes back, for the claim whose handler ran, jobs the
+// rescuer requeued from that very claim after its lease ran out and that
+// nobody has claimed since: the rescue's entry is still the newest in the
+// job's history, and the attempt is the claim's. The job runs under the
+// claim again with a fresh lease, so its outcome can be written as usual;
+// the rescue's entry stays, saying what happened to the lease. The
+// guard's history test runs only on the jobs named, found by primary key.
+const reclaimRescuedSQL = `
+UPDATE jobs j SET state = 'running', lease_owner = $3, lease_expires_at = now() + $4 * interval '1 millisecond'
+FROM unnest($1::bigint[], $2::int[]) AS c(id, attempt)
+WHERE j.id = c.id AND j.attempt = c.attempt AND j.state = 'retrying' AND j.lease_owner IS NULL
+	AND j.errors->-1 @> jsonb_build_object('outcome', '` + string(OutcomeLeaseExpired) + `', 'worker', $3::text, 'attempt', c.attempt)
+RETURNING j.id, j.attempt`
+
+// ReclaimRescued takes back for worker the jobs among leases that the
+// rescuer requeued from those very leases and that nobody has claimed
+// since, each under a fresh lease, and returns the leases it took back.
+// A worker whose outcome write found the job no longer running under its
+// claim (it could not reach the database for longer than the lease)
+// calls it, then writes the outcome again: a job whose handler ran is
+// recorded with its real outcome whenever that is still possible, rather
+// than run again.
+func (s *Store) ReclaimRescued(ctx context.Context, worker string, leases []Lease, lease time.Duration) ([]Lease, error) {
+	ids, attempts := leaseArrays(leases)
+	var rows []struct {
+		ID      int64 `db:"id"`
+		Attempt int   `db:"attempt"`
+	}
+	if err := s.db.SelectContext(ctx, &rows, reclaimRescuedSQL, pq.Array(ids), pq.Array(attempts), worker,
+		lease.Milliseconds()); err != nil {
+		return nil, fmt.Errorf("take back rescued jobs: %w", err)
+	}
+	taken := make([]Lease, len(rows))
+	for i, r := range rows {
+		taken[i] = Lease{Worker: worker, JobID: r.ID, Attempt: r.Attempt}
+	}
+	return taken, nil
+}
+
+// LostOutcome is the outcome of an attempt whose handler ran but that
+// could not be written before another claim took the job (see
+// RecordLostOutcomes).
+type LostOutcome struct {
+	Lease Lease
+	// Attempt describes the run: when it ended, where, and how (its
+	// message says what became of it). Its class and outcome are set by
+	// RecordLostOutcomes.
+	Attempt Attempt
+}
+
+// recordLostOutcomesSQL appends to each job's history the attempt whose
+// outcome was lost, where the job has provably moved past that claim
+// without it: claimed again since (its attempt is higher), unless the
+// history already holds this claim's retry (an earlier write of it
+// committed, its reply lost); or, on its last attempt, dead-lettered by
+// the rescuer from this claim. Anything else (the outcome written already,
+// the job killed by an operator, deleted) gets nothing: the note must
+// never claim a loss that did not happen.
+const recordLostOutcomesSQL = `
+UPDATE jobs j SET errors = j.errors || jsonb_build_array(l.entry)
+FROM unnest($1::bigint[], $2::int[], $3::jsonb[]) AS l(id, attempt, entry)
+WHERE j.id = l.id AND (
+	j.attempt > l.attempt
+		AND NOT j.errors @> jsonb_build_array(jsonb_build_object('attempt', l.attempt, 'worker', $4::text, 'outcome', 'retry'))
+	OR j.attempt = l.attempt AND j.state = 'dead'
+		AND j.errors->-1 @> jsonb_build_object('attempt', l.attempt, 'worker', $4::text, 'class', '` + LeaseExpiredClass + `'))
+RETURNING j.id`
+
+// RecordLostOutcomes says in each job's history that an attempt of worker's
+// ran but its outcome was lost: the job was rescued after the lease ran
+// out (the worker could not reach the database meanwhile), and then
+// claimed again or dead-lettered, so the outcome can no longer be
+// written. The attempt stays counted: the job did run. It returns the
+// jobs whose history it wrote to; see recordLostOutcomesSQL for those it
+// leaves alone.
+func (s *Store) RecordLostOutcomes(ctx context.Context, worker string, lost []LostOutcome) ([]int64, error) {
+	ids, attempts, entries := make([]int64, len(lost)), make([]int64, len(lost)), make([]string, len(lost))
+	for i, l := range lost {
+		a := l.Attempt
+		a.Attempt, a.Worker, a.Class, a.Outcome = l.Lease.Attempt, worker, OutcomeLostClass, OutcomeLost
+		entry, err := json.Marshal(a)
+		if err != nil {
+			return nil, fmt.Errorf("record lost outcome of job %d: %w", l.Lease.JobID, err)
+		}
+		ids[i], attempts[i], entries[i] = l.Lease.JobID, int64(l.Lease.Attempt), string(entry)
+	}
+	var noted []int64
+	if err := s.db.SelectContext(ctx, &noted, recordLostOutcomesSQL, pq.Array(ids), pq.Array(attempts), pq.Array(entries),
+		worker); err != nil {
+		return nil, fmt.Errorf("record %d lost outcomes: %w", len(lost), err)
+	}
+	return noted, nil
 }
 
 // DeadOutcome is one final failed attempt: the job is dead-lettered.
