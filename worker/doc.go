@@ -36,8 +36,16 @@
 // Outcomes are written in batches by the worker's completer (see
 // completer.go); a job keeps its lease, renewed by the heartbeat, until
 // its outcome is written, and a write that fails for its connection is
-// retried while that lease lasts. So a database that goes away for a
-// moment delays the acknowledgement rather than redelivering the job.
+// retried until the database takes it. So a database that goes away
+// delays the acknowledgement rather than redelivering the job, even for
+// longer than the lease: the write is guarded by the claim (worker and
+// attempt), not by the lease's expiry, and a job the rescuer requeued
+// meanwhile is taken back if nobody has claimed it since. Only when
+// another claim has taken it, or the rescuer dead-lettered it on its last
+// attempt, is the outcome lost; the attempt still counts, and the job's
+// history says that it ran and its outcome was lost (dlq.OutcomeLost). A
+// job whose handler ran is never handed back as unrun: the hand-back of
+// claims whose reply was lost skips every claim the worker knows it ran.
 //
 // Every job ends succeeded or dead-lettered; nothing is dropped. A job whose
 // task has no handler on this worker is dead-lettered at once (reason

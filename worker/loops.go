@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/redrive/redrive/dlq"
@@ -83,12 +84,9 @@ func (w *Worker) claimLoop(ctx, jobsCtx context.Context) {
 func (w *Worker) claim(jobsCtx context.Context, from map[string]dlq.Position, limit int) ([]dlq.Job, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(jobsCtx), writeTimeout)
 	defer cancel()
-	// The lease is counted from before the request, by this worker's clock:
-	// the completer must never believe a lease lasts longer than it does.
-	leaseUntil := time.Now().Add(w.cfg.LeaseDuration)
 	w.claiming.Lock()
 	jobs, err := w.store.ClaimAfter(ctx, w.cfg.ID, w.cfg.Queues, from, limit, w.cfg.LeaseDuration)
-	w.start(jobsCtx, jobs, leaseUntil)
+	w.start(jobsCtx, jobs)
 	w.claiming.Unlock()
 	if err != nil {
 		w.noteFailure(err)
@@ -111,7 +109,7 @@ func (w *Worker) claim(jobsCtx context.Context, from map[string]dlq.Position, li
 // slots includes them; they join it under one lock, not one each. Their
 // contexts derive from jobsCtx, which nothing cancels: stopJobs cancels
 // each job's own.
-func (w *Worker) start(jobsCtx context.Context, jobs []dlq.Job, leaseUntil time.Time) {
+func (w *Worker) start(jobsCtx context.Context, jobs []dlq.Job) {
 	if len(jobs) == 0 {
 		return
 	}
@@ -119,7 +117,6 @@ func (w *Worker) start(jobsCtx context.Context, jobs []dlq.Job, leaseUntil time.
 	for i, job := range jobs {
 		ctx, cancel := context.WithCancelCause(jobsCtx)
 		a := &activeJob{job: job, cancel: cancel}
-		a.leaseNanos.Store(leaseUntil.UnixNano())
 		runs[i] = jobRun{ctx: ctx, cancel: cancel, a: a}
 	}
 	w.mu.Lock()
@@ -254,13 +251,11 @@ func (w *Worker) heartbeat(ctx context.Context) {
 	defer cancel()
 	held := w.heldLeases()
 	if len(held) > 0 {
-		leaseUntil := time.Now().Add(w.cfg.LeaseDuration)
 		renewed, err := w.store.ExtendLeases(ctx, w.cfg.ID, held, w.cfg.LeaseDuration)
 		if err != nil {
 			w.noteFailure(err)
 			w.log.Warn("renew leases failed", "jobs", len(held), "err", err)
 		} else {
-			w.renewed(renewed, leaseUntil)
 			w.cancelLost(held, renewed)
 			w.checkCancels(ctx, renewed)
 		}
@@ -289,6 +284,12 @@ func (w *Worker) heartbeat(ctx context.Context) {
 // waiting for it. Their handlers never ran; see dlq.HandBackOrphans.
 // It returns how many it handed back.
 //
+// What the worker knows of is every claim in its active set, whose
+// handler may have run however long ago its lease ran out, and every
+// claim it gave up writing the outcome of (gaveUp): a job that ran is
+// never handed back as unrun. The look also tells which given-up claims
+// the rescuer has taken since, to forget them.
+//
 // It looks first without holding up claims (dlq.OrphanSuspects), because
 // the look can take long under load, and there is almost never anything
 // to find: holding claims off meanwhile stalled a busy worker for seconds
@@ -298,12 +299,19 @@ func (w *Worker) heartbeat(ctx context.Context) {
 func (w *Worker) handBackOrphans(ctx context.Context) int {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), handBackTimeout)
 	defer cancel()
-	suspects, err := w.store.OrphanSuspects(ctx, w.cfg.ID, w.since, w.knownLeases(time.Now()))
+	active, gaveUp, since := w.claims()
+	suspects, err := w.store.OrphanSuspects(ctx, w.cfg.ID, since, active)
 	if err != nil {
 		w.noteFailure(err)
 		w.log.Warn("looking for orphaned claims failed; trying again at the next heartbeat", "err", err)
 		return 0
 	}
+	w.forgetSettled(gaveUp, suspects)
+	ran := make(map[int64]bool, len(gaveUp))
+	for _, l := range gaveUp {
+		ran[l.JobID] = true
+	}
+	suspects = slices.DeleteFunc(suspects, func(id int64) bool { return ran[id] })
 	if len(suspects) == 0 {
 		return 0
 	}
@@ -311,7 +319,11 @@ func (w *Worker) handBackOrphans(ctx context.Context) int {
 	defer w.claiming.Unlock()
 	a := dlq.Attempt{At: w.cfg.NowFunc(), Worker: w.cfg.ID, Host: w.host, Version: w.cfg.Version,
 		Message: "the claim's reply never reached the worker (it timed out or its connection broke); the job was handed back unrun"}
-	orphans, err := w.store.HandBackOrphans(ctx, w.cfg.ID, w.since, w.knownLeases(time.Now()), suspects, a)
+	// Every claim this worker knows of, active or given up on, is not an
+	// orphan: listed again, with claims held off, together with the
+	// oldest claim that may be one.
+	active, gaveUp, since = w.claims()
+	orphans, err := w.store.HandBackOrphans(ctx, w.cfg.ID, since, append(active, gaveUp...), suspects, a)
 	switch {
 	case err != nil:
 		w.noteFailure(err)
@@ -320,17 +332,6 @@ func (w *Worker) handBackOrphans(ctx context.Context) int {
 		w.log.Warn("handed back jobs claimed under this worker's id whose claim reply was lost", "jobs", orphans)
 	}
 	return len(orphans)
-}
-
-// renewed moves on the lease deadlines of the claims a heartbeat renewed.
-func (w *Worker) renewed(leases []dlq.Lease, until time.Time) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for _, l := range leases {
-		if a := w.active[l]; a != nil {
-			a.leaseNanos.Store(until.UnixNano())
-		}
-	}
 }
 
 // cancelLost stops the handlers of claims whose leases were not renewed.

@@ -31,6 +31,15 @@ const (
 	// rescueBatch bounds one rescue transaction; the rescuer loops while
 	// batches come back full.
 	rescueBatch = 500
+	// maxGaveUp bounds the claims remembered in Worker.gaveUp. Past it the
+	// oldest are forgotten, and orphans are looked for only among claims
+	// made after them (Worker.orphansSince): a job that ran is still
+	// never handed back, and an orphan of an older claim waits for the
+	// rescuer instead, which spends its attempt (at least once holds).
+	// Outcomes are given up when the database refuses them for their data
+	// or when shutdown's last window closes, and forgotten once the
+	// rescuer has taken their jobs: this many is far past a normal day.
+	maxGaveUp = 10_000
 )
 
 // The causes a running job's context is cancelled with.
@@ -77,13 +86,23 @@ type Worker struct {
 	// active holds one entry per claim until its outcome is written, keyed
 	// by its lease: after a stall this worker may claim a job again while
 	// the stale run of the same job is still winding down, and the two
-	// must not share an entry.
+	// must not share an entry. A claim whose handler has returned stays
+	// until its outcome is written or found superseded, however long the
+	// database is away and whether or not its lease ran out meanwhile; the
+	// claim loop's back-pressure (maxWaitingOutcomes) bounds them.
 	active map[dlq.Lease]*activeJob
-	// gaveUp holds claims whose outcome could not be written, until their
-	// leases run out: the rescuer takes them then, spending the attempt.
-	// Handing them back as orphans would give the attempt back, and a job
-	// whose outcome the database refuses would then run for ever.
+	// gaveUp holds the claims whose handlers ran but whose outcomes the
+	// worker gave up writing (abandon), with when each was claimed by the
+	// database's clock. They are left to the rescuer, which spends their
+	// attempt once their leases run out. Meanwhile the hand-back of
+	// orphaned claims must not take them for claims whose reply was lost:
+	// it would record a job that ran as never run, give its attempt back
+	// and run it again. An entry goes once its job no longer runs under
+	// its claim (forgetSettled), or past maxGaveUp.
 	gaveUp map[dlq.Lease]time.Time
+	// orphansSince is the oldest claim the hand-back of orphans considers:
+	// since, moved past the claims forgotten from gaveUp at maxGaveUp.
+	orphansSince time.Time
 	// running counts the active claims whose handlers have not returned:
 	// the slots in use. The others wait for the completer.
 	running int
@@ -116,14 +135,7 @@ type activeJob struct {
 	// vanishes is not "lost" but released by the outcome write, and there
 	// is no handler left to cancel.
 	finished atomic.Bool
-	// leaseNanos is when this worker's lease runs out by its own clock
-	// (Unix nanoseconds): set at claim, moved on by each renewal. Past it
-	// the completer stops retrying the job's outcome.
-	leaseNanos atomic.Int64
 }
-
-// leaseUntil is when the claim's lease runs out unless renewed again.
-func (a *activeJob) leaseUntil() time.Time { return time.Unix(0, a.leaseNanos.Load()) }
 
 // New returns a worker over store. It validates cfg after filling defaults.
 func New(store *dlq.Store, cfg Config) (*Worker, error) {
@@ -220,6 +232,9 @@ func (w *Worker) register(ctx context.Context) error {
 			return fmt.Errorf("worker: start: %w", err)
 		}
 		w.since = now
+		w.mu.Lock()
+		w.orphansSince = now
+		w.mu.Unlock()
 	}
 	err := w.store.RegisterWorker(ctx, dlq.WorkerInfo{
 		ID: w.cfg.ID, Host: w.host, PID: os.Getpid(), Version: w.cfg.Version,
@@ -367,33 +382,82 @@ func (w *Worker) release(leases ...dlq.Lease) {
 	signal(w.slotFreed)
 }
 
-// giveUp forgets a claim whose outcome could not be written; its lease is
-// left to expire.
-func (w *Worker) giveUp(l dlq.Lease, leaseUntil time.Time) {
+// giveUp moves a claim whose outcome could not be written from the active
+// set to gaveUp; its lease is left to expire. claimedAt is when it was
+// claimed (the job's attempted_at).
+func (w *Worker) giveUp(l dlq.Lease, claimedAt *time.Time) {
 	w.mu.Lock()
 	delete(w.active, l)
-	w.gaveUp[l] = leaseUntil
+	at := w.since
+	if claimedAt != nil {
+		at = *claimedAt
+	}
+	w.gaveUp[l] = at
+	if len(w.gaveUp) > maxGaveUp {
+		w.forgetOldestGaveUp()
+	}
 	w.mu.Unlock()
 	signal(w.slotFreed)
 }
 
-// knownLeases lists every claim this worker knows of: held, or given up on
-// and not yet expired. The rest, if the database has any, are orphans.
-func (w *Worker) knownLeases(now time.Time) []dlq.Lease {
+// forgetOldestGaveUp forgets the oldest claims in gaveUp, those of its
+// oldest claim statement, and moves orphansSince past them, so that the
+// hand-back of orphans never sees them. w.mu must be held.
+func (w *Worker) forgetOldestGaveUp() {
+	oldest := time.Time{}
+	for _, at := range w.gaveUp {
+		if oldest.IsZero() || at.Before(oldest) {
+			oldest = at
+		}
+	}
+	// Postgres keeps microseconds: this is the next instant it can tell
+	// apart. The claims of one statement share their attempted_at.
+	w.orphansSince = oldest.Add(time.Microsecond)
+	for l, at := range w.gaveUp {
+		if at.Before(w.orphansSince) {
+			delete(w.gaveUp, l)
+		}
+	}
+	w.log.Warn("too many given-up outcomes to remember; orphaned claims older than the oldest kept are left to the rescuer",
+		"max", maxGaveUp, "orphans_since", w.orphansSince)
+}
+
+// claims lists the leases of the active set and of gaveUp, and the oldest
+// claim the hand-back of orphans considers, all at one instant.
+func (w *Worker) claims() (active, gaveUp []dlq.Lease, orphansSince time.Time) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	known := make([]dlq.Lease, 0, len(w.active)+len(w.gaveUp))
+	active = make([]dlq.Lease, 0, len(w.active))
 	for l := range w.active {
-		known = append(known, l)
+		active = append(active, l)
 	}
-	for l, until := range w.gaveUp {
-		if now.After(until) {
+	gaveUp = make([]dlq.Lease, 0, len(w.gaveUp))
+	for l := range w.gaveUp {
+		gaveUp = append(gaveUp, l)
+	}
+	return active, gaveUp, w.orphansSince
+}
+
+// forgetSettled forgets the claims among gaveUp (as listed by claims)
+// whose jobs are not among running, the jobs the database had running
+// under this worker's id, claimed since orphansSince, outside the active
+// set: the rescuer (or an operator) has taken them, and they cannot come
+// back to this claim.
+func (w *Worker) forgetSettled(gaveUp []dlq.Lease, running []int64) {
+	if len(gaveUp) == 0 {
+		return
+	}
+	still := make(map[int64]bool, len(running))
+	for _, id := range running {
+		still[id] = true
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, l := range gaveUp {
+		if !still[l.JobID] {
 			delete(w.gaveUp, l)
-			continue
 		}
-		known = append(known, l)
 	}
-	return known
 }
 
 // heldLeases lists every claim not yet released, running or waiting for its

@@ -1,0 +1,244 @@
+package worker_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/url"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redrive/redrive/dlq"
+	"github.com/redrive/redrive/dlq/dlqtest"
+	"github.com/redrive/redrive/worker"
+)
+
+// runCounter counts the runs of each job's handler.
+type runCounter struct {
+	mu   sync.Mutex
+	runs map[int64]int
+}
+
+func (c *runCounter) ran(id int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.runs == nil {
+		c.runs = map[int64]int{}
+	}
+	c.runs[id]++
+}
+
+func (c *runCounter) of(id int64) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.runs[id]
+}
+
+// registerOutageTask registers test.outage: it counts its run, says it
+// started, works for kwargs.ms on its first attempt whatever the database
+// does, then fails (transiently) when kwargs.fail is set and succeeds
+// otherwise.
+func registerOutageTask(reg *worker.Registry, runs *runCounter, started chan<- int64) {
+	reg.Register("test.outage", func(ctx context.Context, job *worker.Job) error {
+		runs.ran(job.ID)
+		var kw struct {
+			MS   int
+			Fail bool
+		}
+		if err := json.Unmarshal(job.Kwargs, &kw); err != nil {
+			return worker.Permanent(err)
+		}
+		started <- job.ID
+		if job.Attempt == 1 {
+			time.Sleep(time.Duration(kw.MS) * time.Millisecond)
+		}
+		if kw.Fail {
+			return errors.New("card declined")
+		}
+		return nil
+	}, worker.TaskOptions{})
+}
+
+// awaitStarts waits for n handlers to start.
+func awaitStarts(t *testing.T, started <-chan int64, n int) {
+	t.Helper()
+	for range n {
+		select {
+		case <-started:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the jobs did not start")
+		}
+	}
+}
+
+// historyHas reports whether history holds an entry of attempt with outcome.
+func historyHas(history dlq.Attempts, attempt int, outcome dlq.Outcome) bool {
+	for _, a := range history {
+		if a.Attempt == attempt && a.Outcome == outcome {
+			return true
+		}
+	}
+	return false
+}
+
+// TestAJobThatRanIsNeverHandedBackUnrun reproduces issue 28: handlers
+// finish while Postgres is down for longer than their 3 s lease. The
+// worker used to retry their outcomes while the lease lasted, then forget
+// the claims, and once Postgres was back its hand-back of orphaned claims
+// took them for claims whose reply was lost: "handed back unrun", the
+// attempt refunded, and a max_attempts 1 job ran twice. Each outcome must
+// be written once the database is back, the job run once per attempt.
+func TestAJobThatRanIsNeverHandedBackUnrun(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pg := dlqtest.NewPrivate(t)
+	b := &bundle{db: pg.DB, store: dlq.NewStore(pg.DB.DB), reg: worker.NewRegistry(), logs: &syncBuffer{}}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("worker logs:\n%s", b.logs.String())
+		}
+	})
+	if err := b.store.RegisterTasks(ctx, []string{"test.outage"}); err != nil {
+		t.Fatal(err)
+	}
+	var runs runCounter
+	started := make(chan int64, 8)
+	registerOutageTask(b.reg, &runs, started)
+	cfg := b.config("outage-1")
+	// The demo's lease; the default grace, so that the rescuer leaves the
+	// lapsed leases to their worker after the restart, as in production.
+	cfg.LeaseDuration, cfg.HeartbeatInterval, cfg.RestartGrace = 3*time.Second, time.Second, worker.DefaultRestartGrace
+	b.start(t, cfg)
+
+	succeeds := b.enqueue(t, dlq.EnqueueParams{Task: "test.outage", MaxAttempts: 1, Kwargs: kwargs(map[string]any{"ms": 2000})})
+	fails := b.enqueue(t, dlq.EnqueueParams{Task: "test.outage", MaxAttempts: 2, Kwargs: kwargs(map[string]any{"ms": 2000, "fail": true})})
+	awaitStarts(t, started, 2)
+	time.Sleep(500 * time.Millisecond)
+	if err := pg.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(7 * time.Second) // the handlers finish, and their leases run out
+	rctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if err := pg.Restart(rctx); err != nil {
+		t.Fatal(err)
+	}
+
+	j := b.waitJob(t, succeeds, dlq.StateSucceeded, 30*time.Second)
+	if n := runs.of(succeeds); n != 1 || j.Attempt != 1 || len(j.Errors) != 0 {
+		t.Errorf("the max_attempts 1 job that succeeded during the outage ran %d times and ended on attempt %d with history %+v; want one run, attempt 1, no history",
+			n, j.Attempt, j.Errors)
+	}
+	j = b.waitJob(t, fails, dlq.StateDead, 30*time.Second)
+	if n := runs.of(fails); n != 2 || j.Attempt != 2 || len(j.Errors) != 2 ||
+		!historyHas(j.Errors, 1, dlq.OutcomeRetry) || !historyHas(j.Errors, 2, dlq.OutcomeDead) {
+		t.Errorf("the max_attempts 2 job that failed during the outage ran %d times and ended on attempt %d with history %+v; want two runs: attempt 1 recorded as a retry, attempt 2 as dead",
+			n, j.Attempt, j.Errors)
+	}
+}
+
+// TestAnOutcomeAfterTheRescuerTookTheJob: a worker cut off from the
+// database for longer than its lease finishes a job meanwhile, and the
+// rescuer of a worker that still reaches the database takes the job
+// before the outcome can be written. If nobody has claimed the job since,
+// its worker takes it back and records the outcome. Otherwise the outcome
+// is lost: the job's attempt stays counted (its max attempts hold), and
+// its history must say that the attempt ran and its outcome was lost,
+// rather than nothing.
+func TestAnOutcomeAfterTheRescuerTookTheJob(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name        string
+		maxAttempts int
+		// rescued is the job's state once the rescuer has taken it, and
+		// park whether nobody may claim it again before the owner is back.
+		rescued dlq.State
+		park    bool
+		// the job's end: its state, attempt, how often it ran, and
+		// whether the owner's outcome was lost
+		state   dlq.State
+		attempt int
+		runs    int
+		lost    bool
+	}{
+		{"TakenBackAndRecorded", 2, dlq.StateRetrying, true, dlq.StateSucceeded, 1, 1, false},
+		{"RunAgainByAnotherWorker", 2, dlq.StateSucceeded, false, dlq.StateSucceeded, 2, 2, true},
+		{"DeadLetteredByTheRescuer", 1, dlq.StateDead, false, dlq.StateDead, 1, 1, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t)
+			ctx := context.Background()
+			if err := b.store.RegisterTasks(ctx, []string{"test.outage"}); err != nil {
+				t.Fatal(err)
+			}
+			u, err := url.Parse(b.db.DSN)
+			if err != nil {
+				t.Fatal(err)
+			}
+			proxy := startCutProxy(t, u.Host)
+			cutDB, err := dlq.Open(ctx, proxy.dsn(t, b.db.DSN))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { cutDB.Close() })
+			var runs runCounter
+			started := make(chan int64, 8)
+			registerOutageTask(b.reg, &runs, started)
+
+			owner := b.config("lost-owner")
+			owner.HeartbeatInterval, owner.RestartGrace = 500*time.Millisecond, 2*time.Second
+			w, err := worker.New(dlq.NewStore(cutDB), owner)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rctx, cancel := context.WithCancel(ctx)
+			done := make(chan error, 1)
+			go func() { done <- w.Run(rctx) }()
+			t.Cleanup(func() {
+				cancel()
+				<-done
+			})
+			id := b.enqueue(t, dlq.EnqueueParams{Task: "test.outage", MaxAttempts: tc.maxAttempts, Kwargs: kwargs(map[string]any{"ms": 1500})})
+			awaitStarts(t, started, 1)
+			// The other worker reaches the database directly: it rescues the
+			// job once the owner's 2 s lease lapses, and runs it again if it
+			// has an attempt left and is not parked.
+			other := b.config("lost-other")
+			if tc.park {
+				other.Queues = []string{"elsewhere"}
+			}
+			b.start(t, other)
+			time.Sleep(300 * time.Millisecond)
+			proxy.cut()
+			b.waitJob(t, id, tc.rescued, 15*time.Second)
+			if tc.park {
+				// Nobody may claim it before its owner is back: the owner
+				// serves its queue too.
+				b.db.MustExec(`UPDATE jobs SET run_at = now() + interval '1 hour' WHERE id = $1`, id)
+			}
+			proxy.restore()
+			var j dlq.Job
+			waitFor(t, 15*time.Second, "the owner's outcome to be settled", func() bool {
+				j = b.job(t, id)
+				return j.State == tc.state && (!tc.lost || historyHas(j.Errors, 1, dlq.OutcomeLost))
+			})
+			if n := runs.of(id); n != tc.runs || j.Attempt != tc.attempt {
+				t.Errorf("job ran %d times and is %s on attempt %d; want %d runs, %s on attempt %d", n, j.State, j.Attempt,
+					tc.runs, tc.state, tc.attempt)
+			}
+			if !historyHas(j.Errors, 1, dlq.OutcomeLeaseExpired) && !historyHas(j.Errors, 1, dlq.OutcomeDead) {
+				t.Errorf("history %+v; want the rescue of attempt 1", j.Errors)
+			}
+			for _, a := range j.Errors {
+				if a.Outcome == dlq.OutcomeLost && (!tc.lost || a.Worker != "lost-owner" || a.Class != dlq.OutcomeLostClass) {
+					t.Errorf("lost outcome entry %+v; want the owner's, of class %s, and only where the outcome was lost", a, dlq.OutcomeLostClass)
+				}
+				if a.Outcome == dlq.OutcomeInterrupted {
+					t.Errorf("history %+v hands the job back unrun; it ran", j.Errors)
+				}
+			}
+		})
+	}
+}
