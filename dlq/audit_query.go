@@ -24,7 +24,7 @@ var AuditActions = []string{
 	ActionBulkCancel, ActionCanaryRelease, ActionPurge, ActionRevealArgs, ActionSignIn, ActionSignInFailed,
 	ActionUserChange, ActionTokenChange, ActionJobRunNow, ActionJobKill, ActionJobCancel,
 	ActionCanaryVerdict, ActionBulkAutoPause, ActionBulkResume, ActionBulkStopFollowing,
-	ActionPause, ActionResume, ActionPauseExpired, ActionGroupMerge, ActionGroupsRebuild,
+	ActionPause, ActionResume, ActionPauseExpired, ActionGroupMerge, ActionGroupSplit, ActionGroupUnmerge, ActionGroupsRebuild,
 }
 
 // SessionActions are the entries of people signing in (or failing to):

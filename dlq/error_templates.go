@@ -112,12 +112,14 @@ func survivorIn(ctx context.Context, tx *sqlx.Tx, id string) (string, error) {
 	}
 }
 
+// saveTemplatesSQL inserts templates at their revision (a regrouping keeps
+// an operator's), and updates what learning changed, never the revision.
 const saveTemplatesSQL = `
-INSERT INTO error_templates AS t (id, task, error_class, place, tokens, fixed, span, seq)
+INSERT INTO error_templates AS t (id, task, error_class, place, tokens, fixed, span, seq, rev)
 SELECT x.id, x.task, x.error_class, x.place, string_to_array(x.tokens, E'\x1f'),
-	string_to_array(x.fixed, ',')::boolean[], x.span, x.seq
-FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::boolean[], $8::bigint[])
-	AS x(id, task, error_class, place, tokens, fixed, span, seq)
+	string_to_array(x.fixed, ',')::boolean[], x.span, x.seq, x.rev
+FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::boolean[], $8::bigint[], $9::bigint[])
+	AS x(id, task, error_class, place, tokens, fixed, span, seq, rev)
 ON CONFLICT (id) DO UPDATE SET tokens = EXCLUDED.tokens, fixed = EXCLUDED.fixed, span = EXCLUDED.span, updated_at = now()
 WHERE (t.tokens, t.fixed, t.span) IS DISTINCT FROM (EXCLUDED.tokens, EXCLUDED.fixed, EXCLUDED.span)`
 
@@ -127,13 +129,14 @@ func saveTemplates(ctx context.Context, tx *sqlx.Tx, ts []grouping.Template) err
 	n := len(ts)
 	ids, tasks, classes, places := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 	tokens, fixed, spans, seqs := make([]string, n), make([]string, n), make([]bool, n), make([]int64, n)
+	revs := make([]int64, n)
 	for i, t := range ts {
-		ids[i], tasks[i], classes[i], places[i], spans[i], seqs[i] = t.ID, t.Task, t.Class, t.Place, t.Span, t.Seq
+		ids[i], tasks[i], classes[i], places[i], spans[i], seqs[i], revs[i] = t.ID, t.Task, t.Class, t.Place, t.Span, t.Seq, t.Rev
 		tokens[i] = strings.Join(t.Tokens, "\x1f")
 		fixed[i] = joinBools(t.Fixed, len(t.Tokens))
 	}
 	_, err := tx.ExecContext(ctx, saveTemplatesSQL, pq.Array(ids), pq.Array(tasks), pq.Array(classes),
-		pq.Array(places), pq.Array(tokens), pq.Array(fixed), pq.Array(spans), pq.Array(seqs))
+		pq.Array(places), pq.Array(tokens), pq.Array(fixed), pq.Array(spans), pq.Array(seqs), pq.Array(revs))
 	if err != nil {
 		return fmt.Errorf("save %d templates: %w", n, err)
 	}

@@ -2,9 +2,12 @@ package dlq
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"sort"
+	"strconv"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -36,25 +39,44 @@ type regrouped struct {
 // have: `redrive groups rebuild`. Group ids survive where they can: each
 // new group keeps the id of the old group that gave it most letters, and
 // an old id that is gone redirects to the group that took most of its
-// letters. Letters, summaries, templates and merges are written in one
-// transaction that holds off new letters' summaries meanwhile (workers
-// wait, nothing is lost), and the regrouping is audited as a system action.
+// letters. An operator's choices stand: the regrouping starts from the
+// templates an operator merged or split (their ids kept), and the letters
+// of a group an operator merged into another stay with the survivor.
+// Letters, summaries, templates and merges are written in one transaction
+// that holds off new letters' summaries meanwhile (workers wait, nothing
+// is lost), and the regrouping is audited as a system action.
 func (s *Store) RebuildGroups(ctx context.Context) (RebuildResult, error) {
+	chosen, err := s.operatorChoices(ctx)
+	if err != nil {
+		return RebuildResult{}, err
+	}
 	g := grouping.New(nil)
+	g.Adopt(chosen.templates)
 	r, err := s.regroup(ctx, g)
 	if err != nil {
 		return RebuildResult{}, err
 	}
 	r.group = g.Resolve(r.group)
-	names, redirects := nameGroups(r.old, r.group)
-	res := RebuildResult{Letters: int64(len(r.ids)), Groups: len(names), Merged: len(redirects)}
+	pinned := map[string]bool{}
+	for _, t := range chosen.templates {
+		pinned[t.ID] = true
+	}
+	names, redirects := nameGroups(r.old, r.group, pinned)
+	res := RebuildResult{Letters: int64(len(r.ids)), Merged: len(redirects)}
 	var moveIDs []int64
 	var moveTo []string
+	live := map[string]bool{}
 	for i, id := range r.ids {
-		if to := names[r.group[i]]; to != r.old[i] {
+		to := names[r.group[i]]
+		if into, ok := chosen.merges[to]; ok {
+			to = into
+		}
+		live[to] = true
+		if to != r.old[i] {
 			moveIDs, moveTo = append(moveIDs, id), append(moveTo, to)
 		}
 	}
+	res.Groups = len(live)
 	res.Moved = int64(len(moveIDs))
 	templates := g.Templates()
 	for i := range templates {
@@ -113,7 +135,7 @@ func (s *Store) regroup(ctx context.Context, g *grouping.Grouper) (regrouped, er
 // most letters, unless a bigger share of that old group went to another
 // new group, else its own. It returns the names and the redirects of old
 // ids no group kept: each to the group that took most of its letters.
-func nameGroups(old, groups []string) (map[string]string, map[string]string) {
+func nameGroups(old, groups []string, pinned map[string]bool) (map[string]string, map[string]string) {
 	type pair struct{ group, old string }
 	shares := map[pair]int{}
 	for i, o := range old {
@@ -134,6 +156,11 @@ func nameGroups(old, groups []string) (map[string]string, map[string]string) {
 	})
 	names := map[string]string{}
 	taken := map[string]bool{}
+	// An operator's groups keep their ids, whatever their letters were
+	// filed under before.
+	for id := range pinned {
+		names[id], taken[id] = id, true
+	}
 	for _, p := range pairs {
 		if _, named := names[p.group]; !named && !taken[p.old] && p.old != "" {
 			names[p.group], taken[p.old] = p.old, true
@@ -141,8 +168,14 @@ func nameGroups(old, groups []string) (map[string]string, map[string]string) {
 	}
 	for _, id := range groups {
 		if _, named := names[id]; !named {
-			names[id] = id
-			taken[id] = true
+			// Its own id, unless an old group's id it happens to share
+			// went to another new group: then a fresh one.
+			own := id
+			for n := 1; taken[own]; n++ {
+				sum := sha256.Sum256([]byte(id + "/" + strconv.Itoa(n)))
+				own = hex.EncodeToString(sum[:8])
+			}
+			names[id], taken[own] = own, true
 		}
 	}
 	redirects := map[string]string{}
@@ -152,6 +185,39 @@ func nameGroups(old, groups []string) (map[string]string, map[string]string) {
 		}
 	}
 	return names, redirects
+}
+
+// operatorChoices is what an operator decided about groups, which a
+// regrouping honours: the templates an operator changed (merged wider,
+// split, or kept when their group was merged into another) and where each
+// group an operator merged went.
+type operatorChoices struct {
+	templates []grouping.Template
+	merges    map[string]string
+}
+
+func (s *Store) operatorChoices(ctx context.Context) (operatorChoices, error) {
+	var rows []templateRow
+	err := s.db.SelectContext(ctx, &rows, `SELECT `+templateColumns+` FROM error_templates
+		WHERE rev > 0 OR id IN (SELECT from_id FROM error_group_merges WHERE actor <> $1) ORDER BY seq`, SystemActor)
+	if err != nil {
+		return operatorChoices{}, fmt.Errorf("regroup: read the operators' templates: %w", err)
+	}
+	c := operatorChoices{merges: map[string]string{}}
+	for _, r := range rows {
+		c.templates = append(c.templates, r.template())
+	}
+	var merges []struct {
+		From string `db:"from_id"`
+		Into string `db:"into_id"`
+	}
+	if err := s.db.SelectContext(ctx, &merges, `SELECT from_id, into_id FROM error_group_merges WHERE actor <> $1`, SystemActor); err != nil {
+		return operatorChoices{}, fmt.Errorf("regroup: read the operators' merges: %w", err)
+	}
+	for _, m := range merges {
+		c.merges[m.From] = m.Into
+	}
+	return c, nil
 }
 
 // writeRebuild writes a regrouping in tx: the letters that move, the

@@ -209,16 +209,32 @@ func (g *Grouper) survivor(id string) string {
 	return id
 }
 
-// Templates returns every template the Grouper holds, for a regrouping to
-// save at once.
+// Adopt takes in templates decided elsewhere, before any letter of their
+// keys is grouped: a regrouping starts from an operator's merges and
+// splits, which it must honour, and learns the rest.
+func (g *Grouper) Adopt(ts []Template) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	byKey := map[string][]Template{}
+	for _, t := range ts {
+		k := keyOf{t.Task, t.Class, t.Place}.String()
+		byKey[k] = append(byKey[k], t)
+		g.revs[t.ID] = t.Rev
+	}
+	for k, ts := range byKey {
+		g.miner.adoptAll(k, ts)
+	}
+}
+
+// Templates returns every template the Grouper holds, at the revisions it
+// read, for a regrouping to save at once.
 func (g *Grouper) Templates() []Template {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	var out []Template
 	for _, cs := range g.miner.buckets {
 		for _, c := range cs {
-			k := splitKey(c.key)
-			out = append(out, templateOf(k, c))
+			out = append(out, g.templateOf(splitKey(c.key), c))
 		}
 	}
 	return out

@@ -47,6 +47,8 @@ var actionTexts = map[string]string{
 	dlq.ActionBulkStopFollowing: "Stopped following an operation",
 	// Error groups.
 	dlq.ActionGroupMerge:    "Merged error groups",
+	dlq.ActionGroupSplit:    "Split an error group",
+	dlq.ActionGroupUnmerge:  "Split a merged group off again",
 	dlq.ActionGroupsRebuild: "Regrouped every letter",
 }
 
