@@ -27,6 +27,57 @@ func (t Template) Variables() []int {
 	return at
 }
 
+// Part is a piece of a template as it reads: constant text, or one of its
+// variables.
+type Part struct {
+	// Text is the constant text; "" for a variable.
+	Text string
+	// Var is the variable's index in the order of Variables and Values,
+	// or -1 for constant text.
+	Var int
+}
+
+// Parts returns t as it reads, in pieces: its constant words joined by
+// spaces, and each variable a piece of its own. A word that holds a
+// Wildcard gives its constant parts around the variable ("onExtend:" and
+// the variable), and a variable piece for each Wildcard in it.
+func (t Template) Parts() []Part {
+	var parts []Part
+	text := func(s string) {
+		if s == "" {
+			return
+		}
+		if n := len(parts); n > 0 && parts[n-1].Var < 0 {
+			parts[n-1].Text += s
+			return
+		}
+		parts = append(parts, Part{Text: s, Var: -1})
+	}
+	v := 0
+	for i, tok := range t.Tokens {
+		if i > 0 {
+			text(" ")
+		}
+		switch {
+		case !IsVariable(tok):
+			text(tok)
+			continue
+		case tok == Wildcard || tok == CodeValue:
+			parts = append(parts, Part{Var: v})
+		default:
+			pieces := strings.Split(tok, Wildcard)
+			for k, piece := range pieces {
+				if k > 0 {
+					parts = append(parts, Part{Var: v})
+				}
+				text(piece)
+			}
+		}
+		v++
+	}
+	return parts
+}
+
 // Values returns the words of message that fill t's variables, one string
 // per position of t.Variables(), in order, as the message wrote them (not
 // masked); false when message does not fit t. A variable that took several

@@ -2,6 +2,7 @@ package grouping_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -134,6 +135,17 @@ func TestTemplateVariables(t *testing.T) {
 	}
 	if got, want := tm.Text(), "<*> charge <CODE> declined onExtend:<*> <*>::syncPowerState"; got != want {
 		t.Errorf("Text() = %q, want %q", got, want)
+	}
+	parts := tm.Parts()
+	var b strings.Builder
+	for _, p := range parts {
+		if p.Var >= 0 {
+			fmt.Fprintf(&b, "{%d}", p.Var)
+		}
+		b.WriteString(p.Text)
+	}
+	if got, want := b.String(), "{0} charge {1} declined onExtend:{2} {3}::syncPowerState"; got != want {
+		t.Errorf("Parts() = %q, want %q", got, want)
 	}
 	got, ok := tm.Values("ord_XBBATYEZ42 charge EUR declined onExtend:1514 AirPort_Brcm43xx::syncPowerState")
 	if want := []string{"ord_XBBATYEZ42", "EUR", "1514", "AirPort_Brcm43xx"}; !ok || !slices.Equal(got, want) {
