@@ -34,6 +34,9 @@ type GroupVariables struct {
 	// nil when none is kept for the group (its letters were grouped before
 	// templates were learned, or the template was deleted).
 	Tokens []string
+	// Parts is the template as it reads: constant text, and each
+	// variable (Var, an index into Variables) in its place.
+	Parts []TemplatePart
 	// Span: a variable may take several words, or none.
 	Span bool
 	// Variables has one entry per variable of the template, in order.
@@ -44,6 +47,13 @@ type GroupVariables struct {
 	// group, say, may not.
 	Read int
 	Fit  int
+}
+
+// TemplatePart is a piece of a group's template: constant text, or the
+// variable Var (an index into GroupVariables.Variables; -1 for text).
+type TemplatePart struct {
+	Text string
+	Var  int
 }
 
 // GroupVariable is one variable of a group's template and the values it
@@ -118,6 +128,9 @@ func (s *Store) GroupVariables(ctx context.Context, id string, p mask.Policy) (G
 func countVariables(tpl grouping.Template, letters []variableLetter, p mask.Policy) GroupVariables {
 	at := tpl.Variables()
 	out := GroupVariables{Tokens: tpl.Tokens, Span: tpl.Span, Read: len(letters)}
+	for _, p := range tpl.Parts() {
+		out.Parts = append(out.Parts, TemplatePart{Text: p.Text, Var: p.Var})
+	}
 	// Per variable: letters per real value, and letters per value as
 	// shown; the two differ where masking hid something.
 	byValue := make([]map[string]int, len(at))

@@ -79,6 +79,9 @@ func TestGroupVariables(t *testing.T) {
 		if text := strings.Join(got.Tokens, " "); text != "connect to <*> failed for order <*> of <*>" {
 			t.Fatalf("template %q", text)
 		}
+		if parts := fmt.Sprint(got.Parts); parts != "[{connect to  -1} { 0} { failed for order  -1} { 1} { of  -1} { 2}]" {
+			t.Errorf("parts %s", parts)
+		}
 		if got.Read != 48 || got.Fit != 47 {
 			t.Errorf("read %d letters, %d fit; want 48, 47", got.Read, got.Fit)
 		}
