@@ -20,6 +20,16 @@ type BarChart struct {
 	Empty string
 	// Note is a line under the chart ("the pale bar is still filling").
 	Note string
+	// Marks are moments drawn as lines across the chart ("first seen").
+	Marks []ChartMark
+}
+
+// ChartMark is a moment marked on a BarChart: a dashed line at the start of
+// a bar, labelled at the top.
+type ChartMark struct {
+	// Bar is the index of the bar whose bucket holds the moment.
+	Bar   int
+	Label string
 }
 
 // Bar is one bucket of a BarChart.
@@ -59,6 +69,15 @@ type chartLayout struct {
 	RightX string
 	Ticks  []chartTick
 	Bars   []barLayout
+	Marks  []markLayout
+}
+
+// markLayout places a ChartMark: its line at X, its label at LabelX,
+// at the top of the plot, left of the line (before a first sighting the
+// bars are empty) unless the line is too near the left edge.
+type markLayout struct {
+	X, LabelX, Anchor string
+	Label             string
 }
 
 type chartTick struct {
@@ -120,8 +139,23 @@ func (c BarChart) layout() chartLayout {
 			LabelX: svgCoord(x + slot/2),
 		})
 	}
+	for _, m := range c.Marks {
+		if m.Bar < 0 || m.Bar >= len(c.Bars) {
+			continue
+		}
+		x := chartLeft + float64(m.Bar)*slot
+		ml := markLayout{X: svgCoord(x), LabelX: svgCoord(x - 4), Anchor: "end", Label: m.Label}
+		if x < chartLeft+plotW*0.2 {
+			ml.LabelX, ml.Anchor = svgCoord(x+4), "start"
+		}
+		l.Marks = append(l.Marks, ml)
+	}
 	return l
 }
+
+// chartMarkLabelY is the baseline of the marks' labels, inside the top of
+// the plot.
+func chartMarkLabelY() string { return svgCoord(chartTop + 12) }
 
 // niceCeil rounds n up to a round number for the top of the y axis: 1, 2,
 // 4 or 5 times a power of ten (and at least 2, so the axis has a middle).
