@@ -255,7 +255,9 @@ func (a DeliveryAttempt) outcome() (state string, status *int, retryAt time.Time
 // sealed is still in it: the digest is retried as it was sealed.
 const mergedAwaySQL = `EXISTS (SELECT 1 FROM error_group_merges m WHERE m.from_id = e.subject)`
 
-// sealDigestsSQL seals new-group digests, $1 being the window in ms. See
+// sealDigestsSQL seals new-group digests, $1 being the window in ms and
+// $2 the gathering time (DigestTiming): a delivery is due once its next
+// attempt is due and its group is $2 old. See
 // the steps above: unsealed is every pending group_new delivery not yet in
 // a digest, of the endpoints that have one due, locked in one order, so
 // that two senders sealing at once (one whose lease ran out) take turns
@@ -271,11 +273,13 @@ const mergedAwaySQL = `EXISTS (SELECT 1 FROM error_group_merges m WHERE m.from_i
 // later, so that the pass after does not look at it again before then.
 const sealDigestsSQL = `
 WITH unsealed AS (
-	SELECT d.event_id, d.endpoint_hash, d.next_attempt_at <= now() AS due, (` + mergedAwaySQL + `) AS merged_away
+	SELECT d.event_id, d.endpoint_hash, d.next_attempt_at <= now() AND e.created_at <= now() - $2 * interval '1 millisecond' AS due,
+		(` + mergedAwaySQL + `) AS merged_away
 	FROM notification_deliveries d JOIN notification_events e ON e.id = d.event_id
 	WHERE d.state = 'pending' AND d.digest_id IS NULL AND e.kind = 'group_new'
 	AND d.endpoint_hash IN (SELECT x.endpoint_hash FROM notification_deliveries x JOIN notification_events xe ON xe.id = x.event_id
-		WHERE x.state = 'pending' AND x.digest_id IS NULL AND xe.kind = 'group_new' AND x.next_attempt_at <= now())
+		WHERE x.state = 'pending' AND x.digest_id IS NULL AND xe.kind = 'group_new' AND x.next_attempt_at <= now()
+		AND xe.created_at <= now() - $2 * interval '1 millisecond')
 	ORDER BY d.endpoint_hash, d.event_id
 	FOR UPDATE OF d
 ), waiting AS (
@@ -320,6 +324,18 @@ SELECT count(DISTINCT endpoint_hash) FILTER (WHERE step = 'seal') AS digests,
 	count(*) FILTER (WHERE step = 'skip') AS skipped
 FROM changed`
 
+// DigestTiming is when new-group digests go out.
+type DigestTiming struct {
+	// Window: an endpoint gets at most one digest per Window; the groups
+	// found meanwhile wait for its end.
+	Window time.Duration
+	// Gather: a new group waits this long before its digest is sealed, so
+	// that the groups of one outage, which appear within seconds of each
+	// other (one per task it hits), are announced in one message, not in
+	// one now and one a window later (Alertmanager's group_wait).
+	Gather time.Duration
+}
+
 // DigestSealing is what one SealNewGroupDigests did.
 type DigestSealing struct {
 	// Digests were sealed, holding Sealed deliveries in all.
@@ -335,9 +351,9 @@ type DigestSealing struct {
 // (of length window) has passed, a digest of all its pending new-group
 // deliveries, and postpones the due ones of the other endpoints to their
 // window's end. One statement: see the steps above.
-func (s *Store) SealNewGroupDigests(ctx context.Context, window time.Duration) (DigestSealing, error) {
+func (s *Store) SealNewGroupDigests(ctx context.Context, t DigestTiming) (DigestSealing, error) {
 	var r DigestSealing
-	if err := s.db.GetContext(ctx, &r, sealDigestsSQL, window.Milliseconds()); err != nil {
+	if err := s.db.GetContext(ctx, &r, sealDigestsSQL, t.Window.Milliseconds(), t.Gather.Milliseconds()); err != nil {
 		return DigestSealing{}, fmt.Errorf("seal new-group digests: %w", translate(err))
 	}
 	return r, nil

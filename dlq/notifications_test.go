@@ -61,7 +61,7 @@ func (e *digestEnv) fanOut(t *testing.T) {
 
 func (e *digestEnv) seal(t *testing.T) dlq.DigestSealing {
 	t.Helper()
-	r, err := e.store.SealNewGroupDigests(context.Background(), time.Minute)
+	r, err := e.store.SealNewGroupDigests(context.Background(), dlq.DigestTiming{Window: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,6 +176,34 @@ func TestNotificationDigests(t *testing.T) {
 		for _, ep := range []string{"a", "b"} {
 			if g := again[ep]; g.ID != due[ep].ID || !sameEventIDs(eventIDs(g), ids) {
 				t.Errorf("endpoint %s read again: %d of %v; want the same digest", ep, g.ID, eventIDs(g))
+			}
+		}
+	})
+
+	// The first new group of a burst waits the gathering time for the
+	// others (an outage's groups in its several tasks appear seconds
+	// apart), then all go out in one digest.
+	t.Run("ABurstIsGatheredBeforeItsFirstDigest", func(t *testing.T) {
+		t.Parallel()
+		e := newDigestEnv(t)
+		timing := dlq.DigestTiming{Window: time.Minute, Gather: 30 * time.Second}
+		first := e.newGroups(t, 1)
+		r, err := e.store.SealNewGroupDigests(ctx, timing)
+		if err != nil || r != (dlq.DigestSealing{}) {
+			t.Fatalf("sealing a new group at once: %+v, %v; want it left to gather", r, err)
+		}
+		e.db.MustExec(`UPDATE notification_events SET created_at = created_at - interval '20 seconds'`)
+		later := e.newGroups(t, 1)
+		if r, _ := e.store.SealNewGroupDigests(ctx, timing); r != (dlq.DigestSealing{}) {
+			t.Fatalf("sealing 20 s into the gathering: %+v; want nothing yet", r)
+		}
+		e.db.MustExec(`UPDATE notification_events SET created_at = created_at - interval '11 seconds'`)
+		if r, _ := e.store.SealNewGroupDigests(ctx, timing); r != (dlq.DigestSealing{Digests: 2, Sealed: 4}) {
+			t.Fatalf("sealing once the first gathered 31 s: %+v; want one digest per endpoint of both groups", r)
+		}
+		for ep, g := range e.due(t) {
+			if want := slices.Concat(first, later); !sameEventIDs(eventIDs(g), want) {
+				t.Errorf("endpoint %s: digest of %v; want %v", ep, eventIDs(g), want)
 			}
 		}
 	})
@@ -319,7 +347,7 @@ func TestNotificationDigests(t *testing.T) {
 		)
 		for range 8 {
 			wg.Go(func() {
-				r, err := e.store.SealNewGroupDigests(ctx, time.Minute)
+				r, err := e.store.SealNewGroupDigests(ctx, dlq.DigestTiming{Window: time.Minute})
 				if err != nil {
 					t.Error(err)
 					return

@@ -107,7 +107,7 @@ func TestIncidentJourney(t *testing.T) {
 	ln := listenLocal(t)
 	base := "http://" + ln.Addr().String()
 	serveConsoleOn(t, ln, redrive.ConsoleConfig{Store: store, Logger: logger, Version: "e2e",
-		Notify: redrive.NotifyConfig{WebhookURLs: receiver.URL + "/hooks/T0ONCALL", PublicURL: base}})
+		Notify: redrive.NotifyConfig{WebhookURLs: receiver.URL + "/hooks/T0ONCALL", PublicURL: base, NewGroupGather: 100 * time.Millisecond}})
 
 	// The worker, as `redrive worker` runs one: billing.charge fails on a
 	// charge without customer_id and succeeds otherwise; emails.send, on

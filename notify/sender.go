@@ -43,6 +43,9 @@ const (
 	// DefaultNewGroupWindow is how often at most new groups are announced
 	// to one webhook.
 	DefaultNewGroupWindow = time.Minute
+	// DefaultNewGroupGather is how long a new group waits for the others
+	// of its burst before they are announced together.
+	DefaultNewGroupGather = 30 * time.Second
 	deliverBatch          = 20
 	fanOutBatch           = 500
 )
@@ -80,6 +83,10 @@ type Config struct {
 	// error groups: the first is announced at once, and those found within
 	// the window after are listed together in one message when it ends.
 	NewGroupWindow time.Duration
+	// NewGroupGather is how long the first new group of a burst waits
+	// for the rest before their message goes out: an outage that hits
+	// two tasks makes two groups seconds apart, announced in one message.
+	NewGroupGather time.Duration
 }
 
 // Sender delivers notification events. Create one with New; Run it.
@@ -111,6 +118,7 @@ func New(cfg Config) (*Sender, error) {
 	cfg.BackoffCap = cmp.Or(cfg.BackoffCap, DefaultBackoffCap)
 	cfg.Retain = cmp.Or(cfg.Retain, DefaultRetain)
 	cfg.NewGroupWindow = cmp.Or(cfg.NewGroupWindow, DefaultNewGroupWindow)
+	cfg.NewGroupGather = cmp.Or(cfg.NewGroupGather, DefaultNewGroupGather)
 	s := &Sender{cfg: cfg, endpoints: map[string]Endpoint{}, log: cfg.Logger.With("component", "notify")}
 	for _, e := range cfg.Endpoints {
 		s.endpoints[e.Hash()] = e
@@ -191,7 +199,7 @@ func (s *Sender) pass(ctx context.Context) {
 	}
 	// Sealing before the digests are read: a digest sealed now goes out in
 	// this pass. A failure leaves the new groups pending for the next pass.
-	if r, err := s.cfg.Store.SealNewGroupDigests(ctx, s.cfg.NewGroupWindow); err != nil {
+	if r, err := s.cfg.Store.SealNewGroupDigests(ctx, dlq.DigestTiming{Window: s.cfg.NewGroupWindow, Gather: s.cfg.NewGroupGather}); err != nil {
 		s.log.Warn("seal new-group digests", "err", err)
 	} else if r.Skipped > 0 {
 		s.log.Info("new groups merged away before they were announced", "deliveries", r.Skipped)

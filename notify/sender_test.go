@@ -179,7 +179,7 @@ func (e env) run(t *testing.T, holder string, endpoints string, tweak func(*noti
 	}
 	cfg := notify.Config{
 		Store: e.store, Endpoints: eps, Masker: masker, PublicURL: "https://redrive.example.com/", Holder: holder,
-		Interval: 20 * time.Millisecond, SpikeInterval: 20 * time.Millisecond,
+		Interval: 20 * time.Millisecond, SpikeInterval: 20 * time.Millisecond, NewGroupGather: time.Millisecond,
 		BackoffBase: 10 * time.Millisecond, BackoffCap: 40 * time.Millisecond,
 		Client: &http.Client{Timeout: 300 * time.Millisecond},
 	}

@@ -26,7 +26,7 @@ func TestNotificationsPage(t *testing.T) {
 		t.Fatalf("fan out: %d, %v; want the new group's event", n, err)
 	}
 	// A new group goes out in a digest of new groups.
-	if _, err := e.store.SealNewGroupDigests(ctx, time.Minute); err != nil {
+	if _, err := e.store.SealNewGroupDigests(ctx, dlq.DigestTiming{Window: time.Minute}); err != nil {
 		t.Fatal(err)
 	}
 	due, err := e.store.DueDigests(ctx, 10)

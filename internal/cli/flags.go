@@ -49,7 +49,8 @@ var options = []option{
 	{"mask-keys", "REDRIVE_MASK_KEYS", strings.Join(mask.DefaultKeys, ","), "argument keys whose values are hidden: comma-separated, case-insensitive substrings"},
 	{"mask-patterns", "REDRIVE_MASK_PATTERNS", "", "regular expressions (Go syntax, one per line) also hidden in error messages and tracebacks, e.g. card numbers or tokens"},
 	{"notify-webhook-urls", "REDRIVE_NOTIFY_WEBHOOK_URLS", "", "webhooks told about new and spiking error groups and bulk operations that end, comma-separated; prefix slack: for a Slack-style body"},
-	{"notify-new-group-window", "REDRIVE_NOTIFY_NEW_GROUP_WINDOW", notify.DefaultNewGroupWindow, "a webhook is told about new error groups at most once in this long: the first at once, those found within it in one message when it ends"},
+	{"notify-new-group-window", "REDRIVE_NOTIFY_NEW_GROUP_WINDOW", notify.DefaultNewGroupWindow, "a webhook is told about new error groups at most once in this long: those found within it in one message when it ends"},
+	{"notify-new-group-gather", "REDRIVE_NOTIFY_NEW_GROUP_GATHER", notify.DefaultNewGroupGather, "the first new error group of a burst waits this long for the others (an outage's groups in several tasks) before they are announced in one message"},
 	{"public-url", "REDRIVE_PUBLIC_URL", "", "the console's address as the team opens it, for the links in notifications (default: http://ADDR)"},
 	{"read-database-url", "REDRIVE_READ_DATABASE_URL", "", "a streaming replica for the console's lists, search, groups, overview and exports (default: everything reads the primary)"},
 	{"read-max-lag", "REDRIVE_READ_MAX_LAG", 30 * time.Second, "read the primary instead while the replica is further behind than this, or down"},
@@ -98,7 +99,7 @@ var (
 	databaseOptions = []string{"database-url", "log-level", "log-format"}
 	consoleOptions  = []string{"logs-url-template", "addr", "session-keys", "session-lifetime", "session-idle", "trusted-proxies",
 		"auth-header", "proxy-roles", "proxy-default-role", "metrics-token", "mask-keys", "mask-patterns",
-		"notify-webhook-urls", "notify-new-group-window", "public-url", "read-database-url", "read-max-lag"}
+		"notify-webhook-urls", "notify-new-group-window", "notify-new-group-gather", "public-url", "read-database-url", "read-max-lag"}
 	workerOptions = []string{"queues", "concurrency", "demo-tasks", "shutdown-grace", "lease", "job-timeout", "retry-base",
 		"metrics-addr", "retry-cap", "retain-succeeded", "listen-database-url"}
 )

@@ -87,6 +87,8 @@ type NotifyConfig struct {
 	WebhookURLs string
 	// NewGroupWindow is notify.Config.NewGroupWindow; zero: its default.
 	NewGroupWindow time.Duration
+	// NewGroupGather is notify.Config.NewGroupGather; zero: its default.
+	NewGroupGather time.Duration
 	// PublicURL is where the links point; default http://Addr.
 	PublicURL string
 	// Addr is where the console listens, for the default PublicURL.
@@ -105,7 +107,8 @@ type ReadConfig struct {
 
 func notifyConfig(f flags) NotifyConfig {
 	return NotifyConfig{WebhookURLs: f.str("notify-webhook-urls"), NewGroupWindow: f.duration("notify-new-group-window"),
-		PublicURL: f.str("public-url"), Addr: f.str("addr")}
+		NewGroupGather: f.duration("notify-new-group-gather"),
+		PublicURL:      f.str("public-url"), Addr: f.str("addr")}
 }
 
 func readConfig(f flags, primaryURL string) ReadConfig {
@@ -131,7 +134,7 @@ func (n NotifyConfig) notifier(store *dlq.Store, masker mask.Policy, logger *slo
 	}
 	hostname, _ := os.Hostname()
 	sender, err := notify.New(notify.Config{Store: store, Endpoints: eps, Masker: masker, PublicURL: public, Logger: logger,
-		Holder: fmt.Sprintf("%s:%d:%x", hostname, os.Getpid(), rand.Uint32()), NewGroupWindow: n.NewGroupWindow})
+		Holder: fmt.Sprintf("%s:%d:%x", hostname, os.Getpid(), rand.Uint32()), NewGroupWindow: n.NewGroupWindow, NewGroupGather: n.NewGroupGather})
 	if err != nil {
 		return nil, nil, err
 	}
