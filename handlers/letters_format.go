@@ -93,6 +93,8 @@ func outcomeText(o dlq.Outcome) string {
 		return "killed by an operator"
 	case dlq.OutcomeCancelled:
 		return "cancelled by an operator"
+	case dlq.OutcomeLost:
+		return "ran, but its outcome could not be recorded (counted)"
 	case "":
 		return "failed"
 	default:

@@ -93,3 +93,16 @@ func TestCell(t *testing.T) {
 		}
 	}
 }
+
+func TestOutcomeText(t *testing.T) {
+	for o, want := range map[dlq.Outcome]string{
+		dlq.OutcomeRetry: "failed, retried",
+		dlq.OutcomeLost:  "ran, but its outcome could not be recorded (counted)",
+		"":               "failed",
+		"something_new":  "something_new",
+	} {
+		if got := outcomeText(o); got != want {
+			t.Errorf("outcomeText(%q) = %q; want %q", o, got, want)
+		}
+	}
+}
