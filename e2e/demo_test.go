@@ -75,5 +75,6 @@ func TestDemoIncidentDeployTheFix(t *testing.T) {
 	must(t, expect.Locator(page.GetByTestId("confirm-by-task")).ToContainText("payments.refund"))
 	must(t, page.GetByTestId("confirm").Click())
 	must(t, expect.Page(page).ToHaveURL(regexp.MustCompile(`/operations/\d+$`)))
+	must(t, expect.Locator(page.GetByTestId("op-state")).ToHaveText("Canary running: waiting for its jobs"))
 	expectOneReplayOfBothTasks(t, db, groups, 24)
 }

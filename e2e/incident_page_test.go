@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"regexp"
@@ -10,12 +12,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lib/pq"
 	"github.com/playwright-community/playwright-go"
 
 	"github.com/redrive/redrive/dlq"
 	"github.com/redrive/redrive/dlq/dlqtest"
-	"github.com/redrive/redrive/grouping"
 	redrive "github.com/redrive/redrive/internal/cli"
+	"github.com/redrive/redrive/worker"
 	"github.com/redrive/redrive/worker/demo"
 )
 
@@ -23,37 +26,65 @@ import (
 // fails alike.
 var outageTasks = []string{demo.TaskCharge, demo.TaskRefund}
 
-// outageLetters dead-letters charges and refunds of the payments outage as
-// the demo's worker does: the message its payments tasks write (fresh job
-// and request ids in each), grouped by the store's grouper, which keeps
-// each task's template. The letters alternate between the tasks (three
-// charges, one refund) over the last minutes, newest last. It registers
-// the tasks, for their replays, and returns each task's group.
+// outageLetters runs the demo's payments outage as `redrive dev` does: the
+// payments provider is down, and the demo's own tasks, run by a worker,
+// dead-letter charges and refunds (one attempt each), grouped on the
+// worker's path. The jobs alternate between the tasks (three charges, one
+// refund) and run one at a time, so the letters keep that order. The
+// worker stops once every job is a letter, so that what replays them later
+// stays queued for the test to see. It returns each task's one group.
 func outageLetters(t *testing.T, db *dlqtest.DB, charges, refunds int) map[string]string {
 	t.Helper()
 	ctx := context.Background()
 	store := dlq.NewStore(db.DB)
 	must(t, store.RegisterTasks(ctx, outageTasks))
-	groups := map[string]string{}
-	fail := func(task, path string, n int) {
-		job := 4000 + n
-		msg := fmt.Sprintf("%s for job %d: %v", task, job, &demo.ServiceUnavailableError{Service: demo.PaymentsProvider,
-			Method: "POST", Path: path, RequestID: fmt.Sprintf("req_%08x", 0x10000000+n*7919)})
-		fp, err := store.GroupLetter(ctx, grouping.Letter{Task: task, Class: "ServiceUnavailable", Message: msg})
-		must(t, err)
-		groups[task] = fp
-		dlqtest.InsertDeadLetter(t, db.DB, dlqtest.Letter{JobID: int64(job), Task: task, Queue: "payments", ErrorClass: "ServiceUnavailable",
-			Message: msg, Fingerprint: fp, Attempts: 3, MaxAttempts: 3, Kwargs: fmt.Sprintf(`{"order": "ord_%d"}`, 7000+n),
-			WorkerVersion: "v2.4.0", FailedAt: time.Now().UTC().Add(-time.Duration(charges+refunds-n) * 20 * time.Second)})
-	}
+	now := time.Now()
+	must(t, demo.NewOutages(db.DB, store).Schedule(ctx, demo.PaymentsProvider, now.Add(-time.Minute), now.Add(4*time.Minute)))
 	for n, c, r := 0, 0, 0; c < charges || r < refunds; n++ {
+		task := demo.TaskCharge
 		if (n%4 == 3 || c == charges) && r < refunds {
-			fail(demo.TaskRefund, "/v1/refunds", n)
-			r++
+			task, r = demo.TaskRefund, r+1
 		} else {
-			fail(demo.TaskCharge, "/v1/payment_intents", n)
 			c++
 		}
+		_, err := store.Enqueue(ctx, dlq.EnqueueParams{Task: task, Queue: "payments", MaxAttempts: 1,
+			Kwargs: json.RawMessage(fmt.Sprintf(`{"order": "ord_%d"}`, 7000+n))})
+		must(t, err)
+	}
+
+	reg := worker.NewRegistry()
+	demo.Register(reg, db.DB)
+	logger := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelError}))
+	wctx, stop := context.WithCancel(ctx)
+	stopped := make(chan error, 1)
+	go func() {
+		stopped <- redrive.RunWorker(wctx, store, worker.Config{Registry: reg, Queues: []string{"payments"}, Concurrency: 1,
+			PollInterval: 50 * time.Millisecond, Logger: logger, ShutdownGrace: 5 * time.Second})
+	}()
+	deadline := time.Now().Add(time.Minute)
+	for countRows(t, db, `SELECT count(*) FROM dead_letters`) < charges+refunds {
+		if time.Now().After(deadline) {
+			stop()
+			t.Fatalf("%d of %d jobs dead-lettered after a minute", countRows(t, db, `SELECT count(*) FROM dead_letters`), charges+refunds)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	stop()
+	if err := <-stopped; err != nil && !errors.Is(err, context.Canceled) {
+		t.Fatalf("worker: %v", err)
+	}
+
+	var rows []struct {
+		Task        string `db:"task"`
+		Fingerprint string `db:"fingerprint"`
+	}
+	must(t, db.Select(&rows, `SELECT task, fingerprint FROM error_groups WHERE task = ANY($1) ORDER BY task`, pq.Array(outageTasks)))
+	groups := map[string]string{}
+	for _, r := range rows {
+		groups[r.Task] = r.Fingerprint
+	}
+	if len(rows) != 2 || len(groups) != 2 {
+		t.Fatalf("the outage made groups %v, want one per task", rows)
 	}
 	return groups
 }

@@ -15,7 +15,6 @@ import (
 
 	"github.com/redrive/redrive/dlq"
 	"github.com/redrive/redrive/dlq/dlqtest"
-	"github.com/redrive/redrive/grouping"
 	"github.com/redrive/redrive/handlers"
 	"github.com/redrive/redrive/views"
 )
@@ -31,41 +30,34 @@ func providerDown(task string, n int) string {
 		task, 500+n, 0xa1b2+n)
 }
 
-// incidentLetters dead-letters charges and refunds of the outage through
-// the store's grouper (as a worker does), one of each task in turn, and
-// returns their groups; then one unrelated failure of a third task.
+// incidentLetters dead-letters charges and refunds of the outage, one of
+// each task in turn, and returns their groups (one per task, as the
+// grouper keys them); then one unrelated failure of a third task. The
+// letters carry group ids of their own, so no template is kept: the
+// incident is found by their sample messages (dlq's tests cover learned
+// templates, which handlers' tests may not import).
 func incidentLetters(t *testing.T, a actions, charges, refunds int) (charge, refund, alone string) {
 	t.Helper()
-	ctx := context.Background()
-	if err := a.store.RegisterTasks(ctx, incidentTasks); err != nil {
+	if err := a.store.RegisterTasks(context.Background(), incidentTasks); err != nil {
 		t.Fatal(err)
 	}
-	fail := func(task string, n int) string {
-		msg := providerDown(task, n)
-		fp, err := a.store.GroupLetter(ctx, grouping.Letter{Task: task, Class: "ServiceUnavailable", Message: msg})
-		if err != nil {
-			t.Fatal(err)
-		}
+	charge, refund, alone = dlqtest.GroupID("payments.charge", "503"), dlqtest.GroupID("payments.refund", "503"), dlqtest.GroupID("reports.build")
+	fail := func(task, fp string, n int) {
 		dlqtest.InsertDeadLetter(t, a.db.DB, dlqtest.Letter{Task: task, Queue: "payments", ErrorClass: "ServiceUnavailable",
-			Message: msg, Fingerprint: fp, Kwargs: `{"token": "zzsecretzz"}`, WorkerVersion: "v3.1.0",
+			Message: providerDown(task, n), Fingerprint: fp, Kwargs: `{"token": "zzsecretzz"}`, WorkerVersion: "v3.1.0",
 			FailedAt: time.Now().UTC().Add(-time.Duration(60-n) * time.Second)})
-		return fp
 	}
 	for n := range max(charges, refunds) {
 		if n < charges {
-			charge = fail("payments.charge", 2*n)
+			fail("payments.charge", charge, 2*n)
 		}
 		if n < refunds {
-			refund = fail("payments.refund", 2*n+1)
+			fail("payments.refund", refund, 2*n+1)
 		}
 	}
-	fp, err := a.store.GroupLetter(ctx, grouping.Letter{Task: "reports.build", Class: "ServiceUnavailable", Message: "report store is read-only"})
-	if err != nil {
-		t.Fatal(err)
-	}
 	dlqtest.InsertDeadLetter(t, a.db.DB, dlqtest.Letter{Task: "reports.build", ErrorClass: "ServiceUnavailable",
-		Message: "report store is read-only", Fingerprint: fp})
-	return charge, refund, fp
+		Message: "report store is read-only", Fingerprint: alone})
+	return charge, refund, alone
 }
 
 func TestIncidentPage(t *testing.T) {
