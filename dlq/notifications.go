@@ -324,6 +324,73 @@ SELECT count(DISTINCT endpoint_hash) FILTER (WHERE step = 'seal') AS digests,
 	count(*) FILTER (WHERE step = 'skip') AS skipped
 FROM changed`
 
+// HasUnsealedNewGroups reports whether a new group waits to be sealed into
+// a digest: the cheap question asked before reading the incidents.
+func (s *Store) HasUnsealedNewGroups(ctx context.Context) (bool, error) {
+	var yes bool
+	err := s.db.GetContext(ctx, &yes, `SELECT EXISTS (SELECT 1 FROM notification_deliveries d
+		JOIN notification_events e ON e.id = d.event_id
+		WHERE d.state = 'pending' AND d.digest_id IS NULL AND e.kind = 'group_new')`)
+	if err != nil {
+		return false, fmt.Errorf("unsealed new groups: %w", translate(err))
+	}
+	return yes, nil
+}
+
+// incidentRepeatWithin is how recently another group of an incident must
+// have been announced to an endpoint for a new group of it to be no news.
+const incidentRepeatWithin = time.Hour
+
+// skipIncidentRepeatsSQL settles as skipped the unsealed new-group
+// deliveries of a group in one of the incidents $1/$2 (group id, incident
+// id) when another group of that incident was announced to the same
+// endpoint within $3 ms: delivered, or sealed into a digest being sent.
+const skipIncidentRepeatsSQL = `
+WITH member AS (
+	SELECT group_id, incident FROM unnest($1::text[], $2::text[]) AS m(group_id, incident)
+), repeat AS (
+	SELECT d.event_id, d.endpoint_hash, min(other.subject) AS announced
+	FROM notification_deliveries d
+	JOIN notification_events e ON e.id = d.event_id
+	JOIN member m ON m.group_id = e.subject
+	JOIN member om ON om.incident = m.incident AND om.group_id <> m.group_id
+	JOIN notification_events other ON other.kind = 'group_new' AND other.subject = om.group_id
+		AND other.created_at > now() - $3 * interval '1 millisecond'
+	JOIN notification_deliveries od ON od.event_id = other.id AND od.endpoint_hash = d.endpoint_hash
+		AND (od.state = 'delivered' OR od.state = 'pending' AND od.digest_id IS NOT NULL)
+	WHERE d.state = 'pending' AND d.digest_id IS NULL AND e.kind = 'group_new'
+	GROUP BY d.event_id, d.endpoint_hash
+)
+UPDATE notification_deliveries d SET state = 'skipped', updated_at = now(),
+	last_error = 'not announced: the same failure as group ' || r.announced || ', announced already (one incident)'
+FROM repeat r
+WHERE d.event_id = r.event_id AND d.endpoint_hash = r.endpoint_hash AND d.state = 'pending' AND d.digest_id IS NULL`
+
+// SkipIncidentRepeats settles as skipped the new groups not yet sealed
+// that join an incident already announced: an outage that reaches a
+// second task minutes after the first is the same news, on the incident's
+// page already. It returns how many deliveries it skipped.
+func (s *Store) SkipIncidentRepeats(ctx context.Context, incidents []Incident) (int, error) {
+	var groups, keys []string
+	for _, inc := range incidents {
+		for _, g := range inc.Groups {
+			groups, keys = append(groups, g.Fingerprint), append(keys, inc.ID)
+		}
+	}
+	if len(groups) == 0 {
+		return 0, nil
+	}
+	res, err := s.db.ExecContext(ctx, skipIncidentRepeatsSQL, pq.Array(groups), pq.Array(keys), incidentRepeatWithin.Milliseconds())
+	if err != nil {
+		return 0, fmt.Errorf("skip incident repeats: %w", translate(err))
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, fmt.Errorf("skip incident repeats: %w", err)
+	}
+	return int(n), nil
+}
+
 // DigestTiming is when new-group digests go out.
 type DigestTiming struct {
 	// Window: an endpoint gets at most one digest per Window; the groups

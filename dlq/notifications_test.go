@@ -12,6 +12,7 @@ import (
 
 	"github.com/redrive/redrive/dlq"
 	"github.com/redrive/redrive/dlq/dlqtest"
+	"github.com/redrive/redrive/grouping"
 )
 
 // digestEnv is a database with two webhooks, a and b, and helpers to make
@@ -205,6 +206,53 @@ func TestNotificationDigests(t *testing.T) {
 			if want := slices.Concat(first, later); !sameEventIDs(eventIDs(g), want) {
 				t.Errorf("endpoint %s: digest of %v; want %v", ep, eventIDs(g), want)
 			}
+		}
+	})
+
+	// A new group that joins an incident announced already (the outage
+	// reached a second task a minute later) is no news: skipped, while
+	// an unrelated new group is announced as usual.
+	t.Run("ANewGroupOfAnIncidentAnnouncedAlreadyIsNotAnnouncedAgain", func(t *testing.T) {
+		t.Parallel()
+		e := newDigestEnv(t)
+		letter := func(task, class, msg string) string {
+			fp, err := e.store.GroupLetter(ctx, grouping.Letter{Task: task, Class: class, Message: msg})
+			if err != nil {
+				t.Fatal(err)
+			}
+			dlqtest.InsertDeadLetter(t, e.db.DB, dlqtest.Letter{Task: task, ErrorClass: class, Message: msg, Fingerprint: fp})
+			return fp
+		}
+		outage := func(path, req string) string {
+			return "payments-provider returned 503 Service Unavailable for POST " + path + " (request_id " + req + ")"
+		}
+		charge := letter("payments.charge", "ServiceUnavailable", outage("/v1/payment_intents", "req_4d67ab60"))
+		e.fanOut(t)
+		e.seal(t)
+		for _, g := range e.due(t) {
+			e.record(t, g, dlq.DeliveryAttempt{Delivered: true, Status: 200})
+		}
+		refund := letter("payments.refund", "ServiceUnavailable", outage("/v1/refunds", "req_cd3a0930"))
+		other := letter("mail.send", "SMTPError", "mailbox full")
+		e.fanOut(t)
+		incidents, err := e.store.Incidents(ctx)
+		if err != nil || len(incidents) != 1 || !incidents[0].Has(charge) || !incidents[0].Has(refund) {
+			t.Fatalf("incidents %+v, %v; want one of %s and %s", incidents, err, charge, refund)
+		}
+		if n, err := e.store.SkipIncidentRepeats(ctx, incidents); err != nil || n != 2 {
+			t.Fatalf("skipped %d, %v; want the refund group on both endpoints", n, err)
+		}
+		e.passWindow(t)
+		e.seal(t)
+		for ep, g := range e.due(t) {
+			if len(g.Events) != 1 || g.Events[0].Subject != other {
+				t.Errorf("endpoint %s: digest of %+v; want only the unrelated group %s", ep, g.Events, other)
+			}
+		}
+		var skipped int
+		if err := e.db.Get(&skipped, `SELECT count(*) FROM notification_deliveries d JOIN notification_events ev ON ev.id = d.event_id
+			WHERE ev.subject = $1 AND d.state = 'skipped' AND d.last_error LIKE '%one incident%'`, refund); err != nil || skipped != 2 {
+			t.Errorf("%d skipped deliveries of the refund group saying why, %v; want 2", skipped, err)
 		}
 	})
 

@@ -197,6 +197,8 @@ func (s *Sender) pass(ctx context.Context) {
 			break
 		}
 	}
+	// A new group that joins an incident announced already is no news.
+	s.skipIncidentRepeats(ctx)
 	// Sealing before the digests are read: a digest sealed now goes out in
 	// this pass. A failure leaves the new groups pending for the next pass.
 	if r, err := s.cfg.Store.SealNewGroupDigests(ctx, dlq.DigestTiming{Window: s.cfg.NewGroupWindow, Gather: s.cfg.NewGroupGather}); err != nil {
@@ -324,6 +326,27 @@ func (s *Sender) post(ctx context.Context, ep Endpoint, compose func(context.Con
 		return resp.StatusCode, fmt.Errorf("answered %s: %s", resp.Status, bytes.TrimSpace(snippet))
 	}
 	return resp.StatusCode, nil
+}
+
+// skipIncidentRepeats settles the new groups waiting for a digest that
+// are the same failure as a group of another task announced already. The
+// incidents are read only when a new group waits; a failure leaves them
+// to be announced as usual.
+func (s *Sender) skipIncidentRepeats(ctx context.Context) {
+	waiting, err := s.cfg.Store.HasUnsealedNewGroups(ctx)
+	if err != nil || !waiting {
+		return
+	}
+	incidents, err := s.cfg.Store.Incidents(ctx)
+	if err != nil {
+		s.log.Warn("read incidents for new-group notifications", "err", err)
+		return
+	}
+	if n, err := s.cfg.Store.SkipIncidentRepeats(ctx, incidents); err != nil {
+		s.log.Warn("skip new groups of incidents announced already", "err", err)
+	} else if n > 0 {
+		s.log.Info("new groups of incidents announced already were not announced again", "deliveries", n)
+	}
 }
 
 // backoff is the wait before attempt n+1: exponential, capped, and
