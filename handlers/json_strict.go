@@ -3,6 +3,7 @@ package handlers
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"reflect"
 	"strings"
@@ -24,8 +25,15 @@ import (
 func checkStrict(body []byte, t reflect.Type) error {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
-	return walkStrict(dec, t, "")
+	if err := walkStrict(dec, t, ""); err != nil && !errors.Is(err, errMalformed) {
+		return err
+	}
+	// Malformed JSON is the decoder's to explain, with its position.
+	return nil
 }
+
+// errMalformed stops the walk at the first token that is not JSON.
+var errMalformed = errors.New("malformed JSON")
 
 // walkStrict reads one JSON value from dec; t is the Go type it decodes
 // into (nil where it is free-form: arguments, raw JSON, any), path where it
@@ -33,8 +41,7 @@ func checkStrict(body []byte, t reflect.Type) error {
 func walkStrict(dec *json.Decoder, t reflect.Type, path string) error {
 	tok, err := dec.Token()
 	if err != nil {
-		// Malformed JSON is the decoder's to explain, with its position.
-		return nil
+		return errMalformed
 	}
 	t = elemType(t)
 	switch tok {
@@ -44,7 +51,7 @@ func walkStrict(dec *json.Decoder, t reflect.Type, path string) error {
 		for dec.More() {
 			kt, err := dec.Token()
 			if err != nil {
-				return nil
+				return errMalformed
 			}
 			key, _ := kt.(string)
 			at := joinPath(path, key)
@@ -68,7 +75,9 @@ func walkStrict(dec *json.Decoder, t reflect.Type, path string) error {
 				return err
 			}
 		}
-		_, _ = dec.Token() // '}'
+		if _, err := dec.Token(); err != nil { // '}'
+			return errMalformed
+		}
 	case json.Delim('['):
 		var elem reflect.Type
 		if t != nil && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array) {
@@ -79,7 +88,9 @@ func walkStrict(dec *json.Decoder, t reflect.Type, path string) error {
 				return err
 			}
 		}
-		_, _ = dec.Token() // ']'
+		if _, err := dec.Token(); err != nil { // ']'
+			return errMalformed
+		}
 	}
 	return nil
 }

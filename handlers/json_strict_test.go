@@ -44,6 +44,10 @@ func TestCheckStrict(t *testing.T) {
 		{"DuplicateInRawArguments", `{"args":[{"a":1,"a":2}]}`, "args[0].a", "twice"},
 		{"DuplicateInAnyValue", `{"free":{"k":1,"k":1}}`, "free.k", "twice"},
 		{"MalformedIsTheDecodersToSay", `{"task":`, "", ""},
+		{"MalformedInAnArrayEnds", `{"items":[{"name":"x"},`, "", ""},
+		{"MalformedValueInAnArrayEnds", `{"args":[1, tru]}`, "", ""},
+		{"MalformedKeyEnds", `{"task":"a", 5: 1}`, "", ""},
+		{"UnclosedObjectInFreeFormEnds", `{"free":{"k":1`, "", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := checkStrict([]byte(tc.json), typ)
