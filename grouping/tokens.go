@@ -464,7 +464,11 @@ func isPrefixedID(w string) bool {
 			return false
 		}
 	}
-	upper := false
+	// The random part shows a capital or a digit, or is hexadecimal
+	// through and through: one id in 2,600 of eight hex digits draws
+	// only the letters a-f ("req_beefcafe"), and no word of eight
+	// letters or more is made of them alone.
+	upper, hex := false, true
 	for i := u + 1; i < len(w); i++ {
 		c := w[i]
 		switch {
@@ -474,8 +478,9 @@ func isPrefixedID(w string) bool {
 		default:
 			return false
 		}
+		hex = hex && (c >= '0' && c <= '9' || c >= 'a' && c <= 'f')
 	}
-	return upper
+	return upper || hex
 }
 
 // isLiteral reports the words that are values of any type: true, false,

@@ -37,6 +37,8 @@ func TestTokenize(t *testing.T) {
 		{"authentication failure; rhost=10.0.0.1 user=root", "authentication failure [rhost] <*> [user] root"},
 		// Values that look like words.
 		{"unsupported currency XBT for merchant acct_1N2b3", "unsupported currency <CODE> for merchant <*>"},
+		{"payments-provider returned 503 (request_id req_beefcafe)", "payments-provider returned [503] [request_id] <*>"},
+		{"refund failed: order_accepted", "refund failed [order_accepted]"},
 		{"HTTPSConnectionPool(host='hooks.zapier.com', port=443): Read timed out.", "HTTPSConnectionPool [host] <*> [port] <*> Read timed out"},
 		{"invalid literal for int() with base 10: 'TBD'", "invalid literal for int with base <*> TBD"},
 		{"127.0.0.1:135 open through proxy proxy.example.com:5070 SOCKS5", "<*> open through proxy <*> SOCKS5"},
