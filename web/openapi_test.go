@@ -257,6 +257,8 @@ func TestOpenAPIResponsesMatch(t *testing.T) {
 	c.call(t, seen, vic, "GET", "/api/v1/groups", "", 200)
 	c.call(t, seen, vic, "GET", "/api/v1/groups?sort=rate&limit=1", "", 200)
 	c.call(t, seen, vic, "GET", "/api/v1/groups?sort=nope", "", 400)
+	c.call(t, seen, vic, "GET", "/api/v1/incidents", "", 200)
+	c.call(t, seen, "", "GET", "/api/v1/incidents", "", 401)
 
 	// Actions on one letter.
 	c.call(t, seen, op, "POST", fmt.Sprintf("/api/v1/dead-letters/%d/replay", a), `{"reason": "fixed"}`, 200)
