@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -18,6 +20,9 @@ import (
 type GroupReader interface {
 	Group(ctx context.Context, fingerprint string) (dlq.ErrorGroup, error)
 	GroupHourly(ctx context.Context, fingerprint string, now time.Time) ([]dlq.InflowBucket, error)
+	GroupMinutely(ctx context.Context, fingerprint string, now time.Time) ([]dlq.InflowBucket, error)
+	// GroupVariables is MaskedReads': its values come masked.
+	GroupVariables(ctx context.Context, fingerprint string) (dlq.GroupVariables, error)
 	GroupInflow(ctx context.Context, fingerprints []string, now time.Time) (map[string][]int64, error)
 	ListDeadLetters(ctx context.Context, f dlq.Filter) (dlq.DeadLetterPage, error)
 	GetDeadLetter(ctx context.Context, id int64) (dlq.DeadLetterDetail, error)
@@ -33,8 +38,15 @@ func GroupHref(fingerprint string) string {
 	return "/groups/" + url.PathEscape(fingerprint)
 }
 
-// GroupPage renders /groups/{fingerprint}: what broke and since when, how
-// fast it is still breaking, a sample traceback, the newest letters, and
+// GroupVariables returns what varies between the group's newest letters,
+// each value masked as the message it comes from is on its letter's page.
+func (m MaskedReads) GroupVariables(ctx context.Context, fingerprint string) (dlq.GroupVariables, error) {
+	return m.Store.GroupVariables(ctx, fingerprint, m.Masker)
+}
+
+// GroupPage renders /groups/{fingerprint}: what broke (its template, and
+// what varies between its letters) and since when, how fast it is still
+// breaking, minute by minute, a sample traceback, the newest letters, and
 // the way to replay or discard the whole group.
 func GroupPage(store GroupReader, now func() time.Time, version string) echo.HandlerFunc {
 	return func(c echo.Context) error {
@@ -62,6 +74,14 @@ func GroupPage(store GroupReader, now func() time.Time, version string) echo.Han
 		if err != nil {
 			return err
 		}
+		minutely, err := store.GroupMinutely(ctx, fp, t)
+		if err != nil {
+			return err
+		}
+		vars, err := store.GroupVariables(ctx, fp)
+		if err != nil {
+			return err
+		}
 		status := url.Values{"fingerprint": {fp}}
 		if g.Pending == 0 {
 			status.Set("status", dlq.StatusAll) // a settled group shows its history
@@ -81,6 +101,9 @@ func GroupPage(store GroupReader, now func() time.Time, version string) echo.Han
 		v.Hourly.ID, v.Hourly.Title = "group-hourly", "Letters of this group per hour over the last 24 hours"
 		v.Daily = dailyChart(dailyBuckets(daily[fp], t), t, groupLettersBetween(fp))
 		v.Daily.ID, v.Daily.Title = "group-daily", "Letters of this group per day over the last 14 days"
+		v.Minutely = minuteChart(minutely, t, g.FirstSeen, groupLettersBetween(fp))
+		v.Template, v.Variables = templateView(fp, vars)
+		v.VariablesOf, v.Unfit = variablesOf(vars, g.Total)
 		if len(page.Letters) > 0 {
 			// The newest letter's traceback stands for the group's; it is
 			// read through the masking store like any letter.
@@ -98,6 +121,9 @@ func GroupPage(store GroupReader, now func() time.Time, version string) echo.Han
 		v.Letters.CanAct, v.Letters.CSRFToken = meta.CanAct, meta.CSRFToken
 		v.Letters.FilterQuery = selectionQuery(f)
 		v.CanAct = meta.CanAct
+		if meta.CanAct {
+			v.EditHref = GroupHref(fp) + "/edit"
+		}
 		v.Pause = pauseLinks(meta)
 		return Render(c, http.StatusOK, views.Layout(meta, views.GroupPage(v)))
 	}
@@ -183,4 +209,164 @@ func isSpiking(lastHour int64, inflow []int64) bool {
 	}
 	hours := int64(max(1, len(inflow)*24))
 	return lastHour*hours >= spikeFactor*max(0, sum-lastHour)
+}
+
+// minuteChart charts a group's letters per minute, oldest first, marking
+// the minute the group was first seen when it is in the window: when an
+// outage began, which an hourly bar hides.
+func minuteChart(buckets []dlq.InflowBucket, now, firstSeen time.Time, lettersBetween func(from, to time.Time) string) views.BarChart {
+	c := views.BarChart{
+		ID: "group-minutely", Title: "Letters of this group per minute over the last 3 hours",
+		YLabel: "letters", XLabel: "minute (UTC)",
+		Empty: "No letters of this group in the last 3 hours.",
+		Note:  "The pale bar is the current minute, still filling. Click a bar for its letters.",
+	}
+	for i, b := range buckets {
+		end := b.Start.Add(time.Minute)
+		bar := views.Bar{
+			Value:   b.N,
+			Tip:     fmt.Sprintf("%s UTC: %s%s", b.Start.Format("Jan 2 15:04"), letters(b.N), soFar(now, b.Start, end)),
+			Current: !now.Before(b.Start) && now.Before(end),
+		}
+		// 180 links where most minutes are empty would be noise to
+		// tab through: only bars with letters link.
+		if b.N > 0 {
+			bar.Href = lettersBetween(b.Start, end)
+		}
+		// Label the half hours; the hours stay on a narrow screen.
+		if m := b.Start.Minute(); m%30 == 0 {
+			bar.Label, bar.MinorLabel = b.Start.Format("15:04"), m != 0
+		}
+		if !firstSeen.Before(b.Start) && firstSeen.Before(end) {
+			c.Marks = append(c.Marks, views.ChartMark{Bar: i, Label: "first seen " + firstSeen.UTC().Format("15:04")})
+			c.Note += " The dashed line is the minute the group was first seen."
+		}
+		c.Bars = append(c.Bars, bar)
+	}
+	return c
+}
+
+// templateView maps a group's template and what varies in it to the
+// page: the template in parts, its variables numbered from 1, and for each
+// variable its values, each linking to the group's letters that mention
+// it. A group without a template has neither; one whose letters read fit
+// none has no values to tell.
+func templateView(fp string, gv dlq.GroupVariables) ([]views.TemplatePart, []views.GroupVariableView) {
+	if len(gv.Parts) == 0 {
+		return nil, nil
+	}
+	var vars []views.GroupVariableView
+	if gv.Fit > 0 {
+		for i, v := range gv.Variables {
+			vars = append(vars, variableView(fp, i+1, v, gv.Fit))
+		}
+	}
+	parts := make([]views.TemplatePart, len(gv.Parts))
+	for i, p := range gv.Parts {
+		parts[i] = views.TemplatePart{Text: p.Text}
+		if p.Var < 0 {
+			continue
+		}
+		parts[i].Var = p.Var + 1
+		if p.Var >= len(vars) {
+			continue
+		}
+		parts[i].Hint = variableHint(vars[p.Var])
+		// The word before a variable says what it is ("host ‹2›"); for
+		// one that starts the template, the word after it.
+		if i > 0 && vars[p.Var].Before == "" {
+			vars[p.Var].Before = lastWord(gv.Parts[i-1].Text)
+		}
+		if i+1 < len(gv.Parts) && vars[p.Var].After == "" {
+			vars[p.Var].After = firstWord(gv.Parts[i+1].Text)
+		}
+	}
+	return parts, vars
+}
+
+// variableView maps one variable and its values, out of fit letters.
+func variableView(fp string, n int, v dlq.GroupVariable, fit int) views.GroupVariableView {
+	out := views.GroupVariableView{N: n, Distinct: views.Number(int64(v.Distinct)), Prefix: v.Prefix}
+	// Each letter its own value (an id): listing five of them, once each,
+	// says nothing. A single letter's value is still worth showing.
+	out.AllDifferent = v.Distinct == fit && fit > 1
+	if out.AllDifferent {
+		return out
+	}
+	for _, tv := range v.Top {
+		gv := views.GroupValueView{
+			Value:   tv.Value,
+			Empty:   tv.Value == "",
+			Hidden:  tv.Hidden,
+			Share:   views.Number(int64(tv.N)) + " of " + views.Number(int64(fit)),
+			Percent: int(math.Round(100 * float64(tv.N) / float64(max(fit, 1)))),
+		}
+		if !tv.Hidden && searchable(tv.Value) {
+			gv.Href = "/dead-letters?" + url.Values{"fingerprint": {fp}, "status": {dlq.StatusAll}, "q": {tv.Value}}.Encode()
+		}
+		out.Values = append(out.Values, gv)
+	}
+	return out
+}
+
+// searchable reports whether the letter list accepts s as its search (not
+// too short for its index, not too long, printable).
+func searchable(s string) bool {
+	_, err := dlq.ParseFilter(url.Values{"q": {s}}, time.Time{})
+	return err == nil
+}
+
+// variableHint says in a line what a variable took, for the template's
+// mark of it.
+func variableHint(v views.GroupVariableView) string {
+	switch {
+	case v.AllDifferent && v.Prefix != "":
+		return fmt.Sprintf("%s: %s %s, all %s…", views.VarLabel(v.N), v.Distinct, v.DistinctNoun(), v.Prefix)
+	case v.AllDifferent:
+		return fmt.Sprintf("%s: %s %s", views.VarLabel(v.N), v.Distinct, v.DistinctNoun())
+	case len(v.Values) > 0:
+		top := v.Values[0]
+		value := top.Value
+		if top.Empty {
+			value = "nothing"
+		}
+		return fmt.Sprintf("%s: %s %s, most often %s (%s)", views.VarLabel(v.N), v.Distinct, v.DistinctNoun(), value, top.Share)
+	default:
+		return views.VarLabel(v.N)
+	}
+}
+
+// variablesOf says which letters the variables were counted on, and how
+// many of those did not fit the template ("" when all did).
+func variablesOf(gv dlq.GroupVariables, total int64) (of, unfit string) {
+	if gv.Read == 0 {
+		return "", ""
+	}
+	if gv.Read > gv.Fit {
+		unfit = views.Number(int64(gv.Read - gv.Fit))
+	}
+	switch {
+	case int64(gv.Read) < total:
+		return fmt.Sprintf("the newest %s of %s letters", views.Number(int64(gv.Read)), views.Number(total)), unfit
+	case gv.Read == 1:
+		return "its one letter", unfit
+	default:
+		return fmt.Sprintf("its %s letters", views.Number(int64(gv.Read))), unfit
+	}
+}
+
+func lastWord(s string) string {
+	f := strings.Fields(s)
+	if len(f) == 0 {
+		return ""
+	}
+	return f[len(f)-1]
+}
+
+func firstWord(s string) string {
+	f := strings.Fields(s)
+	if len(f) == 0 {
+		return ""
+	}
+	return f[0]
 }

@@ -1,12 +1,19 @@
 package handlers_test
 
 import (
+	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
 
 	"github.com/PuerkitoBio/goquery"
+
+	"github.com/redrive/redrive/dlq"
+	"github.com/redrive/redrive/dlq/dlqtest"
+	"github.com/redrive/redrive/web"
+	"github.com/redrive/redrive/web/webtest"
 )
 
 // The groups of groupsFixture: group ids are 16 hex digits.
@@ -30,6 +37,12 @@ func groupsFixture(t *testing.T) console {
 	c.insertLetters(t, 30, "email.send", fpHot, "5 minutes")
 	c.insertLetters(t, 12, "reports.build", fpNew, "13 minutes")
 	c.exec(t, `UPDATE dead_letter_records SET traceback = 'Traceback: charge failed for order ' || id WHERE fingerprint = $1`, fpNew)
+	// Three failures, not one incident across three tasks: each group
+	// its own message (insertLetters writes one for all).
+	for fp, msg := range map[string]string{fpOld: "ledger locked by posting ", fpHot: "mailbox full for recipient "} {
+		c.exec(t, `UPDATE dead_letter_records SET error_message = $2 || id WHERE fingerprint = $1`, fp, msg)
+		c.exec(t, `UPDATE error_groups SET sample_message = $2 || '1' WHERE fingerprint = $1`, fp, msg)
+	}
 	return c
 }
 
@@ -151,5 +164,164 @@ func TestGroupPageOfAMergedGroup(t *testing.T) {
 	}
 	if rec := c.do(t, http.MethodGet, "/groups/00000000000000a9", ""); rec.Code != http.StatusNotFound {
 		t.Errorf("an unknown group: status %d, want 404", rec.Code)
+	}
+}
+
+// cardLetter is a letter of the declined-card failure TestGroupPageShowsWhatVaries
+// reads: the card number is in its kwargs under a masked key, and in its
+// message.
+func cardLetter(fp, card, host, customer string) dlqtest.Letter {
+	return dlqtest.Letter{Task: "payments.charge", ErrorClass: "CardError", Fingerprint: fp,
+		Kwargs:  fmt.Sprintf(`{"card_number": %q}`, card),
+		Message: fmt.Sprintf("card %s declined at host %s for customer %s", card, host, customer)}
+}
+
+// TestGroupPageShowsWhatVaries: the page leads with the group's template,
+// its variables marked, and tells for each variable how many values the
+// letters gave it and the most common ones, masked as the letter page
+// masks them, each a search of the group's letters.
+func TestGroupPageShowsWhatVaries(t *testing.T) {
+	t.Parallel()
+	c := newConsole(t)
+	const card, otherCard = "4242424242424242", "5555555555554444"
+	// The template the grouper learns from these letters, kept as it
+	// keeps it (handlers do not import the grouping package).
+	fp := dlqtest.GroupID("declined cards")
+	c.exec(t, `INSERT INTO error_templates (id, task, error_class, place, tokens, fixed, seq)
+		SELECT $1, 'payments.charge', 'CardError', '', w, array_fill(false, ARRAY[cardinality(w)]), nextval('error_templates_seq')
+		FROM string_to_array($2, ' ') w`, fp, "card <*> declined at host <*> for customer <*>")
+	for i := range 10 {
+		host, cc := "payments-3.eu-west-1", card
+		if i%5 == 4 {
+			host, cc = "payments-1.eu-west-1", otherCard
+		}
+		dlqtest.InsertDeadLetter(t, c.db.DB, cardLetter(fp, cc, host, fmt.Sprintf("cus_K7RQ2M9X%02d", i)))
+	}
+
+	rec, doc := c.page(t, "/groups/"+fp)
+	if rec.Code != http.StatusOK {
+		t.Fatalf("status %d: %.300s", rec.Code, rec.Body)
+	}
+	if strings.Contains(rec.Body.String(), card) || strings.Contains(rec.Body.String(), otherCard) {
+		t.Error("the page shows a card number that masking hides")
+	}
+	if got := squash(byTestID(doc.Selection, "group-template")); got != "card ‹1› declined at host ‹2› for customer ‹3›" {
+		t.Errorf("template %q", got)
+	}
+	if got := squash(byTestID(doc.Selection, "group-id")); got != fp {
+		t.Errorf("group id %q, want %s", got, fp)
+	}
+	if href := byTestID(doc.Selection, "group-edit").AttrOr("href", ""); href != "/groups/"+fp+"/edit" {
+		t.Errorf("merge or split link %q", href)
+	}
+	if got := squash(byTestID(doc.Selection, "group-variables").Find("h2")); got != "What varies · its 10 letters" {
+		t.Errorf("variables heading %q", got)
+	}
+
+	type row struct{ variable, distinct, values string }
+	var rows []row
+	byTestID(doc.Selection, "group-variable").Each(func(_ int, s *goquery.Selection) {
+		values := squash(byTestID(s, "variable-values"))
+		if li := byTestID(s, "variable-value"); li.Length() > 0 {
+			values = strings.Join(li.Map(func(_ int, v *goquery.Selection) string { return squash(v) }), " | ")
+		}
+		rows = append(rows, row{squash(byTestID(s, "variable-label")), squash(byTestID(s, "variable-distinct")), values})
+	})
+	want := []row{
+		{"card ‹1›", "2", "••• (hidden) 10 of 10 · 100%"},
+		{"host ‹2›", "2", "payments-3.eu-west-1 8 of 10 · 80% | payments-1.eu-west-1 2 of 10 · 20%"},
+		{"customer ‹3›", "10", "every letter its own: cus_K7RQ2M9X0…"},
+	}
+	if fmt.Sprint(rows) != fmt.Sprint(want) {
+		t.Errorf("what varies:\n got %q\nwant %q", rows, want)
+	}
+	// A hidden value cannot be searched for; a host can, among the
+	// group's letters.
+	vars := byTestID(doc.Selection, "group-variable")
+	if n := vars.Eq(0).Find("a").Length(); n != 0 {
+		t.Errorf("the hidden value links %d times", n)
+	}
+	href := vars.Eq(1).Find("a").First().AttrOr("href", "")
+	rec, list := c.page(t, href)
+	if rec.Code != http.StatusOK || !strings.Contains(href, "fingerprint="+fp) {
+		t.Fatalf("%q: status %d", href, rec.Code)
+	}
+	if n := byTestID(list.Selection, "letter-row").Length(); n != 8 {
+		t.Errorf("%q lists %d letters, want the 8 of payments-3", href, n)
+	}
+
+	// The inflow by the minute marks the minute the group began.
+	if byTestID(doc.Selection, "group-minutely").Length() != 1 || byTestID(doc.Selection, "group-minutely-mark").Length() != 1 {
+		t.Error("no per-minute chart with the first seen minute marked")
+	}
+
+	// Who may not act sees no way to merge or split.
+	h, err := web.NewServer(web.Config{Store: c.store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	viewer := httptest.NewRecorder()
+	webtest.AsRole(t, h, c.store, dlq.RoleViewer).ServeHTTP(viewer, httptest.NewRequest(http.MethodGet, "/groups/"+fp, nil))
+	if viewer.Code != http.StatusOK || strings.Contains(viewer.Body.String(), `data-testid="group-edit"`) {
+		t.Errorf("viewer: status %d, merge or split link shown: %v", viewer.Code, strings.Contains(viewer.Body.String(), "group-edit"))
+	}
+}
+
+// TestGroupPageWithoutATemplate: a group whose letters were grouped
+// before templates were learned shows its sample message as before, and
+// says so.
+func TestGroupPageWithoutATemplate(t *testing.T) {
+	t.Parallel()
+	c := groupsFixture(t)
+	_, doc := c.page(t, "/groups/"+fpNew)
+	if byTestID(doc.Selection, "group-template").Length() != 0 || byTestID(doc.Selection, "group-variables").Length() != 0 {
+		t.Error("a template or variables for a group without a template")
+	}
+	if got := squash(doc.Find(".group-id")); !strings.Contains(got, "no template is kept") || squash(byTestID(doc.Selection, "group-id")) != fpNew {
+		t.Errorf("group id line %q", got)
+	}
+	if got := squash(byTestID(doc.Selection, "group-message")); !strings.HasPrefix(got, "card declined for order") {
+		t.Errorf("sample message %q", got)
+	}
+	// Its 12 letters failed 13 minutes ago, in the minute it began.
+	var counts []string
+	byTestID(doc.Selection, "group-minutely-bar").Each(func(_ int, s *goquery.Selection) {
+		if n := s.AttrOr("data-count", ""); n != "0" {
+			counts = append(counts, n)
+		}
+	})
+	if fmt.Sprint(counts) != "[12]" || byTestID(doc.Selection, "group-minutely-mark").Length() != 1 {
+		t.Errorf("per minute: bars with letters %v, %d marks; want [12] and the first seen mark", counts, byTestID(doc.Selection, "group-minutely-mark").Length())
+	}
+	_, doc = c.page(t, "/groups/"+fpOld)
+	if got := squash(byTestID(doc.Selection, "group-minutely-empty")); got != "No letters of this group in the last 3 hours." {
+		t.Errorf("per minute of a group 3 days old: %q", got)
+	}
+}
+
+// TestGroupPageCountsTheNewestLetters: a big group's values are counted on
+// its newest letters, and the page says so, and how many of them did not
+// fit the template.
+func TestGroupPageCountsTheNewestLetters(t *testing.T) {
+	t.Parallel()
+	c := newConsole(t)
+	fp := dlqtest.GroupID("many charges")
+	c.exec(t, `INSERT INTO error_templates (id, task, error_class, place, tokens, fixed, seq)
+		VALUES ($1, 'billing.charge', 'ChargeError', '', ARRAY['charge', '<*>', 'failed'], ARRAY[false, false, false], 1)`, fp)
+	c.exec(t, `INSERT INTO dead_letter_records (job_id, queue, task, args, kwargs, error_class, error_message,
+		attempts, max_attempts, reason, fingerprint, enqueued_at, failed_at)
+		SELECT g, 'default', 'billing.charge', '[]', '{}', 'ChargeError',
+			CASE WHEN g > 2002 THEN 'payments are down' ELSE 'charge ch_' || g || ' failed' END,
+			3, 3, 'exhausted', $1, now() - interval '1 hour' + g * interval '1 second', now() - interval '1 hour' + g * interval '1 second'
+		FROM generate_series(1, 2005) g`, fp)
+	_, doc := c.page(t, "/groups/"+fp)
+	if got := squash(byTestID(doc.Selection, "group-variables").Find("h2")); got != "What varies · the newest 2,000 of 2,005 letters" {
+		t.Errorf("heading %q", got)
+	}
+	if got := squash(byTestID(doc.Selection, "variables-unfit")); !strings.HasPrefix(got, "3 of these letters do not fit the template") {
+		t.Errorf("unfit note %q", got)
+	}
+	if got := squash(byTestID(doc.Selection, "variable-distinct")); got != "1,997" {
+		t.Errorf("distinct %q, want 1,997", got)
 	}
 }
