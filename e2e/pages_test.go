@@ -124,12 +124,29 @@ func TestPagesFitAPhone(t *testing.T) {
 			const wide = [...document.querySelectorAll('body *')].filter(e => e.getBoundingClientRect().right > w + 1)
 				.filter(e => !e.closest('.table-scroll, .chart-wrap, pre'))
 				.slice(0, 3).map(e => e.tagName.toLowerCase() + (e.className && typeof e.className === 'string' ? '.' + e.className.split(' ').join('.') : '') + ' ' + Math.round(e.getBoundingClientRect().right) + 'px');
-			return {scroll: document.documentElement.scrollWidth, width: w, wide: wide.join(', ')};
+			const header = document.querySelector('header.topbar').getBoundingClientRect().height;
+			const cur = document.querySelector('.nav [aria-current="page"]');
+			const curSeen = !cur || (cur.getBoundingClientRect().left >= 0 && cur.getBoundingClientRect().right <= w + 1);
+			const unhinted = [...document.querySelectorAll('.table-wrap, .table-scroll')]
+				.filter(e => e.scrollWidth > e.clientWidth + 1 && !getComputedStyle(e).backgroundImage.includes('gradient')).length;
+			return {scroll: document.documentElement.scrollWidth, width: w, wide: wide.join(', '), header, curSeen, unhinted};
 		}`)
 		must(t, err)
 		m := got.(map[string]any)
 		if num(m["scroll"]) > num(m["width"]) {
 			t.Errorf("%s scrolls sideways: %v px wide in a %v px screen; sticking out: %s", p, m["scroll"], m["width"], m["wide"])
+		}
+		// The header leaves the phone's screen to the page (it took 355 of
+		// 844 px), the current page's entry in view.
+		if h := num(m["header"]); h > 130 {
+			t.Errorf("%s: the header is %v px tall on a phone; want at most 130", p, h)
+		}
+		if m["curSeen"] != true {
+			t.Errorf("%s: the current page's navigation entry is scrolled out of view", p)
+		}
+		// A table wider than the screen scrolls in its box, and shows it.
+		if n := num(m["unhinted"]); n > 0 {
+			t.Errorf("%s: %v tables scroll sideways with no hint", p, n)
 		}
 		if strings.HasPrefix(p, "/groups/") || p == "/" || p == "/dead-letters" || p == "/operations" || strings.HasPrefix(p, "/dead-letters/bulk") {
 			screenshot(t, page, "phone"+strings.ReplaceAll(p, "/", "-"))

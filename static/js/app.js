@@ -416,8 +416,17 @@
   document.addEventListener("mouseover", onChartPoint);
   document.addEventListener("focusout", onChartLeave);
   document.addEventListener("mouseout", onChartLeave);
+  // On a phone the navigation is one row that scrolls sideways: bring the
+  // current page's entry into it.
+  function showCurrentNav() {
+    var nav = document.querySelector(".topbar nav");
+    var cur = nav && nav.querySelector('[aria-current="page"]');
+    if (cur && nav.scrollWidth > nav.clientWidth) {
+      nav.scrollLeft = cur.offsetLeft - (nav.clientWidth - cur.offsetWidth) / 2;
+    }
+  }
   document.addEventListener("DOMContentLoaded", function () {
-    refreshTimes(); updateSelection(); initCharts(); watchOutagePage();
+    refreshTimes(); updateSelection(); initCharts(); watchOutagePage(); showCurrentNav();
   });
   document.addEventListener("htmx:afterSwap", function (ev) {
     refreshTimes(ev.target); updateSelection(); initCharts();
