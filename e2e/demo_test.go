@@ -58,6 +58,7 @@ func TestDemoIncidentDeployTheFix(t *testing.T) {
 	_, err = page.Goto(base + "/")
 	must(t, err)
 	must(t, page.GetByTestId("demo-deploy-fix").Click())
+	must(t, expect.Locator(page.GetByTestId("flash")).ToContainText("Deployed the fix: the payments-provider is back up"))
 	must(t, expect.Locator(panel).ToContainText("is back since"))
 	must(t, expect.Locator(page.GetByTestId("demo-deploy-fix")).ToHaveCount(0))
 	screenshot(t, page, "overview-demo-fixed")

@@ -48,9 +48,13 @@ func DeployDemoFix(o DemoOutage, now func() time.Time) echo.HandlerFunc {
 		if err := o.DeployFix(c.Request().Context(), a.Actor, now()); err != nil {
 			return err
 		}
-		return c.Redirect(http.StatusSeeOther, "/")
+		return c.Redirect(http.StatusSeeOther, "/?done="+demoFixDeployed)
 	}
 }
+
+// demoFixDeployed is the overview's ?done= after "Deploy the fix", which
+// says what happened.
+const demoFixDeployed = "fix"
 
 // The demo incident's tasks and the error class they fail with while the
 // payments provider is down (worker/demo's payments tasks and

@@ -46,6 +46,10 @@ func Overview(store OverviewReader, demo DemoOutage, version string) echo.Handle
 		}
 		meta := Meta(c, "Overview", "overview", version)
 		meta.Skips = []views.SkipLink{{Href: "#top-groups", Label: "Skip to top error groups"}}
+		if page.Demo != nil && c.QueryParam("done") == demoFixDeployed {
+			meta.Flash = &views.Flash{Kind: "ok", Message: "Deployed the fix: the " + page.Demo.Dependency + " is back up (audited). " +
+				"New jobs succeed again; replay the incident's letters from the panel below, with a canary first."}
+		}
 		return Render(c, http.StatusOK, views.Layout(meta, views.Overview(page)))
 	}
 }
