@@ -3,7 +3,8 @@
 # `make run` and `make test` work on a fresh Debian or Ubuntu machine: run
 # as root, they install what is missing (scripts/deps.sh), and nothing
 # depends on a service started by hand. The test suite starts its own
-# throwaway Postgres unless DATABASE_URL names one.
+# throwaway Postgres unless DATABASE_URL names one. Go (the release go.mod
+# names) is checked, never installed: scripts/deps.sh says where to get it.
 
 SHELL := /bin/bash
 .SHELLFLAGS := -euo pipefail -c
@@ -11,6 +12,7 @@ SHELL := /bin/bash
 MAKEFLAGS += --no-print-directory
 
 GO ?= go
+export GO # scripts/deps.sh checks this go
 BIN := bin/redrive
 
 # make fuzz FUZZTIME=5m; make test runs each fuzz target for FUZZTIME_TEST
@@ -42,8 +44,14 @@ run: ## install PostgreSQL if missing, build, and run everything locally (redriv
 	@$(MAKE) build
 	./$(BIN) dev
 
+# go-check stops with a message saying where to get Go when it is missing or
+# older than go.mod's go line (run and test check it through deps.sh).
+.PHONY: go-check
+go-check:
+	@scripts/deps.sh go
+
 .PHONY: build
-build: ## build bin/redrive
+build: go-check ## build bin/redrive
 	$(GO) build -trimpath -ldflags "-X github.com/redrive/redrive/internal/cli.version=$$(git describe --always --dirty 2>/dev/null || echo dev)" -o $(BIN) .
 
 .PHONY: generate
@@ -61,7 +69,7 @@ test: ## install what tests need, then vet, lint, check formatting and generated
 	echo "make test: passed in $$((SECONDS - start))s"
 
 .PHONY: reliability
-reliability: ## run the reliability suites at full size (minutes) and print their figures for the README
+reliability: ## run the reliability suites at full size (minutes) and print their figures (docs/architecture.md#reliability)
 	@scripts/deps.sh run
 	$(GO) test -count=1 -timeout 60m -v -run . ./reliability/ -args -long 2>&1 | tee reliability.log | grep -E '^(--- |ok|FAIL|PASS)|figures:|_test.go:'
 

@@ -2,8 +2,10 @@
 # Installs what `make run` and `make test` need on a fresh Debian or Ubuntu
 # machine, skipping whatever is already there, so running it again costs
 # a second. Only root installs system packages; anyone else is told what to
-# install.
+# install. Go itself is checked, never installed: Debian's golang package is
+# older than the release go.mod names.
 #
+#   scripts/deps.sh go      only check that Go is there and new enough
 #   scripts/deps.sh run     PostgreSQL server binaries (unless DATABASE_URL is set)
 #   scripts/deps.sh test    the above, Debian's chromium, node and npm, pgbouncer
 #                           (the suite runs the worker and console through one), and
@@ -15,6 +17,67 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 say() { echo "deps: $*" >&2; }
+
+# check_go stops with a message that says where to get Go when the go
+# command (GO, default go) is missing or older than the go line of go.mod.
+# A Go from 1.21 on that is older fetches the newer toolchain by itself
+# (GOTOOLCHAIN=auto) and reports that one, which is fine.
+check_go() {
+	local go=${GO:-go} want have out
+	want=$(sed -n 's/^go \([0-9][0-9.]*\)$/\1/p' go.mod)
+	if ! command -v "$go" >/dev/null; then
+		if [ -x /usr/local/go/bin/go ]; then
+			say "Redrive needs Go $want or newer. There is no $go on your PATH, but /usr/local/go/bin/go exists:"
+			say "  export PATH=/usr/local/go/bin:\$PATH"
+			exit 1
+		fi
+		say "Redrive needs Go $want or newer, and there is no $go on your PATH."
+		where_to_get_go "$want"
+	fi
+	if ! out=$("$go" version 2>&1); then
+		say "Redrive needs Go $want or newer; '$go version' failed: $out"
+		where_to_get_go "$want"
+	fi
+	have=$(sed -n 's/^go version \(devel \)\{0,1\}go\([0-9][0-9.]*\).*/\2/p' <<<"$out")
+	if [ -z "$have" ] || ! version_at_least "$have" "$want"; then
+		say "Redrive needs Go $want or newer; $(command -v "$go") says: $out"
+		where_to_get_go "$want"
+	fi
+}
+
+# where_to_get_go says how to install Go $1 and exits. Not from apt: the
+# golang package of Debian 12 is Go 1.19.
+where_to_get_go() {
+	local arch sudo=sudo
+	[ "$(id -u)" = 0 ] && sudo=
+	case "$(uname -m)" in
+	x86_64) arch=amd64 ;;
+	aarch64 | arm64) arch=arm64 ;;
+	*) arch="<arch>" ;;
+	esac
+	cat >&2 <<-EOF
+		deps: Debian's and Ubuntu's golang packages are too old. Get Go $1 or newer from https://go.dev/dl/, for example:
+		  curl -fsSLO https://go.dev/dl/go$1.linux-$arch.tar.gz
+		  ${sudo:+$sudo }rm -rf /usr/local/go && ${sudo:+$sudo }tar -C /usr/local -xzf go$1.linux-$arch.tar.gz
+		  export PATH=/usr/local/go/bin:\$PATH
+		then run make again.
+	EOF
+	exit 1
+}
+
+# version_at_least reports whether dotted version $1 >= $2 (1.26 = 1.26.0).
+version_at_least() {
+	local -a a b
+	IFS=. read -ra a <<<"$1"
+	IFS=. read -ra b <<<"$2"
+	local i
+	for i in 0 1 2; do
+		if ((${a[i]:-0} != ${b[i]:-0})); then
+			((${a[i]:-0} > ${b[i]:-0}))
+			return
+		fi
+	done
+}
 
 # has_postgres mirrors localpg.FindBinDir: initdb in `pg_config --bindir`,
 # else in one of Debian's versioned folders.
@@ -123,18 +186,23 @@ install_axe() {
 }
 
 case "${1:-}" in
+go)
+	check_go
+	;;
 run)
+	check_go
 	read -ra pkgs <<<"$(missing_packages run)"
 	install_packages "${pkgs[@]}"
 	;;
 test)
+	check_go
 	read -ra pkgs <<<"$(missing_packages test)"
 	install_packages "${pkgs[@]}"
 	install_axe
 	install_driver
 	;;
 *)
-	echo "usage: $0 run|test" >&2
+	echo "usage: $0 go|run|test" >&2
 	exit 2
 	;;
 esac
