@@ -14,7 +14,7 @@ import (
 	"github.com/redrive/redrive/dlq/dlqtest"
 )
 
-var update = flag.Bool("update", false, "rewrite README.md's configuration table from the options table")
+var update = flag.Bool("update", false, "rewrite docs/configuration.md's table of variables from the options table")
 
 // result is what one in-process run of the binary printed and returned.
 type result struct {
@@ -136,28 +136,32 @@ func TestEnvironmentThenFlags(t *testing.T) {
 	}
 }
 
-// The README's configuration table is the options table: regenerate it
-// with go test ./internal/cli -run TestREADMEConfiguration -update.
-func TestREADMEConfigurationTable(t *testing.T) {
+// configurationDoc is the page that holds the configuration table, from
+// this package's folder.
+const configurationDoc = "../../docs/configuration.md"
+
+// docs/configuration.md's table of variables is the options table:
+// regenerate it with go test ./internal/cli -run TestConfigurationDoc -update.
+func TestConfigurationDocTable(t *testing.T) {
 	const begin, end = "<!-- begin configuration: generated from internal/cli/flags.go -->\n", "<!-- end configuration -->"
-	raw, err := os.ReadFile("../../README.md")
+	raw, err := os.ReadFile(configurationDoc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	readme := string(raw)
-	i, j := strings.Index(readme, begin), strings.Index(readme, end)
+	doc := string(raw)
+	i, j := strings.Index(doc, begin), strings.Index(doc, end)
 	if i < 0 || j < i {
-		t.Fatalf("README.md has no %q ... %q block", begin, end)
+		t.Fatalf("%s has no %q ... %q block", configurationDoc, begin, end)
 	}
 	want := configurationTable()
-	if got := readme[i+len(begin) : j]; got != want {
+	if got := doc[i+len(begin) : j]; got != want {
 		if *update {
-			if err := os.WriteFile("../../README.md", []byte(readme[:i+len(begin)]+want+readme[j:]), 0o644); err != nil {
+			if err := os.WriteFile(configurationDoc, []byte(doc[:i+len(begin)]+want+doc[j:]), 0o644); err != nil {
 				t.Fatal(err)
 			}
 			return
 		}
-		t.Errorf("README.md's configuration table differs from the options table (go test ./internal/cli -run TestREADMEConfiguration -update):\ngot\n%s\nwant\n%s", got, want)
+		t.Errorf("%s's configuration table differs from the options table (go test ./internal/cli -run TestConfigurationDoc -update):\ngot\n%s\nwant\n%s", configurationDoc, got, want)
 	}
 }
 
