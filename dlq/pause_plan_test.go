@@ -121,7 +121,7 @@ func explainClaim(t *testing.T, db *dlqtest.DB, queues []string, after map[strin
 // are read once per claim whatever the backlog. A paused queue costs
 // nothing: it leaves the walk before it starts. A paused task's jobs stay
 // in jobs_claimable_idx, so the walk reads past those due ahead of the
-// first job it may take; the README quotes the figures this logs.
+// first job it may take; docs/performance.md quotes the figures this logs.
 func TestClaimCostOfPauses(t *testing.T) {
 	t.Parallel()
 	db := dlqtest.NewDB(t)
@@ -160,7 +160,7 @@ func TestClaimCostOfPauses(t *testing.T) {
 	if task.pauses > 2 {
 		t.Errorf("the pauses table was read %.0f times in one claim, want once per list (2)", task.pauses)
 	}
-	// The cost the README states: the walk reads the paused jobs ahead,
+	// The cost docs/performance.md states: the walk reads the paused jobs ahead,
 	// and no more than the limit beyond them.
 	if task.walked > paused+limit+1 {
 		t.Errorf("walked %.0f rows, want at most the paused backlog plus the limit (%d)", task.walked, paused+limit+1)

@@ -35,9 +35,9 @@ import (
 // small pauses table), not once per row. A paused queue drops out of the
 // queue list before its walk: free. A paused task's jobs stay in
 // jobs_claimable_idx, so the walk reads past those that are due ahead of
-// the first job it may take: O(paused jobs due ahead), measured in the
-// README ("During an incident"). The task is compared
-// concatenated with the empty string, an expression without statistics:
+// the first job it may take: O(paused jobs due ahead), measured in
+// docs/performance.md ("What a task pause costs the claim"). The task is
+// compared concatenated with the empty string, an expression without statistics:
 // compared bare, with the list unknown at planning time, Postgres guessed
 // from jobs.task's few distinct values that almost no row would pass, and
 // sorted the queue's whole backlog instead of walking the index

@@ -30,7 +30,7 @@ type keyError struct{ key string }
 func (e *keyError) Error() string      { return fmt.Sprintf("'%s'", e.key) }
 func (e *keyError) ErrorClass() string { return "KeyError" }
 
-// webhookMessage is the JSON body the README documents for a webhook
+// webhookMessage is the JSON body docs/incident.md documents for a webhook
 // (notify.Message, read as a receiver reads it: by its wire format).
 type webhookMessage struct {
 	ID    int64  `json:"id"`
@@ -86,7 +86,7 @@ func (h *webhookReceiver) await(t *testing.T, event string, within time.Duration
 	}
 }
 
-// TestIncidentJourney is the README's "During an incident", end to end,
+// TestIncidentJourney is docs/incident.md's walk-through, end to end,
 // with a real worker running: a poison payload starts failing billing.charge
 // and a new error group appears; the on-call's webhook hears of it within
 // a minute and links to the group; from the group's page the task is

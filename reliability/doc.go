@@ -28,7 +28,7 @@
 // Each suite is a test in `make test`, sized for CI (short mode, the
 // default). `make reliability` runs them in long mode (-long: more jobs,
 // more kills, a minute of load) and prints each suite's figures, the lines
-// starting "figures:", for the README's Reliability section.
+// starting "figures:", for docs/architecture.md ("Reliability").
 //
 // Worker processes are this test binary run again with REDRIVE_RELIABILITY_CHILD
 // set (see child_test.go), so a suite can SIGKILL or SIGTERM them. Every

@@ -42,8 +42,8 @@ var parts = map[string]string{
 }
 
 // arrows are the imports a part's code may make, besides its own part.
-// They point one way: handlers -> replay/store -> database. The README's
-// Architecture section lists the same arrows.
+// They point one way: handlers -> replay/store -> database. docs/
+// architecture.md ("The parts") lists the same arrows.
 var arrows = map[string][]string{
 	// The binary (main and internal/cli) wires everything: the store, the
 	// replay service, the worker with the demo tasks, the console, the

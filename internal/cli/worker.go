@@ -27,7 +27,7 @@ func runWorker(ctx context.Context, args []string, e env) error {
 	}
 	if !f.boolean("demo-tasks") {
 		return usagef("no tasks to run: this binary has only the demo tasks (--demo-tasks); " +
-			"an application runs its own handlers by embedding the worker package (see README)")
+			"an application runs its own handlers by embedding the worker package (see docs/deployment.md, Your own tasks)")
 	}
 	logger, err := newLogger(f, e.stderr)
 	if err != nil {

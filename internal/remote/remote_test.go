@@ -270,7 +270,7 @@ func TestGroupsSortNamesAreTheAPIs(t *testing.T) {
 	}
 }
 
-// TestOnCallJourney is the README's three commands: what broke, replay it
+// TestOnCallJourney is docs/api.md's three commands ("Remote CLI"): what broke, replay it
 // safely, watch it settle.
 func TestOnCallJourney(t *testing.T) {
 	t.Parallel()
