@@ -69,7 +69,10 @@ func applyMaskPolicy(ctx context.Context, store *dlq.Store, ac auth.Config, logg
 func rebuildStale(ctx context.Context, store *dlq.Store, logger *slog.Logger) {
 	st, err := store.MaskPolicy(ctx)
 	if err != nil {
-		logger.Error("search rebuild", "err", err)
+		// Stopping before the first read is not a failure.
+		if ctx.Err() == nil {
+			logger.Error("search rebuild", "err", err)
+		}
 		return
 	}
 	if st.Stale == 0 {
