@@ -124,6 +124,11 @@ gobench: ## run the Go benchmarks COUNT times each and print medians (benchstat)
 	$(GO) test -run '^$$' -bench '$(BENCH)' -benchmem -count $(COUNT) -timeout 60m $(PKGS) | tee bench/latest.txt
 	$(GO) tool benchstat bench/latest.txt
 
+# The dev cluster may live outside the checkout (under /var/lib/redrive when
+# root runs a clone below a private folder): only redrive knows where, so
+# `redrive dev --reset` removes it. go run, not bin/redrive, which may be
+# missing or older than --reset.
 .PHONY: clean
-clean: ## remove build output, benchmark results and screenshots (keeps .cache and .redrive)
+clean: ## remove build output, benchmark results, screenshots and the dev cluster with its data (keeps .cache)
+	$(GO) run . dev --reset
 	rm -rf bin bench e2e/screenshots

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -11,7 +10,6 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/redrive/redrive/dlq"
-	"github.com/redrive/redrive/internal/localpg"
 	"github.com/redrive/redrive/web"
 	"github.com/redrive/redrive/worker"
 	"github.com/redrive/redrive/worker/demo"
@@ -33,12 +31,19 @@ const (
 )
 
 func runDev(ctx context.Context, args []string, e env) error {
-	fs := newFlagSet("dev", "Everything in one process for a first look: a private Postgres cluster\n(unless DATABASE_URL is set), migrations, the demo tasks, a demo producer\nthat keeps a realistic mix of jobs flowing, a worker and the console.", e.stderr)
-	register(fs, databaseOptions, consoleOptions, workerOptions, []string{"data-dir", "demo-rate", "migrate-database-url"})
+	fs := newFlagSet("dev", "Everything in one process for a first look: a private Postgres cluster\n(unless DATABASE_URL is set), migrations, the demo tasks, a demo producer\nthat keeps a realistic mix of jobs flowing, a worker and the console.\nWith --reset, remove the private cluster instead, wherever it lives.", e.stderr)
+	register(fs, databaseOptions, consoleOptions, workerOptions, []string{"data-dir", "demo-rate", "migrate-database-url", "reset"})
 	setDefaults(fs, devDefaults)
 	f, err := parse(fs, args, e.getenv)
 	if err != nil {
 		return err
+	}
+	dataDir, err := filepath.Abs(f.str("data-dir"))
+	if err != nil {
+		return fmt.Errorf("--data-dir: %w", err)
+	}
+	if f.boolean("reset") {
+		return resetDev(ctx, dataDir, e.stdout)
 	}
 	logger, err := newLogger(f, e.stderr)
 	if err != nil {
@@ -52,16 +57,16 @@ func runDev(ctx context.Context, args []string, e env) error {
 	}
 	databaseURL := f.str("database-url")
 	if databaseURL == "" {
-		url, stop, err := startDevPostgres(ctx, f.str("data-dir"), e.stdout)
+		cluster, err := startDevPostgres(ctx, dataDir, devPostgresPort, e.stdout)
 		if err != nil {
 			return err
 		}
 		defer func() {
-			if err := stop(); err != nil {
+			if err := cluster.Stop(); err != nil {
 				logger.Error("stop postgres", "err", err)
 			}
 		}()
-		databaseURL = url
+		databaseURL = cluster.DSN("redrive")
 	}
 	db, err := openDB(ctx, databaseURL)
 	if err != nil {
@@ -117,28 +122,6 @@ func runDev(ctx context.Context, args []string, e env) error {
 	g.Go(func() error { return RunWorker(gctx, store, cfg) })
 	g.Go(func() error { return producer.Run(gctx) })
 	return g.Wait()
-}
-
-// startDevPostgres starts (or reuses) the private cluster under dataDir
-// and returns the URL of its redrive database and what stops it.
-func startDevPostgres(ctx context.Context, dataDir string, stdout io.Writer) (string, func() error, error) {
-	dir, err := filepath.Abs(filepath.Join(dataDir, "postgres"))
-	if err != nil {
-		return "", nil, err
-	}
-	fmt.Fprintf(stdout, "Starting a private PostgreSQL for %s ...\n", dir)
-	cluster, err := localpg.Start(ctx, localpg.Config{Dir: dir, Port: 54329, Durable: true})
-	if err != nil {
-		return "", nil, err
-	}
-	if why := cluster.Moved(); why != "" {
-		fmt.Fprintf(stdout, "%s.\n", why)
-	}
-	fmt.Fprintf(stdout, "PostgreSQL data: %s\n", cluster.Dir())
-	if err := dlq.EnsureDatabase(ctx, cluster.DSN("postgres"), "redrive"); err != nil {
-		return "", nil, errors.Join(err, cluster.Stop())
-	}
-	return cluster.DSN("redrive"), cluster.Stop, nil
 }
 
 func printDevBanner(w io.Writer, url, password, databaseURL string, rate float64, queues string, incident time.Time) {
