@@ -2,8 +2,10 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -11,6 +13,7 @@ import (
 
 	"github.com/redrive/redrive/dlq"
 	"github.com/redrive/redrive/web"
+	"github.com/redrive/redrive/web/auth"
 	"github.com/redrive/redrive/worker"
 	"github.com/redrive/redrive/worker/demo"
 )
@@ -18,7 +21,8 @@ import (
 // devDefaults make a first look lively: all demo queues, quick retries.
 var devDefaults = map[string]string{
 	"addr": "127.0.0.1:8080", "queues": "default,payments,emails,webhooks", "retry-base": "500ms", "retry-cap": "10s", "shutdown-grace": "5s",
-	// Retries of the demo traffic would bury the banner; dead letters still show.
+	// Retries of the demo traffic would bury the banner; dead letters are
+	// counted on the terminal (devLog) and each one is in the log file.
 	"log-level": "warn",
 }
 
@@ -29,6 +33,10 @@ const (
 	devIncidentAfter = 2 * time.Minute
 	devIncidentFor   = 5 * time.Minute
 )
+
+// devSignInFile, in --data-dir, holds the console's URL, user and password
+// of the running dev, for whoever lost the banner.
+const devSignInFile = "sign-in.txt"
 
 func runDev(ctx context.Context, args []string, e env) error {
 	fs := newFlagSet("dev", "Everything in one process for a first look: a private Postgres cluster\n(unless DATABASE_URL is set), migrations, the demo tasks, a demo producer\nthat keeps a realistic mix of jobs flowing, a worker and the console.\nWith --reset, remove the private cluster instead, wherever it lives.", e.stderr)
@@ -45,29 +53,46 @@ func runDev(ctx context.Context, args []string, e env) error {
 	if f.boolean("reset") {
 		return resetDev(ctx, dataDir, e.stdout)
 	}
-	logger, err := newLogger(f, e.stderr)
-	if err != nil {
-		return err
-	}
 	// Without REDRIVE_SESSION_KEYS, dev signs with a key of this process
 	// only: a restart signs everyone out, which is fine on a laptop.
-	auth, err := authConfig(f, true)
+	ac, err := authConfig(f, true)
 	if err != nil {
 		return err
 	}
-	databaseURL := f.str("database-url")
+	log, err := openDevLog(f, dataDir, e.stderr)
+	if err != nil {
+		return err
+	}
+	defer log.Close()
+	databaseURL, stopPostgres := f.str("database-url"), func() error { return nil }
 	if databaseURL == "" {
 		cluster, err := startDevPostgres(ctx, dataDir, devPostgresPort, e.stdout)
 		if err != nil {
 			return err
 		}
-		defer func() {
-			if err := cluster.Stop(); err != nil {
-				logger.Error("stop postgres", "err", err)
-			}
-		}()
 		databaseURL = cluster.DSN("redrive")
+		stopPostgres = func() error {
+			fmt.Fprintln(e.stdout, "Stopping PostgreSQL ...")
+			if err := cluster.Stop(); err != nil {
+				return fmt.Errorf("stop postgres: %w", err)
+			}
+			return nil
+		}
 	}
+	err = serveDev(ctx, f, ac, dataDir, databaseURL, log, e)
+	err = errors.Join(err, stopPostgres())
+	// Ctrl-C during start-up cancels what was starting: that is stopping too.
+	if err != nil && !(ctx.Err() != nil && errors.Is(err, context.Canceled)) {
+		return err
+	}
+	fmt.Fprintln(e.stdout, "Redrive dev stopped.")
+	return nil
+}
+
+// serveDev migrates the database at databaseURL, readies the demo, and runs
+// the console, the worker and the demo producer until ctx ends.
+func serveDev(ctx context.Context, f flags, ac auth.Config, dataDir, databaseURL string, log *devLog, e env) error {
+	logger := log.Logger()
 	db, err := openDB(ctx, databaseURL)
 	if err != nil {
 		return err
@@ -88,7 +113,7 @@ func runDev(ctx context.Context, args []string, e env) error {
 	if err := store.RegisterTasks(ctx, reg.Tasks()); err != nil {
 		return err
 	}
-	adminPassword, err := ensureDevAdmin(ctx, store)
+	password, err := ensureDevAdmin(ctx, store)
 	if err != nil {
 		return err
 	}
@@ -100,7 +125,7 @@ func runDev(ctx context.Context, args []string, e env) error {
 	// One registry: the console's /metrics also shows the dev worker's job
 	// outcomes and durations, as worker/metrics.go promises.
 	metrics := newMetricsRegistry()
-	console, err := NewConsole(ctx, ConsoleConfig{Store: store, Logger: logger, Registry: metrics, Auth: auth,
+	console, err := NewConsole(ctx, ConsoleConfig{Store: store, Logger: logger, Registry: metrics, Auth: ac,
 		LogsURLTemplate: f.str("logs-url-template"), Notify: notifyConfig(f), Reads: readConfig(f, databaseURL),
 		Demo: NewDemoOutage(outages)})
 	if err != nil {
@@ -113,25 +138,93 @@ func runDev(ctx context.Context, args []string, e env) error {
 	cfg := workerConfig(f, logger, listen)
 	cfg.Registry = reg
 	cfg.Metrics = metrics
+	banner := devBanner{password: password, databaseURL: databaseURL, rate: f.float("demo-rate"), queues: f.str("queues"),
+		incident: incident, signIn: filepath.Join(dataDir, devSignInFile), log: log.path, grace: f.duration("shutdown-grace")}
+	// Serve says the URL once it listens; the terminal's goroutine prints
+	// the banner then, and keeps the terminal until ctx ends.
+	urls := make(chan string, 1)
 	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error {
-		return console.Serve(gctx, f.str("addr"), func(url string) {
-			printDevBanner(e.stdout, url, adminPassword, databaseURL, f.float("demo-rate"), f.str("queues"), incident)
-		})
-	})
+	g.Go(func() error { return console.Serve(gctx, f.str("addr"), func(url string) { urls <- url }) })
 	g.Go(func() error { return RunWorker(gctx, store, cfg) })
 	g.Go(func() error { return producer.Run(gctx) })
+	g.Go(func() error { return runDevTerminal(gctx, urls, banner, log, e.stdout) })
 	return g.Wait()
 }
 
-func printDevBanner(w io.Writer, url, password, databaseURL string, rate float64, queues string, incident time.Time) {
-	fmt.Fprintf(w, "\nRedrive is running: %s\n", url)
-	fmt.Fprintf(w, "Sign in as %s with the password %s (dev only: a new one each start).\n", devAdmin, password)
-	fmt.Fprintf(w, "Database: %s\n", databaseURL)
-	fmt.Fprintf(w, "Demo traffic: %.1f jobs/s on queues %s; dead letters appear within a minute.\n", rate, queues)
+// runDevTerminal is dev's side of the terminal: once the console listens
+// it prints the banner and writes the sign-in file, then a line a minute
+// counting new dead letters (which name where the sign-in is, should the
+// banner have scrolled off), and, when ctx ends, what is stopping.
+func runDevTerminal(ctx context.Context, urls <-chan string, b devBanner, log *devLog, w io.Writer) error {
+	var url string
+	select {
+	case <-ctx.Done():
+		return nil
+	case url = <-urls:
+	}
+	b.url = url
+	// The banner is printed even when the file cannot be written: it holds
+	// the same, and dev is still usable.
+	if err := writeSignIn(b.signIn, url, b.password); err != nil {
+		log.Logger().Error("write the sign-in file", "err", err)
+		b.signIn = ""
+	}
+	b.print(w)
+	log.summarise(ctx, w, devSummaryEvery, b.hint())
+	fmt.Fprintf(w, "Stopping the console, the demo producer and the worker (jobs still running have %s to finish) ...\n", b.grace)
+	return nil
+}
+
+// devBanner is what dev says once the console listens.
+type devBanner struct {
+	url, password, databaseURL string
+	rate                       float64
+	queues                     string
+	incident                   time.Time
+	signIn, log                string // files; signIn is "" when it could not be written
+	grace                      time.Duration
+}
+
+func (b devBanner) print(w io.Writer) {
+	fmt.Fprintf(w, "\nRedrive is running: %s\n", b.url)
+	fmt.Fprintf(w, "Sign in as %s with the password %s (dev only: a new one each start).\n", devAdmin, b.password)
+	if b.signIn != "" {
+		fmt.Fprintf(w, "The sign-in is also in %s.\n", b.signIn)
+	}
+	fmt.Fprintf(w, "Database: %s\n", b.databaseURL)
+	fmt.Fprintf(w, "Demo traffic: %.1f jobs/s on queues %s; dead letters appear within a minute, counted here once a minute, each in %s.\n",
+		b.rate, b.queues, b.log)
 	fmt.Fprintf(w, "Demo incident: the %s goes down at %s for %.0f minutes; the overview has the button that deploys the fix.\n",
-		demo.PaymentsProvider, incident.UTC().Format("15:04 UTC"), devIncidentFor.Minutes())
+		demo.PaymentsProvider, b.incident.UTC().Format("15:04 UTC"), devIncidentFor.Minutes())
 	fmt.Fprintf(w, "Press Ctrl-C to stop.\n\n")
+}
+
+// hint ends each count of dead letters: where to look at them.
+func (b devBanner) hint() string {
+	if b.signIn == "" {
+		return "console " + b.url
+	}
+	return fmt.Sprintf("console %s, sign-in in %s", b.url, b.signIn)
+}
+
+// writeSignIn writes the console's URL, user and password to path, mode
+// 0600: through a new file renamed into place, so that a file left with a
+// wider mode is replaced, not reused.
+func writeSignIn(path, url, password string) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".sign-in-*") // mode 0600
+	if err != nil {
+		return fmt.Errorf("sign-in file: %w", err)
+	}
+	_, err = fmt.Fprintf(tmp, "url: %s\nuser: %s\npassword: %s\n", url, devAdmin, password)
+	err = errors.Join(err, tmp.Close())
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
+	}
+	if err != nil {
+		os.Remove(tmp.Name())
+		return fmt.Errorf("sign-in file: %w", err)
+	}
+	return nil
 }
 
 // NewDemoOutage shows the demo incident's outage of the payments provider

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
@@ -59,7 +60,8 @@ func devPort(port int) int {
 
 // resetDev removes what dev keeps in dataDir between starts: the private
 // cluster, wherever localpg put it (also under /var/lib/redrive, and also
-// once the checkout is gone); then dataDir itself if that left it empty. It refuses while the cluster runs, and a folder
+// once the checkout is gone), the sign-in and the log; then dataDir itself
+// if that left it empty. It refuses while the cluster runs, and a folder
 // that is not a cluster (localpg.Remove).
 func resetDev(ctx context.Context, dataDir string, w io.Writer) error {
 	removed, err := localpg.Remove(ctx, localpg.Config{Dir: filepath.Join(dataDir, devClusterDir)})
@@ -70,6 +72,11 @@ func resetDev(ctx context.Context, dataDir string, w io.Writer) error {
 		fmt.Fprintf(w, "No dev cluster for %s.\n", dataDir)
 	} else {
 		fmt.Fprintf(w, "Removed the dev cluster in %s.\n", removed)
+	}
+	for _, name := range []string{devSignInFile, devLogFile} {
+		if err := os.Remove(filepath.Join(dataDir, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("dev --reset: %w", err)
+		}
 	}
 	// Only an empty folder: anything else in it is not dev's to delete.
 	if err := os.Remove(dataDir); err == nil {

@@ -29,7 +29,7 @@ func devDataDir(t *testing.T) string {
 
 // When another checkout's cluster holds dev's port, dev starts its own on
 // a free port and says so; --reset then refuses while that cluster runs,
-// and removes it once it has stopped.
+// and removes it, the sign-in and the log once it has stopped.
 func TestDevPostgresPortFallbackAndReset(t *testing.T) {
 	t.Parallel()
 	taken, err := net.Listen("tcp", "127.0.0.1:0")
@@ -50,6 +50,11 @@ func TestDevPostgresPortFallbackAndReset(t *testing.T) {
 	}
 	if want := "so this cluster listens on " + strconv.Itoa(cluster.Port()); !strings.Contains(out.String(), want) {
 		t.Errorf("dev does not say which port it took (%q):\n%s", want, out.String())
+	}
+	for _, name := range []string{devSignInFile, devLogFile} {
+		if err := os.WriteFile(filepath.Join(dataDir, name), nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
 	}
 
 	reset := func() result { return runCLI(t, nil, "", "dev", "--reset", "--data-dir", dataDir) }

@@ -69,7 +69,7 @@ var options = []option{
 	// dev.
 	{"data-dir", "REDRIVE_DATA_DIR", ".redrive", "where the private Postgres cluster keeps its data"},
 	{"demo-rate", "", 5.0, "demo jobs enqueued per second"},
-	{"reset", "", false, "remove the private Postgres cluster of --data-dir (wherever it lives), then exit; refused while that cluster runs"},
+	{"reset", "", false, "remove the private Postgres cluster (wherever it lives), the sign-in and the log of --data-dir, then exit; refused while that cluster runs"},
 	// enqueue.
 	{"task", "", "", "task name (required)"},
 	{"queue", "", dlq.DefaultQueue, "queue"},
