@@ -272,16 +272,38 @@ func templateView(fp string, gv dlq.GroupVariables) ([]views.TemplatePart, []vie
 			continue
 		}
 		parts[i].Hint = variableHint(vars[p.Var])
-		// The word before a variable says what it is ("host ‹2›"); for
-		// one that starts the template, the word after it.
-		if i > 0 && vars[p.Var].Before == "" {
-			vars[p.Var].Before = lastWord(gv.Parts[i-1].Text)
-		}
-		if i+1 < len(gv.Parts) && vars[p.Var].After == "" {
-			vars[p.Var].After = firstWord(gv.Parts[i+1].Text)
+		if vars[p.Var].Label == nil {
+			vars[p.Var].Label = variableLabel(gv.Parts, i)
 		}
 	}
 	return parts, vars
+}
+
+// variableLabel is the variable at parts[i] in its place, what it reads
+// as: the word before it and the variables between ("host ‹2›", "for ‹2›
+// ‹3›"), or, for a variable that starts the template, the word after it
+// ("‹1› timed").
+func variableLabel(parts []dlq.TemplatePart, i int) []views.TemplatePart {
+	blank := func(p dlq.TemplatePart) bool { return p.Var < 0 && strings.TrimSpace(p.Text) == "" }
+	from := i
+	for from > 0 && (parts[from-1].Var >= 0 || blank(parts[from-1])) {
+		from--
+	}
+	var label []views.TemplatePart
+	if from > 0 {
+		label = append(label, views.TemplatePart{Text: lastWord(parts[from-1].Text)})
+	}
+	for _, p := range parts[from : i+1] {
+		if p.Var >= 0 {
+			label = append(label, views.TemplatePart{Var: p.Var + 1})
+		} else {
+			label = append(label, views.TemplatePart{Text: p.Text})
+		}
+	}
+	if len(label) == 1 && i+1 < len(parts) && parts[i+1].Var < 0 {
+		label = append(label, views.TemplatePart{Text: firstWord(parts[i+1].Text)})
+	}
+	return label
 }
 
 // variableView maps one variable and its values, out of fit letters.
@@ -355,18 +377,19 @@ func variablesOf(gv dlq.GroupVariables, total int64) (of, unfit string) {
 	}
 }
 
+// lastWord returns the last word of s with the space after it, as the
+// template reads up to its next part ("for " of "declined for ").
 func lastWord(s string) string {
-	f := strings.Fields(s)
-	if len(f) == 0 {
-		return ""
-	}
-	return f[len(f)-1]
+	word := strings.TrimRight(s, " ")
+	return s[strings.LastIndexByte(word, ' ')+1:]
 }
 
+// firstWord returns the first word of s with the space before it, as the
+// template reads after its previous part (" timed" of " timed out").
 func firstWord(s string) string {
-	f := strings.Fields(s)
-	if len(f) == 0 {
-		return ""
+	word := strings.TrimLeft(s, " ")
+	if end := strings.IndexByte(word, ' '); end >= 0 {
+		word = word[:end]
 	}
-	return f[0]
+	return s[:len(s)-len(strings.TrimLeft(s, " "))] + word
 }

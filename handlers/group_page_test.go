@@ -325,3 +325,32 @@ func TestGroupPageCountsTheNewestLetters(t *testing.T) {
 		t.Errorf("distinct %q, want 1,997", got)
 	}
 }
+
+// TestGroupPageNamesVariablesByTheirPlace: each variable reads as it sits
+// in the template: after the word before it, with the variables between,
+// or before the word after it when it starts the template; a currency and
+// the number in a word are variables too.
+func TestGroupPageNamesVariablesByTheirPlace(t *testing.T) {
+	t.Parallel()
+	c := newConsole(t)
+	fp := dlqtest.GroupID("charges in currencies")
+	c.exec(t, `INSERT INTO error_templates (id, task, error_class, place, tokens, fixed, seq)
+		VALUES ($1, 'billing.charge', 'ChargeError', '', ARRAY['<*>', 'charge', '<CODE>', '<*>', 'failed', 'onExtend:<*>'],
+			ARRAY[false, false, false, false, false, false], 1)`, fp)
+	for i, cur := range []string{"EUR", "EUR", "USD"} {
+		dlqtest.InsertDeadLetter(t, c.db.DB, dlqtest.Letter{Task: "billing.charge", ErrorClass: "ChargeError", Fingerprint: fp,
+			Message: fmt.Sprintf("ord_ABCDEFGH%d charge %s 12.5%d failed: onExtend:1514", i, cur, i)})
+	}
+	_, doc := c.page(t, "/groups/"+fp)
+	if got := squash(byTestID(doc.Selection, "group-template")); got != "‹1› charge ‹2› ‹3› failed onExtend:‹4›" {
+		t.Errorf("template %q", got)
+	}
+	var got []string
+	byTestID(doc.Selection, "group-variable").Each(func(_ int, s *goquery.Selection) {
+		got = append(got, squash(byTestID(s, "variable-label"))+" = "+squash(byTestID(s, "variable-value").First()))
+	})
+	want := []string{"‹1› charge = ", "charge ‹2› = EUR 2 of 3 · 67%", "charge ‹2› ‹3› = ", "onExtend:‹4› = 1514 3 of 3 · 100%"}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("variables\n got %q\nwant %q", got, want)
+	}
+}

@@ -72,11 +72,12 @@ func VarLabel(n int) string { return "‹" + strconv.Itoa(n) + "›" }
 // its letters gave it.
 type GroupVariableView struct {
 	N int
-	// Before is the template's word before the variable, what it reads
-	// as ("host ‹2›"); After the word after it, for a variable that starts
-	// the template ("‹1› timed").
-	Before, After string
-	Distinct      string
+	// Label is the variable in its place in the template, what it reads
+	// as: the word before it ("host ‹2›"), with the variables between
+	// ("for ‹2› ‹3›"), or the word after a variable that starts the
+	// template ("‹1› timed").
+	Label    []TemplatePart
+	Distinct string
 	// Prefix is the start all values share ("pi_"), "" when none.
 	Prefix string
 	// AllDifferent: each letter gave its own value (an id); the most
