@@ -25,9 +25,10 @@ var clusterEntries = []string{"data", "postgres.log", originFile}
 
 // Remove deletes the folder the cluster of cfg lives in, found as Start
 // finds it (under SharedRoot when it moved there, even once cfg.Dir is
-// gone), and returns that folder; "" when there is none. It refuses a
-// folder that holds anything but a cluster Start made, and one whose server
-// still runs: stopping it is for whoever started it.
+// gone), and returns that folder; "" when there is none. A SharedRoot left
+// empty goes too. It refuses a folder that holds anything but a cluster
+// Start made, and one whose server still runs: stopping it is for whoever
+// started it.
 func Remove(ctx context.Context, cfg Config) (string, error) {
 	if cfg.Dir == "" {
 		return "", errors.New("localpg: Dir is required")
@@ -36,7 +37,7 @@ func Remove(ctx context.Context, cfg Config) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	dir, _, err := locate(ctx, cfg, cred)
+	dir, shared, err := locate(ctx, cfg, cred)
 	if err != nil {
 		return "", err
 	}
@@ -53,6 +54,11 @@ func Remove(ctx context.Context, cfg Config) (string, error) {
 	}
 	if err := os.RemoveAll(dir); err != nil {
 		return "", fmt.Errorf("localpg: remove %s: %w", dir, err)
+	}
+	if shared {
+		// SharedRoot too, once its last cluster is gone: Start made it for
+		// them. os.Remove leaves a folder that still holds anything.
+		_ = os.Remove(filepath.Dir(dir))
 	}
 	return dir, nil
 }

@@ -57,6 +57,9 @@ func TestRemoveFindsTheClusterWhereStartPutIt(t *testing.T) {
 	if _, err := os.Stat(c.Dir()); !os.IsNotExist(err) {
 		t.Errorf("%s is still there (%v)", c.Dir(), err)
 	}
+	if _, err := os.Stat(shared); c.Moved() != "" && !os.IsNotExist(err) {
+		t.Errorf("the shared root %s, empty now, is still there (%v)", shared, err)
+	}
 	if dir, err := localpg.Remove(ctx, cfg); dir != "" || err != nil {
 		t.Errorf("a second Remove: %q, %v; want nothing to do", dir, err)
 	}
