@@ -27,6 +27,8 @@ type GroupReader interface {
 	ListDeadLetters(ctx context.Context, f dlq.Filter) (dlq.DeadLetterPage, error)
 	GetDeadLetter(ctx context.Context, id int64) (dlq.DeadLetterDetail, error)
 	GroupSurvivor(ctx context.Context, id string) (string, bool, error)
+	// IncidentReader: the same failure in other tasks, shown above.
+	IncidentReader
 }
 
 // groupPageLetters is how many of the group's letters its page lists; the
@@ -97,6 +99,9 @@ func GroupPage(store GroupReader, now func() time.Time, version string) echo.Han
 		}
 		meta := Meta(c, g.ErrorClass+" in "+g.Task, "groups", version)
 		v := groupView(g, t)
+		if v.Incident, err = IncidentOfGroup(ctx, store, g.Fingerprint, meta.CanAct); err != nil {
+			return err
+		}
 		v.Hourly = hourlyChart(hourly, t, groupLettersBetween(fp))
 		v.Hourly.ID, v.Hourly.Title = "group-hourly", "Letters of this group per hour over the last 24 hours"
 		v.Daily = dailyChart(dailyBuckets(daily[fp], t), t, groupLettersBetween(fp))

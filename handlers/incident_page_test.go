@@ -186,6 +186,13 @@ func TestIncidentPage(t *testing.T) {
 		if s, err := handlers.IncidentOfGroup(ctx, a.store, alone, true); err != nil || s != nil {
 			t.Errorf("a group in no incident has a strip: %+v, %v", s, err)
 		}
+		// The group page shows it, under the title; a lone group's none.
+		if _, page := a.page(t, a.olga, "/groups/"+refund); byTestID(page.Selection, "incident-strip-link").AttrOr("href", "") != "/incidents/"+charge {
+			t.Errorf("the refunds' group page has no strip leading to the incident")
+		}
+		if _, page := a.page(t, a.olga, "/groups/"+alone); byTestID(page.Selection, "incident-strip").Length() != 0 {
+			t.Errorf("a lone group's page has an incident strip")
+		}
 	})
 	// Last: it replays letters. The replay of the incident is one operation
 	// over both groups, safe by default as a group's replay is.

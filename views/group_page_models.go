@@ -8,7 +8,9 @@ import (
 // GroupPageView is one error group's page.
 type GroupPageView struct {
 	// Pause offers to pause the group's task (nil: no pause link).
-	Pause       *PauseLinks
+	Pause *PauseLinks
+	// Incident is the same failure in other tasks, nil when there is none.
+	Incident    *IncidentStripView
 	Fingerprint string
 	Task        string
 	ErrorClass  string
