@@ -51,7 +51,7 @@ func runDev(ctx context.Context, args []string, e env) error {
 		return fmt.Errorf("--data-dir: %w", err)
 	}
 	if f.boolean("reset") {
-		return resetDev(ctx, dataDir, e.stdout)
+		return resetDev(dataDir, e.stdout)
 	}
 	// Without REDRIVE_SESSION_KEYS, dev signs with a key of this process
 	// only: a restart signs everyone out, which is fine on a laptop.

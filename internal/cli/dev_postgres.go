@@ -63,15 +63,16 @@ func devPort(port int) int {
 // once the checkout is gone), the sign-in and the log; then dataDir itself
 // if that left it empty. It refuses while the cluster runs, and a folder
 // that is not a cluster (localpg.Remove).
-func resetDev(ctx context.Context, dataDir string, w io.Writer) error {
-	removed, err := localpg.Remove(ctx, localpg.Config{Dir: filepath.Join(dataDir, devClusterDir)})
+func resetDev(dataDir string, w io.Writer) error {
+	removed, err := localpg.Remove(localpg.Config{Dir: filepath.Join(dataDir, devClusterDir)})
 	if err != nil {
 		return fmt.Errorf("dev --reset: %w", err)
 	}
-	if removed == "" {
+	if len(removed) == 0 {
 		fmt.Fprintf(w, "No dev cluster for %s.\n", dataDir)
-	} else {
-		fmt.Fprintf(w, "Removed the dev cluster in %s.\n", removed)
+	}
+	for _, dir := range removed {
+		fmt.Fprintf(w, "Removed the dev cluster in %s.\n", dir)
 	}
 	for _, name := range []string{devSignInFile, devLogFile} {
 		if err := os.Remove(filepath.Join(dataDir, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {

@@ -12,8 +12,8 @@
 // on Debian): then the cluster lives in a folder of its own under
 // Config.SharedRoot instead, named after the folder asked for, so that the
 // same checkout finds the same data again (Cluster.Dir says where). Remove
-// finds it the same way, so a cluster can be deleted even once the folder
-// it stood for is gone.
+// deletes a cluster from either place, even once the folder it stood for
+// is gone.
 package localpg
 
 import (
@@ -160,57 +160,50 @@ func (c *Cluster) Dir() string { return c.cfg.Dir }
 // empty when it is.
 func (c *Cluster) Moved() string { return c.moved }
 
-// place decides where the cluster lives (locate), makes that folder and,
-// when it moved, checks the folder is safe to use and says whose it is. It
-// returns the folder and, when it moved, why.
+// place decides where the cluster lives: cfg.Dir, unless this process is
+// root and the user postgres runs as cannot reach it (a parent folder is
+// private); then a folder of its own under cfg.SharedRoot, named after
+// cfg.Dir (sharedDir). It returns the folder and, when it moved, why.
 func place(ctx context.Context, cfg Config, cred *syscall.Credential) (string, string, error) {
-	dir, shared, err := locate(ctx, cfg, cred)
-	if err != nil || !shared {
-		return dir, "", err
-	}
-	asked, err := filepath.Abs(cfg.Dir)
+	dir, err := filepath.Abs(cfg.Dir)
 	if err != nil {
 		return "", "", fmt.Errorf("localpg: %w", err)
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", "", fmt.Errorf("localpg: create %s: %w", dir, err)
+	if cred == nil || reachable(ctx, dir, cred) {
+		return dir, "", nil
+	}
+	shared := sharedDir(cfg, dir)
+	if err := os.MkdirAll(shared, 0o755); err != nil {
+		return "", "", fmt.Errorf("localpg: create %s: %w", shared, err)
 	}
 	// The folder could have been made by someone else: use it only if it is
 	// root's, as MkdirAll makes it, or postgres's, as initdb leaves it.
-	if st, err := os.Stat(dir); err != nil {
+	if st, err := os.Stat(shared); err != nil {
 		return "", "", fmt.Errorf("localpg: %w", err)
 	} else if sys, ok := st.Sys().(*syscall.Stat_t); ok && sys.Uid != 0 && sys.Uid != cred.Uid {
-		return "", "", fmt.Errorf("localpg: %s belongs to uid %d, neither root nor %s: remove it or set another folder", dir, sys.Uid, cfg.RunAsUser)
+		return "", "", fmt.Errorf("localpg: %s belongs to uid %d, neither root nor %s: remove it or set another folder", shared, sys.Uid, cfg.RunAsUser)
 	}
-	if !reachable(ctx, dir, cred) {
-		return "", "", fmt.Errorf("localpg: the user %s runs as can reach neither %s nor %s", cfg.RunAsUser, asked, dir)
+	if !reachable(ctx, shared, cred) {
+		return "", "", fmt.Errorf("localpg: the user %s runs as can reach neither %s nor %s", cfg.RunAsUser, dir, shared)
 	}
 	// Say whose it is, for whoever finds it there.
-	_ = os.WriteFile(filepath.Join(dir, originFile), []byte("a private PostgreSQL cluster of Redrive for "+asked+"\n"), 0o644)
+	_ = os.WriteFile(filepath.Join(shared, originFile), []byte("a private PostgreSQL cluster of Redrive for "+dir+"\n"), 0o644)
 	why := fmt.Sprintf("PostgreSQL runs as the user %s, who cannot reach %s (a parent folder is private), so the cluster lives in %s",
-		cfg.RunAsUser, asked, dir)
-	return dir, why, nil
+		cfg.RunAsUser, dir, shared)
+	return shared, why, nil
 }
 
-// locate is where the cluster of cfg lives, without making anything:
-// cfg.Dir, unless this process is root and the user postgres runs as cannot
-// reach it (a parent folder is private); then a folder of its own under
-// cfg.SharedRoot, named after cfg.Dir, and shared is true. Start and Remove
-// both ask it, so Remove finds what Start made, even once cfg.Dir is gone.
-func locate(ctx context.Context, cfg Config, cred *syscall.Credential) (dir string, shared bool, err error) {
-	dir, err = filepath.Abs(cfg.Dir)
-	if err != nil {
-		return "", false, fmt.Errorf("localpg: %w", err)
-	}
-	if cred == nil || reachable(ctx, dir, cred) {
-		return dir, false, nil
-	}
+// sharedDir is the folder under cfg.SharedRoot that stands for dir (an
+// absolute path) when the cluster cannot live in dir: named after a hash of
+// dir, so the same checkout finds the same data again, and Remove finds it
+// from the path alone.
+func sharedDir(cfg Config, dir string) string {
 	root := cfg.SharedRoot
 	if root == "" {
 		root = DefaultSharedRoot
 	}
 	sum := sha256.Sum256([]byte(dir))
-	return filepath.Join(root, "cluster-"+hex.EncodeToString(sum[:6])), true, nil
+	return filepath.Join(root, "cluster-"+hex.EncodeToString(sum[:6]))
 }
 
 // reachable reports whether the user of cred can reach dir: whether it can

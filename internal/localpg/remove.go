@@ -1,8 +1,6 @@
 package localpg
 
 import (
-	"cmp"
-	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -23,44 +21,50 @@ const originFile = "ORIGIN"
 // folder, a checkout) is refused rather than emptied.
 var clusterEntries = []string{"data", "postgres.log", originFile}
 
-// Remove deletes the folder the cluster of cfg lives in, found as Start
-// finds it (under SharedRoot when it moved there, even once cfg.Dir is
-// gone), and returns that folder; "" when there is none. A SharedRoot left
-// empty goes too. It refuses a folder that holds anything but a cluster
-// Start made, and one whose server still runs: stopping it is for whoever
-// started it.
-func Remove(ctx context.Context, cfg Config) (string, error) {
+// Remove deletes the cluster of cfg wherever Start may have put it: in
+// cfg.Dir, and in its folder under SharedRoot (sharedDir). It looks in both
+// rather than asking, as Start does, whether postgres can reach cfg.Dir:
+// once the checkout, or the private folder around it, is deleted, the
+// answer changes but the moved cluster is still there. It returns the
+// folders it removed, none when there was nothing to do; a SharedRoot left
+// empty goes too. It removes nothing if any folder holds anything but a
+// cluster Start made, or has its server still running: stopping it is for
+// whoever started it.
+func Remove(cfg Config) ([]string, error) {
 	if cfg.Dir == "" {
-		return "", errors.New("localpg: Dir is required")
+		return nil, errors.New("localpg: Dir is required")
 	}
-	cred, err := credential(cmp.Or(cfg.RunAsUser, "postgres"))
+	dir, err := filepath.Abs(cfg.Dir)
 	if err != nil {
-		return "", err
+		return nil, fmt.Errorf("localpg: %w", err)
 	}
-	dir, shared, err := locate(ctx, cfg, cred)
-	if err != nil {
-		return "", err
+	shared := sharedDir(cfg, dir)
+	var found []string
+	for _, d := range []string{dir, shared} {
+		if _, err := os.Stat(d); errors.Is(err, fs.ErrNotExist) {
+			continue
+		} else if err != nil {
+			return nil, fmt.Errorf("localpg: %w", err)
+		}
+		if err := checkCluster(d); err != nil {
+			return nil, err
+		}
+		if pid, ok := serverPID(d); ok {
+			return nil, fmt.Errorf("localpg: PostgreSQL (pid %d) still runs on %s: stop it first", pid, d)
+		}
+		found = append(found, d)
 	}
-	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
-		return "", nil
-	} else if err != nil {
-		return "", fmt.Errorf("localpg: %w", err)
+	for _, d := range found {
+		if err := os.RemoveAll(d); err != nil {
+			return nil, fmt.Errorf("localpg: remove %s: %w", d, err)
+		}
+		if d == shared {
+			// SharedRoot too, once its last cluster is gone: Start made it
+			// for them. os.Remove leaves a folder that still holds anything.
+			_ = os.Remove(filepath.Dir(d))
+		}
 	}
-	if err := checkCluster(dir); err != nil {
-		return "", err
-	}
-	if pid, ok := serverPID(dir); ok {
-		return "", fmt.Errorf("localpg: PostgreSQL (pid %d) still runs on %s: stop it first", pid, dir)
-	}
-	if err := os.RemoveAll(dir); err != nil {
-		return "", fmt.Errorf("localpg: remove %s: %w", dir, err)
-	}
-	if shared {
-		// SharedRoot too, once its last cluster is gone: Start made it for
-		// them. os.Remove leaves a folder that still holds anything.
-		_ = os.Remove(filepath.Dir(dir))
-	}
-	return dir, nil
+	return found, nil
 }
 
 // checkCluster makes sure dir is a cluster folder as Start leaves it: an
