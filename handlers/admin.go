@@ -12,6 +12,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/redrive/redrive/dlq"
+	"github.com/redrive/redrive/principal"
 	"github.com/redrive/redrive/views"
 )
 
@@ -157,7 +158,7 @@ func AdminRevokeToken(store UserAdmin, now func() time.Time) echo.HandlerFunc {
 // mayAdminister refuses non-admins. Routes are guarded already; this
 // keeps the handler safe wherever it is mounted.
 func mayAdminister(c echo.Context) error {
-	if p, ok := PrincipalFrom(c); ok && p.Role.CanAdminister() {
+	if p, ok := principal.From(c); ok && p.Role.CanAdminister() {
 		return nil
 	}
 	return &dlq.Error{Code: "forbidden", Message: "Only admins manage users and tokens."}
@@ -225,7 +226,7 @@ func renderAdmin(c echo.Context, store UserAdmin, status int, version string, v 
 	if err != nil {
 		return err
 	}
-	me, _ := PrincipalFrom(c)
+	me, _ := principal.From(c)
 	for _, u := range users {
 		v.Users = append(v.Users, views.AdminUser{Name: u.Name, Role: string(u.Role), Disabled: !u.Active(),
 			CreatedAt: u.CreatedAt, Self: u.Name == me.Name})

@@ -9,6 +9,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/redrive/redrive/dlq"
+	"github.com/redrive/redrive/principal"
 	"github.com/redrive/redrive/views"
 )
 
@@ -79,7 +80,7 @@ func demoOutagePanel(c echo.Context, o DemoOutage, groups GroupLister, incs []dl
 	if tok, ok := c.Get(csrfKey).(string); ok {
 		p.CSRFToken = tok
 	}
-	if pr, ok := PrincipalFrom(c); ok {
+	if pr, ok := principal.From(c); ok {
 		p.CanAct = pr.Role.CanAct()
 	}
 	if !p.Scheduled {

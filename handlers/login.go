@@ -13,6 +13,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/redrive/redrive/dlq"
+	"github.com/redrive/redrive/principal"
 	"github.com/redrive/redrive/views"
 )
 
@@ -43,7 +44,7 @@ const badCredentials = "Wrong username or password."
 func LoginForm(version string, proxyHint bool) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		next := SafeNext(c.QueryParam("next"))
-		if _, ok := PrincipalFrom(c); ok {
+		if _, ok := principal.From(c); ok {
 			return c.Redirect(http.StatusSeeOther, next)
 		}
 		return renderLogin(c, http.StatusOK, version, views.LoginView{Next: next, ProxyHint: proxyHint})
@@ -115,7 +116,7 @@ func Logout(sessions Sessions) echo.HandlerFunc {
 // only to the SSO proxy has no sessions here to end.
 func LogoutEverywhere(store SessionEnder, sessions Sessions, now func() time.Time) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		if p, ok := PrincipalFrom(c); ok {
+		if p, ok := principal.From(c); ok {
 			_, err := store.EndSessions(c.Request().Context(), p.Name, dlq.UserChange{Actor: ActorFrom(c).Actor, Now: now()})
 			if err != nil && !errors.Is(err, dlq.ErrNotFound) {
 				return err

@@ -12,6 +12,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/redrive/redrive/dlq"
+	"github.com/redrive/redrive/principal"
 	"github.com/redrive/redrive/views"
 )
 
@@ -171,7 +172,7 @@ func wantsBanner(c echo.Context) bool {
 		strings.HasPrefix(path, "/static/") || strings.HasSuffix(path, ".csv") || strings.HasSuffix(path, ".json") {
 		return false
 	}
-	_, ok := PrincipalFrom(c)
+	_, ok := principal.From(c)
 	return ok
 }
 

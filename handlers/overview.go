@@ -10,6 +10,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/redrive/redrive/dlq"
+	"github.com/redrive/redrive/principal"
 	"github.com/redrive/redrive/views"
 )
 
@@ -105,7 +106,7 @@ func loadOverview(c echo.Context, store OverviewReader, demo DemoOutage) (views.
 		p.RefreshURL += "?" + url.Values{"sort": {sort}}.Encode()
 	}
 	canAct := false
-	if pr, ok := PrincipalFrom(c); ok {
+	if pr, ok := principal.From(c); ok {
 		canAct = pr.Role.CanAct()
 	}
 	p.Groups = overviewGroups(groups, spark, incs, o.Now, canAct)

@@ -13,6 +13,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/redrive/redrive/dlq"
+	"github.com/redrive/redrive/principal"
 	"github.com/redrive/redrive/views"
 )
 
@@ -54,7 +55,7 @@ func PauseBanner(store PauseStore, now func() time.Time) echo.MiddlewareFunc {
 				strings.HasPrefix(path, "/static/") || strings.HasSuffix(path, ".csv") || strings.HasSuffix(path, ".json") {
 				return next(c)
 			}
-			if _, ok := PrincipalFrom(c); !ok {
+			if _, ok := principal.From(c); !ok {
 				return next(c)
 			}
 			ctx, cancel := context.WithTimeout(r.Context(), pauseBannerTimeout)

@@ -30,6 +30,7 @@ var parts = map[string]string{
 	mod + "/views":                       "views",
 	mod + "/web":                         "web",
 	mod + "/web/auth":                    "auth",
+	mod + "/principal":                   "principal",
 	mod + "/migrations":                  "migrations",
 	mod + "/static":                      "static",
 	mod + "/internal/localpg":            "localpg",
@@ -60,7 +61,7 @@ var arrows = map[string][]string{
 	// The seed generates letters of the demo's shop tasks and has the
 	// store write them.
 	"seed":     {"store", "demo", "grouping"},
-	"handlers": {"store", "replay", "views", "mask"},
+	"handlers": {"store", "replay", "views", "mask", "principal"},
 	"views":    {"mask"}, // the placeholder a hidden value reads as
 	// The console: its handlers and views, auth for the middleware that
 	// decides who is asking and what they may do, the store for the reads
@@ -68,9 +69,10 @@ var arrows = map[string][]string{
 	// The error handler reads the errors of store and replay.
 	"web": {"handlers", "views", "auth", "store", "replay", "static", "mask"},
 	// Sessions, sign-in, tokens, SSO, CSRF and access rules: users and
-	// tokens come from the store; the principal and the request errors it
-	// hands on are the handlers' types.
-	"auth": {"store", "handlers", "mask"},
+	// tokens come from the store; the principal it sets is principal's.
+	"auth": {"store", "principal", "mask"},
+	// Who is asking: set by auth, read by handlers; the role is the store's.
+	"principal": {"store"},
 	// The masking policy: pure functions of the policy and the text or
 	// JSON in hand, shared by the store, the pages and the notifications.
 	"mask": {},

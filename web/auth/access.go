@@ -8,7 +8,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/redrive/redrive/dlq"
-	"github.com/redrive/redrive/handlers"
+	"github.com/redrive/redrive/principal"
 )
 
 // access is the console's authorisation policy, default-deny: a route is
@@ -103,7 +103,7 @@ func (a *access) middleware(next echo.HandlerFunc) echo.HandlerFunc {
 		if a.public[routeKey(r.Method, c.Path())] || isStaticPath(c.Path()) {
 			return next(c)
 		}
-		p, ok := handlers.PrincipalFrom(c)
+		p, ok := principal.From(c)
 		if !ok {
 			return unauthenticated(c)
 		}
@@ -120,7 +120,7 @@ func (a *access) middleware(next echo.HandlerFunc) echo.HandlerFunc {
 func RequireRole(need dlq.Role) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
-			p, ok := handlers.PrincipalFrom(c)
+			p, ok := principal.From(c)
 			if !ok {
 				return unauthenticated(c)
 			}
@@ -144,7 +144,7 @@ func unauthenticated(c echo.Context) error {
 		return &dlq.Error{Code: "unauthenticated",
 			Message: "Sign in, or send an API token as Authorization: Bearer <token>."}
 	}
-	if handlers.IsHTMX(c) {
+	if isHTMX(c) {
 		target := "/"
 		if u, err := url.Parse(r.Header.Get("HX-Current-URL")); err == nil {
 			target = u.RequestURI()
@@ -157,4 +157,10 @@ func unauthenticated(c echo.Context) error {
 	}
 	return &dlq.Error{Code: "unauthenticated",
 		Message: "Your session has ended. Sign in again, then repeat what you were doing."}
+}
+
+// isHTMX reports whether the request came from htmx (handlers.IsHTMX,
+// repeated here so the middleware does not import what it guards).
+func isHTMX(c echo.Context) bool {
+	return c.Request().Header.Get("HX-Request") == "true"
 }

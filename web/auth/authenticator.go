@@ -14,14 +14,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/redrive/redrive/dlq"
-	"github.com/redrive/redrive/handlers"
-)
-
-// How a principal was established (handlers.Principal.Via).
-const (
-	viaSession = "session"
-	viaToken   = "token"
-	viaProxy   = "proxy"
+	"github.com/redrive/redrive/principal"
 )
 
 // authStore is what authentication reads on every request.
@@ -57,13 +50,13 @@ func (a *authenticator) middleware(next echo.HandlerFunc) echo.HandlerFunc {
 			if err != nil {
 				return err
 			}
-			handlers.SetPrincipal(c, p)
+			principal.Set(c, p)
 			return next(c)
 		}
 		if p, ok, err := a.fromProxy(c); err != nil {
 			return err
 		} else if ok {
-			handlers.SetPrincipal(c, p)
+			principal.Set(c, p)
 			// The proxy says who it is; the session cookie, if any, only
 			// carries the secret the CSRF token is tied to.
 			if d, state := a.sessions.load(r); state == validSession {
@@ -93,52 +86,52 @@ var errBadToken = &dlq.Error{Code: "invalid_token",
 
 // fromToken: a token that was sent but does not work is an error, never a
 // fall back to anonymous, so a client learns at once its token is bad.
-func (a *authenticator) fromToken(ctx context.Context, token string) (handlers.Principal, error) {
+func (a *authenticator) fromToken(ctx context.Context, token string) (principal.Principal, error) {
 	u, _, err := a.store.UserByToken(ctx, dlq.HashToken(token), a.cfg.Now())
 	if errors.Is(err, dlq.ErrNotFound) {
-		return handlers.Principal{}, errBadToken
+		return principal.Principal{}, errBadToken
 	}
 	if err != nil {
-		return handlers.Principal{}, err
+		return principal.Principal{}, err
 	}
-	return handlers.Principal{Name: u.Name, Role: u.Role, Via: viaToken}, nil
+	return principal.Principal{Name: u.Name, Role: u.Role, Via: principal.ViaToken}, nil
 }
 
 // fromProxy believes the SSO header only from a trusted proxy's address.
 // The same header from anywhere else is ignored: it is what an attacker
 // would send. A local user of the same name who is disabled is refused,
 // which gives admins a way to shut someone out without the SSO provider.
-func (a *authenticator) fromProxy(c echo.Context) (handlers.Principal, bool, error) {
+func (a *authenticator) fromProxy(c echo.Context) (principal.Principal, bool, error) {
 	r := c.Request()
 	if a.cfg.AuthHeader == "" {
-		return handlers.Principal{}, false, nil
+		return principal.Principal{}, false, nil
 	}
 	name := strings.TrimSpace(r.Header.Get(a.cfg.AuthHeader))
 	if name == "" {
-		return handlers.Principal{}, false, nil
+		return principal.Principal{}, false, nil
 	}
 	if !a.trust.Trusted(r) {
 		a.logger.Debug("ignored the SSO header from an untrusted address", "remote_addr", r.RemoteAddr)
-		return handlers.Principal{}, false, nil
+		return principal.Principal{}, false, nil
 	}
 	if !dlq.ValidUserName(name) {
-		return handlers.Principal{}, false, &dlq.Error{Code: "forbidden",
+		return principal.Principal{}, false, &dlq.Error{Code: "forbidden",
 			Message: "The sign-in proxy named a user this console cannot accept."}
 	}
 	u, err := a.store.UserByName(r.Context(), name)
 	switch {
 	case err == nil && !u.Active():
-		return handlers.Principal{}, false, &dlq.Error{Code: "disabled",
+		return principal.Principal{}, false, &dlq.Error{Code: "disabled",
 			Message: "This account is disabled in Redrive."}
 	case err != nil && !errors.Is(err, dlq.ErrNotFound):
 		if dlq.IsUnavailable(err) {
 			// The trusted proxy names the user and the configuration
 			// their role; only whether they are disabled here is unknown.
-			handlers.SetUnverifiedUser(c, name, a.proxyRole(name))
+			principal.SetUnverified(c, principal.Unverified{Name: name, Role: a.proxyRole(name)})
 		}
-		return handlers.Principal{}, false, err
+		return principal.Principal{}, false, err
 	}
-	return handlers.Principal{Name: name, Role: a.proxyRole(name), Via: viaProxy}, true, nil
+	return principal.Principal{Name: name, Role: a.proxyRole(name), Via: principal.ViaProxy}, true, nil
 }
 
 // proxyRole is the role the configuration gives a user signed in by the
@@ -176,11 +169,11 @@ func (a *authenticator) fromSession(c echo.Context) error {
 	}
 	if err != nil {
 		if dlq.IsUnavailable(err) {
-			handlers.SetUnverifiedUser(c, d.Name, dlq.Role(d.Role))
+			principal.SetUnverified(c, principal.Unverified{Name: d.Name, Role: dlq.Role(d.Role)})
 		}
 		return err
 	}
-	handlers.SetPrincipal(c, handlers.Principal{Name: u.Name, Role: u.Role, Via: viaSession})
+	principal.Set(c, principal.Principal{Name: u.Name, Role: u.Role, Via: principal.ViaSession})
 	if d.Name != u.Name || d.Role != string(u.Role) {
 		// Renamed, a new role, or a cookie from before they were kept:
 		// the cookie is rewritten now, not at the next minute's touch.

@@ -10,7 +10,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/redrive/redrive/dlq"
-	"github.com/redrive/redrive/handlers"
+	"github.com/redrive/redrive/principal"
 )
 
 // csrfContextKey is where the request's CSRF token is left for
@@ -49,8 +49,8 @@ func csrf(sessions *Sessions, quiet func(path string) bool) echo.MiddlewareFunc 
 	origins := http.NewCrossOriginProtection()
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
-			p, _ := handlers.PrincipalFrom(c)
-			if p.Via == viaToken || quiet(c.Path()) {
+			p, _ := principal.From(c)
+			if p.Via == principal.ViaToken || quiet(c.Path()) {
 				return next(c)
 			}
 			r := c.Request()
