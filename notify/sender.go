@@ -94,6 +94,10 @@ type Sender struct {
 	cfg       Config
 	endpoints map[string]Endpoint // by hash
 	log       *slog.Logger
+	// afterPass, set by tests only, is told of each pass made under the
+	// lease: a test waits for passes instead of sleeping to show that
+	// nothing more is sent.
+	afterPass func()
 }
 
 // New checks cfg and fills in its defaults.
@@ -163,6 +167,9 @@ func (s *Sender) Run(ctx context.Context) error {
 				}
 			}
 			s.pass(ctx)
+			if s.afterPass != nil {
+				s.afterPass()
+			}
 			if time.Since(lastPrune) >= time.Hour {
 				lastPrune = time.Now()
 				if _, err := s.cfg.Store.PruneNotifications(ctx, s.cfg.Retain); err != nil {

@@ -10,6 +10,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -159,12 +160,25 @@ func sameSet(a, b []string) bool {
 type env struct {
 	db    *dlqtest.DB
 	store *dlq.Store
+	// passes counts the passes the test's senders made under the lease.
+	passes *atomic.Int64
 }
 
 func setup(t *testing.T) env {
 	db := dlqtest.NewDB(t)
-	return env{db: db, store: dlq.NewStore(db.DB)}
+	return env{db: db, store: dlq.NewStore(db.DB), passes: new(atomic.Int64)}
 }
+
+// settled waits until the senders have made quietPasses more passes: all
+// that was due has been sent by then, so a count read after it is final
+// (the fast backoff's cap is shorter than these passes).
+func (e env) settled(t *testing.T) {
+	t.Helper()
+	until := e.passes.Load() + quietPasses
+	waitFor(t, 10*time.Second, "the sender's passes", func() bool { return e.passes.Load() >= until })
+}
+
+const quietPasses = 5
 
 // run starts a sender with fast timings until the test ends.
 func (e env) run(t *testing.T, holder string, endpoints string, tweak func(*notify.Config)) {
@@ -190,6 +204,7 @@ func (e env) run(t *testing.T, holder string, endpoints string, tweak func(*noti
 	if err != nil {
 		t.Fatal(err)
 	}
+	notify.SetAfterPass(s, func() { e.passes.Add(1) })
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
@@ -241,7 +256,7 @@ func TestNotifications(t *testing.T) {
 		}
 		e.run(t, "console-1", r.URL, nil)
 		waitFor(t, 10*time.Second, "a notification", func() bool { return len(r.received()) >= 1 })
-		time.Sleep(300 * time.Millisecond) // several more sender passes
+		e.settled(t)
 		got := r.received()
 		if len(got) != 1 {
 			t.Fatalf("%d notifications, want 1: %s", len(got), got)
@@ -282,7 +297,7 @@ func TestNotifications(t *testing.T) {
 			ds := e.deliveries(t)
 			return len(ds) == 1 && ds[0].State == dlq.DeliveryDelivered
 		})
-		time.Sleep(200 * time.Millisecond)
+		e.settled(t)
 		if got := r.received(); len(got) != 3 {
 			t.Errorf("%d requests, want 3 (two refused, one delivered)", len(got))
 		}
@@ -329,7 +344,7 @@ func TestNotifications(t *testing.T) {
 		e.run(t, "console-1", r.URL, nil)
 		e.run(t, "console-2", r.URL, nil)
 		waitFor(t, 10*time.Second, "a notification", func() bool { return len(r.received()) >= 1 })
-		time.Sleep(300 * time.Millisecond)
+		e.settled(t)
 		ms := r.messages(t)
 		if len(ms) != 1 {
 			t.Fatalf("%d notifications for 5 new groups, want 1 digest: %+v", len(ms), ms)
@@ -360,7 +375,7 @@ func TestNotifications(t *testing.T) {
 		fps := e.newGroups(t, "payments.charge", "ServiceUnavailable", 13)
 		e.run(t, "console-1", r.URL+",slack:"+s.URL, nil)
 		waitFor(t, 10*time.Second, "the digests", func() bool { return len(r.received()) >= 1 && len(s.received()) >= 1 })
-		time.Sleep(300 * time.Millisecond)
+		e.settled(t)
 		ms := r.messages(t)
 		if len(ms) != 1 || len(s.received()) != 1 {
 			t.Fatalf("%d and %d notifications; want one digest each", len(ms), len(s.received()))
@@ -401,12 +416,12 @@ func TestNotifications(t *testing.T) {
 		e.run(t, "console-1", r.URL, func(c *notify.Config) { c.NewGroupWindow = window })
 		waitFor(t, 10*time.Second, "the first digest", func() bool { return len(r.received()) >= 1 })
 		later := e.newGroups(t, "search.index", "Later", 2)
-		time.Sleep(window / 2)
+		e.settled(t) // passes within the window: the later groups wait
 		if n := len(r.received()); n != 1 {
 			t.Fatalf("%d notifications within the window; want the first digest only", n)
 		}
 		waitFor(t, 10*time.Second, "the second digest", func() bool { return len(r.received()) >= 2 })
-		time.Sleep(300 * time.Millisecond)
+		e.settled(t)
 		ms, at := r.messages(t), r.arrivals()
 		if len(ms) != 2 {
 			t.Fatalf("%d notifications, want 2: %+v", len(ms), ms)
@@ -460,7 +475,7 @@ func TestNotifications(t *testing.T) {
 		waitFor(t, 10*time.Second, "the late group on both endpoints", func() bool {
 			return len(good.received()) >= 2 && len(bad.received()) >= 4
 		})
-		time.Sleep(800 * time.Millisecond)
+		e.settled(t)
 		g, b := good.messages(t), bad.messages(t)
 		if len(g) != 2 {
 			t.Fatalf("good endpoint: %d messages, want 2: %+v", len(g), g)
@@ -520,7 +535,7 @@ func TestNotifications(t *testing.T) {
 		mu.Unlock()
 		next := e.newGroups(t, "mail.send", "Next", 2)
 		waitFor(t, 10*time.Second, "the next digest", func() bool { return len(r.received()) >= 3 })
-		time.Sleep(300 * time.Millisecond)
+		e.settled(t)
 		ms := r.messages(t)
 		if len(ms) != 3 || ms[0].ID != ms[1].ID || !sameSet(announced(t, ms[1]), first) || !sameSet(announced(t, ms[2]), next) {
 			t.Fatalf("messages %+v; want the first digest twice, then the next", ms)
@@ -549,7 +564,7 @@ func TestNotifications(t *testing.T) {
 		}
 		e.db.MustExec(`UPDATE operations SET state = 'done', done_count = 1, finished_at = now() WHERE id = $1`, id)
 		waitFor(t, 10*time.Second, "the operation's end", func() bool { return len(r.received()) >= 2 })
-		time.Sleep(300 * time.Millisecond)
+		e.settled(t)
 		ms := r.messages(t)
 		if len(ms) != 2 || ms[0].Event != dlq.NotifyGroupNewDigest || ms[1].Event != dlq.NotifyOperationDone {
 			t.Fatalf("messages %+v; want the digest, then the operation's end, the later group waiting", ms)
@@ -587,7 +602,7 @@ func TestNotifications(t *testing.T) {
 		}
 		e.run(t, "console-1", r.URL, func(c *notify.Config) { c.Spike = dlq.Spike{Threshold: 4, Window: time.Minute} })
 		waitFor(t, 10*time.Second, "a notification", func() bool { return len(r.received()) >= 1 })
-		time.Sleep(300 * time.Millisecond)
+		e.settled(t)
 		got := r.received()
 		if len(got) != 1 {
 			t.Fatalf("%d notifications, want 1: %s", len(got), got)
@@ -641,7 +656,7 @@ func TestNotifications(t *testing.T) {
 		e.db.MustExec(`UPDATE operations SET state = 'auto_paused', done_count = 500, guard_verdict = 'tripped' WHERE id = $1`, paused)
 		e.db.MustExec(`UPDATE operations SET state = 'settling', done_count = 1 WHERE id = $1`, settled)
 		waitFor(t, 10*time.Second, "a notification", func() bool { return len(r.received()) == 1 })
-		time.Sleep(300 * time.Millisecond)
+		e.settled(t)
 		if n := len(r.received()); n != 1 {
 			t.Fatalf("%d notifications; settling is not an end", n)
 		}
@@ -678,7 +693,7 @@ func TestNotifications(t *testing.T) {
 		e.db.MustExec(`UPDATE pauses SET resumed_at = now(), resumed_by = 'expiry', expired = true WHERE id = $1`, expiring)
 		e.db.MustExec(`UPDATE pauses SET resumed_at = now(), resumed_by = 'olga' WHERE id = $1`, manual)
 		waitFor(t, 10*time.Second, "three notifications", func() bool { return len(r.received()) >= 3 })
-		time.Sleep(300 * time.Millisecond)
+		e.settled(t)
 		var titles []string
 		for _, b := range r.received() {
 			var m notify.Message
