@@ -612,17 +612,3 @@ func TestUnmergeErrorGroup(t *testing.T) {
 		}
 	}
 }
-
-// TestGroupEditMigration: 00043 goes down and up again.
-func TestGroupEditMigration(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	db := dlqtest.NewDB(t)
-	p := migrationsOf(t, db)
-	if _, err := p.DownTo(ctx, 42); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := p.Up(ctx); err != nil {
-		t.Fatal(err)
-	}
-}

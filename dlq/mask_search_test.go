@@ -1,7 +1,6 @@
 package dlq_test
 
 import (
-	"cmp"
 	"context"
 	"slices"
 	"strings"
@@ -207,96 +206,5 @@ func TestSearchFindsNoEscapedSecret(t *testing.T) {
 	m := mask.ForKeys(mask.DefaultKeys)
 	if shown := m.MaskText(escapedLetter.Message, nil, []byte(escapedLetter.Kwargs)); !sameIDs(searchIDs(t, store, shown), id) {
 		t.Errorf("search for the shown message %q found nothing", shown)
-	}
-}
-
-// insertLetterBefore33 inserts a pending letter as dlqtest.InsertDeadLetter
-// does, with its defaults, into a schema migrated down below 00033, where
-// dead_letters is still the letters' table, then indexes it for search.
-func insertLetterBefore33(t *testing.T, db *dlqtest.DB, l dlqtest.Letter) int64 {
-	t.Helper()
-	var id int64
-	err := db.Get(&id, `
-		INSERT INTO dead_letters (job_id, queue, task, args, kwargs, error_class, error_message, traceback,
-			attempts, max_attempts, history, reason, fingerprint, worker_version, enqueued_at, failed_at)
-		SELECT coalesce(max(job_id), 0) + 1, 'default', $1, $2, $3, 'RuntimeError', $4, '', 5, 5,
-			jsonb_build_array(jsonb_build_object('attempt', 5, 'at', now(), 'host', 'w1', 'version', 'v1',
-				'class', 'RuntimeError', 'message', $4::text, 'outcome', 'dead', 'duration_ms', 120)),
-			'exhausted', left(encode(convert_to($1 || '/RuntimeError', 'UTF8'), 'hex'), 16), '',
-			now() - interval '1 minute', now()
-		FROM dead_letters
-		RETURNING id`,
-		cmp.Or(l.Task, "billing.charge"), cmp.Or(l.Args, `[1]`), cmp.Or(l.Kwargs, `{}`), cmp.Or(l.Message, "boom"))
-	if err != nil {
-		t.Fatalf("insert dead letter: %v", err)
-	}
-	if err := dlqtest.IndexSearch(context.Background(), db.DB); err != nil {
-		t.Fatal(err)
-	}
-	return id
-}
-
-// searchIDsBelow38 finds letters by q as the store's search does (the
-// condition of Filter.where), for a schema migrated down below 00038, whose
-// search queue the store no longer reads.
-func searchIDsBelow38(t *testing.T, db *dlqtest.DB, q string) []int64 {
-	t.Helper()
-	var ids []int64
-	err := db.Select(&ids, `SELECT dead_letter_id FROM dead_letter_search
-		WHERE search_text ILIKE '%' || $1 || '%' AND policy_version = (SELECT version FROM mask_policy)
-		ORDER BY dead_letter_id DESC`, dlq.EscapeLike(q))
-	if err != nil {
-		t.Fatalf("search for %q: %v", q, err)
-	}
-	return ids
-}
-
-// Migration 00029 leaves no search row built by the old function in use:
-// they are skipped until rebuilt, then hide the escaped spelling. Its Down
-// gives the old function back.
-func TestSearchSpellingsMigrationRebuilds(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	db := dlqtest.NewDB(t)
-	store := dlq.NewStore(db.DB)
-	p := migrationsOf(t, db)
-	if _, err := p.DownTo(ctx, 28); err != nil {
-		t.Fatalf("down to 28: %v", err)
-	}
-	id := insertLetterBefore33(t, db, escapedLetter)
-	if got := searchIDsBelow38(t, db, "Erin-77"); !sameIDs(got, id) {
-		t.Fatalf("before 00029 search for the escaped secret found %v; the old function is not what this test assumes", got)
-	}
-	if _, err := p.UpTo(ctx, 29); err != nil {
-		t.Fatalf("up to 29: %v", err)
-	}
-	if got := searchIDsBelow38(t, db, "Erin-77"); len(got) != 0 {
-		t.Errorf("after 00029, before the rebuild, search found %v by the escaped secret", got)
-	}
-	if st, err := store.MaskPolicy(ctx); err != nil || st.Stale != 1 {
-		t.Fatalf("after 00029: stale %d, err %v; want the old row stale", st.Stale, err)
-	}
-	if n, err := store.RebuildSearch(ctx, 0, nil); err != nil || n != 1 {
-		t.Fatalf("rebuilt %d, err %v", n, err)
-	}
-	if got := searchIDsBelow38(t, db, "Erin-77"); len(got) != 0 {
-		t.Errorf("after the rebuild search found %v by the escaped secret", got)
-	}
-	if got := searchIDsBelow38(t, db, `"password": "•••", "api_token": "•••"}`); !sameIDs(got, id) {
-		t.Errorf("after the rebuild search for shown text found %v, want [%d]", got, id)
-	}
-
-	if _, err := p.DownTo(ctx, 28); err != nil {
-		t.Fatalf("down to 28 again: %v", err)
-	}
-	var helpers int
-	if err := db.Get(&helpers, `SELECT count(*) FROM pg_proc WHERE proname IN ('dead_letter_mask_spellings', 'dead_letter_go_unprintable')`); err != nil || helpers != 0 {
-		t.Errorf("after the Down %d helper functions are left, err %v", helpers, err)
-	}
-	if n, err := store.RebuildSearch(ctx, 0, nil); err != nil || n != 1 {
-		t.Fatalf("rebuilt %d after the Down, err %v", n, err)
-	}
-	if got := searchIDsBelow38(t, db, "Erin-77"); !sameIDs(got, id) {
-		t.Errorf("after the Down search found %v: not the old function", got)
 	}
 }

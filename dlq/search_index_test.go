@@ -155,35 +155,3 @@ func TestSearchQueueTakesStatementsInPartsAndSideBySide(t *testing.T) {
 		t.Errorf("%d search rows for %d letters; want one each", rows, letters)
 	}
 }
-
-// Migration 00038 carries letters queued one row each into arrays, and its
-// Down carries them back: none is lost either way.
-func TestSearchQueueMigrationKeepsQueuedLetters(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	store, db := setup(t)
-	failedAt := time.Now().Add(-time.Hour).UTC().Truncate(time.Microsecond)
-	if _, err := store.LoadDeadLetters(ctx, 4, func(i int) dlq.DeadLetter { return loadedLetter(i, failedAt) }); err != nil {
-		t.Fatal(err)
-	}
-	p := migrationsOf(t, db)
-	if _, err := p.DownTo(ctx, 37); err != nil {
-		t.Fatalf("down to 37: %v", err)
-	}
-	var perLetter int
-	if err := db.Get(&perLetter, `SELECT count(*) FROM dead_letter_search_queue`); err != nil || perLetter != 4 {
-		t.Fatalf("below 00038, %d letters queued (err %v); want 4", perLetter, err)
-	}
-	if _, err := p.Up(ctx); err != nil {
-		t.Fatalf("up: %v", err)
-	}
-	if n, err := store.SearchBacklog(ctx); err != nil || n != 4 {
-		t.Fatalf("after 00038, backlog %d (err %v); want 4", n, err)
-	}
-	if n, err := store.IndexSearch(ctx, 0); err != nil || n != 4 {
-		t.Fatalf("indexed %d, err %v; want 4", n, err)
-	}
-	if got := searchIDs(t, store, "card declined"); len(got) != 4 {
-		t.Errorf("search found %v; want the 4 letters", got)
-	}
-}

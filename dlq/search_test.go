@@ -82,38 +82,4 @@ func TestSearchFollowsLetters(t *testing.T) {
 	}
 }
 
-// Every migration's Down undoes its Up: all the way down and up again,
-// with letters in the table, and search still answers afterwards.
-func TestMigrationsRoundTrip(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	db := dlqtest.NewDB(t)
-	store := dlq.NewStore(db.DB)
-	id := dlqtest.InsertDeadLetter(t, db.DB, dlqtest.Letter{Message: "timeout talking to ledger-7"})
-
-	p := migrationsOf(t, db)
-	// Down to 00006: the search text is a column of dead_letters again,
-	// filled from the letters that are there.
-	if _, err := p.DownTo(ctx, 6); err != nil {
-		t.Fatalf("down to 6: %v", err)
-	}
-	var text string
-	if err := db.Get(&text, `SELECT search_text FROM dead_letters WHERE id = $1`, id); err != nil {
-		t.Fatal(err)
-	}
-	if want := "timeout talking to ledger-7 [1] {}"; text != want {
-		t.Fatalf("search_text %q, want %q", text, want)
-	}
-	if _, err := p.DownTo(ctx, 0); err != nil {
-		t.Fatalf("down to 0: %v", err)
-	}
-	if _, err := p.Up(ctx); err != nil {
-		t.Fatalf("up again: %v", err)
-	}
-	id = dlqtest.InsertDeadLetter(t, db.DB, dlqtest.Letter{Message: "timeout talking to ledger-7"})
-	if got := searchIDs(t, store, "ledger-7"); !sameIDs(got, id) {
-		t.Fatalf("search after a round trip found %v, want [%d]", got, id)
-	}
-}
-
 func sameIDs(got []int64, want ...int64) bool { return slices.Equal(got, want) }

@@ -18,6 +18,7 @@ import (
 func startDemoServer(t *testing.T, db *dlqtest.DB) string {
 	t.Helper()
 	store := dlq.NewStore(db.DB)
+	must(t, demo.EnsureSchema(context.Background(), db.DB))
 	outages := demo.NewOutages(db.DB, store)
 	now := time.Now()
 	must(t, outages.Schedule(context.Background(), demo.PaymentsProvider, now.Add(-time.Minute), now.Add(4*time.Minute)))

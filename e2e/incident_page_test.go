@@ -37,6 +37,7 @@ func outageLetters(t *testing.T, db *dlqtest.DB, charges, refunds int) map[strin
 	t.Helper()
 	ctx := context.Background()
 	store := dlq.NewStore(db.DB)
+	must(t, demo.EnsureSchema(ctx, db.DB))
 	must(t, store.RegisterTasks(ctx, outageTasks))
 	now := time.Now()
 	must(t, demo.NewOutages(db.DB, store).Schedule(ctx, demo.PaymentsProvider, now.Add(-time.Minute), now.Add(4*time.Minute)))

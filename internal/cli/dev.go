@@ -101,6 +101,9 @@ func serveDev(ctx context.Context, f flags, ac auth.Config, dataDir, databaseURL
 	if _, err := migrate(ctx, db, f.str("migrate-database-url"), logger); err != nil {
 		return err
 	}
+	if err := demo.EnsureSchema(ctx, db); err != nil {
+		return err
+	}
 	listen, err := listenDSN(ctx, f.str("listen-database-url"), db, databaseURL, logger)
 	if err != nil {
 		return err

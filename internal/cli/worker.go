@@ -39,6 +39,9 @@ func runWorker(ctx context.Context, args []string, e env) error {
 		return err
 	}
 	defer db.Close()
+	if err := demo.EnsureSchema(ctx, db); err != nil {
+		return err
+	}
 	reg := worker.NewRegistry()
 	demo.Register(reg, db)
 	metrics := newMetricsRegistry()

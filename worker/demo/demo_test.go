@@ -28,6 +28,9 @@ type bundle struct {
 func setup(t *testing.T) *bundle {
 	t.Helper()
 	db := dlqtest.NewDB(t)
+	if err := demo.EnsureSchema(context.Background(), db.DB); err != nil {
+		t.Fatal(err)
+	}
 	store := dlq.NewStore(db.DB)
 	if err := store.RegisterTasks(context.Background(), demo.TaskNames()); err != nil {
 		t.Fatal(err)

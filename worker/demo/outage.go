@@ -15,7 +15,7 @@ import (
 // The demo incident: a dependency of the shop goes down, the tasks that
 // call it dead-letter, someone deploys the fix, and a replay of the group
 // succeeds. The dependency's state is a row of demo_dependencies
-// (migration 00028) that the tasks read on every attempt.
+// (schema.sql) that the tasks read on every attempt.
 
 // PaymentsProvider is the dependency the demo incident takes down: the card
 // processor behind payments.charge and payments.refund.
