@@ -170,6 +170,7 @@ func (w *Worker) runHandler(ctx context.Context, t task, a *activeJob, log *jobL
 		settle(err)
 		return false
 	}
+	tell(w.signals.dropped)
 	return true
 }
 

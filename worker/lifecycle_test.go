@@ -147,7 +147,7 @@ func TestShutdown(t *testing.T) {
 		// the job is no longer this worker's.
 		close(release)
 		<-returned
-		time.Sleep(200 * time.Millisecond)
+		waitFor(t, 10*time.Second, "the late outcome to be dropped", func() bool { return r.drops.Load() == 1 })
 		if j := b.job(t, id); j.State != dlq.StateAvailable {
 			t.Fatalf("late outcome overwrote the handed-back job: %s", j.State)
 		}

@@ -88,6 +88,7 @@ func (w *Worker) claim(jobsCtx context.Context, from map[string]dlq.Position, li
 	jobs, err := w.store.ClaimAfter(ctx, w.cfg.ID, w.cfg.Queues, from, limit, w.cfg.LeaseDuration)
 	w.start(jobsCtx, jobs)
 	w.claiming.Unlock()
+	defer tell(w.signals.claimed)
 	if err != nil {
 		w.noteFailure(err)
 		w.log.Warn("claim failed; retrying at the next poll", "err", err)
@@ -375,6 +376,7 @@ func (w *Worker) rescueLoop(ctx context.Context) {
 }
 
 func (w *Worker) rescue(ctx context.Context) {
+	defer tell(w.signals.rescued)
 	// Crashed workers never unregister; their rows go once long stale.
 	if n, err := w.store.ForgetVanishedWorkers(ctx); err != nil {
 		w.noteFailure(err)

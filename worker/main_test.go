@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -181,6 +182,16 @@ type running struct {
 	w      *worker.Worker
 	cancel context.CancelFunc
 	done   chan error
+	// claims, rescues and drops count the worker's passes (its test
+	// signals): a test waits for some instead of sleeping.
+	claims, rescues, drops atomic.Int64
+}
+
+// await waits until the counter c has grown by n from now: n more passes.
+func (r *running) await(t *testing.T, c *atomic.Int64, n int64, what string) {
+	t.Helper()
+	until := c.Load() + n
+	waitFor(t, 10*time.Second, what, func() bool { return c.Load() >= until })
 }
 
 // start runs a worker until the test ends or stop is called.
@@ -192,6 +203,11 @@ func (b *bundle) start(t *testing.T, cfg worker.Config) *running {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &running{w: w, cancel: cancel, done: make(chan error, 1)}
+	worker.SetSignals(w, worker.Signals{
+		Claimed: func() { r.claims.Add(1) },
+		Rescued: func() { r.rescues.Add(1) },
+		Dropped: func() { r.drops.Add(1) },
+	})
 	go func() { r.done <- w.Run(ctx) }()
 	t.Cleanup(func() { _ = r.stop(t) })
 	return r

@@ -94,11 +94,11 @@ func TestPause(t *testing.T) {
 		cfg := b.config("w-queue")
 		cfg.Queues = []string{"default", "payments"}
 		p := b.pause(t, dlq.PauseQueue, "payments", nil)
-		b.start(t, cfg)
+		r := b.start(t, cfg)
 		held := b.enqueue(t, dlq.EnqueueParams{Task: "test.task", Queue: "payments"})
 		other := b.enqueue(t, dlq.EnqueueParams{Task: "test.task", Queue: "default"})
 		b.waitJob(t, other, dlq.StateSucceeded, 5*time.Second)
-		time.Sleep(10 * cfg.PollInterval) // ten polls that must not take it
+		r.await(t, &r.claims, 5, "five claims that must not take it")
 		if j := b.job(t, held); j.State != dlq.StateAvailable || j.Attempt != 0 {
 			t.Fatalf("job on the paused queue is %s at attempt %d, want available at 0", j.State, j.Attempt)
 		}
@@ -119,9 +119,9 @@ func TestPause(t *testing.T) {
 		b.countingTask("test.task")
 		until := time.Now().Add(1500 * time.Millisecond)
 		p := b.pause(t, dlq.PauseTask, "test.task", &until)
-		b.start(t, b.config("w-expiry"))
+		r := b.start(t, b.config("w-expiry"))
 		id := b.enqueue(t, dlq.EnqueueParams{Task: "test.task"})
-		time.Sleep(500 * time.Millisecond)
+		r.await(t, &r.claims, 3, "three claims before the pause expires")
 		if j := b.job(t, id); j.State != dlq.StateAvailable {
 			t.Fatalf("job is %s before the pause expired, want available", j.State)
 		}
@@ -140,7 +140,7 @@ func TestPause(t *testing.T) {
 			t.Fatalf("pause after expiry: %+v, want expired, resumed by %q", got, dlq.ExpiryActor)
 		}
 		// Every worker's rescue tries again; none writes a second entry.
-		time.Sleep(200 * time.Millisecond)
+		r.await(t, &r.rescues, 3, "three more rescue passes")
 		if n := b.count(t, `SELECT count(*) FROM audit_events WHERE action = 'pause_expired'`); n != 1 {
 			t.Fatalf("%d expiry entries, want exactly 1", n)
 		}

@@ -51,6 +51,8 @@ var (
 // Worker claims jobs from Postgres and runs them. Create one with New and
 // start it with Run.
 type Worker struct {
+	// signals tell tests of the loops' passes (testSignals).
+	signals testSignals
 	metrics *metrics
 	store   *dlq.Store
 	cfg     Config
@@ -135,6 +137,30 @@ type activeJob struct {
 	// vanishes is not "lost" but released by the outcome write, and there
 	// is no handler left to cancel.
 	finished atomic.Bool
+}
+
+// testSignals tell a test that a loop made a pass, so that it waits for
+// passes instead of sleeping to show that something does not happen (a
+// job on a paused queue is not claimed, a late outcome is not written).
+// Set only by tests (export_test.go); nil in production.
+type testSignals struct {
+	// claimed: a claim ran, whatever it took.
+	claimed func()
+	// rescued: a rescue pass ended.
+	rescued func()
+	// wrote: the completer settled a batch of outcomes (written, refused
+	// by the guard, or given up).
+	wrote func()
+	// dropped: an abandoned handler returned, and what it returned was
+	// dropped.
+	dropped func()
+}
+
+// tell calls f when it is set.
+func tell(f func()) {
+	if f != nil {
+		f()
+	}
 }
 
 // New returns a worker over store. It validates cfg after filling defaults.
