@@ -2,6 +2,8 @@ package dlq_test
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"testing"
 
 	"github.com/redrive/redrive/dlq"
@@ -56,5 +58,37 @@ func TestBaselineRoundTrip(t *testing.T) {
 	var pending int
 	if err := db.Get(&pending, `SELECT n FROM dead_letter_counts WHERE status = 'pending'`); err != nil || pending != 1 {
 		t.Fatalf("pending count %d, err %v; want 1", pending, err)
+	}
+}
+
+// A database migrated by a build from before the baseline holds versions
+// of the old history in goose_db_version: Migrate changes nothing and says
+// so, and Ready reports it, instead of goose taking those versions for the
+// baseline's or creating every table again.
+func TestMigrateRefusesTheHistoryBeforeTheBaseline(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := dlqtest.NewDB(t)
+	// What the last build before the baseline left: versions 1 to 43.
+	db.MustExec(`DELETE FROM goose_db_version WHERE version_id >= $1`, migrations.Baseline)
+	db.MustExec(`INSERT INTO goose_db_version (version_id, is_applied) SELECT v, true FROM generate_series(1, 43) v`)
+
+	_, err := dlq.Migrate(ctx, db.DB, nil)
+	if !errors.Is(err, dlq.ErrSchemaBeforeBaseline) || !strings.Contains(err.Error(), "nothing migrated") {
+		t.Fatalf("migrate: %v, want ErrSchemaBeforeBaseline and nothing migrated", err)
+	}
+	var newer int
+	if err := db.Get(&newer, `SELECT count(*) FROM goose_db_version WHERE version_id >= $1`, migrations.Baseline); err != nil || newer != 0 {
+		t.Fatalf("%d baseline versions recorded (err %v); want none", newer, err)
+	}
+	if err := dlq.NewStore(db.DB).Ready(ctx); !errors.Is(err, dlq.ErrSchemaBeforeBaseline) {
+		t.Fatalf("ready: %v, want ErrSchemaBeforeBaseline", err)
+	}
+
+	// A database of the baseline is not mistaken for one: goose's own row
+	// of version 0 is not the history.
+	fresh := dlqtest.NewDB(t)
+	if _, err := dlq.Migrate(ctx, fresh.DB, nil); err != nil {
+		t.Fatalf("migrate a baseline database: %v", err)
 	}
 }

@@ -5,6 +5,7 @@ import (
 
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -96,6 +97,9 @@ func Migrate(ctx context.Context, db *sqlx.DB, logger *slog.Logger) (int64, erro
 	if pooled {
 		return 0, fmt.Errorf("migrate: nothing migrated: %w; migrations need a direct connection to Postgres", ErrTransactionPooler)
 	}
+	if err := checkBaseline(ctx, db); err != nil {
+		return 0, fmt.Errorf("migrate: nothing migrated: %w", err)
+	}
 	p, err := newMigrator(db, logger)
 	if err != nil {
 		return 0, err
@@ -115,6 +119,9 @@ func (s *Store) Ready(ctx context.Context) error {
 	if err := s.db.PingContext(ctx); err != nil {
 		return fmt.Errorf("database unreachable: %w", err)
 	}
+	if err := checkBaseline(ctx, s.db); err != nil {
+		return fmt.Errorf("%w: drop it and run `redrive migrate` on a new one", err)
+	}
 	p, err := newMigrator(s.db, nil)
 	if err != nil {
 		return err
@@ -125,6 +132,35 @@ func (s *Store) Ready(ctx context.Context) error {
 	}
 	if pending {
 		return fmt.Errorf("migrations pending: run `redrive migrate`")
+	}
+	return nil
+}
+
+// ErrSchemaBeforeBaseline is returned by Migrate and Ready when the
+// database was migrated by a build of Redrive from before the schema
+// baseline (see package migrations). Those builds were never released, and
+// their databases are not upgraded: the history that would lead from them
+// to the baseline is gone, and the baseline cannot tell how far along it
+// a database got.
+var ErrSchemaBeforeBaseline = errors.New("the database was migrated by an older build of Redrive, " +
+	"from before its schema was squashed into one baseline")
+
+// checkBaseline returns ErrSchemaBeforeBaseline when goose_db_version holds
+// a version of the history before the baseline. It reads before goose
+// takes its lock: goose would otherwise take the old versions for its own
+// or try to create every table again.
+func checkBaseline(ctx context.Context, db *sqlx.DB) error {
+	var old bool
+	err := db.GetContext(ctx, &old, `SELECT to_regclass('goose_db_version') IS NOT NULL`)
+	if err == nil && old {
+		err = db.GetContext(ctx, &old, `SELECT EXISTS (SELECT 1 FROM goose_db_version WHERE version_id > 0 AND version_id < $1)`,
+			migrations.Baseline)
+	}
+	if err != nil {
+		return fmt.Errorf("read schema version: %w", err)
+	}
+	if old {
+		return ErrSchemaBeforeBaseline
 	}
 	return nil
 }

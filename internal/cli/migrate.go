@@ -39,8 +39,9 @@ func runMigrate(ctx context.Context, args []string, e env) error {
 	return nil
 }
 
-// migrate applies pending migrations over migrateURL when set, else over db;
-// behind a transaction pooler it refuses and says what to do.
+// migrate applies pending migrations over migrateURL when set, else over db.
+// Behind a transaction pooler, or on a database migrated by a build from
+// before the schema baseline, it refuses and says what to do.
 func migrate(ctx context.Context, db *sqlx.DB, migrateURL string, logger *slog.Logger) (int64, error) {
 	if migrateURL != "" {
 		direct, err := dlq.Open(ctx, migrateURL)
@@ -51,8 +52,12 @@ func migrate(ctx context.Context, db *sqlx.DB, migrateURL string, logger *slog.L
 		db = direct
 	}
 	v, err := dlq.Migrate(ctx, db, logger)
-	if errors.Is(err, dlq.ErrTransactionPooler) {
+	switch {
+	case errors.Is(err, dlq.ErrTransactionPooler):
 		return 0, fmt.Errorf("%w; set REDRIVE_MIGRATE_DATABASE_URL (--migrate-database-url) to one, for example past PgBouncer to Postgres itself", err)
+	case errors.Is(err, dlq.ErrSchemaBeforeBaseline):
+		return 0, fmt.Errorf("%w. Those builds were never released and their databases are not upgraded: "+
+			"drop this database, create it again and run `redrive migrate` (the dev cluster: `redrive dev --reset`, then `redrive dev`)", err)
 	}
 	return v, err
 }
