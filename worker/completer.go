@@ -250,7 +250,6 @@ func (c *completer) write(ctx context.Context, batch []outcome, fn writeFunc) {
 		return
 	}
 	w := c.w
-	defer tell(w.signals.wrote)
 	backoff := retryFlushMin
 	for {
 		wctx, cancel := context.WithTimeout(ctx, writeTimeout)

@@ -148,9 +148,6 @@ type testSignals struct {
 	claimed func()
 	// rescued: a rescue pass ended.
 	rescued func()
-	// wrote: the completer settled a batch of outcomes (written, refused
-	// by the guard, or given up).
-	wrote func()
 	// dropped: an abandoned handler returned, and what it returned was
 	// dropped.
 	dropped func()
