@@ -31,7 +31,7 @@ const riverUIVersion = "River UI v0.22.0"
 
 // riverUISampleSQL reads the letters River's jobs are copied from: a
 // spread of ids, so the mix of tasks and messages is the seed's. The
-// history is json since migration 00039; River's converted jobs take it
+// history is json (00101_letters.sql); River's converted jobs take it
 // as jsonb.
 const riverUISampleSQL = `SELECT task, queue, args, kwargs, error_class, error_message, traceback,
 	history::jsonb AS history, attempts, max_attempts, enqueued_at, failed_at

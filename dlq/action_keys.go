@@ -105,7 +105,7 @@ func claimActionKey(ctx context.Context, tx *sqlx.Tx, key string, actor Actor, a
 	if err := tx.GetContext(ctx, &prior, `SELECT actor, action, request_hash, result FROM action_keys WHERE key = $1`, key); err != nil {
 		return nil, fmt.Errorf("action key: %w", translate(err))
 	}
-	// A key stored before request_hash existed (00012) has no digest: only
+	// A key stored without request_hash has no digest: only
 	// its actor and action can be compared.
 	if prior.Actor != actor.Name || prior.Action != action || (prior.Hash != nil && *prior.Hash != hash) {
 		return nil, &KeyReuseError{}

@@ -30,7 +30,7 @@ func TestActionKeyBinding(t *testing.T) {
 		}
 	})
 
-	// Keys written before 00012 have no digest; they still repeat their
+	// Keys without request_hash have no digest; they still repeat their
 	// first answer for the same actor and action.
 	t.Run("AKeyWithoutADigestKeepsTheOldCheck", func(t *testing.T) {
 		t.Parallel()

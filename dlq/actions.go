@@ -82,8 +82,8 @@ const letterSQL = `SELECT ` + deadLetterColumns + ` FROM dead_letters WHERE id =
 // other's DELETE waits for it, then finds nothing (claimLetter).
 const claimPendingSQL = `DELETE FROM pending_dead_letters WHERE id = $1`
 
-// The outcomes, written once the letter is claimed (migration 00033: the
-// letter's own row is never rewritten).
+// The outcomes, written once the letter is claimed (the letter's own row is
+// never rewritten: 00101_letters.sql).
 const (
 	insertReplayedSQL = `
 INSERT INTO dead_letter_outcomes (dead_letter_id, failed_at, task, queue, replayed_at, replayed_by, replay_job_id)

@@ -18,7 +18,7 @@ const cleanerLockKey = 0x7265647269766501 // "redrive" + 1
 
 // deleteSucceededSQL deletes at most $2 cleanable jobs that finished
 // before $1: succeeded jobs that no letter links to, which is what
-// jobs_succeeded_idx holds (migration 00032). Replays (replay_of set) are
+// jobs_succeeded_idx holds (00100_queue.sql). Replays (replay_of set) are
 // kept for as long as their letter is, and dead jobs for as long as
 // theirs; neither is in the index.
 //

@@ -7,7 +7,7 @@ import (
 	"github.com/redrive/redrive/dlq/dlqtest"
 )
 
-// TestLargeValuesCompressWithLZ4: migration 00031 has the server compress a
+// TestLargeValuesCompressWithLZ4: the schema has the server compress a
 // letter's and a job's large values with lz4 rather than pglz, when it was
 // built with lz4; and a letter written since reads back whole.
 func TestLargeValuesCompressWithLZ4(t *testing.T) {
@@ -25,7 +25,7 @@ func TestLargeValuesCompressWithLZ4(t *testing.T) {
 		WHERE attrelid IN ('dead_letter_records'::regclass, 'jobs'::regclass) AND attcompression = 'l' ORDER BY 1`); err != nil {
 		t.Fatal(err)
 	}
-	// The letters' facts live in dead_letter_records since migration 00033.
+	// The letters' facts live in dead_letter_records (00101_letters.sql).
 	want := []string{"dead_letter_records.args", "dead_letter_records.error_message", "dead_letter_records.history",
 		"dead_letter_records.kwargs", "dead_letter_records.traceback", "jobs.args", "jobs.errors", "jobs.kwargs"}
 	if !slices.Equal(cols, want) {

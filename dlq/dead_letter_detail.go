@@ -40,7 +40,7 @@ func (d DeadLetterDetail) TracebackTruncated() bool { return d.TracebackLen > Tr
 
 // getDeadLetterSQL caps the traceback, and each attempt's traceback in the
 // history, in the database, so a huge one never leaves Postgres whole. A
-// history (json, its text as stored: migration 00039) shorter than the cap
+// history (json, its text as stored: 00101_letters.sql) shorter than the cap
 // as a whole has no attempt to cut, and goes out as it is stored, without
 // taking it apart. The letters its replays produced come in the same
 // statement: one round trip per page view. A cut text ends in

@@ -65,7 +65,7 @@ FROM o WHERE id IN (SELECT id FROM taken) ORDER BY failed_at, id`
 
 // loadSettledSQL marks a load's transaction as one of settled letters
 // only (LoadSettledDeadLetters): the letters' insert trigger writes no
-// pending rows and counts nothing pending (migration 00035).
+// pending rows and counts nothing pending (00101_letters.sql).
 const loadSettledSQL = `SET LOCAL redrive.load_settled = 'on'`
 
 // insertOutcomesSQL writes the outcomes of settled letters that were never
@@ -229,8 +229,8 @@ func (s *Store) loadDeadLetters(ctx context.Context, n int, letter func(i int) D
 const indexLoadBatch = 100_000
 
 // IndexLoadedDeadLetters leaves the table as a console wants it after bulk
-// loads. It builds the search rows of every queued letter (migration
-// 00016), on connections connections at once, with the same statement as
+// loads. It builds the search rows of every queued letter
+// (00102_search.sql), on connections connections at once, with the same statement as
 // the console's indexer (a console running meanwhile indexes some itself;
 // SKIP LOCKED keeps the two out of each other's way). Then it merges the
 // GIN pending lists (or the next ordinary insert would pay for merging

@@ -27,7 +27,7 @@ type letterScan struct {
 	Plans    []letterScan `json:"Plans"`
 }
 
-// letterTables are the tables a letter lives in since migration 00033:
+// letterTables are the tables a letter lives in (00101_letters.sql):
 // its facts, its pending row while pending, its outcome once settled.
 var letterTables = map[string]bool{"dead_letter_records": true, "pending_dead_letters": true, "dead_letter_outcomes": true}
 
@@ -73,15 +73,14 @@ func fingerprintWalks(scans []letterScan) []letterScan {
 	return walks
 }
 
-// TestPendingFingerprintReadsUseTheFingerprintIndex: migration 00030 drops
-// the partial index on pending letters by fingerprint, which every
-// dead-lettering had to write. The reads it served, a group's pending
-// letters as a page and as the batches of a bulk replay, walk the
-// status-less fingerprint index instead and read about as many letters as
-// they return; their count comes from error_groups. Since migration 00033
-// a letter lives in three tables (letterTables): whichever of them serves
-// the read, it walks an index on the fingerprint and reads about as many
-// rows of each table as it returns.
+// TestPendingFingerprintReadsUseTheFingerprintIndex: no index holds the
+// pending letters by fingerprint, which every dead-lettering would have to
+// write. A group's pending letters, as a page and as the batches of a bulk
+// replay, walk the letters' fingerprint index and read about as many
+// letters as they return; their count comes from error_groups. A letter
+// lives in three tables (letterTables): whichever of them serves the read,
+// it walks an index on the fingerprint and reads about as many rows of
+// each table as it returns.
 func TestPendingFingerprintReadsUseTheFingerprintIndex(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()

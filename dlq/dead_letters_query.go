@@ -68,7 +68,7 @@ const DefaultCountBudget = 30 * time.Millisecond
 // letterSource is the relation a query of letters reads: every letter
 // (the dead_letters view), or the pending ones only (pending_dead_letters,
 // whose narrow rows carry every column a filter names, with indexes by
-// time and by reason: migration 00033).
+// time and by reason: 00101_letters.sql).
 type letterSource int
 
 const (
@@ -174,8 +174,8 @@ func (f Filter) where(src letterSource, withCursor bool, argOffset int) (string,
 	}
 	if f.Q != "" {
 		// The error message, args and kwargs as the pages show them
-		// (masked: migration 00010), trigram-indexed in a side table a
-		// replay never updates (00007). Only rows built under the current
+		// (masked), trigram-indexed in a side table a replay never
+		// updates (00102_search.sql). Only rows built under the current
 		// mask policy count: one not rebuilt yet after a change may hold
 		// what the new policy hides. % and _ in the term are meant
 		// literally.

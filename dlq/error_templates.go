@@ -26,7 +26,7 @@ const (
 const SystemActor = "system"
 
 // templateStore keeps a grouping.Grouper's learning in error_templates and
-// error_group_merges (migrations 00041 and 00043).
+// error_group_merges (00103_groups.sql).
 type templateStore struct {
 	s *Store
 }

@@ -21,7 +21,7 @@ import (
 )
 
 // An operator's merges and splits of error groups (issue 27), which the
-// grouper honours from then on (migration 00043).
+// grouper honours from then on (00103_groups.sql).
 //
 // A merge moves the letters of several groups of one task and error class
 // into one, whose id survives (the oldest, unless the operator picks one);

@@ -167,14 +167,14 @@ const jobListColumns = `id, queue, task, state, attempt, max_attempts, run_at, c
 
 // Why the queries below split by state: the indexes that narrow jobs by
 // queue or task both lead with something else, (state, queue, id DESC) and
-// (task, state, id DESC), and both leave running jobs out (00013; a
+// (task, state, id DESC), and both leave running jobs out (00100_queue.sql; a
 // branch for running reads the few running rows through their own index). A filter on queue or task without a state is
 // therefore asked once per state, each branch one short index range in id
 // order, and the branches are merged: a page costs at most five ranges of
 // limit+1 rows however rare the queue or task, where a single query would
 // scan the table for a rare one.
 //
-// Succeeded jobs are the exception (00032): those no letter links to are
+// Succeeded jobs are the exception: those no letter links to are
 // in jobs_succeeded_idx (queue, task, id DESC) only, so their branch reads
 // one range per (queue, task) pair, found by skipping through that index
 // (succeededPairsCTE), and merges them; the succeeded replays stay in the
@@ -236,7 +236,7 @@ func succeededSelect(f JobFilter, columns string, extra []string, order string, 
 // succeededIndexOrder is the order of jobs_succeeded_idx within a (queue,
 // task) pair, and succeededIndexOrderASC its reverse. id is never NULL:
 // the NULLS clauses only make the primary key unable to serve the order
-// (00032), so that the planner, which cannot know how rare a pair is,
+// (00100_queue.sql), so that the planner, which cannot know how rare a pair is,
 // does not walk the primary key to find a rare pair's jobs.
 const (
 	succeededIndexOrder    = "ORDER BY id DESC NULLS LAST"

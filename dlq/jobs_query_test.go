@@ -346,7 +346,7 @@ func ids(jobs []dlq.JobListItem) []int64 {
 
 // TestSucceededJobList checks the succeeded jobs, which live in
 // jobs_succeeded_idx by (queue, task) pair and, for replays, in the
-// console's other indexes (00032), page newest first as one list, and
+// console's other indexes (00100_queue.sql), page newest first as one list, and
 // count as one, whatever the filter.
 func TestSucceededJobList(t *testing.T) {
 	t.Parallel()

@@ -30,7 +30,7 @@ func recordVersions(t *testing.T, db *dlqtest.DB) map[int64]string {
 
 // Replaying, discarding and restoring, one by one or in bulk, write the
 // letter's outcome beside it and never rewrite (or lock) the letter's own
-// wide row: that rewrite was most of a bulk action's cost (migration 00033).
+// wide row: that rewrite was most of a bulk action's cost (00101_letters.sql).
 func TestActionsLeaveTheLetterRowAlone(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -113,7 +113,7 @@ func TestSecondActionOnALetterConflicts(t *testing.T) {
 // A purge deletes a settled letter with its outcome, and the job that
 // replayed it and the letter of that replay's failure forget the link
 // (neither jobs.replay_of nor the letters' replay_of has a foreign key:
-// migrations 00033 and 00036).
+// 00101_letters.sql).
 func TestPurgeTakesTheOutcomeAndUnlinksTheReplay(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()

@@ -19,7 +19,7 @@ import (
 // a job, but the mask rules are the console's configuration: the console
 // writes them to mask_policy at start (ApplyMaskPolicy), the triggers read
 // them there, and RebuildSearch brings older search rows up to date. See
-// migration 00010.
+// 00102_search.sql.
 
 // MaskPolicyState is the policy the database holds.
 type MaskPolicyState struct {

@@ -17,7 +17,7 @@ import (
 )
 
 // maskCases are error texts with the arguments of their letter: the pages
-// (Go, package mask) and the search (SQL, migrations 00010 and 00029) must
+// (Go, package mask) and the search (SQL, 00102_search.sql) must
 // hide the same in each. The table lives here, with both its tests, since
 // the SQL half needs the store's database.
 var maskCases = []struct {
@@ -142,7 +142,7 @@ func TestSearchTextMasksPairs(t *testing.T) {
 }
 
 // The search's SQL spells a secret as Go's %q does only if it knows the
-// runes Go's unicode tables call unprintable (migration 00029). When Go's
+// runes Go's unicode tables call unprintable (00102_search.sql). When Go's
 // tables change, this fails: a new migration must redefine
 // dead_letter_go_unprintable with the ranges it prints.
 func TestSQLKnowsGoUnprintableRunes(t *testing.T) {

@@ -12,7 +12,7 @@ import (
 )
 
 // The kinds of notification event. Triggers write the group and operation
-// events in the same transaction as what they report (migration 00022);
+// events in the same transaction as what they report (00107_notifications.sql);
 // DetectSpikes writes the spikes.
 const (
 	NotifyGroupNew           = "group_new"
@@ -24,7 +24,7 @@ const (
 	NotifyPauseExpired       = "pause_expired"
 )
 
-// The follow-through of a bulk replay (00026): it waits for a decision.
+// The follow-through of a bulk replay: it waits for a decision.
 const (
 	NotifyOperationAutoPaused   = "operation_auto_paused"
 	NotifyOperationCanaryFailed = "operation_canary_failed"
@@ -218,7 +218,7 @@ func (a DeliveryAttempt) outcome() (state string, status *int, retryAt time.Time
 
 // New error groups are announced in digests, at most one message per
 // endpoint per window, so that an outage that makes 500 groups is one
-// message rather than 500 (migration 00042). The outbox stays as it is:
+// message rather than 500 (00107_notifications.sql). The outbox stays as it is:
 // one group_new event per group, one delivery per event and endpoint. The
 // sender, in each pass:
 //
@@ -232,7 +232,7 @@ func (a DeliveryAttempt) outcome() (state string, status *int, retryAt time.Time
 //     same deliveries; after, the digest's members are fixed.
 //  2. posts each due digest (DueDigests), composed from its members as
 //     they are fixed in the database. No transaction is open while the
-//     webhook answers (the lease's reason, 00022).
+//     webhook answers (the lease's reason, 00107_notifications.sql).
 //  3. records the attempt on every member at once (RecordDigestAttempt),
 //     one statement again: the digest is delivered, retried or given up as
 //     a whole, and a delivered one moves its endpoint's window to the send.

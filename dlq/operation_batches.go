@@ -40,7 +40,7 @@ type BatchResult struct {
 // row goes on (the other's DELETE, re-checking the row once the first
 // commits, finds it gone), and only the letters it took get an outcome, a
 // job and an audit link. The letter's own row is never written: its
-// outcome is a narrow row of dead_letter_outcomes (migration 00033 says
+// outcome is a narrow row of dead_letter_outcomes (00101_letters.sql says
 // what that saves). A replay's job id is drawn from the jobs sequence as
 // the outcome is written, so the job can be inserted from the outcomes'
 // RETURNING rows.

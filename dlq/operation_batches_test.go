@@ -32,7 +32,7 @@ func TestBatchReadsOnlyWhatItTakes(t *testing.T) {
 	// One letter in ten failed in the last hour, spread over the ids, as
 	// after an incident among a backlog of older letters.
 	// The letters are pending: their pending rows carry failed_at too
-	// (migration 00033), and must keep the letters' own.
+	// (00101_letters.sql), and must keep the letters' own.
 	if _, err := db.Exec(`WITH r AS (
 		UPDATE dead_letter_records SET failed_at = now() - CASE WHEN id % 10 = 0 THEN interval '1 minute'
 			ELSE interval '2 days' END
@@ -69,7 +69,7 @@ func TestBatchReadsOnlyWhatItTakes(t *testing.T) {
 			}
 			// Rows the scans under the CTE that picks the batch
 			// returned or filtered out. A batch picks its letters from
-			// pending_dead_letters (migration 00033).
+			// pending_dead_letters (00101_letters.sql).
 			read, scans := 0.0, 0
 			var walk func(n batchScanNode, inBatch bool)
 			walk = func(n batchScanNode, inBatch bool) {

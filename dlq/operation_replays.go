@@ -65,7 +65,7 @@ func (c ReplayCounts) into(m map[string]int64) {
 }
 
 // replayCountsSQL counts an operation's replay jobs by state: one range
-// of jobs_operation_state_idx (00026). Measured with EXPLAIN (ANALYZE,
+// of jobs_operation_state_idx (00100_queue.sql). Measured with EXPLAIN (ANALYZE,
 // BUFFERS) on 100,000 replays of one operation among 300,000 jobs
 // (PostgreSQL 15, a 2-core machine shared with other work, warm cache):
 // right after the batches, a bitmap heap scan, 2,123 buffers, 93-107 ms;
@@ -76,7 +76,8 @@ func (c ReplayCounts) into(m map[string]int64) {
 // second per operation it follows, and keeps the counts in
 // operations.replays, which pages, the API and the CLI read. The other
 // way, a counter row per operation moved by a trigger on jobs, would put
-// that one hot row in every worker acknowledgement of a replay (see 00026).
+// that one hot row in every worker acknowledgement of a replay (see
+// 00100_queue.sql).
 const replayCountsSQL = `
 SELECT count(*) FILTER (WHERE state IN ('available', 'retrying')) AS waiting,
 	count(*) FILTER (WHERE state = 'running') AS running,

@@ -52,7 +52,7 @@ var OperationStates = []OperationState{OpRunning, OpCanary, OpCanaryFailed, OpAu
 // more is followed: every replay settled, or the operator stopped
 // following it, or it was cancelled or failed. The runner, the API's 200,
 // the CLI's watch and the "operation ended" notification (a trigger on
-// these same three states, 00022/00026) all mean this.
+// these same three states, 00107_notifications.sql) all mean this.
 func (s OperationState) Finished() bool {
 	return s == OpDone || s == OpCancelled || s == OpFailed
 }

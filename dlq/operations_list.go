@@ -101,7 +101,7 @@ type InFlight struct {
 }
 
 // inFlightSQL reads the open operations from their partial index
-// (migration 00027), which holds only them: the cost does not grow with
+// (00104_operations.sql), which holds only them: the cost does not grow with
 // the history. Only the columns the banner shows are read.
 const inFlightSQL = `SELECT id, kind, state, actor, matched, done_count, skipped, created_at, count(*) OVER () AS open
 	FROM operations WHERE finished_at IS NULL ORDER BY id DESC LIMIT $1`

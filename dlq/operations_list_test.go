@@ -157,7 +157,7 @@ func TestSelectionOverlaps(t *testing.T) {
 		store, db := setup(t)
 		ids := insertLetters(t, db, 30)
 		// The letters are pending: their pending rows, which the
-		// selections read, carry task and fingerprint too (migration 00033).
+		// selections read, carry task and fingerprint too (00101_letters.sql).
 		for _, table := range []string{"dead_letter_records", "pending_dead_letters"} {
 			if _, err := db.Exec(`UPDATE `+table+` SET task = 't.other' WHERE id = ANY($1)`, pq.Array(ids[10:20])); err != nil {
 				t.Fatal(err)
@@ -255,8 +255,8 @@ func TestSelectionOverlaps(t *testing.T) {
 
 // TestInFlightCostDoesNotGrowWithHistory measures the banner's query, which
 // runs on every page: with 100,000 finished operations and 3 open ones it
-// reads the partial index of open operations (00027) and a handful of
-// blocks, not the history.
+// reads the partial index of open operations (00104_operations.sql) and a
+// handful of blocks, not the history.
 func TestInFlightCostDoesNotGrowWithHistory(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()

@@ -24,7 +24,7 @@ type PurgeParams struct {
 // apart: a restore deletes the outcome it undoes, so the purge skips a
 // letter being restored, and a restore that comes second finds nothing to
 // undo. Jobs that replayed a deleted letter keep their history but lose
-// the link (jobs.replay_of has no foreign key: migration 00033).
+// the link (jobs.replay_of has no foreign key: 00100_queue.sql).
 const purgeBatchSQL = `
 WITH settled AS (
 	SELECT failed_at, dead_letter_id FROM dead_letter_outcomes

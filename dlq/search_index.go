@@ -7,12 +7,12 @@ import (
 	"time"
 )
 
-// A letter's search row is built after the letter is written (migration
-// 00016): the insert trigger queues the letter, and IndexSearch builds the
-// search rows of the queued letters in batches. Dead-lettering then costs
-// one small queue row per inserting statement (its letters' ids as one
-// array, migration 00038) instead of the masked text and its trigram
-// index entries, which were two thirds of what a letter cost. A
+// A letter's search row is built after the letter is written
+// (00102_search.sql): the insert trigger queues the letter, and
+// IndexSearch builds the search rows of the queued letters in batches.
+// Dead-lettering then costs one small queue row per inserting statement
+// (its letters' ids as one array) instead of the masked text and its
+// trigram index entries, which were two thirds of what a letter cost. A
 // letter not yet indexed has no search row, so search cannot find it by
 // anything, let alone by a masked value; the search page says how many
 // letters that is (SearchBacklog).
@@ -50,7 +50,7 @@ const searchBacklogCap = 100_000
 
 // SearchBacklog counts the letters written but not yet indexed for search,
 // up to searchBacklogCap. The queue holds the ids of each inserting
-// statement as one row (migration 00038), with their number beside them.
+// statement as one row, with their number beside them.
 func (s *Store) SearchBacklog(ctx context.Context) (int64, error) {
 	var n int64
 	err := s.db.GetContext(ctx, &n, `SELECT least(coalesce(sum(n), 0), $1) FROM (SELECT n FROM dead_letter_search_queue LIMIT $1) q`, searchBacklogCap)

@@ -15,7 +15,7 @@ import (
 )
 
 // A letter the worker writes gets its search row afterwards, from the
-// indexer (migration 00016), not in the dead-lettering statement: until
+// indexer (00102_search.sql), not in the dead-lettering statement: until
 // then search cannot find it by anything, masked or not, and says how many
 // letters it cannot see yet; once indexed it is found by what the pages
 // show and still not by what they hide.
@@ -81,7 +81,7 @@ func TestSearchIndexesNewLettersAfterwards(t *testing.T) {
 }
 
 // The search queue holds each inserting statement's letters as one row
-// (migration 00038). The indexer takes rows oldest first, splits the one
+// (00102_search.sql). The indexer takes rows oldest first, splits the one
 // that would overflow its batch, and locks only the rows it takes: a
 // second indexer beside it finds the rest.
 func TestSearchQueueTakesStatementsInPartsAndSideBySide(t *testing.T) {

@@ -29,8 +29,9 @@ func searchIDs(t *testing.T, store *dlq.Store, q string) []int64 {
 	return ids
 }
 
-// The search text lives in a side table kept by triggers (migration
-// 00007): it must follow every way a letter comes and goes.
+// The search text lives in a side table kept by triggers and the indexer
+// (00102_search.sql): it must follow every way a letter comes
+// and goes.
 func TestSearchFollowsLetters(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()

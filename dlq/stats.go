@@ -110,9 +110,9 @@ SELECT status, COALESCE(sum(n), 0)::bigint AS n FROM dead_letter_counts GROUP BY
 // statePairsCTE finds each (state, queue) pair present in jobs. The
 // settled states come from a recursive "loose index scan" over
 // jobs_state_queue_idx: one index probe per pair, however many rows each
-// pair holds. That index leaves running jobs out (migration 00013), and
+// pair holds. That index leaves running jobs out (00100_queue.sql), and
 // those are few: their queues are read from jobs_running_lease_idx. It
-// also leaves out the succeeded jobs no letter links to (00032), whose
+// also leaves out the succeeded jobs no letter links to, whose
 // queues come from the same kind of scan of jobs_succeeded_idx.
 const statePairsCTE = `settled(state, queue) AS (
 	(SELECT state, queue FROM jobs WHERE ` + settledIndexed + ` ORDER BY state, queue LIMIT 1)
@@ -132,7 +132,8 @@ const statePairsCTE = `settled(state, queue) AS (
 )`
 
 // settledIndexed is the predicate of jobs_state_queue_idx and
-// jobs_task_state_idx (00032), which a query repeats to be read from them.
+// jobs_task_state_idx (00100_queue.sql), which a query repeats to be read
+// from them.
 const settledIndexed = `state <> 'running' AND (state <> 'succeeded' OR replay_of IS NOT NULL)`
 
 // statePairsSQL lists the (state, queue) pairs present in jobs.
@@ -140,7 +141,7 @@ const statePairsSQL = `WITH RECURSIVE ` + statePairsCTE + `
 SELECT state, queue FROM pairs`
 
 // inflowSQL reads letters per UTC hour from $1 up to $2 from the totals
-// that migration 00004 keeps: one row per hour, whatever the number of
+// that 00101_letters.sql keeps: one row per hour, whatever the number of
 // fingerprints. Days are summed from these hours in Go.
 const inflowSQL = `
 SELECT hour AS bucket, n FROM dead_letter_inflow_totals

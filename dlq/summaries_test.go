@@ -29,7 +29,7 @@ func TestSummariesFollowDeadLetters(t *testing.T) {
 		FROM generate_series(1, 500) g;
 		SET TIME ZONE 'UTC'`)
 	// Replays and discards move letters from pending_dead_letters to
-	// dead_letter_outcomes (migration 00033); a letter replayed already
+	// dead_letter_outcomes (00101_letters.sql); a letter replayed already
 	// (id 77) is no longer pending, so the discard leaves it replayed.
 	dlqtest.Settle(t, db, dlqtest.Outcome{Status: "replayed", By: "a"}, "id % 7 = 0")
 	dlqtest.Settle(t, db, dlqtest.Outcome{Status: "discarded", By: "a", Reason: "r"}, "id % 11 = 0")

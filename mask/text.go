@@ -15,7 +15,7 @@ import (
 // quotes its payload ("invalid kwargs {\"password\": ...}", "card ending
 // 7552") puts in the text what the arguments' masking hides. So wherever
 // error text is shown, searched or exported it is masked too, by rules the
-// search's SQL (migrations 00010 and 00029) applies the same way:
+// search's SQL (00102_search.sql) applies the same way:
 //
 //  1. every string or number under a sensitive key of the letter's own
 //     arguments, at least MinValueLen characters long, is replaced
@@ -236,7 +236,7 @@ func (m Policy) textMask(args, kwargs json.RawMessage) TextMask {
 // control character in it would otherwise be hidden only where it is
 // written as it is. The quotes around a spelling are not part of it.
 // The search's SQL spells secrets the same way (dead_letter_mask_spellings,
-// migration 00029): a spelling added here needs a migration there.
+// 00102_search.sql): a spelling added here needs a migration there.
 func spellings(secret string) []string {
 	out := []string{secret}
 	if !strings.ContainsFunc(secret, func(r rune) bool { return r < 0x20 || r > 0x7e || strings.ContainsRune(`"\<>&`, r) }) {

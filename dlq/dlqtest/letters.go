@@ -57,7 +57,7 @@ type Outcome struct {
 }
 
 // settleSQL settles letters as a replay or a discard does: their pending
-// rows go and their outcomes are written (migration 00033). %s is the
+// rows go and their outcomes are written (00101_letters.sql). %s is the
 // condition on dead_letter_records; the outcome's values follow its
 // arguments.
 const settleSQL = `
@@ -148,7 +148,7 @@ func InsertDeadLetter(t testing.TB, db *sqlx.DB, l Letter) int64 {
 
 // IndexSearch builds the search rows of the letters written since the last
 // call, as the console's background indexer would a moment later
-// (migration 00016), so that a test can search for a letter it just wrote.
+// (00102_search.sql), so that a test can search for a letter it just wrote.
 func IndexSearch(ctx context.Context, db *sqlx.DB) error {
 	if _, err := db.ExecContext(ctx, `SELECT dead_letter_search_index(2147483647)`); err != nil {
 		return fmt.Errorf("index search: %w", err)

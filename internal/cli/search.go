@@ -13,7 +13,7 @@ import (
 	"github.com/redrive/redrive/web/auth"
 )
 
-// The masked search text (migration 00010): the console writes its mask
+// The masked search text (00102_search.sql): the console writes its mask
 // settings to the database at start, and the search rows built under other
 // settings are rebuilt in the background; `redrive search rebuild` does
 // the same by hand.
@@ -34,7 +34,7 @@ func masker(ac auth.Config) (mask.Policy, error) {
 // applyMaskPolicy writes the console's mask settings to the database and
 // returns the console's search upkeep: it rebuilds the search rows built
 // under other settings and, until ctx ends, indexes new letters for search
-// (migration 00016). Run it beside the console, since on a million letters
+// (00102_search.sql). Run it beside the console, since on a million letters
 // a rebuild takes minutes, during which searches skip those rows. A
 // rebuild that fails is logged, not fatal: the rows it left stay out of
 // search until the next start or `redrive search rebuild`.
