@@ -52,7 +52,7 @@ go-check:
 
 .PHONY: build
 build: go-check ## build bin/redrive
-	$(GO) build -trimpath -ldflags "-X github.com/redrive/redrive/internal/cli.version=$$(git describe --always --dirty 2>/dev/null || echo dev)" -o $(BIN) .
+	$(GO) build -trimpath -ldflags "-X github.com/redrive/redrive/cli.version=$$(git describe --always --dirty 2>/dev/null || echo dev)" -o $(BIN) .
 
 .PHONY: generate
 generate: ## regenerate the templ views

@@ -1,6 +1,6 @@
 // Command redrive is the dead-letter operations console, its worker and the
 // tools around them, in one binary; `redrive help` lists the commands.
-// Everything but wiring the process lives in internal/cli.
+// Everything but wiring the process lives in cli.
 package main
 
 import (
@@ -9,7 +9,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/redrive/redrive/internal/cli"
+	"github.com/redrive/redrive/cli"
 )
 
 func main() {

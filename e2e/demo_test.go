@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
+	redrive "github.com/redrive/redrive/cli"
 	"github.com/redrive/redrive/dlq"
 	"github.com/redrive/redrive/dlq/dlqtest"
-	redrive "github.com/redrive/redrive/internal/cli"
 	"github.com/redrive/redrive/worker/demo"
 )
 

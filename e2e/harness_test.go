@@ -14,9 +14,9 @@ import (
 
 	"github.com/playwright-community/playwright-go"
 
+	redrive "github.com/redrive/redrive/cli"
 	"github.com/redrive/redrive/dlq"
 	"github.com/redrive/redrive/dlq/dlqtest"
-	redrive "github.com/redrive/redrive/internal/cli"
 )
 
 // Helpers every browser test uses: a server per test, a page per test,

@@ -13,9 +13,9 @@ import (
 
 	"github.com/playwright-community/playwright-go"
 
+	redrive "github.com/redrive/redrive/cli"
 	"github.com/redrive/redrive/dlq"
 	"github.com/redrive/redrive/dlq/dlqtest"
-	redrive "github.com/redrive/redrive/internal/cli"
 	"github.com/redrive/redrive/replay"
 	"github.com/redrive/redrive/worker"
 )

@@ -10,9 +10,9 @@ import (
 
 	"github.com/playwright-community/playwright-go"
 
+	redrive "github.com/redrive/redrive/cli"
 	"github.com/redrive/redrive/dlq"
 	"github.com/redrive/redrive/dlq/dlqtest"
-	redrive "github.com/redrive/redrive/internal/cli"
 )
 
 // TestOperationsInFlight is the incident journey of two engineers: alice's

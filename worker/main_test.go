@@ -17,9 +17,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redrive/redrive/cli"
 	"github.com/redrive/redrive/dlq"
 	"github.com/redrive/redrive/dlq/dlqtest"
-	"github.com/redrive/redrive/internal/cli"
 	"github.com/redrive/redrive/worker"
 )
 

@@ -138,12 +138,12 @@ func TestEnvironmentThenFlags(t *testing.T) {
 
 // configurationDoc is the page that holds the configuration table, from
 // this package's folder.
-const configurationDoc = "../../docs/configuration.md"
+const configurationDoc = "../docs/configuration.md"
 
 // docs/configuration.md's table of variables is the options table:
-// regenerate it with go test ./internal/cli -run TestConfigurationDoc -update.
+// regenerate it with go test ./cli -run TestConfigurationDoc -update.
 func TestConfigurationDocTable(t *testing.T) {
-	const begin, end = "<!-- begin configuration: generated from internal/cli/flags.go -->\n", "<!-- end configuration -->"
+	const begin, end = "<!-- begin configuration: generated from cli/flags.go -->\n", "<!-- end configuration -->"
 	raw, err := os.ReadFile(configurationDoc)
 	if err != nil {
 		t.Fatal(err)
@@ -161,7 +161,7 @@ func TestConfigurationDocTable(t *testing.T) {
 			}
 			return
 		}
-		t.Errorf("%s's configuration table differs from the options table (go test ./internal/cli -run TestConfigurationDoc -update):\ngot\n%s\nwant\n%s", configurationDoc, got, want)
+		t.Errorf("%s's configuration table differs from the options table (go test ./cli -run TestConfigurationDoc -update):\ngot\n%s\nwant\n%s", configurationDoc, got, want)
 	}
 }
 

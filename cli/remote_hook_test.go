@@ -8,7 +8,7 @@ import (
 )
 
 // TestRemoteCommandsAreWired: the binary hands the on-call commands to
-// internal/remote, lists them in its help, and exits 2 on their usage
+// cli/remote, lists them in its help, and exits 2 on their usage
 // mistakes as on its own.
 func TestRemoteCommandsAreWired(t *testing.T) {
 	var out, errOut bytes.Buffer

@@ -16,12 +16,12 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
+	"github.com/redrive/redrive/cli/remote"
 	"github.com/redrive/redrive/dlq"
-	"github.com/redrive/redrive/internal/remote"
 )
 
 // version is the build, set with
-// -ldflags "-X github.com/redrive/redrive/internal/cli.version=v1.2.3";
+// -ldflags "-X github.com/redrive/redrive/cli.version=v1.2.3";
 // when unset it comes from the VCS revision Go stamps into the binary.
 var version = ""
 
@@ -66,7 +66,7 @@ func usage() string {
 		fmt.Fprintf(&b, "  %-9s %s\n", c.name, strings.ReplaceAll(c.summary, "\n", "\n            "))
 	}
 	b.WriteString("\nRun 'redrive <command> -h' for the flags of each.\n")
-	b.WriteString("\nOn-call commands, over a console's API (internal/remote):\n" + remote.Usage)
+	b.WriteString("\nOn-call commands, over a console's API (cli/remote):\n" + remote.Usage)
 	return b.String()
 }
 

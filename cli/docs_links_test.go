@@ -11,7 +11,7 @@ import (
 )
 
 // repoRoot is the module's root, from this package's folder.
-const repoRoot = "../.."
+const repoRoot = ".."
 
 // readmeMaxLines keeps the README one screen a newcomer reads top to
 // bottom; what is looked up later belongs in docs/.
