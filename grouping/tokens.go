@@ -73,6 +73,49 @@ var codeWords = map[string]bool{
 // the wildcard at once, unless it is a code (codeWords) or the message's
 // only token.
 func tokenize(msg string) []token {
+	msg = messageHead(msg)
+	var toks []token
+	var ctx wordContext
+	for i := 0; i < len(msg); {
+		if isDelimiter(msg[i]) {
+			ctx.quote = quoteAfter(msg, i, ctx.quote)
+			i++
+			continue
+		}
+		j := wordEnd(msg, i)
+		if isLocation(msg[i:j]) {
+			// A path or a URL is one word, its query string included:
+			// it is data (where, not what), and its '=' and '&' are its
+			// own.
+			j = locationEnd(msg, j)
+			toks = append(toks, token{text: Wildcard, data: true, start: int16(i), end: int16(j)})
+			ctx.prevWord, ctx.fieldName = "", false
+			i = j
+			continue
+		}
+		lo, hi := punctBounds(msg[i:j])
+		if lo < hi {
+			toks = append(toks, classifyWord(msg, i+lo, i+hi, j, ctx))
+			ctx.prevWord = msg[i+lo : i+hi]
+			ctx.fieldName = namedAsField(msg, j)
+		}
+		i = j
+	}
+	toks = maskDates(toks)
+	toks = maskCodes(toks)
+	toks = collapseWildcards(toks)
+	if len(toks) == 1 {
+		// A message of one word is that word ("sdpd"): it names the
+		// failure, unless it is data.
+		toks[0].fixed = toks[0].text != Wildcard
+	}
+	return toks
+}
+
+// messageHead returns what of a message decides its group: its first line,
+// at most maxMessageBytes of it, cut before any trailing bytes of a
+// character that the limit split.
+func messageHead(msg string) string {
 	if i := strings.IndexByte(msg, '\n'); i >= 0 {
 		msg = msg[:i]
 	}
@@ -82,99 +125,139 @@ func tokenize(msg string) []token {
 			msg = msg[:len(msg)-1]
 		}
 	}
-	var toks []token
-	quote := byte(0)
-	prevWord := ""
-	fieldName := false
-	for i := 0; i < len(msg); {
-		b := msg[i]
-		if isDelimiter(b) {
-			if b == '"' || b == '\'' || b == '`' {
-				if quote == b {
-					quote = 0
-				} else if quote == 0 && opensQuote(msg, i) {
-					quote = b
-				}
-			}
-			i++
-			continue
-		}
-		j := i
-		for j < len(msg) && !isDelimiter(msg[j]) {
-			j++
-		}
-		// A path or a URL is one word, its query string included: it
-		// is data (where, not what), and its '=' and '&' are its own.
-		if b == '/' && j > i+1 || strings.Contains(msg[i:j], "://") {
-			for j < len(msg) && !endsURL(msg[j]) {
-				j++
-			}
-			toks = append(toks, token{text: Wildcard, data: true, start: int16(i), end: int16(j)})
-			prevWord, fieldName = "", false
-			i = j
-			continue
-		}
-		lo, hi := punctBounds(msg[i:j])
-		word := msg[i+lo : i+hi]
-		t := token{text: word, start: int16(i + lo), end: int16(i + hi)}
-		i = j
-		if word == "" {
-			continue
-		}
-		switch {
-		case isMasked(word):
-			t.text = Wildcard
-		case isName(word):
-		case hasDigit(word) || strings.IndexByte(word, '@') >= 0:
-			if isNumber(word) && codeWords[strings.ToLower(prevWord)] && !fieldName {
-				t.fixed = true
-			} else {
-				t.text = maskData(word)
-			}
-		case isPrefixedID(word):
-			t.text = Wildcard
-		case quote != 0 && isIdentifier(word) && strings.IndexByte(word, '.') < 0 && !isCapitalCode(word):
-			// A dotted name in quotes is a host or a domain more often
-			// than a key ('hooks.example.com'): where, not what. A
-			// short capital code is a value ('TBD', 'USD').
-			t.fixed = true
-		case i > 0 && msg[i-1] == '=' && (isLiteral(word) || strings.IndexByte(word, '.') > 0):
-			// A field's value that is a literal (true, false, null) or
-			// a dotted name (a package, a host: name=com.android.phone)
-			// is the field's value this time.
-			t.text = Wildcard
-		case isDottedName(word):
-			t.text = Wildcard
-		case strings.IndexByte(word, ':') > 0 && isLiteral(word[strings.LastIndexByte(word, ':')+1:]):
-			t.text = word[:strings.LastIndexByte(word, ':')+1] + Wildcard
-		case isSnakeCase(word):
-			t.fixed = true
-		case j+1 < len(msg) && msg[j] == '=' && !isDelimiter(msg[j+1]) || j+1 < len(msg) && msg[j] == '=' && (msg[j+1] == '"' || msg[j+1] == '\'' || msg[j+1] == '(' || msg[j+1] == '['):
-			// A field's name ("user=root", "timeout=80") says what
-			// the record holds: a message with another field, or one
-			// more, is another message.
-			t.fixed = true
-		}
-		t.data = t.text == Wildcard
-		toks = append(toks, t)
-		prevWord = word
-		// A code word written as a field's name ("status: 200 len: 1893",
-		// "status=200") is one field of a record among others, measured
-		// per event: its number is a value like theirs, not the name of
-		// a failure as in "returned status 502".
-		fieldName = j < len(msg) && (msg[j] == '=' || msg[j] == ':') ||
-			strings.HasSuffix(msg[:j], ":")
+	return msg
+}
+
+// wordContext is what the words before a word say about it.
+type wordContext struct {
+	// quote is the quote the word is inside, or 0.
+	quote byte
+	// prevWord is the word before, "" after a path or a URL.
+	prevWord string
+	// fieldName: the word before was written as a field's name
+	// ("status: 200 len: 1893", "status=200").
+	fieldName bool
+}
+
+// quoteAfter returns the quote that is open after the delimiter at msg[i],
+// given the one open before it.
+func quoteAfter(msg string, i int, quote byte) byte {
+	b := msg[i]
+	switch {
+	case b != '"' && b != '\'' && b != '`':
+		return quote
+	case quote == b:
+		return 0
+	case quote == 0 && opensQuote(msg, i):
+		return b
 	}
-	toks = maskDates(toks)
-	toks = maskCodes(toks)
-	toks = collapseWildcards(toks)
-	if len(toks) == 1 {
-		toks[0].fixed = true
-		if toks[0].text == Wildcard {
-			toks[0].fixed = false
-		}
+	return quote
+}
+
+// wordEnd returns the end of the run of bytes that are not delimiters
+// starting at msg[i].
+func wordEnd(msg string, i int) int {
+	for i < len(msg) && !isDelimiter(msg[i]) {
+		i++
 	}
-	return toks
+	return i
+}
+
+// isLocation reports a word that starts a path or a URL.
+func isLocation(w string) bool {
+	return w[0] == '/' && len(w) > 1 || strings.Contains(w, "://")
+}
+
+// locationEnd returns the end of a path or a URL whose first word ends at
+// msg[j]: it runs on through the delimiters a URL holds ('=', '(').
+func locationEnd(msg string, j int) int {
+	for j < len(msg) && !endsURL(msg[j]) {
+		j++
+	}
+	return j
+}
+
+// classifyWord makes the token of the word msg[start:end], whose run of
+// bytes ends at msg[next]: a variable (Wildcard, or the word with its data
+// masked), a fixed word, or a word that may become a variable once enough
+// messages differ there. The first case that applies decides.
+func classifyWord(msg string, start, end, next int, ctx wordContext) token {
+	word := msg[start:end]
+	t := token{text: word, start: int16(start), end: int16(end)}
+	switch {
+	case isMasked(word):
+		t.text = Wildcard
+	case isName(word):
+	case hasDigit(word) || strings.IndexByte(word, '@') >= 0:
+		if ctx.isCode(word) {
+			t.fixed = true
+		} else {
+			t.text = maskData(word)
+		}
+	case isPrefixedID(word):
+		t.text = Wildcard
+	case ctx.quote != 0 && isQuotedKey(word):
+		t.fixed = true
+	case isDottedName(word):
+		t.text = Wildcard
+	case isLiteralField(word):
+		t.text = word[:strings.LastIndexByte(word, ':')+1] + Wildcard
+	case isSnakeCase(word):
+		t.fixed = true
+	case namesField(msg, next):
+		// A field's name ("user=root", "timeout=80") says what the
+		// record holds: a message with another field, or one more, is
+		// another message.
+		t.fixed = true
+	}
+	t.data = t.text == Wildcard
+	return t
+}
+
+// isCode reports whether a word with digits is a code that names the
+// failure: a short number after a code word ("status 502", "[Errno 111]"),
+// unless that word was written as a field's name, one field of a record
+// among others ("status: 200 len: 1893").
+func (ctx wordContext) isCode(word string) bool {
+	return isNumber(word) && codeWords[strings.ToLower(ctx.prevWord)] && !ctx.fieldName
+}
+
+// isQuotedKey reports whether a word in quotes is a key, a constraint or
+// a field: a name in the code, which names the failure. A dotted name in
+// quotes is a host or a domain more often than a key
+// ('hooks.example.com'): where, not what. A short capital code is a value
+// ('TBD', 'USD').
+func isQuotedKey(word string) bool {
+	return isIdentifier(word) && strings.IndexByte(word, '.') < 0 && !isCapitalCode(word)
+}
+
+// isLiteralField reports a name and a literal joined by a colon
+// ("overlap:false"): the name stays, the literal is the value.
+func isLiteralField(word string) bool {
+	return strings.IndexByte(word, ':') > 0 && isLiteral(word[strings.LastIndexByte(word, ':')+1:])
+}
+
+// namesField reports whether the word whose run of bytes ends at msg[next]
+// is a field's name: an '=' follows it, and a value after that.
+func namesField(msg string, next int) bool {
+	if next+1 >= len(msg) || msg[next] != '=' {
+		return false
+	}
+	switch v := msg[next+1]; v {
+	case '"', '\'', '(', '[':
+		return true
+	default:
+		return !isDelimiter(v)
+	}
+}
+
+// namedAsField reports whether the word whose run of bytes ends at
+// msg[next] is written as a field's name: followed by '=', or ending in
+// ':'. A code word so written ("status: 200", "status=200") is one field
+// of a record among others, measured per event: its number is a value
+// like theirs, not the name of a failure as in "returned status 502".
+func namedAsField(msg string, next int) bool {
+	return next < len(msg) && msg[next] == '=' || strings.HasSuffix(msg[:next], ":")
 }
 
 // opensQuote reports whether the quote at msg[i] opens a quoted value: an
@@ -242,45 +325,57 @@ func isIdentifier(s string) bool {
 }
 
 // maskData replaces the parts of a word that hold digits with the
-// wildcard, keeping its other parts: "i-fetch......0x0000" keeps
-// "i-fetch", "AirPort_Brcm43xx::syncPowerState" keeps "syncPowerState".
+// wildcard, keeping its other parts: "id#12#34" keeps "id#",
+// "AirPort_Brcm43xx::syncPowerState" keeps "syncPowerState".
 // Parts are split at any byte but a letter, a digit, '_' and '-'; an
 // address, a path or a URL with an id, or an e-mail, is the wildcard whole.
 func maskData(w string) string {
+	if isDataWhole(w) {
+		return Wildcard
+	}
+	// What is left of a number with a sign or a unit of punctuation
+	// ("+0.27", "~5", "#3") is the number.
+	out := maskDigitParts(w)
+	if !strings.ContainsFunc(out, unicode.IsLetter) {
+		return Wildcard
+	}
+	return out
+}
+
+// isDataWhole reports a word with a digit that is data whatever names its
+// other parts hold: an e-mail, a URL or a path, or a dotted word or one
+// with two colons, which is an address, a number with a fraction, a
+// version, a time, a host and port, a file and line
+// ("payments-3.eu-west-1", "proxy.example.edu:5070", "QQ.10018",
+// "07:07:00"). A name and a number ("onExtend:1514") keeps the name; a C++
+// or Rust path ("Brcm43xx::syncPowerState") keeps its names.
+func isDataWhole(w string) bool {
 	if strings.IndexByte(w, '@') >= 0 || strings.Contains(w, "://") || strings.HasPrefix(w, "/") {
-		return Wildcard
+		return true
 	}
-	// A dotted word with a digit, or one with two colons, is an address,
-	// a number with a fraction, a version, a time, a host and port, a
-	// file and line: data whole, whatever names its other parts hold
-	// ("payments-3.eu-west-1", "proxy.example.edu:5070", "QQ.10018",
-	// "07:07:00"). A name and a number ("onExtend:1514") keeps the name;
-	// a C++ or Rust path ("Brcm43xx::syncPowerState") keeps its names.
-	if !strings.Contains(w, "::") && (strings.IndexByte(w, '.') >= 0 || strings.Count(w, ":") >= 2) {
-		return Wildcard
-	}
+	return !strings.Contains(w, "::") && (strings.IndexByte(w, '.') >= 0 || strings.Count(w, ":") >= 2)
+}
+
+// maskDigitParts writes w with each part that holds a digit as the
+// wildcard, and its other parts and separators as they are.
+func maskDigitParts(w string) string {
 	var b strings.Builder
 	lastWild := false
 	for i := 0; i < len(w); {
-		j := i
-		for j < len(w) && isWordByte(w[j]) {
-			j++
-		}
-		if j > i {
-			part := w[i:j]
-			if hasDigit(part) {
-				if !lastWild {
-					b.WriteString(Wildcard)
-				}
-				lastWild = true
-			} else {
-				b.WriteString(part)
-				lastWild = false
+		if j := wordPartEnd(w, i); j > i {
+			digits := hasDigit(w[i:j])
+			switch {
+			case !digits:
+				b.WriteString(w[i:j])
+			case !lastWild:
+				b.WriteString(Wildcard)
 			}
+			lastWild = digits
 			i = j
 			continue
 		}
-		// A run of separators between two wildcards folds into them.
+		// A run of separators between two wildcards, or after the
+		// last, folds into them: "id#12#34" has one value, not two.
 		k := i
 		for k < len(w) && !isWordByte(w[k]) {
 			k++
@@ -291,13 +386,16 @@ func maskData(w string) string {
 		}
 		i = k
 	}
-	// What is left of a number with a sign or a unit of punctuation
-	// ("+0.27", "~5", "#3") is the number.
-	out := b.String()
-	if !strings.ContainsFunc(out, unicode.IsLetter) {
-		return Wildcard
+	return b.String()
+}
+
+// wordPartEnd returns the end of the part of w that starts at w[i]: a run
+// of the bytes isWordByte accepts.
+func wordPartEnd(w string, i int) int {
+	for i < len(w) && isWordByte(w[i]) {
+		i++
 	}
-	return out
+	return i
 }
 
 func isWordByte(c byte) bool {
@@ -306,11 +404,7 @@ func isWordByte(c byte) bool {
 
 // hasDigitPart reports whether s starts with a part holding a digit.
 func hasDigitPart(s string) bool {
-	j := 0
-	for j < len(s) && isWordByte(s[j]) {
-		j++
-	}
-	return hasDigit(s[:j])
+	return hasDigit(s[:wordPartEnd(s, 0)])
 }
 
 // isMasked reports a word that masking hid: Redrive's placeholder
@@ -464,13 +558,18 @@ func isPrefixedID(w string) bool {
 			return false
 		}
 	}
-	// The random part shows a capital or a digit, or is hexadecimal
-	// through and through: one id in 2,600 of eight hex digits draws
-	// only the letters a-f ("req_beefcafe"), and no word of eight
-	// letters or more is made of them alone.
+	return isRandomPart(w[u+1:])
+}
+
+// isRandomPart reports whether the letters and digits after an id's
+// prefix are random rather than a word: they show a capital or a digit,
+// or are hexadecimal through and through. One id in 2,600 of eight hex
+// digits draws only the letters a-f ("req_beefcafe"), and no word of eight
+// letters or more is made of them alone.
+func isRandomPart(s string) bool {
 	upper, hex := false, true
-	for i := u + 1; i < len(w); i++ {
-		c := w[i]
+	for i := 0; i < len(s); i++ {
+		c := s[i]
 		switch {
 		case c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
 			upper = true
