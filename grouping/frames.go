@@ -137,105 +137,150 @@ const (
 // whole: Go's outermost frame says which module is the application's, and
 // Python prints the innermost frame last.
 func parseFrames(s string, frames []frame, n int) []frame {
-	start := len(frames)
-	format := formatNone
-	apps := appCount{last: -1}
-	// is reports whether a line of format f counts, deciding the format
-	// if nothing has yet.
-	is := func(f int) bool {
-		if format == formatNone {
-			format = f
-		}
-		return format == f
-	}
-	for len(s) > 0 {
+	p := frameParser{start: len(frames), n: n, apps: appCount{last: -1}}
+	for len(s) > 0 && !p.done {
 		var line string
-		if i := strings.IndexByte(s, '\n'); i >= 0 {
-			line, s = s[:i], s[i+1:]
-		} else {
-			line, s = s, ""
-		}
+		line, s, _ = strings.Cut(s, "\n")
 		line = strings.TrimRight(line, "\r")
-		if line == "" {
-			continue
-		}
-		if c := line[0]; c == ' ' || c == '\t' {
-			t := trimIndent(line)
-			switch {
-			case strings.HasPrefix(t, `File "`):
-				if f, ok := pythonFrame(t[len(`File "`):]); ok && is(formatPython) {
-					frames = append(frames, f)
-				}
-			case strings.HasPrefix(t, "at "):
-				if f, ok := atFrame(t[len("at "):]); ok && is(formatAt) {
-					frames = append(frames, f)
-					if apps.enough(frames, n) {
-						return frames
-					}
-				}
-			case strings.HasPrefix(t, "from "):
-				if f, ok := rubyFrame(t[len("from "):]); ok && is(formatRuby) {
-					frames = append(frames, f)
-					if apps.enough(frames, n) {
-						return frames
-					}
-				}
-			case strings.HasPrefix(t, "Caused by:"), strings.HasPrefix(t, "Suppressed:"), strings.HasPrefix(t, "[cause]:"):
-				if format == formatAt {
-					return frames // the JVM's or Node's cause: not the exception thrown
-				}
-			case strings.HasSuffix(t, pythonHeader): // in an exception group
-				if is(formatPython) {
-					frames = frames[:start]
-				}
-			}
-			continue
-		}
-		// Unindented: a Go function line (followed by its file line,
-		// tab-indented), a Go goroutine header, a Python header, or a
-		// Ruby frame.
 		switch {
-		case strings.HasSuffix(line, pythonHeader):
-			// Of chained exceptions, the last is the one raised.
-			if is(formatPython) {
-				frames = frames[:start]
-			}
-		case format == formatPython:
-		case strings.HasPrefix(line, "Caused by:"):
-			if format == formatAt {
-				return frames
-			}
-		case strings.HasPrefix(line, "goroutine "):
-			if format == formatGo {
-				return frames // the next goroutine of a full dump
-			}
-		case len(s) > 0 && s[0] == '\t' && !strings.HasPrefix(s, "\tat ") && !strings.HasPrefix(s, "\tfrom ") &&
-			(format == formatNone || format == formatGo):
-			if f, ok, panicked := goFrame(line); panicked && is(formatGo) {
-				// What was above the panic is the recovery's code.
-				frames = frames[:start]
-				continue
-			} else if ok && is(formatGo) {
-				frames = append(frames, f)
-				continue
-			}
-			fallthrough
+		case line == "":
+		case line[0] == ' ' || line[0] == '\t':
+			frames = p.indented(frames, trimIndent(line))
 		default:
-			if f, ok := rubyFrame(line); ok && is(formatRuby) {
-				frames = append(frames, f)
-				if apps.enough(frames, n) {
-					return frames
-				}
-			}
+			frames = p.unindented(frames, line, s)
 		}
 	}
-	if format == formatPython {
+	if p.format == formatPython {
 		// Python prints the outermost frame first.
-		for i, j := start, len(frames)-1; i < j; i, j = i+1, j-1 {
+		for i, j := p.start, len(frames)-1; i < j; i, j = i+1, j-1 {
 			frames[i], frames[j] = frames[j], frames[i]
 		}
 	}
 	return frames
+}
+
+// frameParser is what parseFrames knows between lines. Its methods take
+// the frames read so far and return them, rather than keeping them: a
+// slice stored through the parser's pointer would move Place's buffer to
+// the heap.
+type frameParser struct {
+	start  int // where this traceback's frames start in frames
+	n      int // the application frames wanted
+	format int // the traceback's format, once a frame has decided it
+	apps   appCount
+	// done: the traceback has shown all parseFrames reads of it.
+	done bool
+}
+
+// indentedFrames are the frame lines that are indented, each of one
+// format, by the word that starts them once indentation is trimmed.
+var indentedFrames = [...]struct {
+	prefix string
+	format int
+	read   func(string) (frame, bool)
+}{
+	{`File "`, formatPython, pythonFrame},
+	{"at ", formatAt, atFrame},
+	{"from ", formatRuby, rubyFrame},
+}
+
+// indented reads an indented line, t without its indentation: a frame
+// (see indentedFrames), a JVM or Node cause, or the header of a Python
+// traceback inside an exception group.
+func (p *frameParser) indented(frames []frame, t string) []frame {
+	for _, r := range indentedFrames {
+		if strings.HasPrefix(t, r.prefix) {
+			if f, ok := r.read(t[len(r.prefix):]); ok {
+				frames = p.add(frames, f, r.format)
+			}
+			return frames
+		}
+	}
+	switch {
+	case strings.HasPrefix(t, "Caused by:"), strings.HasPrefix(t, "Suppressed:"), strings.HasPrefix(t, "[cause]:"):
+		// The JVM's or Node's cause: not the exception thrown.
+		p.endIf(formatAt)
+	case strings.HasSuffix(t, pythonHeader):
+		frames = p.restart(frames, formatPython)
+	}
+	return frames
+}
+
+// unindented reads a line that is not indented: a Go function line
+// (followed by its file line, tab-indented, which starts rest), a Go
+// goroutine header, a Python header, or a Ruby frame.
+func (p *frameParser) unindented(frames []frame, line, rest string) []frame {
+	switch {
+	case strings.HasSuffix(line, pythonHeader):
+		// Of chained exceptions, the last is the one raised.
+		return p.restart(frames, formatPython)
+	case p.format == formatPython:
+		// The exception's message, or a chaining line between two
+		// tracebacks.
+	case strings.HasPrefix(line, "Caused by:"):
+		p.endIf(formatAt)
+	case strings.HasPrefix(line, "goroutine "):
+		p.endIf(formatGo) // the next goroutine of a full dump
+	default:
+		if (p.format == formatNone || p.format == formatGo) && goFileLineFollows(rest) {
+			if f, ok, panicked := goFrame(line); panicked {
+				// What was above the panic is the recovery's code.
+				return p.restart(frames, formatGo)
+			} else if ok {
+				return p.add(frames, f, formatGo)
+			}
+		}
+		if f, ok := rubyFrame(line); ok {
+			return p.add(frames, f, formatRuby)
+		}
+	}
+	return frames
+}
+
+// goFileLineFollows reports whether the lines after a line start with a
+// Go file line: tab-indented, and not a JVM's or Ruby's frame.
+func goFileLineFollows(rest string) bool {
+	return len(rest) > 0 && rest[0] == '\t' && !strings.HasPrefix(rest, "\tat ") && !strings.HasPrefix(rest, "\tfrom ")
+}
+
+// is reports whether a line of format f counts, deciding the format if
+// nothing has yet.
+func (p *frameParser) is(f int) bool {
+	if p.format == formatNone {
+		p.format = f
+	}
+	return p.format == f
+}
+
+// add appends a frame of format f, if the traceback is in f. A JVM, Node
+// or Ruby traceback ends with its n-th application frame: it prints the
+// innermost first.
+func (p *frameParser) add(frames []frame, f frame, format int) []frame {
+	if !p.is(format) {
+		return frames
+	}
+	frames = append(frames, f)
+	if (format == formatAt || format == formatRuby) && p.apps.enough(frames, p.n) {
+		p.done = true
+	}
+	return frames
+}
+
+// restart drops the frames read so far, if the traceback is in format:
+// what follows a Python header or a Go panic frame is the failure's.
+func (p *frameParser) restart(frames []frame, format int) []frame {
+	if p.is(format) {
+		return frames[:p.start]
+	}
+	return frames
+}
+
+// endIf ends the traceback if it is in format, without deciding it: the
+// lines that follow are another exception's or another goroutine's.
+func (p *frameParser) endIf(format int) {
+	if p.format == format {
+		p.done = true
+	}
 }
 
 const pythonHeader = "Traceback (most recent call last):"
@@ -273,23 +318,33 @@ func trimIndent(s string) string {
 
 // render picks the frames Place names and joins their names.
 func render(frames []frame, n int) string {
-	want := classLib
-	anchor := "" // the Go module whose frames count; "" for any
-	for i := len(frames) - 1; i >= 0; i-- {
-		if frames[i].class == classApp {
-			want = classApp
-			if frames[i].goFrame {
-				anchor = frames[i].root
-			}
-			break
-		}
-	}
 	var pickBuf [8]int // indices: pointers into frames would move it to the heap
-	picks := pickBuf[:0]
+	picks, size := pickFrames(frames, n, pickBuf[:0])
+	if len(picks) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	b.Grow(size)
+	for i, k := range picks {
+		if i > 0 {
+			b.WriteString(" < ")
+		}
+		writeFrame(&b, &frames[k])
+	}
+	return b.String()
+}
+
+// pickFrames appends to picks the indices of the frames Place names,
+// innermost first, at most n, and returns them with the bytes their names
+// take at most: the application's frames (of the Go module that is the
+// application's, when the traceback says), or with none of those the
+// libraries'. Consecutive frames with the same name count once.
+func pickFrames(frames []frame, n int, picks []int) ([]int, int) {
+	want, anchor := placedClass(frames)
 	size := 0
 	for i := range frames {
 		f := &frames[i]
-		if f.class != want || (anchor != "" && f.goFrame && f.root != "" && f.root != anchor) {
+		if f.class != want || otherGoModule(f, anchor) {
 			continue
 		}
 		if len(picks) > 0 && frames[picks[len(picks)-1]].sameName(f) {
@@ -301,29 +356,44 @@ func render(frames []frame, n int) string {
 			break
 		}
 	}
-	if len(picks) == 0 {
-		return ""
-	}
-	var b strings.Builder
-	b.Grow(size)
-	for i, k := range picks {
-		f := &frames[k]
-		if i > 0 {
-			b.WriteString(" < ")
-		}
-		dot := false
-		for _, part := range [3]string{f.mod, f.mid, f.fn} {
-			if part == "" {
-				continue
+	return picks, size
+}
+
+// placedClass returns the class of the frames Place names, the
+// application's if there is any, and the Go module that is the
+// application's: the outermost application frame's (see Place), "" for
+// any.
+func placedClass(frames []frame) (want frameClass, anchor string) {
+	for i := len(frames) - 1; i >= 0; i-- {
+		if frames[i].class == classApp {
+			if frames[i].goFrame {
+				anchor = frames[i].root
 			}
-			if dot {
-				b.WriteByte('.')
-			}
-			writeName(&b, part)
-			dot = true
+			return classApp, anchor
 		}
 	}
-	return b.String()
+	return classLib, ""
+}
+
+// otherGoModule reports a Go frame of a module other than anchor, the
+// application's: a third-party module that no list knows.
+func otherGoModule(f *frame, anchor string) bool {
+	return anchor != "" && f.goFrame && f.root != "" && f.root != anchor
+}
+
+// writeFrame writes a frame's name, mod.mid.fn, leaving out empty parts.
+func writeFrame(b *strings.Builder, f *frame) {
+	dot := false
+	for _, part := range [3]string{f.mod, f.mid, f.fn} {
+		if part == "" {
+			continue
+		}
+		if dot {
+			b.WriteByte('.')
+		}
+		writeName(b, part)
+		dot = true
+	}
 }
 
 // writeName writes a name part: path separators and Ruby's "::" as dots,
