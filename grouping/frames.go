@@ -577,51 +577,80 @@ func deployRoot(d string) bool {
 // "import/path.Func" or "created by import/path.Func in goroutine 7".
 // panicked reports the runtime's panic frame.
 func goFrame(line string) (f frame, ok, panicked bool) {
-	name := line
-	if strings.HasPrefix(name, "created by ") {
-		name = name[len("created by "):]
-		if i := strings.Index(name, " in goroutine "); i >= 0 {
-			name = name[:i]
-		}
-	}
-	name = stripArgs(name)
+	name := stripArgs(goFuncName(line))
 	if name == "panic" || name == "runtime.gopanic" {
 		return f, false, true
 	}
-	if !plainName(name) {
+	path, fn, ok := splitGoFunc(name)
+	if !ok {
 		return f, false, false
+	}
+	f = frame{mod: goPackage(path), fn: fn, goFrame: true}
+	f.class, f.root = goClass(path)
+	return f, true, false
+}
+
+// goFuncName returns the function a Go function line names, with its
+// arguments: a "created by" line's without its goroutine.
+func goFuncName(line string) string {
+	name, ok := strings.CutPrefix(line, "created by ")
+	if !ok {
+		return line
+	}
+	if i := strings.Index(name, " in goroutine "); i >= 0 {
+		name = name[:i]
+	}
+	return name
+}
+
+// splitGoFunc splits a Go function's full name at the dot after its import
+// path: payments.(*Client).Charge is the path payments and the function
+// (*Client).Charge.
+func splitGoFunc(name string) (path, fn string, ok bool) {
+	if !plainName(name) {
+		return "", "", false
 	}
 	slash := strings.LastIndexByte(name, '/')
 	dot := strings.IndexByte(name[slash+1:], '.')
 	if dot <= 0 {
-		return f, false, false
+		return "", "", false
 	}
 	dot += slash + 1
-	path, fn := name[:dot], name[dot+1:]
-	if fn == "" {
-		return f, false, false
-	}
+	path, fn = name[:dot], name[dot+1:]
+	return path, fn, fn != ""
+}
+
+// goPackage names a Go frame's package by its import path's last element,
+// or the one before a major version (/v2), which names nothing.
+func goPackage(path string) string {
+	slash := strings.LastIndexByte(path, '/')
 	pkg := path[slash+1:]
 	if slash > 0 && majorVersion(pkg) {
 		prev := path[:slash]
 		pkg = prev[strings.LastIndexByte(prev, '/')+1:]
 	}
-	f = frame{mod: pkg, fn: fn, goFrame: true}
+	return pkg
+}
+
+// goClass classifies a Go frame by its import path, and returns its module
+// when it is the application's (see goModule): package main is the
+// application's, of a module the traceback does not say; runtime and
+// runtime/* are the runtime's; the standard library (no dot in the first
+// element) and goLibrary's modules are libraries.
+func goClass(path string) (frameClass, string) {
 	host := path
 	if i := strings.IndexByte(path, '/'); i >= 0 {
 		host = path[:i]
 	}
 	switch {
 	case path == "main":
-		f.class = classApp
+		return classApp, ""
 	case path == "runtime" || strings.HasPrefix(path, "runtime/"):
-		f.class = classRuntime
+		return classRuntime, ""
 	case strings.IndexByte(host, '.') < 0 || goLibrary(path, host):
-		f.class = classLib
-	default:
-		f.class, f.root = classApp, goModule(path, host)
+		return classLib, ""
 	}
-	return f, true, false
+	return classApp, goModule(path, host)
 }
 
 // stripArgs drops a Go function line's argument list, the last balanced
@@ -745,37 +774,18 @@ func atFrame(s string) (frame, bool) {
 }
 
 // javaFrame reads a JVM frame's qualified method name,
-// [loader/][module@version/]com.acme.shop.Orders.charge, in one pass.
+// [loader/][module@version/]com.acme.shop.Orders.charge.
 func javaFrame(name string) (frame, bool) {
-	start := 0 // after the class loader's and module's prefixes
-	dot := -1  // the last dot, before the method
-	dd := -1   // the first "$$"
-	for i := 0; i < len(name); i++ {
-		switch name[i] {
-		case '/':
-			if dd >= 0 {
-				return frame{}, false // Orders$$Lambda/0x0000...: synthetic, its name holds an address
-			}
-			start, dot = i+1, -1
-		case '.':
-			dot = i
-		case '$':
-			if dd < 0 && i+1 < len(name) && name[i+1] == '$' {
-				dd = i
-			}
-		case ':', ' ', '\t':
-			return frame{}, false
-		}
-	}
-	if dot < 0 || dot == len(name)-1 {
+	m, ok := scanJavaName(name)
+	if !ok || m.dot < 0 || m.dot == len(name)-1 {
 		return frame{}, false
 	}
-	if dd >= 0 && strings.HasPrefix(name[dd:], "$$Lambda") {
+	if m.dd >= 0 && strings.HasPrefix(name[m.dd:], "$$Lambda") {
 		return frame{}, false // a lambda's frame: the enclosing method has its own
 	}
-	class := name[start:dot]
-	if dd >= 0 && dd < dot {
-		class = name[start:dd] // Orders$$EnhancerBySpringCGLIB$$1f2e3d: generated per run
+	class := name[m.start:m.dot]
+	if m.dd >= 0 && m.dd < m.dot {
+		class = name[m.start:m.dd] // Orders$$EnhancerBySpringCGLIB$$1f2e3d: generated per run
 	}
 	simple, mod := class, ""
 	if i := strings.LastIndexByte(class, '.'); i >= 0 {
@@ -785,7 +795,40 @@ func javaFrame(name string) (frame, bool) {
 	if simple == "" {
 		return frame{}, false
 	}
-	return frame{mod: mod, mid: simple, fn: name[dot+1:], class: javaClass(class)}, true
+	return frame{mod: mod, mid: simple, fn: name[m.dot+1:], class: javaClass(class)}, true
+}
+
+// javaMarks are where a JVM frame's name is cut, found in one pass.
+type javaMarks struct {
+	start int // after the class loader's and module's prefixes
+	dot   int // the last dot, before the method; -1 if none
+	dd    int // the first "$$", which starts a generated suffix; -1 if none
+}
+
+// scanJavaName finds javaMarks in a JVM frame's name. It reports false for
+// a name that is not a frame's to name: one with a ':' or a blank, or a
+// synthetic class's whose name holds an address
+// (Orders$$Lambda/0x0000...).
+func scanJavaName(name string) (javaMarks, bool) {
+	m := javaMarks{dot: -1, dd: -1}
+	for i := 0; i < len(name); i++ {
+		switch name[i] {
+		case '/':
+			if m.dd >= 0 {
+				return m, false
+			}
+			m.start, m.dot = i+1, -1
+		case '.':
+			m.dot = i
+		case '$':
+			if m.dd < 0 && i+1 < len(name) && name[i+1] == '$' {
+				m.dd = i
+			}
+		case ':', ' ', '\t':
+			return m, false
+		}
+	}
+	return m, true
 }
 
 // javaClass classifies a JVM (or .NET) class by its package's first one or
@@ -794,52 +837,61 @@ func javaFrame(name string) (frame, bool) {
 func javaClass(class string) frameClass {
 	first, rest, _ := strings.Cut(class, ".")
 	second, _, _ := strings.Cut(rest, ".")
+	switch {
+	case javaReflection(first, second, rest):
+		return classRuntime
+	case javaLibrary(first, second):
+		return classLib
+	}
+	return classApp
+}
+
+// javaReflection reports the JVM's own packages whose frames only carry a
+// call by reflection (jdk.internal., sun.reflect., java.lang.reflect.,
+// java.lang.invoke.): the runtime's, never named.
+func javaReflection(first, second, rest string) bool {
 	switch first {
 	case "jdk":
-		if second == "internal" {
-			return classRuntime
-		}
-		return classLib
+		return second == "internal"
 	case "sun":
-		if second == "reflect" {
-			return classRuntime
-		}
-		return classLib
+		return second == "reflect"
 	case "java":
-		if strings.HasPrefix(rest, "lang.reflect.") || strings.HasPrefix(rest, "lang.invoke.") {
-			return classRuntime
-		}
-		return classLib
-	case "javax", "jakarta", "kotlin", "kotlinx", "scala", "groovy", "reactor", "okhttp3", "okio", "feign",
-		"retrofit2", "System", "Microsoft":
-		return classLib
+		return strings.HasPrefix(rest, "lang.reflect.") || strings.HasPrefix(rest, "lang.invoke.")
+	}
+	return false
+}
+
+// javaLibrary reports a package of the platform (the JVM's, Kotlin's,
+// Scala's, .NET's System. and Microsoft.) or of a well-known library, by
+// its first one or two elements.
+func javaLibrary(first, second string) bool {
+	switch first {
+	case "jdk", "sun", "java", "javax", "jakarta", "kotlin", "kotlinx", "scala", "groovy", "reactor", "okhttp3",
+		"okio", "feign", "retrofit2", "System", "Microsoft":
+		return true
 	case "org":
 		switch second {
 		case "springframework", "apache", "hibernate", "junit", "eclipse", "postgresql", "slf4j", "glassfish",
 			"jboss", "aspectj", "mockito", "jetbrains":
-			return classLib
+			return true
 		}
 	case "com":
 		switch second {
 		case "sun", "google", "fasterxml", "zaxxer", "mysql", "amazonaws", "oracle":
-			return classLib
+			return true
 		}
 	case "io":
 		switch second {
 		case "netty", "grpc", "micrometer", "reactivex", "undertow", "vertx", "quarkus", "micronaut",
 			"opentelemetry":
-			return classLib
+			return true
 		}
 	case "net":
-		if second == "bytebuddy" {
-			return classLib
-		}
+		return second == "bytebuddy"
 	case "software":
-		if second == "amazon" {
-			return classLib
-		}
+		return second == "amazon"
 	}
-	return classApp
+	return false
 }
 
 // nodeFrame reads a Node.js frame after its "at ": "fn (/app/src/orders.js:88:13)",
@@ -906,31 +958,16 @@ func stripLineNumbers(loc string, max int) (string, bool) {
 // (Ruby 3.4: 'ChargeJob#perform'; before, `perform'), possibly followed by
 // the message on the first line of an uncaught exception.
 func rubyFrame(s string) (frame, bool) {
-	i := strings.Index(s, ":in ")
-	if i < 0 {
+	path, label, ok := splitRubyFrame(s)
+	if !ok {
 		return frame{}, false
 	}
-	path, ok := stripLineNumbers(s[:i], 1)
-	label := s[i+len(":in "):]
-	if !ok || path == "" || label == "" || (label[0] != '`' && label[0] != '\'') {
+	class, ok := rubyClass(path)
+	if !ok {
 		return frame{}, false
 	}
-	label = label[1:]
-	j := strings.IndexByte(label, '\'')
-	if j < 0 {
-		return frame{}, false
-	}
-	label = rubyLabel(label[:j])
-	f := frame{fn: label}
-	switch {
-	case strings.HasPrefix(path, "<internal:"):
-		f.class = classRuntime
-	case !strings.HasSuffix(path, ".rb"):
-		return frame{}, false
-	case afterDir(path, "gems") >= 0 || afterDir(path, "rubygems") >= 0 || strings.Contains(path, "/lib/ruby/"):
-		f.class = classLib
-	}
-	if f.class != classRuntime {
+	f := frame{fn: rubyLabel(label), class: class}
+	if class != classRuntime {
 		f.mod = tailModule(path)
 	}
 	// A label may name a namespace (Billing::ChargeJob#perform): its "::"
@@ -939,6 +976,41 @@ func rubyFrame(s string) (frame, bool) {
 		return frame{}, false
 	}
 	return f, true
+}
+
+// splitRubyFrame splits a Ruby frame into its file's path, without the
+// line number, and its label, without the quotes.
+func splitRubyFrame(s string) (path, label string, ok bool) {
+	i := strings.Index(s, ":in ")
+	if i < 0 {
+		return "", "", false
+	}
+	path, ok = stripLineNumbers(s[:i], 1)
+	label = s[i+len(":in "):]
+	if !ok || path == "" || label == "" || (label[0] != '`' && label[0] != '\'') {
+		return "", "", false
+	}
+	label = label[1:]
+	j := strings.IndexByte(label, '\'')
+	if j < 0 {
+		return "", "", false
+	}
+	return path, label[:j], true
+}
+
+// rubyClass classifies a Ruby frame by its file: <internal:...> is the
+// runtime's; gems and the standard library are libraries. A file that is
+// not Ruby's (.rb) is not a frame.
+func rubyClass(path string) (frameClass, bool) {
+	switch {
+	case strings.HasPrefix(path, "<internal:"):
+		return classRuntime, true
+	case !strings.HasSuffix(path, ".rb"):
+		return classApp, false
+	case afterDir(path, "gems") >= 0 || afterDir(path, "rubygems") >= 0 || strings.Contains(path, "/lib/ruby/"):
+		return classLib, true
+	}
+	return classApp, true
 }
 
 // rubyLabel drops a Ruby frame label's "block in ", "block (2 levels) in ",
