@@ -30,11 +30,19 @@ func SameFailure(a, b Template) bool {
 		_, _, ok := mergeable(a.Tokens, fixedOf(a), b.Tokens, fixedOf(b))
 		return ok
 	}
+	shared, ok := sharedWords(a, b)
+	return ok && shared > 0 && halfOfEach(shared, a.Tokens, b.Tokens)
+}
+
+// sharedWords reports whether two templates of one length could each
+// stand for the other's messages, position by position, and how many
+// constant words they share: at every position they agree, or one holds
+// a Wildcard where the other holds a word that may vary.
+func sharedWords(a, b Template) (shared int, ok bool) {
 	if len(a.Tokens) != len(b.Tokens) {
-		return false
+		return 0, false
 	}
 	af, bf := fixedOf(a), fixedOf(b)
-	shared := 0
 	for i, at := range a.Tokens {
 		bt := b.Tokens[i]
 		switch {
@@ -43,10 +51,10 @@ func SameFailure(a, b Template) bool {
 		case at == bt:
 		case at == Wildcard && !bf[i], bt == Wildcard && !af[i]:
 		default:
-			return false
+			return 0, false
 		}
 	}
-	return shared > 0 && 2*shared >= constants(a.Tokens) && 2*shared >= constants(b.Tokens)
+	return shared, true
 }
 
 // Covering returns the template that stands for the messages of both a and

@@ -216,9 +216,21 @@ func (m *miner) generalise(b string, c *cluster, p int) (*cluster, []string) {
 	if p == 0 || c.fixed[p] {
 		return nil, nil
 	}
-	var family []*cluster
+	family, words, wild := m.siblings(b, c, p)
+	if !variableAt(words, wild, c) {
+		return nil, nil
+	}
+	// The survivor keeps its id, takes the wildcard, and absorbs the rest.
+	survivor := oldest(family)
+	widen(survivor, p)
+	return survivor, m.absorb(b, survivor)
+}
+
+// siblings returns the clusters of bucket b that are equal to c everywhere
+// but at p (c among them), how many different words they hold at p, and
+// whether one holds a variable there.
+func (m *miner) siblings(b string, c *cluster, p int) (family []*cluster, words int, wild bool) {
 	values := map[string]bool{}
-	wild := false
 	for _, o := range m.buckets[b] {
 		if o.span || o.fixed[p] || !equalBut(c, o, p) {
 			continue
@@ -230,30 +242,48 @@ func (m *miner) generalise(b string, c *cluster, p int) (*cluster, []string) {
 			values[o.tokens[p]] = true
 		}
 	}
-	// A position that has held data (an id, a number: masked) is a
-	// variable: the words seen there too are values of it ("invalid user
-	// test9" and "invalid user webmaster"), when the rest of the message
-	// says enough to be sure it is the same message.
-	if len(values) == 0 || len(values) < minValues && !(wild && constants(c.tokens)-1 >= minContext) {
-		return nil, nil
+	return family, len(values), wild
+}
+
+// variableAt reports whether siblings that hold words different words at
+// a position, and a variable there if wild, make it a variable of c's
+// template: minValues words do. So does one word where data was seen (an
+// id, a number: masked) when the rest of the message says enough to be
+// sure it is the same message: the words are values of the data's
+// variable ("invalid user test9" and "invalid user webmaster").
+func variableAt(words int, wild bool, c *cluster) bool {
+	if words == 0 {
+		return false
 	}
-	oldest := family[0]
+	return words >= minValues || wild && constants(c.tokens)-1 >= minContext
+}
+
+// oldest returns the cluster of family created first: the group people
+// have seen longest keeps its id.
+func oldest(family []*cluster) *cluster {
+	old := family[0]
 	for _, o := range family {
-		if o.seq < oldest.seq {
-			oldest = o
+		if o.seq < old.seq {
+			old = o
 		}
 	}
-	// The survivor keeps its id, takes the wildcard, and absorbs the rest.
-	survivor := c
-	if oldest != c {
-		survivor = oldest
-	}
-	for i, t := range survivor.tokens {
-		if i != p && t != Wildcard && t == survivor.tokens[p] && !survivor.fixed[i] {
-			survivor.tokens[i] = Wildcard
+	return old
+}
+
+// widen makes position p of c's template a variable, and with it every
+// other position that repeats p's word and may vary (see equalBut).
+func widen(c *cluster, p int) {
+	for i, t := range c.tokens {
+		if i != p && t != Wildcard && t == c.tokens[p] && !c.fixed[i] {
+			c.tokens[i] = Wildcard
 		}
 	}
-	survivor.tokens[p] = Wildcard
+	c.tokens[p] = Wildcard
+}
+
+// absorb merges into survivor the other clusters of bucket b that its
+// template now covers, and returns their ids.
+func (m *miner) absorb(b string, survivor *cluster) []string {
 	var gone []string
 	kept := m.buckets[b][:0]
 	for _, o := range m.buckets[b] {
@@ -266,7 +296,7 @@ func (m *miner) generalise(b string, c *cluster, p int) (*cluster, []string) {
 		kept = append(kept, o)
 	}
 	m.buckets[b] = kept
-	return survivor, gone
+	return gone
 }
 
 // minContext is how many constant words besides the one at a position a
@@ -462,12 +492,11 @@ func (m *miner) bucketOfCluster(c *cluster) string {
 // "<*> declined" (words against words), or "failed" and "failed for user
 // root" (words without data), are not.
 func mergeable(a []string, af []bool, b []string, bf []bool) ([]string, []bool, bool) {
-	if a[0] != b[0] && a[0] != Wildcard && b[0] != Wildcard {
+	if !sameEvent(a, b) {
 		return nil, nil, false
 	}
 	pairs := lcs(a, b)
-	ca, cb := constants(a), constants(b)
-	if len(pairs) < 2 || 2*len(pairs) < ca || 2*len(pairs) < cb {
+	if len(pairs) < 2 || !halfOfEach(len(pairs), a, b) {
 		return nil, nil, false
 	}
 	var tokens []string
@@ -478,14 +507,9 @@ func mergeable(a []string, af []bool, b []string, bf []bool) ([]string, []bool, 
 		if k < len(pairs) {
 			aj, bj = pairs[k][0], pairs[k][1]
 		}
-		wa, wordsA, fa := stretch(a[ai:aj], af[ai:aj])
-		wb, wordsB, fb := stretch(b[bi:bj], bf[bi:bj])
-		switch {
-		case fa || fb, wordsA > 0 && wordsB > 0, wordsA+wordsB > maxSpanWords:
-			return nil, nil, false
-		case wordsA+wordsB > 0 && !wa && !wb:
-			return nil, nil, false
-		case wordsA+wordsB > 0 && (ai == 0 && aj > 0 && a[0] != Wildcard || bi == 0 && bj > 0 && b[0] != Wildcard):
+		sa := stretch{tokens: a[ai:aj], fixed: af[ai:aj], first: ai == 0}
+		sb := stretch{tokens: b[bi:bj], fixed: bf[bi:bj], first: bi == 0}
+		if !joinable(sa, sb) {
 			return nil, nil, false
 		}
 		if aj > ai || bj > bi {
@@ -500,18 +524,65 @@ func mergeable(a []string, af []bool, b []string, bf []bool) ([]string, []bool, 
 	return tokens, fixed, true
 }
 
-// stretch reports what a stretch of a template holds: a variable, how many
-// constant words, a fixed word.
-func stretch(ts []string, fs []bool) (wild bool, words int, fixed bool) {
-	for i, t := range ts {
+// sameEvent reports whether two templates may name one event: their first
+// words are equal, or one is a variable.
+func sameEvent(a, b []string) bool {
+	return a[0] == b[0] || a[0] == Wildcard || b[0] == Wildcard
+}
+
+// halfOfEach reports whether shared words are at least half of the
+// constant words of a and of b: a template made mostly of variables is
+// not the same message as any other of its shape.
+func halfOfEach(shared int, a, b []string) bool {
+	return 2*shared >= constants(a) && 2*shared >= constants(b)
+}
+
+// A stretch is the part of a template between two of the words it shares
+// with another template, as mergeable aligns them.
+type stretch struct {
+	tokens []string
+	fixed  []bool
+	// first: the stretch starts the template.
+	first bool
+}
+
+// holds reports what a stretch holds: a variable, how many constant
+// words, a fixed word.
+func (s stretch) holds() (wild bool, words int, fixed bool) {
+	for i, t := range s.tokens {
 		if t == Wildcard {
 			wild = true
 		} else {
 			words++
 		}
-		fixed = fixed || fs[i]
+		fixed = fixed || s.fixed[i]
 	}
 	return wild, words, fixed
+}
+
+// joinable reports whether two stretches at the same place of two
+// templates can be one variable of the merged template: neither holds a
+// fixed word; new words are on one side only, at most maxSpanWords of
+// them, beside a variable (data with a unit, not other words); and they
+// do not take the place of a template's first word, which names the event.
+func joinable(x, y stretch) bool {
+	wx, wordsX, fx := x.holds()
+	wy, wordsY, fy := y.holds()
+	switch words := wordsX + wordsY; {
+	case fx || fy, wordsX > 0 && wordsY > 0, words > maxSpanWords:
+		return false
+	case words == 0:
+		return true
+	case !wx && !wy:
+		return false
+	}
+	return !x.takesFirstWord() && !y.takesFirstWord()
+}
+
+// takesFirstWord reports whether the stretch holds its template's first
+// word.
+func (s stretch) takesFirstWord() bool {
+	return s.first && len(s.tokens) > 0 && s.tokens[0] != Wildcard
 }
 
 // lcs returns the index pairs of a longest common subsequence of the
