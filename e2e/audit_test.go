@@ -39,12 +39,11 @@ func TestAuditTrail(t *testing.T) {
 		Selection: dlq.Selection{IDs: ids[2:]}})
 	must(t, err)
 	// Enqueued, then its replays run (as a worker would: none runs here).
-	deadline := time.Now().Add(20 * time.Second)
-	for op.State != dlq.OpSettling && time.Now().Before(deadline) {
-		time.Sleep(50 * time.Millisecond)
+	dlqtest.WaitFor(t, 20*time.Second, "the operation to settle", func() bool {
 		op, err = store.Operation(ctx, op.ID)
 		must(t, err)
-	}
+		return op.State == dlq.OpSettling
+	})
 	succeedJobs(t, db)
 	if op, err = svc.Wait(ctx, op.ID, 20*time.Second); err != nil || op.State != dlq.OpDone {
 		t.Fatalf("bulk replay: %+v %v", op, err)

@@ -283,9 +283,5 @@ func TestIncidentJourney(t *testing.T) {
 // waitFor polls cond until it holds, for at most 30 seconds.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); !cond(); time.Sleep(100 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited 30s for %s", what)
-		}
-	}
+	dlqtest.WaitFor(t, 30*time.Second, what, cond)
 }

@@ -68,13 +68,9 @@ func TestRecoveryJourney(t *testing.T) {
 		_, err := store.Enqueue(ctx, dlq.EnqueueParams{Task: "billing.charge", Queue: "payments", MaxAttempts: 1})
 		must(t, err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for countRows(t, db, `SELECT count(*) FROM dead_letters`) < charges {
-		if time.Now().After(deadline) {
-			t.Fatalf("the charges did not dead-letter")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	dlqtest.WaitFor(t, 30*time.Second, "the charges to dead-letter", func() bool {
+		return countRows(t, db, `SELECT count(*) FROM dead_letters`) >= charges
+	})
 	fixed.Store(true) // the fix ships
 
 	page := newPage(t)

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"regexp"
 	"strings"
 	"testing"
@@ -28,18 +29,11 @@ func countSwaps(t *testing.T, page playwright.Page) {
 func waitSwaps(t *testing.T, page playwright.Page, n int, timeout time.Duration) {
 	t.Helper()
 	// Polled from here: the console's CSP forbids the eval WaitForFunction needs.
-	deadline := time.Now().Add(timeout)
-	for {
+	dlqtest.WaitFor(t, timeout, fmt.Sprintf("%d htmx swaps", n), func() bool {
 		got, err := page.Evaluate(`() => window.__swaps`)
 		must(t, err)
-		if num(got) >= float64(n) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%v htmx swaps in %v, want %d", got, timeout, n)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return num(got) >= float64(n)
+	})
 }
 
 // expectSameFocus checks that the element marked by markFocus still holds

@@ -137,12 +137,11 @@ func TestFollowThroughWithARealWorker(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Enqueued, none run: settling, and it stays so while nothing runs.
-	deadline := time.Now().Add(30 * time.Second)
-	for (op.State != dlq.OpSettling || op.Replays == nil) && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
+	dlqtest.WaitFor(t, 30*time.Second, "the operation to settle", func() bool {
 		op, err = store.Operation(ctx, op.ID)
 		must(t, err)
-	}
+		return op.State == dlq.OpSettling && op.Replays != nil
+	})
 	time.Sleep(200 * time.Millisecond)
 	if op, _ = store.Operation(ctx, op.ID); op.State != dlq.OpSettling || op.Replays == nil || *op.Replays != (dlq.ReplayCounts{Waiting: 200}) {
 		t.Fatalf("before any worker: %s, replays %+v; want settling, 200 waiting", op.State, op.Replays)

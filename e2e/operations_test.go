@@ -67,13 +67,9 @@ func TestOperationsInFlight(t *testing.T) {
 	// to the queue, the test runs the replays as a worker would, and both
 	// settle.
 	must(t, expect.Locator(byTestID(page, "op-state")).ToHaveText("Settling: replays still running"))
-	deadline := time.Now().Add(30 * time.Second)
-	for countRows(t, db, `SELECT count(*) FROM operations WHERE state = 'running'`) != 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the operations did not hand their letters to the queue")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	dlqtest.WaitFor(t, 30*time.Second, "the operations to hand their letters to the queue", func() bool {
+		return countRows(t, db, `SELECT count(*) FROM operations WHERE state = 'running'`) == 0
+	})
 	succeedJobs(t, db)
 	must(t, expect.Locator(byTestID(page, "op-state")).ToHaveText("Done"))
 	if n := countRows(t, db, `SELECT count(*) FROM (SELECT replay_of FROM jobs GROUP BY replay_of HAVING count(*) > 1) x`); n != 0 {

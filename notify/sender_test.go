@@ -219,13 +219,7 @@ func (e env) run(t *testing.T, holder string, endpoints string, tweak func(*noti
 
 func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	dlqtest.WaitFor(t, timeout, what, cond)
 }
 
 func (e env) deliveries(t *testing.T) []dlq.NotificationDelivery {

@@ -24,6 +24,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/redrive/redrive/dlq"
+	"github.com/redrive/redrive/dlq/dlqtest"
 	"github.com/redrive/redrive/replay"
 	"github.com/redrive/redrive/web"
 	"github.com/redrive/redrive/web/webtest"
@@ -276,13 +277,7 @@ func (r response) String() string {
 // waitFor polls cond every 50 ms until it holds, failing after timeout.
 func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	dlqtest.WaitFor(t, timeout, what, cond)
 }
 
 // count runs a query that returns one integer; an error counts as -1, so

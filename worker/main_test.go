@@ -284,13 +284,7 @@ func (b *bundle) count(t *testing.T, query string, args ...any) int {
 // waitFor polls cond until it holds, failing the test after timeout.
 func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	dlqtest.WaitFor(t, timeout, what, cond)
 }
 
 func kwargs(v any) json.RawMessage {

@@ -497,11 +497,5 @@ func TestProgressBarOnATerminal(t *testing.T) {
 
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("timed out")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	dlqtest.WaitFor(t, 10*time.Second, "the condition", cond)
 }
