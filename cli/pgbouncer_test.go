@@ -181,8 +181,8 @@ func TestWorkerAndConsoleBehindPgBouncer(t *testing.T) {
 // returns the count of jobs in each state.
 func waitJobsEnd(t *testing.T, db *dlqtest.DB, n int, within time.Duration) map[string]int {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
+	counts := map[string]int{}
+	dlqtest.WaitFor(t, within, fmt.Sprintf("%d jobs to end", n), func() bool {
 		var rows []struct {
 			State string `db:"state"`
 			N     int    `db:"n"`
@@ -190,18 +190,13 @@ func waitJobsEnd(t *testing.T, db *dlqtest.DB, n int, within time.Duration) map[
 		if err := db.Select(&rows, `SELECT state, count(*) AS n FROM jobs GROUP BY state`); err != nil {
 			t.Fatal(err)
 		}
-		counts := map[string]int{}
+		clear(counts)
 		for _, r := range rows {
 			counts[r.State] = r.N
 		}
-		if counts["succeeded"]+counts["dead"] >= n {
-			return counts
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after %s, job states %v; want %d ended", within, counts, n)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return counts["succeeded"]+counts["dead"] >= n
+	})
+	return counts
 }
 
 func freeAddr(t *testing.T) string {
@@ -223,20 +218,14 @@ type consoleClient struct {
 
 func (c consoleClient) waitUp() {
 	c.t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	dlqtest.WaitFor(c.t, 30*time.Second, "the console to be up", func() bool {
 		resp, err := http.Get(c.base + "/healthz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
+		if err != nil {
+			return false
 		}
-		if time.Now().After(deadline) {
-			c.t.Fatalf("console not up: %v", err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
 }
 
 // do sends a request and fails the test unless it answers want; it

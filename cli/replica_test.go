@@ -222,23 +222,16 @@ func exported(t *testing.T, api consoleClient, task string) int {
 // accepts.
 func waitMetric(t *testing.T, api consoleClient, name string, ok func(float64) bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	var last string
-	for {
-		last = "absent"
+	dlqtest.WaitFor(t, 30*time.Second, "the metric "+name, func() bool {
 		for _, line := range strings.Split(string(api.do(http.MethodGet, "/metrics", "", http.StatusOK)), "\n") {
 			if v, found := strings.CutPrefix(line, name+" "); found {
-				last = v
 				if f, err := strconv.ParseFloat(v, 64); err == nil && ok(f) {
-					return
+					return true
 				}
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s is %s after 30 s", name, last)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return false
+	})
 }
 
 // apiGet GETs path with the console's token and returns the body and the

@@ -126,14 +126,10 @@ func TestOperationLanes(t *testing.T) {
 			}
 			done <- res
 		}()
-		deadline := time.Now().Add(10 * time.Second)
-		for count(t, db, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()
-			AND wait_event_type = 'Lock' AND query LIKE '%lane_cursors = jsonb_set%'`) == 0 {
-			if time.Now().After(deadline) {
-				t.Fatal("the lane never reached the operation's row")
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+		dlqtest.WaitFor(t, 10*time.Second, "the lane to reach the operation's row", func() bool {
+			return count(t, db, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()
+				AND wait_event_type = 'Lock' AND query LIKE '%lane_cursors = jsonb_set%'`) > 0
+		})
 		if err := cancelling.Commit(); err != nil {
 			t.Fatal(err)
 		}

@@ -197,14 +197,10 @@ func TestBulkOperations(t *testing.T) {
 				done <- res
 			}()
 			// Wait until the batch is blocked on the letter's row lock.
-			deadline := time.Now().Add(10 * time.Second)
-			for count(t, db, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()
-				AND wait_event_type = 'Lock' AND query LIKE '%batch AS%'`) == 0 {
-				if time.Now().After(deadline) {
-					t.Fatal("the batch never waited for the letter")
-				}
-				time.Sleep(10 * time.Millisecond)
-			}
+			dlqtest.WaitFor(t, 10*time.Second, "the batch to wait for the letter", func() bool {
+				return count(t, db, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()
+					AND wait_event_type = 'Lock' AND query LIKE '%batch AS%'`) > 0
+			})
 			if err := other.Commit(); err != nil {
 				t.Fatal(err)
 			}

@@ -191,20 +191,15 @@ func (a actions) api(t *testing.T, token, method, path, body string, header ...s
 // waitOperation waits until operation id is in state want.
 func (a actions) waitOperation(t *testing.T, id int64, want dlq.OperationState) dlq.Operation {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		op, err := a.store.Operation(context.Background(), id)
-		if err != nil {
+	var op dlq.Operation
+	dlqtest.WaitFor(t, 20*time.Second, fmt.Sprintf("operation %d to be %s", id, want), func() bool {
+		var err error
+		if op, err = a.store.Operation(context.Background(), id); err != nil {
 			t.Fatal(err)
 		}
-		if op.State == want {
-			return op
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("operation %d is %s after 20s, want %s", id, op.State, want)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return op.State == want
+	})
+	return op
 }
 
 // succeedReplays does what a worker would do with every job waiting: run

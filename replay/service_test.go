@@ -197,13 +197,12 @@ func TestRunnerCarriesOutOperations(t *testing.T) {
 	}
 	// Every letter handed to the queue; no worker runs here, so the
 	// operation settles (e2e's TestFollowThroughWithARealWorker runs one).
-	deadline := time.Now().Add(30 * time.Second)
-	for op.State != dlq.OpSettling && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
+	dlqtest.WaitFor(t, 30*time.Second, "the operation to settle", func() bool {
 		if op, err = b.store.Operation(ctx, op.ID); err != nil {
 			t.Fatal(err)
 		}
-	}
+		return op.State == dlq.OpSettling
+	})
 	if op.State != dlq.OpSettling || op.Done != 5000 {
 		t.Fatalf("operation did not enqueue every letter: %+v", op)
 	}

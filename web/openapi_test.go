@@ -383,8 +383,7 @@ func TestOpenAPIResponsesMatch(t *testing.T) {
 // waitForState polls the operation until it reaches state.
 func waitForState(t *testing.T, c *apiConsole, id int64, state string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	dlqtest.WaitFor(t, 10*time.Second, fmt.Sprintf("operation %d to be %s", id, state), func() bool {
 		req, _ := http.NewRequest("GET", fmt.Sprintf("%s/api/v1/operations/%d", c.url, id), nil)
 		req.Header.Set("Authorization", "Bearer "+c.viewer)
 		resp, err := http.DefaultClient.Do(req)
@@ -393,14 +392,8 @@ func waitForState(t *testing.T, c *apiConsole, id int64, state string) {
 		}
 		raw, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		if bytes.Contains(raw, []byte(`"state":"`+state+`"`)) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("operation %d never reached %s: %s", id, state, raw)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return bytes.Contains(raw, []byte(`"state":"`+state+`"`))
+	})
 }
 
 // exercisePauses drives the pause API (issue 14) through each of its
