@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"os"
 	"strings"
@@ -87,20 +88,15 @@ func (b *bundle) enqueue(t *testing.T, task string, maxAttempts int, kw map[stri
 
 func (b *bundle) wait(t *testing.T, id int64, state dlq.State) dlq.Job {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		j, err := b.store.Job(context.Background(), id)
-		if err != nil {
+	var j dlq.Job
+	dlqtest.WaitFor(t, 10*time.Second, fmt.Sprintf("job %d to be %s", id, state), func() bool {
+		var err error
+		if j, err = b.store.Job(context.Background(), id); err != nil {
 			t.Fatal(err)
 		}
-		if j.State == state {
-			return j
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("job %d is %s, want %s", id, j.State, state)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return j.State == state
+	})
+	return j
 }
 
 func (b *bundle) letter(t *testing.T, jobID int64) dlq.DeadLetter {

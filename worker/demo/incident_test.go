@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/redrive/redrive/dlq"
+	"github.com/redrive/redrive/dlq/dlqtest"
 	"github.com/redrive/redrive/replay"
 	"github.com/redrive/redrive/worker/demo"
 )
@@ -85,8 +86,7 @@ func TestIncidentEndsWithTheFixDeployedAndTheGroupReplayed(t *testing.T) {
 	if op, err = svc.Wait(ctx, op.ID, 10*time.Second); err != nil || op.State != dlq.OpDone || op.Done != 3 {
 		t.Fatalf("operation: %+v, %v", op, err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	dlqtest.WaitFor(t, 10*time.Second, "the 3 replayed jobs to succeed", func() bool {
 		jobs, err := b.store.OperationJobs(ctx, op.ID, 100)
 		if err != nil {
 			t.Fatal(err)
@@ -100,12 +100,6 @@ func TestIncidentEndsWithTheFixDeployedAndTheGroupReplayed(t *testing.T) {
 				t.Fatalf("a replay after the fix died again: %+v", j)
 			}
 		}
-		if len(jobs) == 3 && succeeded == 3 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d replayed jobs succeeded", succeeded, len(jobs))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return len(jobs) == 3 && succeeded == 3
+	})
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/redrive/redrive/dlq"
+	"github.com/redrive/redrive/dlq/dlqtest"
 	"github.com/redrive/redrive/worker"
 	"github.com/redrive/redrive/worker/demo"
 )
@@ -27,13 +28,13 @@ func TestProducer(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
 		go func() { done <- p.Run(ctx) }()
-		deadline := time.Now().Add(10 * time.Second)
-		for n := 0; n < 200; {
-			if err := b.db.Get(&n, `SELECT count(*) FROM jobs`); err != nil || time.Now().After(deadline) {
-				t.Fatalf("only %d jobs enqueued (%v)", n, err)
+		dlqtest.WaitFor(t, 10*time.Second, "200 jobs enqueued", func() bool {
+			var n int
+			if err := b.db.Get(&n, `SELECT count(*) FROM jobs`); err != nil {
+				t.Fatal(err)
 			}
-			time.Sleep(20 * time.Millisecond)
-		}
+			return n >= 200
+		})
 		cancel()
 		if err := <-done; err != nil {
 			t.Fatalf("Run returned %v after cancel", err)
@@ -83,20 +84,13 @@ func TestProducer(t *testing.T) {
 		if err := p.Run(ctx); err != nil {
 			t.Fatal(err)
 		}
-		deadline := time.Now().Add(20 * time.Second)
-		for {
+		dlqtest.WaitFor(t, 20*time.Second, "every job to end", func() bool {
 			var open int
 			if err := b.db.Get(&open, `SELECT count(*) FROM jobs WHERE state NOT IN ('succeeded', 'dead')`); err != nil {
 				t.Fatal(err)
 			}
-			if open == 0 {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%d jobs still open", open)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+			return open == 0
+		})
 		var succeeded, dead, letters int
 		_ = b.db.Get(&succeeded, `SELECT count(*) FROM jobs WHERE state = 'succeeded'`)
 		_ = b.db.Get(&dead, `SELECT count(*) FROM jobs WHERE state = 'dead'`)
