@@ -230,8 +230,8 @@ func operationView(op dlq.Operation, jobs []dlq.JobOutcome, skips dlq.SkipCounts
 // replaysView is the second phase of a replay: its jobs settling.
 func replaysView(op dlq.Operation, c dlq.ReplayCounts) *views.ReplaysView {
 	num := views.Number
-	// Replays enqueued before jobs carried their operation (00026) are
-	// not counted: the bar is of the replays known.
+	// The bar is of the replays known: the letters handed to the queue,
+	// or the replays found when the count of them has run ahead.
 	enqueued := max(op.Done, c.Total())
 	r := &views.ReplaysView{Enqueued: enqueued, Settled: c.Settled(), EnqueuedText: num(enqueued), SettledText: num(c.Settled()),
 		Percent: percent(c.Settled(), enqueued), Waiting: num(c.Waiting), Running: num(c.Running), Succeeded: num(c.Succeeded),
