@@ -140,7 +140,11 @@ func parseFrames(s string, frames []frame, n int) []frame {
 	p := frameParser{start: len(frames), n: n, apps: appCount{last: -1}}
 	for len(s) > 0 && !p.done {
 		var line string
-		line, s, _ = strings.Cut(s, "\n")
+		if i := strings.IndexByte(s, '\n'); i >= 0 {
+			line, s = s[:i], s[i+1:]
+		} else {
+			line, s = s, ""
+		}
 		line = strings.TrimRight(line, "\r")
 		switch {
 		case line == "":
@@ -172,36 +176,30 @@ type frameParser struct {
 	done bool
 }
 
-// indentedFrames are the frame lines that are indented, each of one
-// format, by the word that starts them once indentation is trimmed.
-var indentedFrames = [...]struct {
-	prefix string
-	format int
-	read   func(string) (frame, bool)
-}{
-	{`File "`, formatPython, pythonFrame},
-	{"at ", formatAt, atFrame},
-	{"from ", formatRuby, rubyFrame},
-}
-
-// indented reads an indented line, t without its indentation: a frame
-// (see indentedFrames), a JVM or Node cause, or the header of a Python
-// traceback inside an exception group.
+// indented reads an indented line, t without its indentation: a Python,
+// JVM, .NET, Node or Ruby frame, a JVM or Node cause, or the header of a
+// Python traceback inside an exception group. (A switch on constant
+// prefixes, not a table of them: comparing with a constant costs a few
+// instructions, with a table's string a call, and Place reads every line.)
 func (p *frameParser) indented(frames []frame, t string) []frame {
-	for _, r := range indentedFrames {
-		if strings.HasPrefix(t, r.prefix) {
-			if f, ok := r.read(t[len(r.prefix):]); ok {
-				frames = p.add(frames, f, r.format)
-			}
-			return frames
-		}
-	}
 	switch {
+	case strings.HasPrefix(t, `File "`):
+		if f, ok := pythonFrame(t[len(`File "`):]); ok {
+			return p.add(frames, f, formatPython)
+		}
+	case strings.HasPrefix(t, "at "):
+		if f, ok := atFrame(t[len("at "):]); ok {
+			return p.addInnermost(frames, f, formatAt)
+		}
+	case strings.HasPrefix(t, "from "):
+		if f, ok := rubyFrame(t[len("from "):]); ok {
+			return p.addInnermost(frames, f, formatRuby)
+		}
 	case strings.HasPrefix(t, "Caused by:"), strings.HasPrefix(t, "Suppressed:"), strings.HasPrefix(t, "[cause]:"):
 		// The JVM's or Node's cause: not the exception thrown.
 		p.endIf(formatAt)
 	case strings.HasSuffix(t, pythonHeader):
-		frames = p.restart(frames, formatPython)
+		return p.restart(frames, formatPython)
 	}
 	return frames
 }
@@ -231,7 +229,7 @@ func (p *frameParser) unindented(frames []frame, line, rest string) []frame {
 			}
 		}
 		if f, ok := rubyFrame(line); ok {
-			return p.add(frames, f, formatRuby)
+			return p.addInnermost(frames, f, formatRuby)
 		}
 	}
 	return frames
@@ -252,16 +250,22 @@ func (p *frameParser) is(f int) bool {
 	return p.format == f
 }
 
-// add appends a frame of format f, if the traceback is in f. A JVM, Node
-// or Ruby traceback ends with its n-th application frame: it prints the
-// innermost first.
+// add appends a frame of format, if the traceback is in it.
 func (p *frameParser) add(frames []frame, f frame, format int) []frame {
-	if !p.is(format) {
-		return frames
+	if p.is(format) {
+		frames = append(frames, f)
 	}
-	frames = append(frames, f)
-	if (format == formatAt || format == formatRuby) && p.apps.enough(frames, p.n) {
-		p.done = true
+	return frames
+}
+
+// addInnermost appends a frame of format, if the traceback is in it, for
+// the formats that print the innermost frame first (the JVM's, .NET's,
+// Node's, Ruby's): the traceback ends with its n-th application frame,
+// the last that Place can name.
+func (p *frameParser) addInnermost(frames []frame, f frame, format int) []frame {
+	if p.is(format) {
+		frames = append(frames, f)
+		p.done = p.apps.enough(frames, p.n)
 	}
 	return frames
 }
