@@ -527,6 +527,11 @@ func mergeable(a []string, af []bool, b []string, bf []bool) ([]string, []bool, 
 // sameEvent reports whether two templates may name one event: their first
 // words are equal, or one is a variable.
 func sameEvent(a, b []string) bool {
+	// A message without words (empty, or dots) names no event: it is
+	// one with no other.
+	if len(a) == 0 || len(b) == 0 {
+		return false
+	}
 	return a[0] == b[0] || a[0] == Wildcard || b[0] == Wildcard
 }
 

@@ -44,7 +44,8 @@ const maxMessageBytes = 500
 func isDelimiter(b byte) bool {
 	switch b {
 	case ' ', '\t', '\n', '\r', '\f', '\v',
-		',', ';', '=', '(', ')', '[', ']', '{', '}', '<', '>', '"', '\'', '`', '|':
+		',', ';', '=', '(', ')', '[', ']', '{', '}', '<', '>', '"', '\'', '`', '|',
+		0: // a NUL is junk in a message, and the separator of clusterID's words
 		return true
 	}
 	return false
