@@ -136,28 +136,65 @@ func detailInt(raw json.RawMessage, key string) int64 {
 
 // auditRow maps an entry to its view model.
 func auditRow(e dlq.AuditEntry) views.AuditRow {
+	d := parseDetails(e.Details)
 	r := views.AuditRow{
 		ID: e.ID, Href: fmt.Sprintf("/audit/%d", e.ID), At: e.At, Actor: e.Actor, Action: e.Action,
-		ActionText: actionText(e.Action), Counts: auditCounts(e.Counts), Reason: e.Reason,
+		ActionText: entryText(e.Action, d), Counts: auditCounts(e.Counts), Reason: e.Reason,
 		RequestID: e.RequestID, RemoteAddr: e.RemoteAddr, UserAgent: e.UserAgent,
 	}
-	d := parseDetails(e.Details)
-	switch {
-	case e.Action == dlq.ActionBulkStart && d.Kind != "":
-		r.ActionText = "Started a bulk " + d.Kind
-	case e.Action == dlq.ActionBulkFinish && d.Kind != "":
-		r.ActionText = "Bulk " + d.Kind + " finished"
-	case e.Action == dlq.ActionCanaryVerdict && d.Verdict == "died":
-		r.ActionText = "Canary died again: the operation waits for a decision"
-	case e.Action == dlq.ActionCanaryVerdict && d.Verdict == "succeeded":
-		r.ActionText = "Canary succeeded: every canary replay ran"
-	case e.Action == dlq.ActionPause && d.Name != "":
-		r.ActionText = "Paused " + d.Kind + " " + d.Name + pauseUntil(d.Until)
-	case e.Action == dlq.ActionResume && d.Name != "":
-		r.ActionText = "Resumed " + d.Kind + " " + d.Name
-	case e.Action == dlq.ActionPauseExpired && d.Name != "":
-		r.ActionText = "The pause of " + d.Kind + " " + d.Name + " expired"
+	linkEntry(&r, e, d)
+	if e.Filter != nil {
+		r.Filter, r.FilterHref = filterWords(*e.Filter)
+	} else if len(d.IDs) > 0 {
+		r.IDs = idList(d.IDs, 20)
 	}
+	if e.MaxID != nil && e.Action == dlq.ActionBulkStart {
+		r.MaxID = *e.MaxID
+	}
+	if d.Before != nil && d.After != nil {
+		for _, fd := range []*views.FieldDiff{
+			jsonDiff("args", d.Before.Args, d.After.Args),
+			jsonDiff("kwargs", d.Before.Kwargs, d.After.Kwargs),
+		} {
+			if fd != nil {
+				r.Diffs = append(r.Diffs, *fd)
+			}
+		}
+	}
+	return r
+}
+
+// entryText says what an entry records, with what its details add to its
+// action's words: the kind of a bulk operation, a canary's verdict, what
+// a pause held.
+func entryText(action string, d auditDetails) string {
+	switch {
+	case action == dlq.ActionBulkStart && d.Kind != "":
+		return "Started a bulk " + d.Kind
+	case action == dlq.ActionBulkFinish && d.Kind != "":
+		return "Bulk " + d.Kind + " finished"
+	case action == dlq.ActionCanaryVerdict && d.Verdict == "died":
+		return "Canary died again: the operation waits for a decision"
+	case action == dlq.ActionCanaryVerdict && d.Verdict == "succeeded":
+		return "Canary succeeded: every canary replay ran"
+	}
+	if d.Name == "" {
+		return actionText(action)
+	}
+	switch action {
+	case dlq.ActionPause:
+		return "Paused " + d.Kind + " " + d.Name + pauseUntil(d.Until)
+	case dlq.ActionResume:
+		return "Resumed " + d.Kind + " " + d.Name
+	case dlq.ActionPauseExpired:
+		return "The pause of " + d.Kind + " " + d.Name + " expired"
+	}
+	return actionText(action)
+}
+
+// linkEntry links r to the letter, the replay's job and the operation its
+// entry names.
+func linkEntry(r *views.AuditRow, e dlq.AuditEntry, d auditDetails) {
 	if e.DeadLetterID != nil {
 		r.LetterID = *e.DeadLetterID
 		r.LetterHref = fmt.Sprintf("/dead-letters/%d", r.LetterID)
@@ -169,23 +206,6 @@ func auditRow(e dlq.AuditEntry) views.AuditRow {
 		r.OperationID = *e.OperationID
 		r.OperationHref = fmt.Sprintf("/operations/%d", r.OperationID)
 	}
-	if e.Filter != nil {
-		r.Filter, r.FilterHref = filterWords(*e.Filter)
-	} else if len(d.IDs) > 0 {
-		r.IDs = idList(d.IDs, 20)
-	}
-	if e.MaxID != nil && e.Action == dlq.ActionBulkStart {
-		r.MaxID = *e.MaxID
-	}
-	if d.Before != nil && d.After != nil {
-		if fd := jsonDiff("args", d.Before.Args, d.After.Args); fd != nil {
-			r.Diffs = append(r.Diffs, *fd)
-		}
-		if fd := jsonDiff("kwargs", d.Before.Kwargs, d.After.Kwargs); fd != nil {
-			r.Diffs = append(r.Diffs, *fd)
-		}
-	}
-	return r
 }
 
 // pauseUntil says until when a pause holds, as a pause entry's details
