@@ -129,6 +129,27 @@ func lastSpan(d time.Duration) string {
 // is now (a group's counts, an operation's progress), masked.
 func (s *Sender) compose(ctx context.Context, ev dlq.NotificationEvent) (Message, error) {
 	m := Message{ID: ev.ID, Event: ev.Kind, At: ev.At.UTC(), Facts: ev.Facts, URL: s.link(ev.ConsolePath())}
+	var err error
+	switch ev.Kind {
+	case dlq.NotifyGroupNew, dlq.NotifyGroupSpike:
+		err = s.composeGroup(ctx, ev, &m)
+	case dlq.NotifyOperationDone, dlq.NotifyOperationFailed, dlq.NotifyOperationCancelled,
+		dlq.NotifyOperationAutoPaused, dlq.NotifyOperationCanaryFailed:
+		err = s.composeOperation(ctx, ev, &m)
+	case dlq.NotifyPauseBegan, dlq.NotifyPauseExpired:
+		err = s.composePause(ctx, ev, &m)
+	default:
+		m.Title = "Redrive: " + ev.Kind
+	}
+	if err != nil {
+		return Message{}, err
+	}
+	return m, nil
+}
+
+// composeGroup writes m for a new or spiking group: the group as it is
+// now, its sample masked as the console masks it.
+func (s *Sender) composeGroup(ctx context.Context, ev dlq.NotificationEvent, m *Message) error {
 	var facts struct {
 		Task          string `json:"task"`
 		ErrorClass    string `json:"error_class"`
@@ -137,92 +158,96 @@ func (s *Sender) compose(ctx context.Context, ev dlq.NotificationEvent) (Message
 		WindowSeconds int    `json:"window_seconds"`
 	}
 	_ = json.Unmarshal(ev.Facts, &facts) // facts are ours; an unexpected shape leaves them empty
-	switch ev.Kind {
-	case dlq.NotifyGroupNew, dlq.NotifyGroupSpike:
-		g, err := s.cfg.Store.Group(ctx, ev.Subject)
-		if err != nil && !errors.Is(err, dlq.ErrNotFound) {
-			return Message{}, err
-		}
-		if err == nil {
-			facts.Task, facts.ErrorClass = g.Task, g.ErrorClass
-		}
-		if ev.Kind == dlq.NotifyGroupNew {
-			m.Title = fmt.Sprintf("New error group: %s in %s", facts.ErrorClass, facts.Task)
-		} else {
-			n := strconv.Itoa(facts.Count)
-			if facts.AtLeast {
-				n = "more than " + n
-			}
-			m.Title = fmt.Sprintf("Error group spiking: %s in %s, %s letters in %s", facts.ErrorClass, facts.Task, n,
-				time.Duration(facts.WindowSeconds)*time.Second)
-		}
-		if err == nil {
-			sample := s.cfg.Masker.MaskSample(g.SampleMessage, g.SampleArgs, g.SampleKwargs)
-			m.Text = fmt.Sprintf("%s\n%d pending of %d, first seen %s, last seen %s", clip(sample, 300), g.Pending, g.Total,
-				g.FirstSeen.UTC().Format(time.RFC3339), g.LastSeen.UTC().Format(time.RFC3339))
-		} else {
-			m.Text = "The group has no letters left."
-		}
-	case dlq.NotifyOperationDone, dlq.NotifyOperationFailed, dlq.NotifyOperationCancelled,
-		dlq.NotifyOperationAutoPaused, dlq.NotifyOperationCanaryFailed:
-		id, err := strconv.ParseInt(ev.Subject, 10, 64)
-		if err != nil {
-			return Message{}, fmt.Errorf("event %d: operation id %q: %w", ev.ID, ev.Subject, err)
-		}
-		op, err := s.cfg.Store.Operation(ctx, id)
-		if err != nil {
-			return Message{}, err
-		}
-		verb := map[string]string{dlq.NotifyOperationDone: "finished", dlq.NotifyOperationFailed: "failed",
-			dlq.NotifyOperationCancelled:    "was cancelled",
-			dlq.NotifyOperationAutoPaused:   "auto-paused: too many replays died again",
-			dlq.NotifyOperationCanaryFailed: "waits: its canary died again"}[ev.Kind]
-		m.Title = fmt.Sprintf("Bulk %s #%d %s", op.Kind, op.ID, verb)
-		m.Text = fmt.Sprintf("%d of %d letters handled, %d skipped; started by %s", op.Done, op.Matched, op.Skipped, op.Actor)
-		if op.Replays != nil {
-			r := op.Replays
-			m.Text += fmt.Sprintf("\nReplays: %d succeeded, %d died again, %d still waiting or running", r.Succeeded, r.DiedAgain, r.Waiting+r.Running)
-		}
-		switch {
-		case ev.Kind == dlq.NotifyOperationAutoPaused && op.DiedAgainPercent != nil:
-			m.Text += fmt.Sprintf("\nMore than %g%% of the first %d replays to settle died again; nothing more is released until someone resumes or cancels it.",
-				*op.DiedAgainPercent, dlq.GuardSample)
-		case ev.Kind == dlq.NotifyOperationCanaryFailed:
-			m.Text += "\nNothing else is released until someone releases it anyway or cancels it."
-		case ev.Kind == dlq.NotifyOperationDone && op.StoppedFollowingBy != nil:
-			m.Text += fmt.Sprintf("\n%s stopped following it before every replay had settled.", *op.StoppedFollowingBy)
-		}
-		if op.Reason != "" {
-			m.Text += ": " + clip(op.Reason, 200)
-		}
-		if op.Error != nil && *op.Error != "" {
-			m.Text += "\nError: " + clip(*op.Error, 300)
-		}
-	case dlq.NotifyPauseBegan, dlq.NotifyPauseExpired:
-		id, err := strconv.ParseInt(ev.Subject, 10, 64)
-		if err != nil {
-			return Message{}, fmt.Errorf("event %d: pause id %q: %w", ev.ID, ev.Subject, err)
-		}
-		p, err := s.cfg.Store.PauseByID(ctx, id)
-		if err != nil {
-			return Message{}, err
-		}
-		if ev.Kind == dlq.NotifyPauseBegan {
-			m.Title = fmt.Sprintf("Paused: %s, by %s", p.Target(), p.PausedBy)
-			m.Text = "Why: " + clip(p.Reason, 300)
-			if p.Until != nil {
-				m.Text += "\nUntil " + p.Until.UTC().Format(time.RFC3339) + ", then it resumes by itself."
-			} else {
-				m.Text += "\nUntil someone resumes it."
-			}
-		} else {
-			m.Title = fmt.Sprintf("Pause expired: %s runs again", p.Target())
-			m.Text = fmt.Sprintf("Paused by %s since %s: %s", p.PausedBy, p.PausedAt.UTC().Format(time.RFC3339), clip(p.Reason, 300))
-		}
-	default:
-		m.Title = "Redrive: " + ev.Kind
+	g, err := s.cfg.Store.Group(ctx, ev.Subject)
+	if err != nil && !errors.Is(err, dlq.ErrNotFound) {
+		return err
 	}
-	return m, nil
+	if err == nil {
+		facts.Task, facts.ErrorClass = g.Task, g.ErrorClass
+	}
+	if ev.Kind == dlq.NotifyGroupNew {
+		m.Title = fmt.Sprintf("New error group: %s in %s", facts.ErrorClass, facts.Task)
+	} else {
+		n := strconv.Itoa(facts.Count)
+		if facts.AtLeast {
+			n = "more than " + n
+		}
+		m.Title = fmt.Sprintf("Error group spiking: %s in %s, %s letters in %s", facts.ErrorClass, facts.Task, n,
+			time.Duration(facts.WindowSeconds)*time.Second)
+	}
+	if err != nil {
+		m.Text = "The group has no letters left."
+		return nil
+	}
+	sample := s.cfg.Masker.MaskSample(g.SampleMessage, g.SampleArgs, g.SampleKwargs)
+	m.Text = fmt.Sprintf("%s\n%d pending of %d, first seen %s, last seen %s", clip(sample, 300), g.Pending, g.Total,
+		g.FirstSeen.UTC().Format(time.RFC3339), g.LastSeen.UTC().Format(time.RFC3339))
+	return nil
+}
+
+// operationVerbs say how each kind of operation event ended.
+var operationVerbs = map[string]string{dlq.NotifyOperationDone: "finished", dlq.NotifyOperationFailed: "failed",
+	dlq.NotifyOperationCancelled:    "was cancelled",
+	dlq.NotifyOperationAutoPaused:   "auto-paused: too many replays died again",
+	dlq.NotifyOperationCanaryFailed: "waits: its canary died again"}
+
+// composeOperation writes m for a bulk operation that ended or waits.
+func (s *Sender) composeOperation(ctx context.Context, ev dlq.NotificationEvent, m *Message) error {
+	id, err := strconv.ParseInt(ev.Subject, 10, 64)
+	if err != nil {
+		return fmt.Errorf("event %d: operation id %q: %w", ev.ID, ev.Subject, err)
+	}
+	op, err := s.cfg.Store.Operation(ctx, id)
+	if err != nil {
+		return err
+	}
+	m.Title = fmt.Sprintf("Bulk %s #%d %s", op.Kind, op.ID, operationVerbs[ev.Kind])
+	m.Text = fmt.Sprintf("%d of %d letters handled, %d skipped; started by %s", op.Done, op.Matched, op.Skipped, op.Actor)
+	if op.Replays != nil {
+		r := op.Replays
+		m.Text += fmt.Sprintf("\nReplays: %d succeeded, %d died again, %d still waiting or running", r.Succeeded, r.DiedAgain, r.Waiting+r.Running)
+	}
+	switch {
+	case ev.Kind == dlq.NotifyOperationAutoPaused && op.DiedAgainPercent != nil:
+		m.Text += fmt.Sprintf("\nMore than %g%% of the first %d replays to settle died again; nothing more is released until someone resumes or cancels it.",
+			*op.DiedAgainPercent, dlq.GuardSample)
+	case ev.Kind == dlq.NotifyOperationCanaryFailed:
+		m.Text += "\nNothing else is released until someone releases it anyway or cancels it."
+	case ev.Kind == dlq.NotifyOperationDone && op.StoppedFollowingBy != nil:
+		m.Text += fmt.Sprintf("\n%s stopped following it before every replay had settled.", *op.StoppedFollowingBy)
+	}
+	if op.Reason != "" {
+		m.Text += ": " + clip(op.Reason, 200)
+	}
+	if op.Error != nil && *op.Error != "" {
+		m.Text += "\nError: " + clip(*op.Error, 300)
+	}
+	return nil
+}
+
+// composePause writes m for a pause that began or expired by itself.
+func (s *Sender) composePause(ctx context.Context, ev dlq.NotificationEvent, m *Message) error {
+	id, err := strconv.ParseInt(ev.Subject, 10, 64)
+	if err != nil {
+		return fmt.Errorf("event %d: pause id %q: %w", ev.ID, ev.Subject, err)
+	}
+	p, err := s.cfg.Store.PauseByID(ctx, id)
+	if err != nil {
+		return err
+	}
+	if ev.Kind == dlq.NotifyPauseExpired {
+		m.Title = fmt.Sprintf("Pause expired: %s runs again", p.Target())
+		m.Text = fmt.Sprintf("Paused by %s since %s: %s", p.PausedBy, p.PausedAt.UTC().Format(time.RFC3339), clip(p.Reason, 300))
+		return nil
+	}
+	m.Title = fmt.Sprintf("Paused: %s, by %s", p.Target(), p.PausedBy)
+	m.Text = "Why: " + clip(p.Reason, 300)
+	if p.Until != nil {
+		m.Text += "\nUntil " + p.Until.UTC().Format(time.RFC3339) + ", then it resumes by itself."
+	} else {
+		m.Text += "\nUntil someone resumes it."
+	}
+	return nil
 }
 
 // link makes an absolute console URL of path.
