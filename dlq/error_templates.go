@@ -224,16 +224,6 @@ func (s *Store) GroupTemplate(ctx context.Context, id string) (grouping.Template
 	return r.template(), nil
 }
 
-// MergeGroups merges the groups from into the group into, audited as the
-// actor's: their letters move, their ids redirect, their templates stay
-// (error_group_move). It checks nothing and widens no template: the
-// console's merge is MergeErrorGroups.
-func (s *Store) MergeGroups(ctx context.Context, from []string, into string, actor Actor, reason string) error {
-	return s.inTx(ctx, func(tx *sqlx.Tx) error {
-		return mergeGroups(ctx, tx, from, into, actor, reason)
-	})
-}
-
 // groupOf returns the error group of a new letter, learning from it.
 func (s *Store) groupOf(ctx context.Context, task, class, message, traceback string) (string, error) {
 	return s.groups.Group(ctx, grouping.Letter{Task: task, Class: class, Message: message, Traceback: traceback})
