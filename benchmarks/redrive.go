@@ -10,6 +10,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/redrive/redrive/dlq"
+	"github.com/redrive/redrive/store/groups"
+	"github.com/redrive/redrive/store/postgres"
+	"github.com/redrive/redrive/store/queue"
 	"github.com/redrive/redrive/worker"
 )
 
@@ -28,29 +31,29 @@ const (
 func (redriveEngine) Name() string { return "Redrive" }
 
 func (redriveEngine) Migrate(ctx context.Context, dsn string) error {
-	db, err := dlq.Open(ctx, dsn)
+	db, err := postgres.Open(ctx, dsn)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	if _, err := dlq.Migrate(ctx, db, slog.New(slog.DiscardHandler)); err != nil {
+	if _, err := postgres.Migrate(ctx, db, slog.New(slog.DiscardHandler)); err != nil {
 		return fmt.Errorf("migrate redrive: %w", err)
 	}
 	// Enqueue refuses tasks no worker has registered; register them now so
 	// a template's copies can take jobs before any worker starts.
-	if err := dlq.NewStore(db).RegisterTasks(ctx, []string{redriveNoop, redriveFail, redriveLatency}); err != nil {
+	if err := queue.New(db, groups.New(db)).RegisterTasks(ctx, []string{redriveNoop, redriveFail, redriveLatency}); err != nil {
 		return fmt.Errorf("register benchmark tasks: %w", err)
 	}
 	return nil
 }
 
 func (redriveEngine) Enqueue(ctx context.Context, dsn string, kind jobKind, n, batch int) error {
-	db, err := dlq.Open(ctx, dsn)
+	db, err := postgres.Open(ctx, dsn)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	store := dlq.NewStore(db)
+	store := queue.New(db, groups.New(db))
 	p := dlq.EnqueueParams{Task: redriveNoop}
 	if kind == kindFail {
 		p = dlq.EnqueueParams{Task: redriveFail, MaxAttempts: 1}
@@ -92,13 +95,13 @@ func redriveRegistry() *worker.Registry {
 }
 
 func (redriveEngine) Worker(ctx context.Context, dsn string, p Profile) (func(context.Context) error, func(), error) {
-	db, err := dlq.Open(ctx, dsn)
+	db, err := postgres.Open(ctx, dsn)
 	if err != nil {
 		return nil, nil, err
 	}
 	cfg := p.Redrive
 	cfg.Registry = redriveRegistry()
-	w, err := worker.New(dlq.NewStore(db), cfg)
+	w, err := worker.New(queue.New(db, groups.New(db)), cfg)
 	if err != nil {
 		db.Close()
 		return nil, nil, fmt.Errorf("redrive worker: %w", err)
@@ -107,7 +110,7 @@ func (redriveEngine) Worker(ctx context.Context, dsn string, p Profile) (func(co
 }
 
 func (redriveEngine) Latency(ctx context.Context, dsn string, samples int, gap time.Duration) ([]time.Duration, error) {
-	db, err := dlq.Open(ctx, dsn)
+	db, err := postgres.Open(ctx, dsn)
 	if err != nil {
 		return nil, err
 	}
@@ -120,7 +123,7 @@ func (redriveEngine) Latency(ctx context.Context, dsn string, samples int, gap t
 	}, worker.TaskOptions{})
 	cfg := defaultProfile().Redrive
 	cfg.Registry, cfg.ListenDSN = reg, dsn
-	store := dlq.NewStore(db)
+	store := queue.New(db, groups.New(db))
 	w, err := worker.New(store, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("redrive worker: %w", err)

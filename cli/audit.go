@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/redrive/redrive/dlq"
+	"github.com/redrive/redrive/store/audit"
 )
 
 func runAudit(ctx context.Context, args []string, e env) error {
@@ -38,7 +39,7 @@ func runAudit(ctx context.Context, args []string, e env) error {
 		return err
 	}
 	defer db.Close()
-	v, err := dlq.NewStore(db).VerifyAuditChain(ctx, expect)
+	v, err := audit.New(db).VerifyAuditChain(ctx, expect)
 	if err != nil {
 		return err
 	}

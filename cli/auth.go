@@ -10,6 +10,7 @@ import (
 
 	"github.com/redrive/redrive/dlq"
 	"github.com/redrive/redrive/mask"
+	"github.com/redrive/redrive/store/access"
 	"github.com/redrive/redrive/web/auth"
 )
 
@@ -57,7 +58,7 @@ func authConfig(f flags, dev bool) (auth.Config, error) {
 
 // adviseFirstAdmin logs how to create the first admin when there is
 // nobody to sign in as. serve never creates users by itself.
-func adviseFirstAdmin(ctx context.Context, store *dlq.Store, logger *slog.Logger) error {
+func adviseFirstAdmin(ctx context.Context, store *access.Store, logger *slog.Logger) error {
 	n, err := store.CountUsers(ctx)
 	if err != nil {
 		return err
@@ -75,7 +76,7 @@ const devAdmin = "admin"
 // ensureDevAdmin gives the dev admin a fresh random password (creating the
 // user the first time) and returns it, to be printed: a fixed password
 // would work on every dev database anyone ever left reachable.
-func ensureDevAdmin(ctx context.Context, store *dlq.Store) (string, error) {
+func ensureDevAdmin(ctx context.Context, store *access.Store) (string, error) {
 	secret, err := dlq.NewTokenSecret()
 	if err != nil {
 		return "", err

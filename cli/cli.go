@@ -17,7 +17,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/redrive/redrive/cli/remote"
-	"github.com/redrive/redrive/dlq"
+	"github.com/redrive/redrive/store/postgres"
 )
 
 // version is the build, set with
@@ -162,7 +162,7 @@ func openDB(ctx context.Context, databaseURL string) (*sqlx.DB, error) {
 	if databaseURL == "" {
 		return nil, errors.New("no database: set DATABASE_URL or --database-url (or use `redrive dev`, which starts its own)")
 	}
-	return dlq.Open(ctx, databaseURL)
+	return postgres.Open(ctx, databaseURL)
 }
 
 // Version is the build the binary reports: the -ldflags version, else the

@@ -12,6 +12,10 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/redrive/redrive/dlq"
+	"github.com/redrive/redrive/store/access"
+	"github.com/redrive/redrive/store/audit"
+	"github.com/redrive/redrive/store/groups"
+	"github.com/redrive/redrive/store/queue"
 	"github.com/redrive/redrive/web"
 	"github.com/redrive/redrive/web/auth"
 	"github.com/redrive/redrive/worker"
@@ -108,19 +112,18 @@ func serveDev(ctx context.Context, f flags, ac auth.Config, dataDir, databaseURL
 	if err != nil {
 		return err
 	}
-	store := dlq.NewStore(db)
 	reg := worker.NewRegistry()
 	demo.Register(reg, db)
 	// Register the demo tasks before the producer starts, so its first
 	// enqueue does not race the worker's start-up.
-	if err := store.RegisterTasks(ctx, reg.Tasks()); err != nil {
+	if err := queue.New(db, groups.New(db)).RegisterTasks(ctx, reg.Tasks()); err != nil {
 		return err
 	}
-	password, err := ensureDevAdmin(ctx, store)
+	password, err := ensureDevAdmin(ctx, access.New(db))
 	if err != nil {
 		return err
 	}
-	outages := demo.NewOutages(db, store)
+	outages := demo.NewOutages(db, audit.New(db))
 	incident := time.Now().Add(devIncidentAfter)
 	if err := outages.Schedule(ctx, demo.PaymentsProvider, incident, incident.Add(devIncidentFor)); err != nil {
 		return err
@@ -128,13 +131,13 @@ func serveDev(ctx context.Context, f flags, ac auth.Config, dataDir, databaseURL
 	// One registry: the console's /metrics also shows the dev worker's job
 	// outcomes and durations, as worker/metrics.go promises.
 	metrics := newMetricsRegistry()
-	console, err := NewConsole(ctx, ConsoleConfig{Store: store, Logger: logger, Registry: metrics, Auth: ac,
+	console, err := NewConsole(ctx, ConsoleConfig{DB: db, Logger: logger, Registry: metrics, Auth: ac,
 		LogsURLTemplate: f.str("logs-url-template"), Notify: notifyConfig(f), Reads: readConfig(f, databaseURL),
 		Demo: NewDemoOutage(outages)})
 	if err != nil {
 		return err
 	}
-	producer, err := demo.NewProducer(demo.ProducerConfig{Store: store, Rate: f.float("demo-rate"), Logger: logger})
+	producer, err := demo.NewProducer(demo.ProducerConfig{Store: queue.New(db, groups.New(db)), Rate: f.float("demo-rate"), Logger: logger})
 	if err != nil {
 		return err
 	}
@@ -148,7 +151,7 @@ func serveDev(ctx context.Context, f flags, ac auth.Config, dataDir, databaseURL
 	urls := make(chan string, 1)
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return console.Serve(gctx, f.str("addr"), func(url string) { urls <- url }) })
-	g.Go(func() error { return RunWorker(gctx, store, cfg) })
+	g.Go(func() error { return RunWorker(gctx, db, cfg) })
 	g.Go(func() error { return producer.Run(gctx) })
 	g.Go(func() error { return runDevTerminal(gctx, urls, banner, log, e.stdout) })
 	return g.Wait()

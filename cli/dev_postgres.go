@@ -11,8 +11,8 @@ import (
 	"path/filepath"
 	"strconv"
 
-	"github.com/redrive/redrive/dlq"
 	"github.com/redrive/redrive/internal/localpg"
+	"github.com/redrive/redrive/store/postgres"
 )
 
 // devPostgresPort is the dev cluster's port when it is free: one port from
@@ -40,7 +40,7 @@ func startDevPostgres(ctx context.Context, dataDir string, port int, w io.Writer
 		fmt.Fprintf(w, "Port %d is taken (another checkout's dev?), so this cluster listens on %d.\n", port, cluster.Port())
 	}
 	fmt.Fprintf(w, "PostgreSQL data: %s\n", cluster.Dir())
-	if err := dlq.EnsureDatabase(ctx, cluster.DSN("postgres"), "redrive"); err != nil {
+	if err := postgres.EnsureDatabase(ctx, cluster.DSN("postgres"), "redrive"); err != nil {
 		return nil, errors.Join(fmt.Errorf("dev postgres: %w", err), cluster.Stop())
 	}
 	return cluster, nil

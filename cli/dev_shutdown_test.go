@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/redrive/redrive/dlq"
 	"github.com/redrive/redrive/dlq/dlqtest"
+	"github.com/redrive/redrive/store/letters"
 )
 
 // Stopping dev while the console reads the mask policy, at start, is not
@@ -19,7 +19,7 @@ func TestSearchUpkeepStoppedAtStartLogsNoError(t *testing.T) {
 	var logs bytes.Buffer
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	rebuildStale(ctx, dlq.NewStore(db.DB), slog.New(slog.NewTextHandler(&logs, nil)))
+	rebuildStale(ctx, letters.New(db.DB), slog.New(slog.NewTextHandler(&logs, nil)))
 	if strings.Contains(logs.String(), "level=ERROR") {
 		t.Errorf("a cancelled start logged an error:\n%s", logs.String())
 	}

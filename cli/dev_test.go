@@ -33,13 +33,13 @@ func waitFor(timeout time.Duration, cond func() bool) bool {
 func TestDevSignInQuietLettersAndCleanStop(t *testing.T) {
 	t.Parallel()
 	db := dlqtest.NewDB(t)
-	store := dlq.NewStore(db.DB)
+	store := dlqtest.NewStores(db.DB)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	if err := store.RegisterTasks(ctx, []string{demo.TaskAlwaysFail}); err != nil {
+	if err := store.Queue.RegisterTasks(ctx, []string{demo.TaskAlwaysFail}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := store.Enqueue(ctx, dlq.EnqueueParams{Task: demo.TaskAlwaysFail, Queue: "default", MaxAttempts: 1}); err != nil {
+	if _, err := store.Queue.Enqueue(ctx, dlq.EnqueueParams{Task: demo.TaskAlwaysFail, Queue: "default", MaxAttempts: 1}); err != nil {
 		t.Fatal(err)
 	}
 	dataDir := devDataDir(t)
@@ -75,7 +75,7 @@ func TestDevSignInQuietLettersAndCleanStop(t *testing.T) {
 	if !strings.Contains(stdout.String(), "Redrive is running: "+m[1]) || !strings.Contains(stdout.String(), "the password "+m[2]+" ") {
 		t.Errorf("the sign-in file and the banner disagree:\n%s\n%s", content, stdout)
 	}
-	admin, err := store.UserByName(ctx, devAdmin)
+	admin, err := store.Access.UserByName(ctx, devAdmin)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,8 @@ import (
 	"fmt"
 
 	"github.com/redrive/redrive/dlq"
+	"github.com/redrive/redrive/store/groups"
+	"github.com/redrive/redrive/store/queue"
 )
 
 func runEnqueue(ctx context.Context, args []string, e env) error {
@@ -27,7 +29,7 @@ func runEnqueue(ctx context.Context, args []string, e env) error {
 		return err
 	}
 	defer db.Close()
-	res, err := dlq.NewStore(db).Enqueue(ctx, p)
+	res, err := queue.New(db, groups.New(db)).Enqueue(ctx, p)
 	if err != nil {
 		return err
 	}

@@ -6,7 +6,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/redrive/redrive/dlq"
+	"github.com/redrive/redrive/store/groups"
 )
 
 // runGroups runs `redrive groups rebuild` here, against the database; every
@@ -38,7 +38,7 @@ func runGroups(ctx context.Context, args []string, e env) error {
 	}
 	defer db.Close()
 	start := time.Now()
-	res, err := dlq.NewStore(db).RebuildGroups(ctx)
+	res, err := groups.New(db).RebuildGroups(ctx)
 	if err != nil {
 		return err
 	}

@@ -7,8 +7,7 @@ import (
 	"log/slog"
 
 	"github.com/jmoiron/sqlx"
-
-	"github.com/redrive/redrive/dlq"
+	"github.com/redrive/redrive/store/postgres"
 )
 
 func runMigrate(ctx context.Context, args []string, e env) error {
@@ -44,18 +43,18 @@ func runMigrate(ctx context.Context, args []string, e env) error {
 // before the schema baseline, it refuses and says what to do.
 func migrate(ctx context.Context, db *sqlx.DB, migrateURL string, logger *slog.Logger) (int64, error) {
 	if migrateURL != "" {
-		direct, err := dlq.Open(ctx, migrateURL)
+		direct, err := postgres.Open(ctx, migrateURL)
 		if err != nil {
 			return 0, fmt.Errorf("REDRIVE_MIGRATE_DATABASE_URL: %w", err)
 		}
 		defer direct.Close()
 		db = direct
 	}
-	v, err := dlq.Migrate(ctx, db, logger)
+	v, err := postgres.Migrate(ctx, db, logger)
 	switch {
-	case errors.Is(err, dlq.ErrTransactionPooler):
+	case errors.Is(err, postgres.ErrTransactionPooler):
 		return 0, fmt.Errorf("%w; set REDRIVE_MIGRATE_DATABASE_URL (--migrate-database-url) to one, for example past PgBouncer to Postgres itself", err)
-	case errors.Is(err, dlq.ErrSchemaBeforeBaseline):
+	case errors.Is(err, postgres.ErrSchemaBeforeBaseline):
 		return 0, fmt.Errorf("%w. Those builds were never released and their databases are not upgraded: "+
 			"drop this database, create it again and run `redrive migrate` (the dev cluster: `redrive dev --reset`, then `redrive dev`)", err)
 	}

@@ -67,21 +67,21 @@ func TestWorkerAndConsoleBehindPgBouncer(t *testing.T) {
 		t.Fatalf("migrate with REDRIVE_MIGRATE_DATABASE_URL: %v", err)
 	}
 
-	store := dlq.NewStore(db.DB)
+	store := dlqtest.NewStores(db.DB)
 	reg := worker.NewRegistry()
 	demo.Register(reg, db.DB)
-	if err := store.RegisterTasks(ctx, reg.Tasks()); err != nil {
+	if err := store.Queue.RegisterTasks(ctx, reg.Tasks()); err != nil {
 		t.Fatal(err)
 	}
 	now := time.Now()
-	if _, err := store.CreateUser(ctx, dlq.NewUser{Name: "ops", Role: dlq.RoleAdmin, PasswordHash: []byte("x"), Actor: dlq.Actor{Name: "t"}, Now: now}); err != nil {
+	if _, err := store.Access.CreateUser(ctx, dlq.NewUser{Name: "ops", Role: dlq.RoleAdmin, PasswordHash: []byte("x"), Actor: dlq.Actor{Name: "t"}, Now: now}); err != nil {
 		t.Fatal(err)
 	}
 	secret, err := dlq.NewTokenSecret()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := store.CreateToken(ctx, dlq.NewToken{UserName: "ops", Hash: dlq.HashToken(secret), Actor: dlq.Actor{Name: "t"}, Now: now}); err != nil {
+	if _, err := store.Access.CreateToken(ctx, dlq.NewToken{UserName: "ops", Hash: dlq.HashToken(secret), Actor: dlq.Actor{Name: "t"}, Now: now}); err != nil {
 		t.Fatal(err)
 	}
 

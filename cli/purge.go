@@ -7,6 +7,9 @@ import (
 	"time"
 
 	"github.com/redrive/redrive/dlq"
+	"github.com/redrive/redrive/store/groups"
+	"github.com/redrive/redrive/store/operations"
+	"github.com/redrive/redrive/store/queue"
 )
 
 func runPurge(ctx context.Context, args []string, e env) error {
@@ -45,9 +48,8 @@ func runPurge(ctx context.Context, args []string, e env) error {
 		return err
 	}
 	defer db.Close()
-	store := dlq.NewStore(db)
 	if letterAge > 0 {
-		n, err := store.PurgeSettled(ctx, dlq.PurgeParams{
+		n, err := operations.New(db, groups.New(db)).PurgeSettled(ctx, dlq.PurgeParams{
 			OlderThan: letterAge, Now: time.Now(), Actor: dlq.Actor{Name: actor, UserAgent: "redrive purge"},
 		})
 		fmt.Fprintf(e.stdout, "purged %d settled dead letters older than %s\n", n, olderThan)
@@ -56,7 +58,7 @@ func runPurge(ctx context.Context, args []string, e env) error {
 		}
 	}
 	if eventAge > 0 {
-		n, err := store.PurgeProcessedEvents(ctx, eventAge, time.Now())
+		n, err := queue.New(db, groups.New(db)).PurgeProcessedEvents(ctx, eventAge, time.Now())
 		fmt.Fprintf(e.stdout, "purged %d processed event ids older than %s\n", n, eventsOlderThan)
 		if err != nil {
 			return err

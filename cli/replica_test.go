@@ -12,6 +12,7 @@ import (
 
 	"github.com/redrive/redrive/dlq"
 	"github.com/redrive/redrive/dlq/dlqtest"
+	"github.com/redrive/redrive/store/postgres"
 )
 
 // The console with REDRIVE_READ_DATABASE_URL, against a real streaming
@@ -28,9 +29,9 @@ func TestConsoleReadsFromAStreamingReplica(t *testing.T) {
 	db := primary.DB
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	store := dlq.NewStore(db.DB)
+	store := dlqtest.NewStores(db.DB)
 	secret := adminToken(t, ctx, store)
-	if err := store.RegisterTasks(ctx, []string{"billing.charge", "billing.refund"}); err != nil {
+	if err := store.Queue.RegisterTasks(ctx, []string{"billing.charge", "billing.refund"}); err != nil {
 		t.Fatal(err)
 	}
 	dlqtest.InsertDeadLetter(t, db.DB, dlqtest.Letter{Task: "billing.charge"})
@@ -52,7 +53,7 @@ func TestConsoleReadsFromAStreamingReplica(t *testing.T) {
 	}()
 	api := consoleClient{t: t, base: "http://" + addr, token: secret}
 	api.waitUp()
-	replicaDB, err := dlq.Open(ctx, replicaDSN)
+	replicaDB, err := postgres.Open(ctx, replicaDSN)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,17 +193,17 @@ func TestConsoleReadsFromAStreamingReplica(t *testing.T) {
 
 // adminToken makes an admin and an API token for them, and returns the
 // token's secret.
-func adminToken(t *testing.T, ctx context.Context, store *dlq.Store) string {
+func adminToken(t *testing.T, ctx context.Context, store *dlqtest.Stores) string {
 	t.Helper()
 	now := time.Now()
-	if _, err := store.CreateUser(ctx, dlq.NewUser{Name: "ops", Role: dlq.RoleAdmin, PasswordHash: []byte("x"), Actor: dlq.Actor{Name: "t"}, Now: now}); err != nil {
+	if _, err := store.Access.CreateUser(ctx, dlq.NewUser{Name: "ops", Role: dlq.RoleAdmin, PasswordHash: []byte("x"), Actor: dlq.Actor{Name: "t"}, Now: now}); err != nil {
 		t.Fatal(err)
 	}
 	secret, err := dlq.NewTokenSecret()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := store.CreateToken(ctx, dlq.NewToken{UserName: "ops", Hash: dlq.HashToken(secret), Actor: dlq.Actor{Name: "t"}, Now: now}); err != nil {
+	if _, err := store.Access.CreateToken(ctx, dlq.NewToken{UserName: "ops", Hash: dlq.HashToken(secret), Actor: dlq.Actor{Name: "t"}, Now: now}); err != nil {
 		t.Fatal(err)
 	}
 	return secret

@@ -10,6 +10,7 @@ import (
 
 	"github.com/redrive/redrive/dlq"
 	"github.com/redrive/redrive/mask"
+	"github.com/redrive/redrive/store/letters"
 	"github.com/redrive/redrive/web/auth"
 )
 
@@ -38,7 +39,7 @@ func masker(ac auth.Config) (mask.Policy, error) {
 // a rebuild takes minutes, during which searches skip those rows. A
 // rebuild that fails is logged, not fatal: the rows it left stay out of
 // search until the next start or `redrive search rebuild`.
-func applyMaskPolicy(ctx context.Context, store *dlq.Store, ac auth.Config, logger *slog.Logger) (func(context.Context), error) {
+func applyMaskPolicy(ctx context.Context, store *letters.Store, ac auth.Config, logger *slog.Logger) (func(context.Context), error) {
 	m, err := masker(ac)
 	if err != nil {
 		return nil, err
@@ -66,7 +67,7 @@ func applyMaskPolicy(ctx context.Context, store *dlq.Store, ac auth.Config, logg
 }
 
 // rebuildStale rebuilds the search rows built under other mask settings.
-func rebuildStale(ctx context.Context, store *dlq.Store, logger *slog.Logger) {
+func rebuildStale(ctx context.Context, store *letters.Store, logger *slog.Logger) {
 	st, err := store.MaskPolicy(ctx)
 	if err != nil {
 		// Stopping before the first read is not a failure.
@@ -114,7 +115,7 @@ func runSearch(ctx context.Context, args []string, e env) error {
 		return err
 	}
 	defer db.Close()
-	store := dlq.NewStore(db)
+	store := letters.New(db)
 	changed, err := store.ApplyMaskPolicy(ctx, m)
 	if err != nil {
 		return err

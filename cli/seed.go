@@ -5,8 +5,9 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/redrive/redrive/dlq"
 	"github.com/redrive/redrive/seed"
+	"github.com/redrive/redrive/store/groups"
+	"github.com/redrive/redrive/store/letters"
 )
 
 func runSeed(ctx context.Context, args []string, e env) error {
@@ -31,7 +32,7 @@ func runSeed(ctx context.Context, args []string, e env) error {
 	defer db.Close()
 	start := time.Now()
 	later := !f.boolean("index-search")
-	inserted, err := seed.DeadLetters(ctx, dlq.NewStore(db), n, time.Now(), seed.Options{SearchLater: later})
+	inserted, err := seed.DeadLetters(ctx, letters.New(db), groups.New(db), n, time.Now(), seed.Options{SearchLater: later})
 	if err != nil {
 		return err
 	}

@@ -11,14 +11,22 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jmoiron/sqlx"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/redrive/redrive/dlq"
 	"github.com/redrive/redrive/mask"
 	"github.com/redrive/redrive/notify"
 	"github.com/redrive/redrive/replay"
+	"github.com/redrive/redrive/store/access"
+	"github.com/redrive/redrive/store/audit"
+	"github.com/redrive/redrive/store/groups"
+	"github.com/redrive/redrive/store/letters"
+	"github.com/redrive/redrive/store/operations"
+	"github.com/redrive/redrive/store/outbox"
+	"github.com/redrive/redrive/store/postgres"
+	"github.com/redrive/redrive/store/queue"
 	"github.com/redrive/redrive/web"
 	"github.com/redrive/redrive/web/auth"
 )
@@ -48,11 +56,10 @@ func runServe(ctx context.Context, args []string, e env) error {
 			return err
 		}
 	}
-	store := dlq.NewStore(db)
-	if err := adviseFirstAdmin(ctx, store, logger); err != nil {
+	if err := adviseFirstAdmin(ctx, access.New(db), logger); err != nil {
 		return err
 	}
-	c, err := NewConsole(ctx, ConsoleConfig{Store: store, Logger: logger, Registry: newMetricsRegistry(), Auth: auth,
+	c, err := NewConsole(ctx, ConsoleConfig{DB: db, Logger: logger, Registry: newMetricsRegistry(), Auth: auth,
 		LogsURLTemplate: f.str("logs-url-template"), Notify: notifyConfig(f), Reads: readConfig(f, f.str("database-url"))})
 	if err != nil {
 		return err
@@ -62,7 +69,8 @@ func runServe(ctx context.Context, args []string, e env) error {
 
 // ConsoleConfig is what NewConsole needs.
 type ConsoleConfig struct {
-	Store  *dlq.Store
+	// DB is the primary, from postgres.Open.
+	DB     *sqlx.DB
 	Logger *slog.Logger
 	// Version shown in the header and /metrics; default Version().
 	Version string
@@ -75,7 +83,7 @@ type ConsoleConfig struct {
 	RunnerPollInterval time.Duration
 	// Notify says where notifications go; zero: nowhere.
 	Notify NotifyConfig
-	// Reads names a read replica; zero: every read goes to Store.
+	// Reads names a read replica; zero: every read goes to DB.
 	Reads ReadConfig
 	// Demo is the demo incident's outage (`redrive dev` only); nil: none.
 	Demo web.DemoOutage
@@ -99,7 +107,7 @@ type NotifyConfig struct {
 type ReadConfig struct {
 	// ReplicaURL connects to a streaming replica; empty: none.
 	ReplicaURL string
-	// PrimaryURL is Store's connection URL, against which the lag is told.
+	// PrimaryURL is DB's connection URL, against which the lag is told.
 	PrimaryURL string
 	// MaxLag is the lag beyond which reads go to the primary.
 	MaxLag time.Duration
@@ -116,7 +124,7 @@ func readConfig(f flags, primaryURL string) ReadConfig {
 }
 
 // notifier builds the webhook sender.
-func (n NotifyConfig) notifier(store *dlq.Store, masker mask.Policy, logger *slog.Logger) (*notify.Sender, []string, error) {
+func (n NotifyConfig) notifier(db *sqlx.DB, masker mask.Policy, logger *slog.Logger) (*notify.Sender, []string, error) {
 	eps, err := notify.ParseEndpoints(n.WebhookURLs)
 	if err != nil {
 		return nil, nil, usagef("--notify-webhook-urls: %v", err)
@@ -133,7 +141,9 @@ func (n NotifyConfig) notifier(store *dlq.Store, masker mask.Policy, logger *slo
 		}
 	}
 	hostname, _ := os.Hostname()
-	sender, err := notify.New(notify.Config{Store: store, Endpoints: eps, Masker: masker, PublicURL: public, Logger: logger,
+	g := groups.New(db)
+	sender, err := notify.New(notify.Config{Outbox: outbox.New(db), Groups: g, Operations: operations.New(db, g), Pauses: queue.New(db, g),
+		Endpoints: eps, Masker: masker, PublicURL: public, Logger: logger,
 		Holder: fmt.Sprintf("%s:%d:%x", hostname, os.Getpid(), rand.Uint32()), NewGroupWindow: n.NewGroupWindow, NewGroupGather: n.NewGroupGather})
 	if err != nil {
 		return nil, nil, err
@@ -156,7 +166,7 @@ type Console struct {
 	runner   *replay.Runner
 	rebuild  func(context.Context)
 	notifier *notify.Sender
-	replica  *dlq.Replica
+	replica  *postgres.Replica
 	cfg      ConsoleConfig
 }
 
@@ -168,7 +178,7 @@ func NewConsole(ctx context.Context, cfg ConsoleConfig) (*Console, error) {
 	if cfg.Version == "" {
 		cfg.Version = Version()
 	}
-	rebuild, err := applyMaskPolicy(ctx, cfg.Store, cfg.Auth, cfg.Logger)
+	rebuild, err := applyMaskPolicy(ctx, letters.New(cfg.DB), cfg.Auth, cfg.Logger)
 	if err != nil {
 		return nil, err
 	}
@@ -176,23 +186,25 @@ func NewConsole(ctx context.Context, cfg ConsoleConfig) (*Console, error) {
 	if err != nil {
 		return nil, err
 	}
-	notifier, endpoints, err := cfg.Notify.notifier(cfg.Store, m, cfg.Logger)
+	notifier, endpoints, err := cfg.Notify.notifier(cfg.DB, m, cfg.Logger)
 	if err != nil {
 		return nil, err
 	}
-	var replica *dlq.Replica
+	var replica *postgres.Replica
 	if cfg.Reads.ReplicaURL != "" {
-		replica, err = dlq.OpenReplica(ctx, dlq.ReplicaConfig{ReplicaURL: cfg.Reads.ReplicaURL, PrimaryURL: cfg.Reads.PrimaryURL,
-			Primary: cfg.Store.DB(), MaxLag: cfg.Reads.MaxLag, Logger: cfg.Logger})
+		replica, err = postgres.OpenReplica(ctx, postgres.ReplicaConfig{ReplicaURL: cfg.Reads.ReplicaURL, PrimaryURL: cfg.Reads.PrimaryURL,
+			Primary: cfg.DB, MaxLag: cfg.Reads.MaxLag, Logger: cfg.Logger})
 		if err != nil {
 			return nil, fmt.Errorf("REDRIVE_READ_DATABASE_URL: %w", err)
 		}
 	}
-	runner := replay.NewRunner(replay.RunnerConfig{Store: cfg.Store, Logger: cfg.Logger, PollInterval: cfg.RunnerPollInterval})
+	g := groups.New(cfg.DB)
+	ops := operations.New(cfg.DB, g)
+	runner := replay.NewRunner(replay.RunnerConfig{Store: ops, Logger: cfg.Logger, PollInterval: cfg.RunnerPollInterval})
 	handler, err := web.NewServer(web.Config{
-		Store: cfg.Store, Logger: cfg.Logger, Version: cfg.Version, Registry: cfg.Registry, Replica: replica,
+		DB: cfg.DB, Logger: cfg.Logger, Version: cfg.Version, Registry: cfg.Registry, Replica: replica,
 		LogsURLTemplate: cfg.LogsURLTemplate, Auth: cfg.Auth, NotifyEndpoints: endpoints, Demo: cfg.Demo,
-		Replay: replay.NewService(replay.Config{Store: cfg.Store, Logger: cfg.Logger, Wake: runner.Wake}),
+		Replay: replay.NewService(replay.Config{Store: ops, Workers: queue.New(cfg.DB, g), Logger: cfg.Logger, Wake: runner.Wake}),
 	})
 	if err != nil {
 		if replica != nil {
@@ -220,7 +232,7 @@ func (c *Console) Run(ctx context.Context) error {
 	// The audit head in the log: a copy of where the chain ends, out of
 	// reach of whoever could cut it short in the database.
 	g.Go(func() error {
-		return web.LogAuditHead(gctx, web.AuditHeadLogConfig{Source: c.cfg.Store, Logger: c.cfg.Logger})
+		return web.LogAuditHead(gctx, web.AuditHeadLogConfig{Source: audit.New(c.cfg.DB), Logger: c.cfg.Logger})
 	})
 	g.Go(func() error { c.rebuild(gctx); return nil })
 	return g.Wait()

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/redrive/redrive/dlq"
+	"github.com/redrive/redrive/store/access"
 )
 
 const tokenUsage = `Usage:
@@ -51,7 +52,7 @@ func runToken(ctx context.Context, args []string, e env) error {
 		return err
 	}
 	defer db.Close()
-	store := dlq.NewStore(db)
+	store := access.New(db)
 	actor := cliActor(e.getenv)
 	switch sub {
 	case "create":
@@ -69,7 +70,7 @@ func runToken(ctx context.Context, args []string, e env) error {
 }
 
 // createToken makes a token and prints its secret, the one time it is known.
-func createToken(ctx context.Context, store *dlq.Store, nt dlq.NewToken, e env) error {
+func createToken(ctx context.Context, store *access.Store, nt dlq.NewToken, e env) error {
 	secret, err := dlq.NewTokenSecret()
 	if err != nil {
 		return err
@@ -84,7 +85,7 @@ func createToken(ctx context.Context, store *dlq.Store, nt dlq.NewToken, e env) 
 	return nil
 }
 
-func listTokens(ctx context.Context, store *dlq.Store, w io.Writer) error {
+func listTokens(ctx context.Context, store *access.Store, w io.Writer) error {
 	tokens, err := store.Tokens(ctx)
 	if err != nil {
 		return err

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/redrive/redrive/dlq"
+	"github.com/redrive/redrive/store/access"
 )
 
 const userUsage = `Usage:
@@ -61,7 +62,7 @@ func runUser(ctx context.Context, args []string, e env) error {
 	defer db.Close()
 	req := userRequest{sub: sub, name: name, role: f.str("role"),
 		change: dlq.UserChange{Actor: cliActor(e.getenv), Now: time.Now()}}
-	msg, err := changeUser(ctx, dlq.NewStore(db), req, e)
+	msg, err := changeUser(ctx, access.New(db), req, e)
 	if err != nil {
 		return err
 	}
@@ -72,7 +73,7 @@ func runUser(ctx context.Context, args []string, e env) error {
 }
 
 // changeUser carries out one user subcommand and says what it did.
-func changeUser(ctx context.Context, store *dlq.Store, r userRequest, e env) (string, error) {
+func changeUser(ctx context.Context, store *access.Store, r userRequest, e env) (string, error) {
 	switch r.sub {
 	case "add":
 		role := dlq.Role(r.role)
@@ -150,7 +151,7 @@ func readHidden(f *os.File, w io.Writer, prompt string) (string, error) {
 	return string(b), nil
 }
 
-func listUsers(ctx context.Context, store *dlq.Store, w io.Writer) error {
+func listUsers(ctx context.Context, store *access.Store, w io.Writer) error {
 	users, err := store.Users(ctx)
 	if err != nil {
 		return err

@@ -12,7 +12,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/redrive/redrive/dlq"
+	"github.com/redrive/redrive/store/groups"
+	"github.com/redrive/redrive/store/postgres"
+	"github.com/redrive/redrive/store/queue"
 	"github.com/redrive/redrive/web"
 	"github.com/redrive/redrive/worker"
 	"github.com/redrive/redrive/worker/demo"
@@ -58,14 +60,15 @@ func runWorker(ctx context.Context, args []string, e env) error {
 	// The job outcomes and durations join the Go and process collectors
 	// on --metrics-addr: they exist only in this process.
 	cfg.Metrics = metrics
-	g.Go(func() error { return RunWorker(gctx, dlq.NewStore(db), cfg) })
+	g.Go(func() error { return RunWorker(gctx, db, cfg) })
 	return g.Wait()
 }
 
-// RunWorker runs a worker on store with cfg until ctx ends, as `redrive
-// worker` and `redrive dev` do; the worker's process tests run theirs here.
-func RunWorker(ctx context.Context, store *dlq.Store, cfg worker.Config) error {
-	wk, err := worker.New(store, cfg)
+// RunWorker runs a worker on the queue in db with cfg until ctx ends, as
+// `redrive worker` and `redrive dev` do; the worker's process tests run
+// theirs here.
+func RunWorker(ctx context.Context, db *sqlx.DB, cfg worker.Config) error {
+	wk, err := worker.New(queue.New(db, groups.New(db)), cfg)
 	if err != nil {
 		return err
 	}
@@ -80,7 +83,7 @@ func listenDSN(ctx context.Context, listenURL string, db *sqlx.DB, databaseURL s
 	if listenURL != "" {
 		return listenURL, nil
 	}
-	pooled, err := dlq.BehindTransactionPooler(ctx, db)
+	pooled, err := postgres.BehindTransactionPooler(ctx, db)
 	if err != nil {
 		return "", err
 	}

@@ -40,7 +40,7 @@ func (b *lockedBuffer) String() string {
 func TestWorkerServesJobMetrics(t *testing.T) {
 	t.Parallel()
 	db := dlqtest.NewDB(t)
-	store := dlq.NewStore(db.DB)
+	store := dlqtest.NewStores(db.DB)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	must := func(err error) {
@@ -49,8 +49,8 @@ func TestWorkerServesJobMetrics(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	must(store.RegisterTasks(ctx, []string{demo.TaskNoop}))
-	job, err := store.Enqueue(ctx, dlq.EnqueueParams{Task: demo.TaskNoop, Queue: "default", MaxAttempts: 1})
+	must(store.Queue.RegisterTasks(ctx, []string{demo.TaskNoop}))
+	job, err := store.Queue.Enqueue(ctx, dlq.EnqueueParams{Task: demo.TaskNoop, Queue: "default", MaxAttempts: 1})
 	must(err)
 
 	logs := &lockedBuffer{}

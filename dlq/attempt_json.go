@@ -7,13 +7,13 @@ import (
 	"unicode/utf8"
 )
 
-// appendJSON appends the history as the JSON array json.Marshal writes
+// AppendJSON appends the history as the JSON array json.Marshal writes
 // for it, byte for byte, without reflection. A bulk load writes one
 // history a letter: through encoding/json that was a fifth of `redrive
 // seed`'s client CPU (pprof), about 5 µs a letter; this takes about a
 // fifth of that. TestAttemptsAppendJSONIsJSONMarshal holds it to
 // encoding/json's output, escaping included.
-func (a Attempts) appendJSON(b []byte) ([]byte, error) {
+func (a Attempts) AppendJSON(b []byte) ([]byte, error) {
 	b = append(b, '[')
 	for i, at := range a {
 		if i > 0 {

@@ -30,7 +30,7 @@ func TestAttemptsAppendJSONIsJSONMarshal(t *testing.T) {
 		if a == nil {
 			want = []byte("[]") // Value writes an empty history for nil
 		}
-		got, err := a.appendJSON(nil)
+		got, err := a.AppendJSON(nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -46,7 +46,7 @@ func TestAttemptAppendJSONRefusesWhatJSONMarshalRefuses(t *testing.T) {
 	if _, err := json.Marshal([]Attempt(a)); err == nil {
 		t.Fatal("json.Marshal accepted year 10000; the test's premise is gone")
 	}
-	if _, err := a.appendJSON(nil); err == nil {
+	if _, err := a.AppendJSON(nil); err == nil {
 		t.Error("appendJSON accepted year 10000")
 	}
 }
@@ -70,7 +70,7 @@ func BenchmarkAttemptsJSON(b *testing.B) {
 		var buf []byte
 		for b.Loop() {
 			var err error
-			if buf, err = a.appendJSON(buf[:0]); err != nil {
+			if buf, err = a.AppendJSON(buf[:0]); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -1,7 +1,6 @@
 package dlq
 
 import (
-	"context"
 	"encoding/hex"
 	"fmt"
 	"strconv"
@@ -36,8 +35,8 @@ func (h AuditHead) String() string {
 	return strconv.FormatInt(h.ID, 10) + ":" + h.Hash
 }
 
-// short is the head with its hash cut for messages.
-func (h AuditHead) short() string {
+// Short is the head with its hash cut for messages.
+func (h AuditHead) Short() string {
 	if len(h.Hash) > 12 {
 		return fmt.Sprintf("%d:%.12s…", h.ID, h.Hash)
 	}
@@ -54,22 +53,11 @@ func ParseAuditHead(s string) (AuditHead, error) {
 	}
 	hash = strings.ToLower(hash)
 	if hasHash {
-		if _, err := hex.DecodeString(hash); err != nil || len(hash) != len(genesisHash) {
-			return AuditHead{}, fmt.Errorf("%w: %q is not a head: the hash after the colon must be %d hexadecimal digits", ErrInvalid, s, len(genesisHash))
+		if _, err := hex.DecodeString(hash); err != nil || len(hash) != len(GenesisHash) {
+			return AuditHead{}, fmt.Errorf("%w: %q is not a head: the hash after the colon must be %d hexadecimal digits", ErrInvalid, s, len(GenesisHash))
 		}
 	}
 	return AuditHead{ID: id, Hash: hash}, nil
-}
-
-// AuditHead returns the newest entry of the chain, or the zero head when
-// the trail is empty. It is one probe of the primary key.
-func (s *Store) AuditHead(ctx context.Context) (AuditHead, error) {
-	var h AuditHead
-	err := s.db.GetContext(ctx, &h, `SELECT id, hash FROM audit_events ORDER BY id DESC LIMIT 1`)
-	if err != nil && translate(err) != ErrNotFound {
-		return AuditHead{}, fmt.Errorf("audit head: %w", err)
-	}
-	return h, nil
 }
 
 // AuditVerification is what a walk of the chain found.
@@ -81,110 +69,4 @@ type AuditVerification struct {
 	Head AuditHead
 	// Problem is the first thing wrong, or nil.
 	Problem *AuditProblem
-}
-
-// expectedHead follows a walk of the chain and finds the first place that
-// disagrees with a copy of its head.
-type expectedHead struct {
-	want AuditHead
-	seen bool
-}
-
-// check is called with each entry that checked out, after prev (the zero
-// head before the first).
-func (x *expectedHead) check(prev AuditHead, e AuditEntry) *AuditProblem {
-	switch {
-	case x.seen || e.ID < x.want.ID:
-		return nil
-	case e.ID == x.want.ID:
-		x.seen = true
-		if x.want.Hash != "" && e.Hash != x.want.Hash {
-			return &AuditProblem{EntryID: e.ID, Problem: fmt.Sprintf(
-				"entry %d is not the expected head %s: its hash is %.12s…, so it was replaced, and every entry from it on was rewritten",
-				e.ID, x.want.short(), e.Hash)}
-		}
-		return nil
-	case prev.ID == 0:
-		return &AuditProblem{EntryID: x.want.ID, Problem: fmt.Sprintf(
-			"the expected head %s is missing: the chain starts at entry %d, so entries 1 to %d (the expected head among them) were removed and the chain was begun again",
-			x.want.short(), e.ID, e.ID-1)}
-	default:
-		return &AuditProblem{EntryID: x.want.ID, Problem: fmt.Sprintf(
-			"the expected head %s is missing: the chain goes from entry %d straight to entry %d, so entries %d to %d (the expected head among them) were removed and the chain was continued from entry %d",
-			x.want.short(), prev.ID, e.ID, prev.ID+1, e.ID-1, prev.ID)}
-	}
-}
-
-// end is called after the last entry, the head of the chain.
-func (x *expectedHead) end(head AuditHead) *AuditProblem {
-	if x.seen {
-		return nil
-	}
-	if head.ID == 0 {
-		return &AuditProblem{EntryID: x.want.ID, Problem: fmt.Sprintf(
-			"the expected head %s is missing: the trail is empty, so every entry up to %d was removed", x.want.short(), x.want.ID)}
-	}
-	return &AuditProblem{EntryID: x.want.ID, Problem: fmt.Sprintf(
-		"the expected head %s is missing: the trail now ends at entry %d (%.12s…), so its tail, entries %d to %d, was removed",
-		x.want.short(), head.ID, head.Hash, head.ID+1, x.want.ID)}
-}
-
-// VerifyAuditChain walks the whole chain in order, recomputing each hash,
-// and returns the first problem: an entry whose content no longer matches
-// its hash (altered), or whose prev_hash is not the previous entry's hash
-// (one removed or inserted). With expect, a copy of the head taken
-// earlier, the entry it names must also be in the chain with its hash: a
-// chain whose newest entries were deleted verifies on its own, but not
-// against a head it no longer holds.
-func (s *Store) VerifyAuditChain(ctx context.Context, expect *AuditHead) (AuditVerification, error) {
-	rows, err := s.db.QueryxContext(ctx, `SELECT `+auditColumns+` FROM audit_events ORDER BY id`)
-	if err != nil {
-		return AuditVerification{}, fmt.Errorf("verify audit: %w", err)
-	}
-	defer rows.Close()
-	var v AuditVerification
-	var x *expectedHead
-	if expect != nil {
-		x = &expectedHead{want: *expect}
-	}
-	for rows.Next() {
-		var e AuditEntry
-		if err := rows.StructScan(&e); err != nil {
-			return v, fmt.Errorf("verify audit: %w", err)
-		}
-		if v.Problem = chainProblem(v.Head, e); v.Problem == nil && x != nil {
-			v.Problem = x.check(v.Head, e)
-		}
-		if v.Problem != nil {
-			return v, nil
-		}
-		v.Entries++
-		v.Head = AuditHead{ID: e.ID, Hash: e.Hash}
-	}
-	if err := rows.Err(); err != nil {
-		return v, fmt.Errorf("verify audit: %w", err)
-	}
-	if x != nil {
-		v.Problem = x.end(v.Head)
-	}
-	return v, nil
-}
-
-// chainProblem checks e against the entry before it (prev; the zero head
-// before the first entry).
-func chainProblem(prev AuditHead, e AuditEntry) *AuditProblem {
-	prevHash := prev.Hash
-	if prev.ID == 0 {
-		prevHash = genesisHash
-	}
-	if e.PrevHash != prevHash {
-		return &AuditProblem{EntryID: e.ID, Problem: fmt.Sprintf(
-			"entry %d follows a missing or altered entry: its prev_hash %.12s… is not the previous entry's hash %.12s…",
-			e.ID, e.PrevHash, prevHash)}
-	}
-	if got := e.computeHash(); got != e.Hash {
-		return &AuditProblem{EntryID: e.ID, Problem: fmt.Sprintf(
-			"entry %d was altered: its content hashes to %.12s…, not the stored %.12s…", e.ID, got, e.Hash)}
-	}
-	return nil
 }

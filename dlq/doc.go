@@ -1,27 +1,15 @@
-// Package dlq is Redrive's store: the job queue, the dead letters and every
-// query that reads or changes them. All SQL in Redrive lives here.
+// Package dlq is the store's vocabulary: jobs, dead letters, filters and
+// their validation, bulk operations, pauses, error groups and incidents,
+// users and roles, audit entries, notifications, and the coded error every
+// part of Redrive answers with. It holds no query: the SQL lives in the
+// store's rooms (store/queue, store/letters, store/groups,
+// store/operations, store/access, store/audit, store/outbox), each over
+// the tables it owns, sharing store/postgres.
 //
-// # Job states
+// A file here carries the words of the room file of the same name
+// (pause.go beside store/queue/pause.go), so that a type and the queries
+// that read and write it are found by one name.
 //
-//	available ──claim──▶ running ──success──────────────────────────▶ succeeded
-//	    ▲                 │   │
-//	    │                 │   └─permanent error, or failure on the last attempt──▶ dead
-//	    │                 ▼
-//	    └──run_at due── retrying  (transient failure, expired lease, shutdown hand-back)
-//
-// A job that reaches dead gets exactly one row in dead_letters, written in the
-// same transaction as the job's final state, so a job is never half dead.
-//
-// # Delivery contract
-//
-// Delivery is at-least-once. A job is acknowledged only after its handler
-// returns, so a worker that dies mid-job leaves the job running under a lease
-// that expires; the lease rescuer then hands it back (or dead-letters it with
-// reason lease_expired once its attempts are spent). Attempts are counted at
-// claim time, which is what bounds a job that keeps killing its worker.
-// Handlers therefore must tolerate running twice: see worker.ProcessOnce.
-//
-// Every write the worker makes to a claimed job is guarded by its lease
-// (WHERE lease_owner = $worker AND state = 'running'), so a worker that lost
-// its lease can never overwrite the outcome recorded by the one that won it.
+// The states of a job and of a letter, and the delivery contract, are
+// told in store/queue and in docs/architecture.md.
 package dlq

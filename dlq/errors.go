@@ -1,7 +1,6 @@
 package dlq
 
 import (
-	"database/sql"
 	"errors"
 	"fmt"
 	"maps"
@@ -43,26 +42,6 @@ func (e *ValidationError) Is(target error) bool { return target == ErrInvalid }
 // As finds a ValidationError as an Error coded EInvalid.
 func (e *ValidationError) As(target any) bool {
 	return setError(target, &Error{Code: EInvalid, Message: e.Error(), Fields: e.Fields})
-}
-
-// translate converts driver errors at the edge of the package.
-func translate(err error) error {
-	if err == nil {
-		return nil
-	}
-	if errors.Is(err, sql.ErrNoRows) {
-		return ErrNotFound
-	}
-	var pqErr *pq.Error
-	if errors.As(err, &pqErr) {
-		switch pqErr.Code {
-		case "23505": // unique_violation
-			return &Error{Code: EConflict, Message: pqErr.Message}
-		case "23514", "22P02", "22023": // check_violation, invalid_text_representation, invalid_parameter_value
-			return fmt.Errorf("%w: %s", ErrInvalid, pqErr.Message)
-		}
-	}
-	return unavailable(err)
 }
 
 // IsInputError reports whether err is Postgres refusing a statement for

@@ -184,7 +184,7 @@ func parseGroups(raw []string) ([]string, string) {
 		case s == "":
 			continue
 		case !fingerprintPattern.MatchString(s):
-			return nil, fmt.Sprintf("%q is not an error group: a group id is 16 hex digits, as the groups page shows", clipRunes(s, 40))
+			return nil, fmt.Sprintf("%q is not an error group: a group id is 16 hex digits, as the groups page shows", ClipRunes(s, 40))
 		}
 		groups = append(groups, s)
 	}
@@ -196,9 +196,9 @@ func parseGroups(raw []string) ([]string, string) {
 	return groups, ""
 }
 
-// clipRunes cuts s to at most n runes, so a problem quoting a bad value
+// ClipRunes cuts s to at most n runes, so a problem quoting a bad value
 // stays one line.
-func clipRunes(s string, n int) string {
+func ClipRunes(s string, n int) string {
 	if r := []rune(s); len(r) > n {
 		return string(r[:n]) + "…"
 	}

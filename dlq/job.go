@@ -65,11 +65,6 @@ func (j Job) Timeout() time.Duration {
 	return time.Duration(*j.TimeoutMS) * time.Millisecond
 }
 
-// jobColumns is the explicit column list every job query selects.
-const jobColumns = `id, queue, task, args, kwargs, idempotency_key, state, attempt,
-	max_attempts, run_at, lease_owner, lease_expires_at, last_error, errors,
-	created_at, attempted_at, finished_at, replay_of, timeout_ms`
-
 // Outcome says what became of a job after one attempt.
 type Outcome string
 
@@ -135,7 +130,7 @@ func (a *Attempts) Scan(src any) error {
 
 // Value implements driver.Valuer for jsonb.
 func (a Attempts) Value() (driver.Value, error) {
-	return a.appendJSON(nil) // nil too: an empty history is []
+	return a.AppendJSON(nil) // nil too: an empty history is []
 }
 
 // Last returns the newest attempt, or false when there is none.

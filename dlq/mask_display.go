@@ -1,9 +1,6 @@
 package dlq
 
 import (
-	"encoding/json"
-	"errors"
-
 	"github.com/redrive/redrive/mask"
 )
 
@@ -41,14 +38,4 @@ func maskAttempts(t mask.TextMask, as Attempts) Attempts {
 		out[i] = a
 	}
 	return out
-}
-
-// restoreMasked is mask.RestoreMasked with its refusal as the store's
-// invalid input, which the console answers with 422 and the field.
-func restoreMasked(edited, original json.RawMessage, field string) (json.RawMessage, error) {
-	b, err := mask.RestoreMasked(edited, original, field)
-	if fe, ok := errors.AsType[*mask.FieldError](err); ok {
-		return nil, &ValidationError{Fields: map[string]string{fe.Field: fe.Problem}}
-	}
-	return b, err
 }

@@ -63,9 +63,9 @@ func IsUnavailable(err error) bool {
 	return errors.Is(err, io.ErrUnexpectedEOF)
 }
 
-// unavailable marks err with ErrUnavailable when it is a connection
+// Unavailable marks err with ErrUnavailable when it is a connection
 // failure, so that errors.Is(err, ErrUnavailable) holds for callers too.
-func unavailable(err error) error {
+func Unavailable(err error) error {
 	if err == nil || errors.Is(err, ErrUnavailable) || !IsUnavailable(err) {
 		return err
 	}
@@ -78,4 +78,5 @@ type unavailableError struct{ err error }
 
 func (e *unavailableError) Error() string { return "database unavailable: " + e.err.Error() }
 
+// Unwrap lets errors.Is find both ErrUnavailable and the driver's error.
 func (e *unavailableError) Unwrap() []error { return []error{ErrUnavailable, e.err} }

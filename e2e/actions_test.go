@@ -31,14 +31,14 @@ var actionTasks = []string{"billing.charge", "email.send", "reports.build"}
 // startActionServer is startServer with the tasks the fixtures' letters
 // belong to registered, and a runner that polls quickly. It returns the
 // base URL and the store.
-func startActionServer(t *testing.T, db *dlqtest.DB) (string, *dlq.Store) {
+func startActionServer(t *testing.T, db *dlqtest.DB) (string, *dlqtest.Stores) {
 	t.Helper()
 	logger := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
-	store := dlq.NewStore(db.DB)
-	if err := store.RegisterTasks(context.Background(), actionTasks); err != nil {
+	store := dlqtest.NewStores(db.DB)
+	if err := store.Queue.RegisterTasks(context.Background(), actionTasks); err != nil {
 		t.Fatal(err)
 	}
-	base, _ := serveConsole(t, redrive.ConsoleConfig{Store: store, Logger: logger, Version: "e2e", RunnerPollInterval: 100 * time.Millisecond})
+	base, _ := serveConsole(t, redrive.ConsoleConfig{DB: store.DB, Logger: logger, Version: "e2e", RunnerPollInterval: 100 * time.Millisecond})
 	return base, store
 }
 
@@ -181,7 +181,7 @@ func TestDiscardWithAReason(t *testing.T) {
 	id := actionLetters(t, db, 1, "billing.charge")[0]
 	base, store := startActionServer(t, db)
 	// A live worker still runs the build the letter failed on.
-	must(t, store.RegisterWorker(context.Background(), dlq.WorkerInfo{ID: "w1", Host: "worker-7d9f4c-x2kqp", PID: 7,
+	must(t, store.Queue.RegisterWorker(context.Background(), dlq.WorkerInfo{ID: "w1", Host: "worker-7d9f4c-x2kqp", PID: 7,
 		Version: "v1.4.2", Queues: []string{"payments"}, Tasks: []string{"billing.charge"}, Concurrency: 4}))
 	page := newPage(t)
 	signInOlga(t, page, base, db)

@@ -23,7 +23,7 @@ func TestAuditTrail(t *testing.T) {
 	ids := actionLetters(t, db, 6, "billing.charge")
 	base, store := startActionServer(t, db)
 	ctx := context.Background()
-	svc := replay.NewService(replay.Config{Store: store})
+	svc := replay.NewService(replay.Config{Store: store.Operations, Workers: store.Queue})
 	olga := replay.Actor{Actor: dlq.Actor{Name: "olga", RequestID: "req-7f3a", RemoteAddr: "10.1.2.3", UserAgent: "Mozilla/5.0 (X11; Linux x86_64) Chrome/156"}, Role: dlq.RoleOperator}
 	if _, err := svc.Replay(ctx, replay.ReplayRequest{ID: ids[0], Actor: olga, Reason: "processor fixed"}); err != nil {
 		t.Fatal(err)
@@ -40,7 +40,7 @@ func TestAuditTrail(t *testing.T) {
 	must(t, err)
 	// Enqueued, then its replays run (as a worker would: none runs here).
 	dlqtest.WaitFor(t, 20*time.Second, "the operation to settle", func() bool {
-		op, err = store.Operation(ctx, op.ID)
+		op, err = store.Operations.Operation(ctx, op.ID)
 		must(t, err)
 		return op.State == dlq.OpSettling
 	})

@@ -26,15 +26,15 @@ func signIn(t *testing.T, page playwright.Page, base string, db *dlqtest.DB, rol
 
 func ensureUser(t *testing.T, db *dlqtest.DB, name string, role dlq.Role) {
 	t.Helper()
-	store := dlq.NewStore(db.DB)
-	if _, err := store.UserByName(context.Background(), name); err == nil {
+	store := dlqtest.NewStores(db.DB)
+	if _, err := store.Access.UserByName(context.Background(), name); err == nil {
 		return
 	} else if !errors.Is(err, dlq.ErrNotFound) {
 		t.Fatal(err)
 	}
 	hash, err := dlq.HashPassword(name, webtest.Password, 4)
 	must(t, err)
-	_, err = store.CreateUser(context.Background(), dlq.NewUser{Name: name, Role: role, PasswordHash: hash,
+	_, err = store.Access.CreateUser(context.Background(), dlq.NewUser{Name: name, Role: role, PasswordHash: hash,
 		Actor: dlq.Actor{Name: "e2e"}, Now: time.Now()})
 	if err != nil && !errors.Is(err, dlq.ErrConflict) {
 		t.Fatal(err)
@@ -101,7 +101,7 @@ func TestViewerSeesNoActionButtonsOperatorReplays(t *testing.T) {
 	db := dlqtest.NewDB(t)
 	id := dlqtest.InsertDeadLetter(t, db.DB, dlqtest.Letter{Task: "billing.charge",
 		Kwargs: `{"card_number":"4111111111111111","amount":12}`})
-	must(t, dlq.NewStore(db.DB).RegisterTasks(context.Background(), []string{"billing.charge"}))
+	must(t, dlqtest.NewStores(db.DB).Queue.RegisterTasks(context.Background(), []string{"billing.charge"}))
 	base := startServer(t, db)
 	letter := base + "/dead-letters/" + itoa(id)
 

@@ -18,11 +18,11 @@ import (
 func TestCLIAuditExpectHead(t *testing.T) {
 	t.Parallel()
 	db := dlqtest.NewDB(t)
-	store := dlq.NewStore(db.DB)
+	store := dlqtest.NewStores(db.DB)
 	ctx := context.Background()
 	for range 116 {
 		id := dlqtest.InsertDeadLetter(t, db.DB, dlqtest.Letter{})
-		if _, err := store.DiscardDeadLetter(ctx, dlq.DiscardParams{ID: id, Actor: dlq.Actor{Name: "olga"}, Reason: "dup", Now: time.Now()}); err != nil {
+		if _, err := store.Operations.DiscardDeadLetter(ctx, dlq.DiscardParams{ID: id, Actor: dlq.Actor{Name: "olga"}, Reason: "dup", Now: time.Now()}); err != nil {
 			t.Fatal(err)
 		}
 	}

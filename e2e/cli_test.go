@@ -165,15 +165,15 @@ func TestCLIUsersAndTokens(t *testing.T) {
 		t.Fatalf("token create: %v", err)
 	}
 	token := strings.TrimSpace(string(secret))
-	store := dlq.NewStore(db.DB)
-	if u, _, err := store.UserByToken(context.Background(), dlq.HashToken(token), time.Now()); err != nil || u.Name != "alice" {
+	store := dlqtest.NewStores(db.DB)
+	if u, _, err := store.Access.UserByToken(context.Background(), dlq.HashToken(token), time.Now()); err != nil || u.Name != "alice" {
 		t.Fatalf("the printed token does not authenticate alice: %v %+v", err, u)
 	}
 	out, code = cli(t, db, "user", "disable", "alice")
 	if code != 0 || !strings.Contains(out, "disabled alice") {
 		t.Fatalf("user disable: %d %s", code, out)
 	}
-	if _, _, err := store.UserByToken(context.Background(), dlq.HashToken(token), time.Now()); err == nil {
+	if _, _, err := store.Access.UserByToken(context.Background(), dlq.HashToken(token), time.Now()); err == nil {
 		t.Fatal("a disabled user's token still authenticates")
 	}
 	var audited int

@@ -17,13 +17,13 @@ import (
 // incident's payments provider down since a minute ago.
 func startDemoServer(t *testing.T, db *dlqtest.DB) string {
 	t.Helper()
-	store := dlq.NewStore(db.DB)
+	store := dlqtest.NewStores(db.DB)
 	must(t, demo.EnsureSchema(context.Background(), db.DB))
-	outages := demo.NewOutages(db.DB, store)
+	outages := demo.NewOutages(db.DB, store.Audit)
 	now := time.Now()
 	must(t, outages.Schedule(context.Background(), demo.PaymentsProvider, now.Add(-time.Minute), now.Add(4*time.Minute)))
 	logger := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
-	base, _ := serveConsole(t, redrive.ConsoleConfig{Store: store, Logger: logger, Version: "e2e",
+	base, _ := serveConsole(t, redrive.ConsoleConfig{DB: store.DB, Logger: logger, Version: "e2e",
 		Demo: redrive.NewDemoOutage(outages)})
 	return base
 }

@@ -18,16 +18,16 @@ import (
 func fileShipment(t *testing.T, db *dlqtest.DB, carrier string) string {
 	t.Helper()
 	ctx := context.Background()
-	store := dlq.NewStore(db.DB)
-	must(t, store.RegisterTasks(ctx, []string{"orders.ship"}))
-	_, err := store.Enqueue(ctx, dlq.EnqueueParams{Task: "orders.ship", Queue: "shipping", MaxAttempts: 1})
+	store := dlqtest.NewStores(db.DB)
+	must(t, store.Queue.RegisterTasks(ctx, []string{"orders.ship"}))
+	_, err := store.Queue.Enqueue(ctx, dlq.EnqueueParams{Task: "orders.ship", Queue: "shipping", MaxAttempts: 1})
 	must(t, err)
-	jobs, err := store.Claim(ctx, "w1", []string{"shipping"}, 1, time.Minute)
+	jobs, err := store.Queue.Claim(ctx, "w1", []string{"shipping"}, 1, time.Minute)
 	must(t, err)
 	if len(jobs) != 1 {
 		t.Fatalf("claimed %d jobs, want 1", len(jobs))
 	}
-	res, err := store.DeadLetterMany(ctx, "w1", []dlq.DeadOutcome{{Lease: dlq.LeaseOf("w1", jobs[0]), Task: "orders.ship",
+	res, err := store.Queue.DeadLetterMany(ctx, "w1", []dlq.DeadOutcome{{Lease: dlq.LeaseOf("w1", jobs[0]), Task: "orders.ship",
 		Reason: dlq.ReasonPermanent, Attempt: dlq.Attempt{Attempt: 1, At: time.Now(), Class: "CarrierError",
 			Message: "shipment rejected by carrier " + carrier + ": address not verified", Outcome: dlq.OutcomeDead}}})
 	must(t, err)

@@ -30,7 +30,7 @@ func TestGroupReplayStartsSafe(t *testing.T) {
 	base, store := startActionServer(t, db)
 	// The fleet still runs the build the letters failed on: the fix is
 	// not deployed yet.
-	must(t, store.RegisterWorker(context.Background(), dlq.WorkerInfo{ID: "worker-7f3a", Host: "pay-worker-1", PID: 4242,
+	must(t, store.Queue.RegisterWorker(context.Background(), dlq.WorkerInfo{ID: "worker-7f3a", Host: "pay-worker-1", PID: 4242,
 		Version: build, Queues: []string{"payments"}, Tasks: []string{task}, Concurrency: 8}))
 	page := newPage(t)
 	signInOlga(t, page, base, db)

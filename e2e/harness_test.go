@@ -15,7 +15,6 @@ import (
 	"github.com/playwright-community/playwright-go"
 
 	redrive "github.com/redrive/redrive/cli"
-	"github.com/redrive/redrive/dlq"
 	"github.com/redrive/redrive/dlq/dlqtest"
 )
 
@@ -100,7 +99,7 @@ func screenshot(t *testing.T, page playwright.Page, name string) {
 func startServer(t *testing.T, db *dlqtest.DB) string {
 	t.Helper()
 	logger := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
-	base, _ := serveConsole(t, redrive.ConsoleConfig{Store: dlq.NewStore(db.DB), Logger: logger, Version: "e2e"})
+	base, _ := serveConsole(t, redrive.ConsoleConfig{DB: db.DB, Logger: logger, Version: "e2e"})
 	return base
 }
 

@@ -36,11 +36,11 @@ var outageTasks = []string{demo.TaskCharge, demo.TaskRefund}
 func outageLetters(t *testing.T, db *dlqtest.DB, charges, refunds int) map[string]string {
 	t.Helper()
 	ctx := context.Background()
-	store := dlq.NewStore(db.DB)
+	store := dlqtest.NewStores(db.DB)
 	must(t, demo.EnsureSchema(ctx, db.DB))
-	must(t, store.RegisterTasks(ctx, outageTasks))
+	must(t, store.Queue.RegisterTasks(ctx, outageTasks))
 	now := time.Now()
-	must(t, demo.NewOutages(db.DB, store).Schedule(ctx, demo.PaymentsProvider, now.Add(-time.Minute), now.Add(4*time.Minute)))
+	must(t, demo.NewOutages(db.DB, store.Audit).Schedule(ctx, demo.PaymentsProvider, now.Add(-time.Minute), now.Add(4*time.Minute)))
 	for n, c, r := 0, 0, 0; c < charges || r < refunds; n++ {
 		task := demo.TaskCharge
 		if (n%4 == 3 || c == charges) && r < refunds {
@@ -48,7 +48,7 @@ func outageLetters(t *testing.T, db *dlqtest.DB, charges, refunds int) map[strin
 		} else {
 			c++
 		}
-		_, err := store.Enqueue(ctx, dlq.EnqueueParams{Task: task, Queue: "payments", MaxAttempts: 1,
+		_, err := store.Queue.Enqueue(ctx, dlq.EnqueueParams{Task: task, Queue: "payments", MaxAttempts: 1,
 			Kwargs: json.RawMessage(fmt.Sprintf(`{"order": "ord_%d"}`, 7000+n))})
 		must(t, err)
 	}
@@ -60,7 +60,7 @@ func outageLetters(t *testing.T, db *dlqtest.DB, charges, refunds int) map[strin
 	t.Cleanup(stop)
 	stopped := make(chan error, 1)
 	go func() {
-		stopped <- redrive.RunWorker(wctx, store, worker.Config{Registry: reg, Queues: []string{"payments"}, Concurrency: 1,
+		stopped <- redrive.RunWorker(wctx, store.DB, worker.Config{Registry: reg, Queues: []string{"payments"}, Concurrency: 1,
 			PollInterval: 50 * time.Millisecond, Logger: logger, ShutdownGrace: 5 * time.Second})
 	}()
 	// Only the outage's own letters count: a fixture may hold others.
@@ -96,7 +96,7 @@ func TestIncidentAcrossTasks(t *testing.T) {
 	db := dlqtest.NewDB(t)
 	groups := outageLetters(t, db, 24, 8)
 	logger := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
-	base, _ := serveConsole(t, redrive.ConsoleConfig{Store: dlq.NewStore(db.DB), Logger: logger, Version: "e2e",
+	base, _ := serveConsole(t, redrive.ConsoleConfig{DB: db.DB, Logger: logger, Version: "e2e",
 		RunnerPollInterval: 100 * time.Millisecond})
 	page := newPageWith(t, playwright.BrowserNewContextOptions{
 		Viewport: &playwright.Size{Width: 1280, Height: 800},

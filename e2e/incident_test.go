@@ -98,7 +98,7 @@ func TestIncidentJourney(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db := dlqtest.NewDB(t)
-	store := dlq.NewStore(db.DB)
+	store := dlqtest.NewStores(db.DB)
 	logger := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
 
 	hooks := &webhookReceiver{seen: make(chan struct{}, 1)}
@@ -106,7 +106,7 @@ func TestIncidentJourney(t *testing.T) {
 	t.Cleanup(receiver.Close)
 	ln := listenLocal(t)
 	base := "http://" + ln.Addr().String()
-	serveConsoleOn(t, ln, redrive.ConsoleConfig{Store: store, Logger: logger, Version: "e2e",
+	serveConsoleOn(t, ln, redrive.ConsoleConfig{DB: store.DB, Logger: logger, Version: "e2e",
 		Notify: redrive.NotifyConfig{WebhookURLs: receiver.URL + "/hooks/T0ONCALL", PublicURL: base, NewGroupGather: 100 * time.Millisecond}})
 
 	// The worker, as `redrive worker` runs one: billing.charge fails on a
@@ -128,7 +128,7 @@ func TestIncidentJourney(t *testing.T) {
 	wctx, stopWorker := context.WithCancel(ctx)
 	stopped := make(chan error, 1)
 	go func() {
-		stopped <- redrive.RunWorker(wctx, store, worker.Config{Registry: reg, Queues: []string{"default"}, Concurrency: 4,
+		stopped <- redrive.RunWorker(wctx, store.DB, worker.Config{Registry: reg, Queues: []string{"default"}, Concurrency: 4,
 			PollInterval: 100 * time.Millisecond, ListenDSN: db.DSN, Logger: logger, ShutdownGrace: 5 * time.Second,
 			RetryPolicy: worker.RetryPolicy{Base: 300 * time.Millisecond, Cap: 2 * time.Second, RandFunc: func() float64 { return 1 }}})
 	}()
@@ -138,10 +138,10 @@ func TestIncidentJourney(t *testing.T) {
 			t.Errorf("worker: %v", err)
 		}
 	})
-	must(t, store.RegisterTasks(ctx, []string{"billing.charge", "emails.send"}))
+	must(t, store.Queue.RegisterTasks(ctx, []string{"billing.charge", "emails.send"}))
 	enqueue := func(task string, kwargs string, maxAttempts int) int64 {
 		t.Helper()
-		res, err := store.Enqueue(ctx, dlq.EnqueueParams{Task: task, Queue: "default", Kwargs: json.RawMessage(kwargs), MaxAttempts: maxAttempts})
+		res, err := store.Queue.Enqueue(ctx, dlq.EnqueueParams{Task: task, Queue: "default", Kwargs: json.RawMessage(kwargs), MaxAttempts: maxAttempts})
 		must(t, err)
 		return res.Job.ID
 	}

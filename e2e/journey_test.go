@@ -35,9 +35,9 @@ func TestRecoveryJourney(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db := dlqtest.NewDB(t)
-	store := dlq.NewStore(db.DB)
+	store := dlqtest.NewStores(db.DB)
 	logger := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
-	base, _ := serveConsole(t, redrive.ConsoleConfig{Store: store, Logger: logger, Version: "e2e",
+	base, _ := serveConsole(t, redrive.ConsoleConfig{DB: store.DB, Logger: logger, Version: "e2e",
 		RunnerPollInterval: 100 * time.Millisecond})
 
 	// The worker as `redrive worker` runs it; the provider is down until
@@ -53,7 +53,7 @@ func TestRecoveryJourney(t *testing.T) {
 	wctx, stopWorker := context.WithCancel(ctx)
 	stopped := make(chan error, 1)
 	go func() {
-		stopped <- redrive.RunWorker(wctx, store, worker.Config{Registry: reg, Queues: []string{"payments"}, Concurrency: 4,
+		stopped <- redrive.RunWorker(wctx, store.DB, worker.Config{Registry: reg, Queues: []string{"payments"}, Concurrency: 4,
 			PollInterval: 100 * time.Millisecond, ListenDSN: db.DSN, Logger: logger, ShutdownGrace: 5 * time.Second})
 	}()
 	t.Cleanup(func() {
@@ -62,10 +62,10 @@ func TestRecoveryJourney(t *testing.T) {
 			t.Errorf("worker: %v", err)
 		}
 	})
-	must(t, store.RegisterTasks(ctx, []string{"billing.charge"}))
+	must(t, store.Queue.RegisterTasks(ctx, []string{"billing.charge"}))
 	const charges = 6
 	for range charges {
-		_, err := store.Enqueue(ctx, dlq.EnqueueParams{Task: "billing.charge", Queue: "payments", MaxAttempts: 1})
+		_, err := store.Queue.Enqueue(ctx, dlq.EnqueueParams{Task: "billing.charge", Queue: "payments", MaxAttempts: 1})
 		must(t, err)
 	}
 	dlqtest.WaitFor(t, 30*time.Second, "the charges to dead-letter", func() bool {

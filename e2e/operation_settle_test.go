@@ -35,7 +35,7 @@ func TestOperationSettles(t *testing.T) {
 		t.Fatal(err)
 	}
 	logger := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
-	store := dlq.NewStore(db.DB)
+	store := dlqtest.NewStores(db.DB)
 	// The fix works for most orders; every fourth still fails, for good.
 	reg := worker.NewRegistry()
 	reg.Register("billing.charge", func(ctx context.Context, j *worker.Job) error {
@@ -54,14 +54,14 @@ func TestOperationSettles(t *testing.T) {
 		}
 		return nil
 	}, worker.TaskOptions{})
-	if err := store.RegisterTasks(context.Background(), actionTasks); err != nil {
+	if err := store.Queue.RegisterTasks(context.Background(), actionTasks); err != nil {
 		t.Fatal(err)
 	}
-	base, _ := serveConsole(t, redrive.ConsoleConfig{Store: store, Logger: logger, Version: "e2e", RunnerPollInterval: 100 * time.Millisecond})
+	base, _ := serveConsole(t, redrive.ConsoleConfig{DB: store.DB, Logger: logger, Version: "e2e", RunnerPollInterval: 100 * time.Millisecond})
 	ctx, cancel := context.WithCancel(context.Background())
 	ran := make(chan error, 1)
 	go func() {
-		ran <- redrive.RunWorker(ctx, store, worker.Config{Registry: reg, Queues: []string{"payments"}, Concurrency: 1,
+		ran <- redrive.RunWorker(ctx, store.DB, worker.Config{Registry: reg, Queues: []string{"payments"}, Concurrency: 1,
 			PollInterval: 50 * time.Millisecond, ShutdownGrace: time.Second, Logger: logger})
 	}()
 	t.Cleanup(func() {
@@ -124,9 +124,9 @@ func TestFollowThroughWithARealWorker(t *testing.T) {
 	if _, err := db.Exec(`SELECT setval(pg_get_serial_sequence('jobs', 'id'), 1000000)`); err != nil {
 		t.Fatal(err)
 	}
-	store := dlq.NewStore(db.DB)
-	runner := replay.NewRunner(replay.RunnerConfig{Store: store, PollInterval: 20 * time.Millisecond})
-	svc := replay.NewService(replay.Config{Store: store, Wake: runner.Wake})
+	store := dlqtest.NewStores(db.DB)
+	runner := replay.NewRunner(replay.RunnerConfig{Store: store.Operations, PollInterval: 20 * time.Millisecond})
+	svc := replay.NewService(replay.Config{Store: store.Operations, Workers: store.Queue, Wake: runner.Wake})
 	errs := make(chan error, 2)
 	go func() { errs <- runner.Run(ctx) }()
 
@@ -138,12 +138,12 @@ func TestFollowThroughWithARealWorker(t *testing.T) {
 	}
 	// Enqueued, none run: settling, and it stays so while nothing runs.
 	dlqtest.WaitFor(t, 30*time.Second, "the operation to settle", func() bool {
-		op, err = store.Operation(ctx, op.ID)
+		op, err = store.Operations.Operation(ctx, op.ID)
 		must(t, err)
 		return op.State == dlq.OpSettling && op.Replays != nil
 	})
 	time.Sleep(200 * time.Millisecond)
-	if op, _ = store.Operation(ctx, op.ID); op.State != dlq.OpSettling || op.Replays == nil || *op.Replays != (dlq.ReplayCounts{Waiting: 200}) {
+	if op, _ = store.Operations.Operation(ctx, op.ID); op.State != dlq.OpSettling || op.Replays == nil || *op.Replays != (dlq.ReplayCounts{Waiting: 200}) {
 		t.Fatalf("before any worker: %s, replays %+v; want settling, 200 waiting", op.State, op.Replays)
 	}
 
@@ -156,7 +156,7 @@ func TestFollowThroughWithARealWorker(t *testing.T) {
 		return nil
 	}, worker.TaskOptions{})
 	go func() {
-		errs <- redrive.RunWorker(ctx, store, worker.Config{Registry: reg, Queues: []string{"payments"}, Concurrency: 4,
+		errs <- redrive.RunWorker(ctx, store.DB, worker.Config{Registry: reg, Queues: []string{"payments"}, Concurrency: 4,
 			PollInterval: 20 * time.Millisecond, ShutdownGrace: time.Second})
 	}()
 	op, err = svc.Wait(ctx, op.ID, 60*time.Second)
@@ -164,7 +164,7 @@ func TestFollowThroughWithARealWorker(t *testing.T) {
 		t.Fatalf("operation %+v %v; want done once every replay ran", op, err)
 	}
 	want := dlq.ReplayCounts{Succeeded: 180, DiedAgain: 20}
-	if c, err := store.OperationReplays(ctx, op.ID); err != nil || c != want || op.Replays == nil || *op.Replays != want {
+	if c, err := store.Operations.OperationReplays(ctx, op.ID); err != nil || c != want || op.Replays == nil || *op.Replays != want {
 		t.Fatalf("replays %+v (kept %+v) %v; want %+v", c, op.Replays, err, want)
 	}
 	if n := countRows(t, db, `SELECT count(*) FROM dead_letters WHERE replay_of IS NOT NULL AND status = 'pending'`); n != 20 {

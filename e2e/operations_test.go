@@ -26,17 +26,17 @@ func TestOperationsInFlight(t *testing.T) {
 	ids := actionLetters(t, db, 6, "billing.charge")
 	other := actionLetters(t, db, 2, "email.send")
 	logger := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
-	store := dlq.NewStore(db.DB)
-	must(t, store.RegisterTasks(context.Background(), actionTasks))
+	store := dlqtest.NewStores(db.DB)
+	must(t, store.Queue.RegisterTasks(context.Background(), actionTasks))
 	// The runner looks for work it was not woken for once an hour: alice's
 	// operation, recorded straight in the store, stays running until
 	// olga's confirmation wakes the runner.
-	base, _ := serveConsole(t, redrive.ConsoleConfig{Store: store, Logger: logger, Version: "e2e", RunnerPollInterval: time.Hour})
+	base, _ := serveConsole(t, redrive.ConsoleConfig{DB: store.DB, Logger: logger, Version: "e2e", RunnerPollInterval: time.Hour})
 	page := newPage(t)
 	signInOlga(t, page, base, db)
 	f, err := dlq.ParseFilter(map[string][]string{"task": {"billing.charge"}}, time.Now())
 	must(t, err)
-	alices, err := store.CreateOperation(context.Background(), dlq.OperationParams{Kind: dlq.OpReplay,
+	alices, err := store.Operations.CreateOperation(context.Background(), dlq.OperationParams{Kind: dlq.OpReplay,
 		Actor: dlq.Actor{Name: "alice"}, Reason: "INC-7 fix deployed", Now: time.Now(), Selection: dlq.Selection{Filter: &f}})
 	must(t, err)
 

@@ -17,10 +17,10 @@ func TestPauseTaskFromItsGroup(t *testing.T) {
 	t.Parallel()
 	db := dlqtest.NewDB(t)
 	actionLetters(t, db, 3, "billing.charge")
-	store := dlq.NewStore(db.DB)
-	must(t, store.RegisterTasks(context.Background(), []string{"billing.charge"}))
+	store := dlqtest.NewStores(db.DB)
+	must(t, store.Queue.RegisterTasks(context.Background(), []string{"billing.charge"}))
 	for range 4 {
-		_, err := store.Enqueue(context.Background(), dlq.EnqueueParams{Task: "billing.charge", Queue: "default", MaxAttempts: 3})
+		_, err := store.Queue.Enqueue(context.Background(), dlq.EnqueueParams{Task: "billing.charge", Queue: "default", MaxAttempts: 3})
 		must(t, err)
 	}
 	base := startServer(t, db)

@@ -17,7 +17,7 @@ import (
 func TestCLISearchRebuild(t *testing.T) {
 	t.Parallel()
 	db := dlqtest.NewDB(t)
-	store := dlq.NewStore(db.DB)
+	store := dlqtest.NewStores(db.DB)
 	dlqtest.InsertDeadLetter(t, db.DB, dlqtest.Letter{Message: "welcome mail to ann@example.com failed",
 		Kwargs: `{"note": "cli-note-value"}`})
 	search := func(q string) int {
@@ -25,7 +25,7 @@ func TestCLISearchRebuild(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		page, err := store.ListDeadLetters(context.Background(), f)
+		page, err := store.Letters.ListDeadLetters(context.Background(), f)
 		if err != nil {
 			t.Fatal(err)
 		}

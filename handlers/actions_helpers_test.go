@@ -28,7 +28,7 @@ import (
 type actions struct {
 	h               http.Handler
 	db              *dlqtest.DB
-	store           *dlq.Store
+	store           *dlqtest.Stores
 	olga            *webtest.Session
 	vic             *webtest.Session
 	olgaAPI, vicAPI string // bearer tokens
@@ -41,12 +41,12 @@ var fixtureTasks = []string{"billing.charge", "email.send", "reports.build"}
 func newActions(t *testing.T) actions {
 	t.Helper()
 	db := dlqtest.NewDB(t)
-	store := dlq.NewStore(db.DB)
+	store := dlqtest.NewStores(db.DB)
 	ctx, cancel := context.WithCancel(context.Background())
-	if err := store.RegisterTasks(ctx, fixtureTasks); err != nil {
+	if err := store.Queue.RegisterTasks(ctx, fixtureTasks); err != nil {
 		t.Fatal(err)
 	}
-	runner := replay.NewRunner(replay.RunnerConfig{Store: store, PollInterval: 20 * time.Millisecond, BatchSize: 500})
+	runner := replay.NewRunner(replay.RunnerConfig{Store: store.Operations, PollInterval: 20 * time.Millisecond, BatchSize: 500})
 	ran := make(chan error, 1)
 	go func() { ran <- runner.Run(ctx) }()
 	t.Cleanup(func() {
@@ -55,15 +55,15 @@ func newActions(t *testing.T) actions {
 			t.Errorf("runner: %v", err)
 		}
 	})
-	h, err := web.NewServer(web.Config{Store: store, Replay: replay.NewService(replay.Config{Store: store, Wake: runner.Wake})})
+	h, err := web.NewServer(web.Config{DB: store.DB, Replay: replay.NewService(replay.Config{Store: store.Operations, Workers: store.Queue, Wake: runner.Wake})})
 	if err != nil {
 		t.Fatal(err)
 	}
-	webtest.CreateUser(t, store, "olga", dlq.RoleOperator)
-	webtest.CreateUser(t, store, "vic", dlq.RoleViewer)
+	webtest.CreateUser(t, store.Access, "olga", dlq.RoleOperator)
+	webtest.CreateUser(t, store.Access, "vic", dlq.RoleViewer)
 	return actions{h: h, db: db, store: store,
 		olga: webtest.SignIn(t, h, "olga", webtest.Password), vic: webtest.SignIn(t, h, "vic", webtest.Password),
-		olgaAPI: webtest.Token(t, store, "olga"), vicAPI: webtest.Token(t, store, "vic")}
+		olgaAPI: webtest.Token(t, store.Access, "olga"), vicAPI: webtest.Token(t, store.Access, "vic")}
 }
 
 // letters inserts n pending letters of task and returns their ids.
@@ -194,7 +194,7 @@ func (a actions) waitOperation(t *testing.T, id int64, want dlq.OperationState) 
 	var op dlq.Operation
 	dlqtest.WaitFor(t, 20*time.Second, fmt.Sprintf("operation %d to be %s", id, want), func() bool {
 		var err error
-		if op, err = a.store.Operation(context.Background(), id); err != nil {
+		if op, err = a.store.Operations.Operation(context.Background(), id); err != nil {
 			t.Fatal(err)
 		}
 		return op.State == want

@@ -21,7 +21,7 @@ func TestViewerMayNotAct(t *testing.T) {
 	a := newActions(t)
 	ids := a.letters(t, 3, "billing.charge")
 	dlqtest.Settle(t, a.db, dlqtest.Outcome{Status: "discarded", By: "olga", Reason: "x"}, "id = $1", ids[2])
-	op, err := a.store.CreateOperation(context.Background(), dlq.OperationParams{Kind: dlq.OpReplay, Actor: dlq.Actor{Name: "olga"},
+	op, err := a.store.Operations.CreateOperation(context.Background(), dlq.OperationParams{Kind: dlq.OpReplay, Actor: dlq.Actor{Name: "olga"},
 		Selection: dlq.Selection{IDs: ids[:1]}, Canary: 1, Now: time.Now()})
 	if err != nil {
 		t.Fatal(err)

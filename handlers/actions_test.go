@@ -234,7 +234,7 @@ func TestLetterActions(t *testing.T) {
 		if doc.Find(`[data-testid="version-warning"]`).Length() != 0 {
 			t.Fatal("no worker runs v1.4.2, yet a warning")
 		}
-		if err := a.store.RegisterWorker(context.Background(), dlq.WorkerInfo{ID: "w1", Host: "h1", PID: 1, Version: "v1.4.2",
+		if err := a.store.Queue.RegisterWorker(context.Background(), dlq.WorkerInfo{ID: "w1", Host: "h1", PID: 1, Version: "v1.4.2",
 			Queues: []string{"default"}, Tasks: []string{"billing.charge"}, Concurrency: 1}); err != nil {
 			t.Fatal(err)
 		}

@@ -103,7 +103,7 @@ func APIJobsBulk(svc JobActor, action dlq.JobAction) echo.HandlerFunc {
 					q.Set(k, v)
 				}
 			}
-			f, err := dlq.ParseJobFilter(q)
+			f, err := ParseJobFilter(q)
 			if err != nil {
 				return err
 			}

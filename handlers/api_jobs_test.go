@@ -17,7 +17,7 @@ import (
 func apiConsole(t *testing.T, cfgs ...func(*web.Config)) console {
 	t.Helper()
 	c := newConsole(t, cfgs...)
-	if err := c.store.RegisterTasks(context.Background(), []string{"t.ok", "t.other"}); err != nil {
+	if err := c.store.Queue.RegisterTasks(context.Background(), []string{"t.ok", "t.other"}); err != nil {
 		t.Fatal(err)
 	}
 	return c

@@ -34,9 +34,9 @@ func BenchmarkBulkReplay100k(b *testing.B) {
 	const total, slice = 1_000_000, 100_000
 	ctx := context.Background()
 	db := dlqtest.NewDB(b)
-	store := dlq.NewStore(db.DB)
+	store := dlqtest.NewStores(db.DB)
 	start := time.Now()
-	if n, err := seed.DeadLetters(ctx, store, total, time.Now(), seed.Options{}); err != nil || n != total {
+	if n, err := seed.DeadLetters(ctx, store.Letters, store.Groups, total, time.Now(), seed.Options{}); err != nil || n != total {
 		b.Fatalf("seeded %d of %d: %v", n, total, err)
 	}
 	if _, err := db.ExecContext(ctx, `VACUUM ANALYZE dead_letters, dead_letter_search`); err != nil {
@@ -46,14 +46,14 @@ func BenchmarkBulkReplay100k(b *testing.B) {
 
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	runner := replay.NewRunner(replay.RunnerConfig{Store: store})
+	runner := replay.NewRunner(replay.RunnerConfig{Store: store.Operations})
 	go runner.Run(runCtx)
-	h, err := web.NewServer(web.Config{Store: store, Replay: replay.NewService(replay.Config{Store: store, Wake: runner.Wake})})
+	h, err := web.NewServer(web.Config{DB: store.DB, Replay: replay.NewService(replay.Config{Store: store.Operations, Workers: store.Queue, Wake: runner.Wake})})
 	if err != nil {
 		b.Fatal(err)
 	}
-	webtest.CreateUser(b, store, "bench", dlq.RoleOperator)
-	token := webtest.Token(b, store, "bench")
+	webtest.CreateUser(b, store.Access, "bench", dlq.RoleOperator)
+	token := webtest.Token(b, store.Access, "bench")
 	call := func(method, path, body string) (int, map[string]any) {
 		req := httptest.NewRequest(method, path, strings.NewReader(body))
 		req.Header.Set("Authorization", "Bearer "+token)

@@ -112,7 +112,7 @@ func TestGroupReplayIsSafeByDefault(t *testing.T) {
 
 	t.Run("WarnsWhileLiveWorkersRunTheFailingBuild", func(t *testing.T) {
 		ctx := context.Background()
-		if err := a.store.RegisterWorker(ctx, dlq.WorkerInfo{ID: "w-old", Host: "h1", PID: 1, Version: "v2.0.0",
+		if err := a.store.Queue.RegisterWorker(ctx, dlq.WorkerInfo{ID: "w-old", Host: "h1", PID: 1, Version: "v2.0.0",
 			Queues: []string{"default"}, Concurrency: 1}); err != nil {
 			t.Fatal(err)
 		}

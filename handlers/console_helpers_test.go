@@ -21,14 +21,14 @@ import (
 type console struct {
 	h     http.Handler
 	db    *dlqtest.DB
-	store *dlq.Store
+	store *dlqtest.Stores
 }
 
 func newConsole(t *testing.T, cfgs ...func(*web.Config)) console {
 	t.Helper()
 	db := dlqtest.NewDB(t)
-	store := dlq.NewStore(db.DB)
-	cfg := web.Config{Store: store}
+	store := dlqtest.NewStores(db.DB)
+	cfg := web.Config{DB: store.DB}
 	for _, f := range cfgs {
 		f(&cfg)
 	}
@@ -37,7 +37,7 @@ func newConsole(t *testing.T, cfgs ...func(*web.Config)) console {
 		t.Fatal(err)
 	}
 	// Signed in as an operator: these tests read everything and enqueue.
-	return console{h: webtest.AsRole(t, h, store, dlq.RoleOperator), db: db, store: store}
+	return console{h: webtest.AsRole(t, h, store.Access, dlq.RoleOperator), db: db, store: store}
 }
 
 // exec runs fixture SQL.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/redrive/redrive/dlq"
 	"github.com/redrive/redrive/dlq/dlqtest"
+	"github.com/redrive/redrive/store/postgres"
 	"github.com/redrive/redrive/web"
 )
 
@@ -30,8 +31,8 @@ import (
 func BenchmarkDeadLetterPages(b *testing.B) {
 	db := benchLetters(b)
 	now := time.Now().UTC()
-	store := dlq.NewStore(db.DB)
-	h, err := web.NewServer(web.Config{Store: store})
+	store := dlqtest.NewStores(db.DB)
+	h, err := web.NewServer(web.Config{DB: store.DB})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -127,7 +128,7 @@ func benchLetters(b *testing.B) *dlqtest.DB {
 			b.Fatal("seeding failed in an earlier run")
 		}
 	}
-	db, err := dlq.Open(ctx, dsn)
+	db, err := postgres.Open(ctx, dsn)
 	if err != nil {
 		b.Fatal(err)
 	}

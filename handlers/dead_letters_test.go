@@ -29,13 +29,13 @@ const testLogsTemplate = "https://logs.example/search?job={job_id}&task={task}&f
 func newLetterServer(t *testing.T) letterServer {
 	t.Helper()
 	db := dlqtest.NewDB(t)
-	store := dlq.NewStore(db.DB)
-	h, err := web.NewServer(web.Config{Store: store, LogsURLTemplate: testLogsTemplate})
+	store := dlqtest.NewStores(db.DB)
+	h, err := web.NewServer(web.Config{DB: store.DB, LogsURLTemplate: testLogsTemplate})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Every read needs someone signed in; a viewer may read everything.
-	return letterServer{h: webtest.AsRole(t, h, store, dlq.RoleViewer), db: db}
+	return letterServer{h: webtest.AsRole(t, h, store.Access, dlq.RoleViewer), db: db}
 }
 
 func (s letterServer) insert(t *testing.T, l dlqtest.Letter) int64 {

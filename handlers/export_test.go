@@ -17,12 +17,13 @@ import (
 	"github.com/redrive/redrive/dlq"
 	"github.com/redrive/redrive/dlq/dlqtest"
 	"github.com/redrive/redrive/handlers"
+	"github.com/redrive/redrive/store/letters"
 )
 
 // failingAfter reads the real store but fails once n letters have gone out,
 // as a page query that times out or loses its connection would.
 type failingAfter struct {
-	*dlq.Store
+	*letters.Store
 	n int
 }
 
@@ -48,7 +49,7 @@ func TestExportFailingPartWayIsNotTakenForComplete(t *testing.T) {
 		FROM generate_series(1, 2500) g`); err != nil {
 		t.Fatal(err)
 	}
-	store := dlq.NewStore(db.DB)
+	store := dlqtest.NewStores(db.DB)
 	serve := func(exporter handlers.DeadLetterExporter) string {
 		e := echo.New()
 		e.Use(middleware.Recover())
@@ -58,7 +59,7 @@ func TestExportFailingPartWayIsNotTakenForComplete(t *testing.T) {
 		return srv.URL + "/export.csv?status=all"
 	}
 
-	res, err := http.Get(serve(store))
+	res, err := http.Get(serve(store.Letters))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +69,7 @@ func TestExportFailingPartWayIsNotTakenForComplete(t *testing.T) {
 		t.Fatalf("a whole export: %d lines, read error %v", strings.Count(string(body), "\n"), err)
 	}
 
-	res, err = http.Get(serve(failingAfter{Store: store, n: 1200}))
+	res, err = http.Get(serve(failingAfter{Store: store.Letters, n: 1200}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -33,12 +33,6 @@ type GroupEditor interface {
 	UnmergeErrorGroup(ctx context.Context, p dlq.GroupUnmergeParams) (dlq.GroupUnmergeResult, error)
 }
 
-// GroupEdit reads what the page that merges and splits a group shows,
-// masked with the console's policy.
-func (m MaskedReads) GroupEdit(ctx context.Context, fingerprint string) (dlq.GroupEdit, error) {
-	return m.Store.GroupForEdit(ctx, fingerprint, m.Masker)
-}
-
 // GroupEditHref is the page that merges and splits the group fingerprint.
 func GroupEditHref(fingerprint string) string { return GroupHref(fingerprint) + "/edit" }
 

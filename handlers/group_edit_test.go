@@ -23,14 +23,14 @@ func carrierLetter(carrier string) string {
 func (a actions) file(t *testing.T, task, msg string) string {
 	t.Helper()
 	ctx := context.Background()
-	if _, err := a.store.Enqueue(ctx, dlq.EnqueueParams{Task: task, Queue: "edit", MaxAttempts: 1}); err != nil {
+	if _, err := a.store.Queue.Enqueue(ctx, dlq.EnqueueParams{Task: task, Queue: "edit", MaxAttempts: 1}); err != nil {
 		t.Fatal(err)
 	}
-	jobs, err := a.store.Claim(ctx, "w1", []string{"edit"}, 1, time.Minute)
+	jobs, err := a.store.Queue.Claim(ctx, "w1", []string{"edit"}, 1, time.Minute)
 	if err != nil || len(jobs) != 1 {
 		t.Fatalf("claimed %d jobs: %v", len(jobs), err)
 	}
-	res, err := a.store.DeadLetterMany(ctx, "w1", []dlq.DeadOutcome{{Lease: dlq.LeaseOf("w1", jobs[0]), Task: task,
+	res, err := a.store.Queue.DeadLetterMany(ctx, "w1", []dlq.DeadOutcome{{Lease: dlq.LeaseOf("w1", jobs[0]), Task: task,
 		Reason: dlq.ReasonPermanent, Attempt: dlq.Attempt{Attempt: 1, At: time.Now(), Class: "CarrierError", Message: msg, Outcome: dlq.OutcomeDead}}})
 	if err != nil || len(res) != 1 {
 		t.Fatalf("dead-lettered %v: %v", res, err)
@@ -153,10 +153,10 @@ func TestGroupEditAPIErrors(t *testing.T) {
 	for _, c := range []string{"dhl", "ups", "fedex"} {
 		group = a.file(t, "reports.build", carrierLetter(c))
 	}
-	if _, err := a.store.SweepMergedGroups(context.Background()); err != nil {
+	if _, err := a.store.Groups.SweepMergedGroups(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	tpl, err := a.store.GroupTemplate(context.Background(), group)
+	tpl, err := a.store.Groups.GroupTemplate(context.Background(), group)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -40,12 +40,6 @@ func GroupHref(fingerprint string) string {
 	return "/groups/" + url.PathEscape(fingerprint)
 }
 
-// GroupVariables returns what varies between the group's newest letters,
-// each value masked as the message it comes from is on its letter's page.
-func (m MaskedReads) GroupVariables(ctx context.Context, fingerprint string) (dlq.GroupVariables, error) {
-	return m.Store.GroupVariables(ctx, fingerprint, m.Masker)
-}
-
 // GroupPage renders /groups/{fingerprint}: what broke (its template, and
 // what varies between its letters) and since when, how fast it is still
 // breaking, minute by minute, a sample traceback, the newest letters, and

@@ -256,12 +256,12 @@ func TestGroupPageShowsWhatVaries(t *testing.T) {
 	}
 
 	// Who may not act sees no way to merge or split.
-	h, err := web.NewServer(web.Config{Store: c.store})
+	h, err := web.NewServer(web.Config{DB: c.store.DB})
 	if err != nil {
 		t.Fatal(err)
 	}
 	viewer := httptest.NewRecorder()
-	webtest.AsRole(t, h, c.store, dlq.RoleViewer).ServeHTTP(viewer, httptest.NewRequest(http.MethodGet, "/groups/"+fp, nil))
+	webtest.AsRole(t, h, c.store.Access, dlq.RoleViewer).ServeHTTP(viewer, httptest.NewRequest(http.MethodGet, "/groups/"+fp, nil))
 	if viewer.Code != http.StatusOK || strings.Contains(viewer.Body.String(), `data-testid="group-edit"`) {
 		t.Errorf("viewer: status %d, merge or split link shown: %v", viewer.Code, strings.Contains(viewer.Body.String(), "group-edit"))
 	}

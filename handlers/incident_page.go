@@ -30,35 +30,6 @@ type IncidentPageReader interface {
 	ListDeadLetters(ctx context.Context, f dlq.Filter) (dlq.DeadLetterPage, error)
 }
 
-// Incidents masks the sample messages and the template of each incident as
-// the letters they come from are masked.
-func (m MaskedReads) Incidents(ctx context.Context) ([]dlq.Incident, error) {
-	incs, err := m.Store.Incidents(ctx)
-	for i := range incs {
-		m.maskIncident(&incs[i])
-	}
-	return incs, err
-}
-
-// IncidentOf masks the incident as Incidents does.
-func (m MaskedReads) IncidentOf(ctx context.Context, groupID string) (dlq.Incident, bool, error) {
-	inc, ok, err := m.Store.IncidentOf(ctx, groupID)
-	m.maskIncident(&inc)
-	return inc, ok, err
-}
-
-// maskIncident masks each group's sample message with its own letter's
-// arguments, and the shared template with every group's: a value quoted
-// in one task's message may stand in the template.
-func (m MaskedReads) maskIncident(inc *dlq.Incident) {
-	for i := range inc.Groups {
-		g := &inc.Groups[i]
-		g.SampleMessage = m.Masker.MaskSample(g.SampleMessage, g.SampleArgs, g.SampleKwargs)
-		inc.Template = m.Masker.MaskSample(inc.Template, g.SampleArgs, g.SampleKwargs)
-		g.SampleArgs, g.SampleKwargs = nil, nil
-	}
-}
-
 // IncidentHref is the page of the incident with id.
 func IncidentHref(id string) string { return "/incidents/" + url.PathEscape(id) }
 
@@ -98,7 +69,7 @@ func IncidentPage(store IncidentPageReader, now func() time.Time, version string
 		defer cancel()
 		id := c.Param("id")
 		if !groupIDPattern.MatchString(id) {
-			return BadRequest("invalid_id", "%q is not an incident: an incident's id is its oldest error group's, 16 hex digits.", clipRunes(id, 40))
+			return BadRequest("invalid_id", "%q is not an incident: an incident's id is its oldest error group's, 16 hex digits.", dlq.ClipRunes(id, 40))
 		}
 		inc, ok, err := store.IncidentOf(ctx, id)
 		if err != nil {

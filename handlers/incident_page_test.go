@@ -38,7 +38,7 @@ func providerDown(task string, n int) string {
 // templates, which handlers' tests may not import).
 func incidentLetters(t *testing.T, a actions, charges, refunds int) (charge, refund, alone string) {
 	t.Helper()
-	if err := a.store.RegisterTasks(context.Background(), incidentTasks); err != nil {
+	if err := a.store.Queue.RegisterTasks(context.Background(), incidentTasks); err != nil {
 		t.Fatal(err)
 	}
 	charge, refund, alone = dlqtest.GroupID("payments.charge", "503"), dlqtest.GroupID("payments.refund", "503"), dlqtest.GroupID("reports.build")
@@ -161,7 +161,7 @@ func TestIncidentPage(t *testing.T) {
 
 	t.Run("TheGroupPageStrip", func(t *testing.T) {
 		ctx := context.Background()
-		s, err := handlers.IncidentOfGroup(ctx, a.store, refund, true)
+		s, err := handlers.IncidentOfGroup(ctx, a.store.Groups, refund, true)
 		if err != nil || s == nil {
 			t.Fatalf("strip of the refunds' group: %v, %v", s, err)
 		}
@@ -180,10 +180,10 @@ func TestIncidentPage(t *testing.T) {
 		if href := byTestID(doc.Selection, "incident-strip-link").AttrOr("href", ""); href != "/incidents/"+charge {
 			t.Errorf("strip links to %q", href)
 		}
-		if s, err := handlers.IncidentOfGroup(ctx, a.store, refund, false); err != nil || s.ReplayHref != "" {
+		if s, err := handlers.IncidentOfGroup(ctx, a.store.Groups, refund, false); err != nil || s.ReplayHref != "" {
 			t.Errorf("a viewer's strip offers %q (%v)", s.ReplayHref, err)
 		}
-		if s, err := handlers.IncidentOfGroup(ctx, a.store, alone, true); err != nil || s != nil {
+		if s, err := handlers.IncidentOfGroup(ctx, a.store.Groups, alone, true); err != nil || s != nil {
 			t.Errorf("a group in no incident has a strip: %+v, %v", s, err)
 		}
 		// The group page shows it, under the title; a lone group's none.

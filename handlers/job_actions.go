@@ -175,7 +175,7 @@ func parseJobBulkForm(c echo.Context) (jobBulkForm, error) {
 		if err != nil {
 			return jobBulkForm{}, BadRequest("invalid_filter", "The filter of this form could not be read; go back to the list and try again.")
 		}
-		f, err := dlq.ParseJobFilter(q)
+		f, err := ParseJobFilter(q)
 		if err != nil {
 			return jobBulkForm{}, err
 		}

@@ -33,7 +33,7 @@ type JobLister interface {
 func Jobs(store JobLister, now func() time.Time, version string) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		meta := Meta(c, "Jobs", "jobs", version)
-		f, err := dlq.ParseJobFilter(c.QueryParams())
+		f, err := ParseJobFilter(c.QueryParams())
 		var invalid *dlq.ValidationError
 		if errors.As(err, &invalid) {
 			p := views.JobsPage{Filter: views.JobsFilter{

@@ -7,16 +7,17 @@ import (
 	"testing"
 
 	"github.com/redrive/redrive/dlq"
+	"github.com/redrive/redrive/dlq/dlqtest"
 	"github.com/redrive/redrive/handlers"
 	"github.com/redrive/redrive/web/webtest"
 )
 
 // benchViewer signs a benchmark in as a viewer. Benchmark databases are
 // reused across runs and benchmarks, so the viewer may already exist.
-func benchViewer(b *testing.B, h http.Handler, store *dlq.Store) http.Handler {
+func benchViewer(b *testing.B, h http.Handler, store *dlqtest.Stores) http.Handler {
 	b.Helper()
-	if _, err := store.UserByName(context.Background(), "bench-viewer"); errors.Is(err, dlq.ErrNotFound) {
-		webtest.CreateUser(b, store, "bench-viewer", dlq.RoleViewer)
+	if _, err := store.Access.UserByName(context.Background(), "bench-viewer"); errors.Is(err, dlq.ErrNotFound) {
+		webtest.CreateUser(b, store.Access, "bench-viewer", dlq.RoleViewer)
 	}
 	return webtest.SignIn(b, h, "bench-viewer", webtest.Password).Handler(h)
 }

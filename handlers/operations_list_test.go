@@ -24,7 +24,7 @@ type opsConsole struct {
 func newOpsConsole(t *testing.T) opsConsole {
 	t.Helper()
 	c := opsConsole{console: newConsole(t)}
-	if err := c.store.RegisterTasks(context.Background(), []string{"billing.charge", "email.send"}); err != nil {
+	if err := c.store.Queue.RegisterTasks(context.Background(), []string{"billing.charge", "email.send"}); err != nil {
 		t.Fatal(err)
 	}
 	c.insertLetters(t, 4, "billing.charge", "00000000000000fa", "3 hours")
@@ -43,7 +43,7 @@ func newOpsConsole(t *testing.T) opsConsole {
 
 func (c opsConsole) start(t *testing.T, kind dlq.OperationKind, who string, sel dlq.Selection) dlq.Operation {
 	t.Helper()
-	op, err := c.store.CreateOperation(context.Background(), dlq.OperationParams{Kind: kind, Actor: dlq.Actor{Name: who},
+	op, err := c.store.Operations.CreateOperation(context.Background(), dlq.OperationParams{Kind: kind, Actor: dlq.Actor{Name: who},
 		Reason: "incident 7", Now: time.Now(), Selection: sel})
 	if err != nil {
 		t.Fatal(err)
@@ -53,7 +53,7 @@ func (c opsConsole) start(t *testing.T, kind dlq.OperationKind, who string, sel 
 
 func (c opsConsole) cancel(t *testing.T, id int64) {
 	t.Helper()
-	if _, err := c.store.CancelOperation(context.Background(), dlq.ChangeOperationParams{ID: id, Actor: dlq.Actor{Name: "x"}, Now: time.Now()}); err != nil {
+	if _, err := c.store.Operations.CancelOperation(context.Background(), dlq.ChangeOperationParams{ID: id, Actor: dlq.Actor{Name: "x"}, Now: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
 }

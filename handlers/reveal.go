@@ -9,6 +9,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/redrive/redrive/dlq"
+	"github.com/redrive/redrive/reads"
 )
 
 // ArgsRevealer writes the audit entry that precedes showing a letter's
@@ -36,7 +37,7 @@ func RevealArgs(store ArgsRevealer, now func() time.Time, show echo.HandlerFunc)
 			return err
 		}
 		r := c.Request()
-		c.SetRequest(r.WithContext(withRevealed(r.Context(), id)))
+		c.SetRequest(r.WithContext(reads.WithRevealed(r.Context(), id)))
 		c.Response().Header().Set("Cache-Control", "no-store")
 		return show(c)
 	}

@@ -88,7 +88,7 @@ func (s *Sender) composeDigest(ctx context.Context, g dlq.NewGroupDigest) (Messa
 			continue
 		}
 		// The group as it is now, as compose reads it for one group.
-		grp, err := s.cfg.Store.Group(ctx, ev.Subject)
+		grp, err := s.cfg.Groups.Group(ctx, ev.Subject)
 		if err != nil && !errors.Is(err, dlq.ErrNotFound) {
 			return Message{}, err
 		}
@@ -158,7 +158,7 @@ func (s *Sender) composeGroup(ctx context.Context, ev dlq.NotificationEvent, m *
 		WindowSeconds int    `json:"window_seconds"`
 	}
 	_ = json.Unmarshal(ev.Facts, &facts) // facts are ours; an unexpected shape leaves them empty
-	g, err := s.cfg.Store.Group(ctx, ev.Subject)
+	g, err := s.cfg.Groups.Group(ctx, ev.Subject)
 	if err != nil && !errors.Is(err, dlq.ErrNotFound) {
 		return err
 	}
@@ -197,7 +197,7 @@ func (s *Sender) composeOperation(ctx context.Context, ev dlq.NotificationEvent,
 	if err != nil {
 		return fmt.Errorf("event %d: operation id %q: %w", ev.ID, ev.Subject, err)
 	}
-	op, err := s.cfg.Store.Operation(ctx, id)
+	op, err := s.cfg.Operations.Operation(ctx, id)
 	if err != nil {
 		return err
 	}
@@ -231,7 +231,7 @@ func (s *Sender) composePause(ctx context.Context, ev dlq.NotificationEvent, m *
 	if err != nil {
 		return fmt.Errorf("event %d: pause id %q: %w", ev.ID, ev.Subject, err)
 	}
-	p, err := s.cfg.Store.PauseByID(ctx, id)
+	p, err := s.cfg.Pauses.PauseByID(ctx, id)
 	if err != nil {
 		return err
 	}

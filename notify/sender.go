@@ -24,6 +24,10 @@ import (
 
 	"github.com/redrive/redrive/dlq"
 	"github.com/redrive/redrive/mask"
+	"github.com/redrive/redrive/store/groups"
+	"github.com/redrive/redrive/store/operations"
+	"github.com/redrive/redrive/store/outbox"
+	"github.com/redrive/redrive/store/queue"
 )
 
 // Defaults for Config.
@@ -50,9 +54,16 @@ const (
 	fanOutBatch           = 500
 )
 
-// Config configures a Sender. Store, Holder and PublicURL are required.
+// Config configures a Sender. The stores, Holder and PublicURL are
+// required.
 type Config struct {
-	Store *dlq.Store
+	// Outbox holds the events to deliver and their attempts.
+	Outbox *outbox.Store
+	// Groups, Operations and Pauses are read for what an event is about
+	// (and Groups for the incidents, so that one is announced once).
+	Groups     *groups.Store
+	Operations *operations.Store
+	Pauses     *queue.Store
 	// Endpoints are the webhooks; with none, events are marked handled and
 	// nothing is sent.
 	Endpoints []Endpoint
@@ -102,8 +113,8 @@ type Sender struct {
 
 // New checks cfg and fills in its defaults.
 func New(cfg Config) (*Sender, error) {
-	if cfg.Store == nil || cfg.Holder == "" {
-		return nil, errors.New("notify: Store and Holder are required")
+	if cfg.Outbox == nil || cfg.Groups == nil || cfg.Operations == nil || cfg.Pauses == nil || cfg.Holder == "" {
+		return nil, errors.New("notify: the stores and Holder are required")
 	}
 	if len(cfg.Endpoints) > 0 && cfg.PublicURL == "" {
 		return nil, errors.New("notify: PublicURL is required to link notifications to the console (REDRIVE_PUBLIC_URL)")
@@ -144,13 +155,13 @@ func (s *Sender) Run(ctx context.Context) error {
 		if held {
 			ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 			defer cancel()
-			if err := s.cfg.Store.ReleaseNotificationSender(ctx, s.cfg.Holder); err != nil {
+			if err := s.cfg.Outbox.ReleaseNotificationSender(ctx, s.cfg.Holder); err != nil {
 				s.log.Warn("giving up the notification lease failed; another instance takes over when it runs out", "err", err)
 			}
 		}
 	}()
 	for {
-		ok, err := s.cfg.Store.AcquireNotificationSender(ctx, s.cfg.Holder, lease)
+		ok, err := s.cfg.Outbox.AcquireNotificationSender(ctx, s.cfg.Holder, lease)
 		switch {
 		case err != nil:
 			if ctx.Err() == nil {
@@ -160,7 +171,7 @@ func (s *Sender) Run(ctx context.Context) error {
 			held = true
 			if time.Since(lastSpikes) >= s.cfg.SpikeInterval && len(s.endpoints) > 0 {
 				lastSpikes = time.Now()
-				if n, err := s.cfg.Store.DetectSpikes(ctx, s.cfg.Spike); err != nil {
+				if n, err := s.cfg.Outbox.DetectSpikes(ctx, s.cfg.Spike); err != nil {
 					s.log.Warn("detect spiking groups", "err", err)
 				} else if n > 0 {
 					s.log.Info("error groups spiking", "groups", n)
@@ -172,7 +183,7 @@ func (s *Sender) Run(ctx context.Context) error {
 			}
 			if time.Since(lastPrune) >= time.Hour {
 				lastPrune = time.Now()
-				if _, err := s.cfg.Store.PruneNotifications(ctx, s.cfg.Retain); err != nil {
+				if _, err := s.cfg.Outbox.PruneNotifications(ctx, s.cfg.Retain); err != nil {
 					s.log.Warn("prune notifications", "err", err)
 				}
 			}
@@ -195,7 +206,7 @@ func (s *Sender) pass(ctx context.Context) {
 		eps = append(eps, dlq.NotificationEndpoint{Hash: e.Hash(), Redacted: e.Redacted()})
 	}
 	for {
-		n, err := s.cfg.Store.FanOutNotifications(ctx, eps, fanOutBatch)
+		n, err := s.cfg.Outbox.FanOutNotifications(ctx, eps, fanOutBatch)
 		if err != nil {
 			s.log.Warn("fan out notifications", "err", err)
 			return
@@ -208,12 +219,12 @@ func (s *Sender) pass(ctx context.Context) {
 	s.skipIncidentRepeats(ctx)
 	// Sealing before the digests are read: a digest sealed now goes out in
 	// this pass. A failure leaves the new groups pending for the next pass.
-	if r, err := s.cfg.Store.SealNewGroupDigests(ctx, dlq.DigestTiming{Window: s.cfg.NewGroupWindow, Gather: s.cfg.NewGroupGather}); err != nil {
+	if r, err := s.cfg.Outbox.SealNewGroupDigests(ctx, dlq.DigestTiming{Window: s.cfg.NewGroupWindow, Gather: s.cfg.NewGroupGather}); err != nil {
 		s.log.Warn("seal new-group digests", "err", err)
 	} else if r.Skipped > 0 {
 		s.log.Info("new groups merged away before they were announced", "deliveries", r.Skipped)
 	}
-	digests, err := s.cfg.Store.DueDigests(ctx, deliverBatch)
+	digests, err := s.cfg.Outbox.DueDigests(ctx, deliverBatch)
 	if err != nil {
 		s.log.Warn("due new-group digests", "err", err)
 		return
@@ -225,9 +236,9 @@ func (s *Sender) pass(ctx context.Context) {
 		s.attempt(ctx, delivery{id: g.ID, kind: digestKind(g), groups: len(g.Events), endpointHash: g.EndpointHash,
 			endpoint: g.Endpoint, attempts: g.Attempts,
 			compose: func(ctx context.Context) (Message, error) { return s.composeDigest(ctx, g) },
-			record:  s.cfg.Store.RecordDigestAttempt})
+			record:  s.cfg.Outbox.RecordDigestAttempt})
 	}
-	due, err := s.cfg.Store.DueNotifications(ctx, deliverBatch)
+	due, err := s.cfg.Outbox.DueNotifications(ctx, deliverBatch)
 	if err != nil {
 		s.log.Warn("due notifications", "err", err)
 		return
@@ -238,7 +249,7 @@ func (s *Sender) pass(ctx context.Context) {
 		}
 		s.attempt(ctx, delivery{id: d.ID, kind: d.Kind, endpointHash: d.EndpointHash, endpoint: d.Endpoint, attempts: d.Attempts,
 			compose: func(ctx context.Context) (Message, error) { return s.compose(ctx, d.NotificationEvent) },
-			record:  s.cfg.Store.RecordDeliveryAttempt})
+			record:  s.cfg.Outbox.RecordDeliveryAttempt})
 	}
 }
 
@@ -340,16 +351,16 @@ func (s *Sender) post(ctx context.Context, ep Endpoint, compose func(context.Con
 // incidents are read only when a new group waits; a failure leaves them
 // to be announced as usual.
 func (s *Sender) skipIncidentRepeats(ctx context.Context) {
-	waiting, err := s.cfg.Store.HasUnsealedNewGroups(ctx)
+	waiting, err := s.cfg.Outbox.HasUnsealedNewGroups(ctx)
 	if err != nil || !waiting {
 		return
 	}
-	incidents, err := s.cfg.Store.Incidents(ctx)
+	incidents, err := s.cfg.Groups.Incidents(ctx)
 	if err != nil {
 		s.log.Warn("read incidents for new-group notifications", "err", err)
 		return
 	}
-	if n, err := s.cfg.Store.SkipIncidentRepeats(ctx, incidents); err != nil {
+	if n, err := s.cfg.Outbox.SkipIncidentRepeats(ctx, incidents); err != nil {
 		s.log.Warn("skip new groups of incidents announced already", "err", err)
 	} else if n > 0 {
 		s.log.Info("new groups of incidents announced already were not announced again", "deliveries", n)

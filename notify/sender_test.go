@@ -159,14 +159,14 @@ func sameSet(a, b []string) bool {
 
 type env struct {
 	db    *dlqtest.DB
-	store *dlq.Store
+	store *dlqtest.Stores
 	// passes counts the passes the test's senders made under the lease.
 	passes *atomic.Int64
 }
 
 func setup(t *testing.T) env {
 	db := dlqtest.NewDB(t)
-	return env{db: db, store: dlq.NewStore(db.DB), passes: new(atomic.Int64)}
+	return env{db: db, store: dlqtest.NewStores(db.DB), passes: new(atomic.Int64)}
 }
 
 // settled waits until the senders have made quietPasses more passes: all
@@ -192,7 +192,7 @@ func (e env) run(t *testing.T, holder string, endpoints string, tweak func(*noti
 		t.Fatal(err)
 	}
 	cfg := notify.Config{
-		Store: e.store, Endpoints: eps, Masker: masker, PublicURL: "https://redrive.example.com/", Holder: holder,
+		Outbox: e.store.Outbox, Groups: e.store.Groups, Operations: e.store.Operations, Pauses: e.store.Queue, Endpoints: eps, Masker: masker, PublicURL: "https://redrive.example.com/", Holder: holder,
 		Interval: 20 * time.Millisecond, SpikeInterval: 20 * time.Millisecond, NewGroupGather: time.Millisecond,
 		BackoffBase: 10 * time.Millisecond, BackoffCap: 40 * time.Millisecond,
 		Client: &http.Client{Timeout: 300 * time.Millisecond},
@@ -224,7 +224,7 @@ func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool)
 
 func (e env) deliveries(t *testing.T) []dlq.NotificationDelivery {
 	t.Helper()
-	ds, err := e.store.NotificationDeliveries(context.Background(), 100)
+	ds, err := e.store.Outbox.NotificationDeliveries(context.Background(), 100)
 	if err != nil {
 		t.Fatal(err)
 	}

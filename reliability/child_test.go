@@ -15,8 +15,8 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
-	"github.com/redrive/redrive/dlq"
 	"github.com/redrive/redrive/dlq/dlqtest"
+	"github.com/redrive/redrive/store/postgres"
 	"github.com/redrive/redrive/worker"
 )
 
@@ -98,7 +98,7 @@ func runChild() int {
 		queues = strings.Split(q, ",")
 	}
 	lease := ms("REDRIVE_REL_LEASE_MS", 2000)
-	w, err := worker.New(dlq.NewStore(db), worker.Config{
+	w, err := worker.New(dlqtest.NewStores(db).Queue, worker.Config{
 		Registry: reg, ID: id, Queues: queues, Concurrency: conc,
 		LeaseDuration: lease, HeartbeatInterval: lease / 5,
 		PollInterval: 50 * time.Millisecond, RescueInterval: 100 * time.Millisecond,
@@ -123,13 +123,13 @@ func runChild() int {
 // runMigrate migrates REDRIVE_REL_DSN as `redrive migrate` does.
 func runMigrate() int {
 	ctx := context.Background()
-	db, err := dlq.Open(ctx, os.Getenv("REDRIVE_REL_DSN"))
+	db, err := postgres.Open(ctx, os.Getenv("REDRIVE_REL_DSN"))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "migrate:", err)
 		return 1
 	}
 	defer db.Close()
-	if _, err := dlq.Migrate(ctx, db, slog.New(slog.NewTextHandler(os.Stderr, nil))); err != nil {
+	if _, err := postgres.Migrate(ctx, db, slog.New(slog.NewTextHandler(os.Stderr, nil))); err != nil {
 		fmt.Fprintln(os.Stderr, "migrate:", err)
 		return 1
 	}
@@ -141,7 +141,7 @@ func runMigrate() int {
 func openRetrying(ctx context.Context, dsn string) (*sqlx.DB, error) {
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		db, err := dlq.Open(ctx, dsn)
+		db, err := postgres.Open(ctx, dsn)
 		if err == nil || time.Now().After(deadline) {
 			return db, err
 		}

@@ -23,7 +23,7 @@ func TestCrash(t *testing.T) {
 	t.Parallel()
 	db := dlqtest.NewDB(t)
 	setupEffects(t, db.DB)
-	store := dlq.NewStore(db.DB)
+	store := dlqtest.NewStores(db.DB)
 	ctx := context.Background()
 	jobs, accounts := size(2000, 8000), 50
 	maxVersion := map[int]int{}
@@ -36,7 +36,7 @@ func TestCrash(t *testing.T) {
 			// Attempts to spare: a job may be under several kills in a row.
 			batch = append(batch, dlq.EnqueueParams{Task: taskEffect, Kwargs: kw, MaxAttempts: 50})
 		}
-		if _, err := store.EnqueueMany(ctx, batch); err != nil {
+		if _, err := store.Queue.EnqueueMany(ctx, batch); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/redrive/redrive/dlq"
 	"github.com/redrive/redrive/dlq/dlqtest"
+	"github.com/redrive/redrive/store/postgres"
 )
 
 // TestDatabaseRestart restarts Postgres, in fast and in immediate mode,
@@ -24,7 +25,7 @@ func TestDatabaseRestart(t *testing.T) {
 	pg := dlqtest.NewPrivate(t)
 	db := pg.DB.DB
 	setupEffects(t, db)
-	store := dlq.NewStore(db)
+	store := dlqtest.NewStores(db)
 	ctx := context.Background()
 	jobs, letters := size(1500, 6000), size(1000, 5000)
 	seedEffectLetters(t, db, letters, "letter-")
@@ -34,12 +35,12 @@ func TestDatabaseRestart(t *testing.T) {
 			kw, _ := json.Marshal(effectArgs{Event: fmt.Sprintf("job-%d", i), Account: i, Version: 1, MS: 10 + i%20})
 			batch = append(batch, dlq.EnqueueParams{Task: taskEffect, Kwargs: kw, MaxAttempts: 25})
 		}
-		if _, err := store.EnqueueMany(ctx, batch); err != nil {
+		if _, err := store.Queue.EnqueueMany(ctx, batch); err != nil {
 			t.Fatal(err)
 		}
 	}
 	// Its own pool, as a console process has.
-	consoleDB, err := dlq.Open(ctx, pg.DB.DSN)
+	consoleDB, err := postgres.Open(ctx, pg.DB.DSN)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,7 +21,7 @@ func TestRollingDeploy(t *testing.T) {
 	t.Parallel()
 	db := dlqtest.NewDB(t)
 	setupEffects(t, db.DB)
-	store := dlq.NewStore(db.DB)
+	store := dlqtest.NewStores(db.DB)
 	ctx := context.Background()
 	const grace = 1500 * time.Millisecond
 	fit, overlong := size(2, 4), size(2, 4)
@@ -37,7 +37,7 @@ func TestRollingDeploy(t *testing.T) {
 	}
 	enqueue := func(queue string, ms int) dlq.Job {
 		kw, _ := json.Marshal(effectArgs{MS: ms})
-		res, err := store.Enqueue(ctx, dlq.EnqueueParams{Task: taskSleep, Queue: queue, Kwargs: kw, MaxAttempts: 3})
+		res, err := store.Queue.Enqueue(ctx, dlq.EnqueueParams{Task: taskSleep, Queue: queue, Kwargs: kw, MaxAttempts: 3})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -74,7 +74,7 @@ func TestRollingDeploy(t *testing.T) {
 				t.Errorf("round %d, %s took %s to exit after SIGTERM, want about the %s grace", round, id, took, grace)
 			}
 			for _, j := range fits {
-				got, err := store.Job(ctx, j.ID)
+				got, err := store.Queue.Job(ctx, j.ID)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -84,7 +84,7 @@ func TestRollingDeploy(t *testing.T) {
 				finished++
 			}
 			for _, j := range longs {
-				got, err := store.Job(ctx, j.ID)
+				got, err := store.Queue.Job(ctx, j.ID)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -202,16 +202,16 @@ type console struct {
 // "ops" is created when absent, so two consoles can share a database.
 func startConsole(t *testing.T, db *sqlx.DB) *console {
 	t.Helper()
-	store := dlq.NewStore(db)
-	if _, err := store.UserByName(context.Background(), "ops"); errors.Is(err, dlq.ErrNotFound) {
-		webtest.CreateUser(t, store, "ops", dlq.RoleOperator)
+	store := dlqtest.NewStores(db)
+	if _, err := store.Access.UserByName(context.Background(), "ops"); errors.Is(err, dlq.ErrNotFound) {
+		webtest.CreateUser(t, store.Access, "ops", dlq.RoleOperator)
 	} else if err != nil {
 		t.Fatal(err)
 	}
 	logger := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelError}))
-	runner := replay.NewRunner(replay.RunnerConfig{Store: store, Logger: logger, PollInterval: 200 * time.Millisecond})
-	handler, err := web.NewServer(web.Config{Store: store, Logger: logger, Version: "reliability",
-		Replay: replay.NewService(replay.Config{Store: store, Logger: logger, Wake: runner.Wake})})
+	runner := replay.NewRunner(replay.RunnerConfig{Store: store.Operations, Logger: logger, PollInterval: 200 * time.Millisecond})
+	handler, err := web.NewServer(web.Config{DB: store.DB, Logger: logger, Version: "reliability",
+		Replay: replay.NewService(replay.Config{Store: store.Operations, Workers: store.Queue, Logger: logger, Wake: runner.Wake})})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -231,7 +231,7 @@ func startConsole(t *testing.T, db *sqlx.DB) *console {
 		_ = srv.Shutdown(sctx)
 		<-ran
 	})
-	return &console{URL: "http://" + ln.Addr().String(), token: webtest.Token(t, store, "ops"),
+	return &console{URL: "http://" + ln.Addr().String(), token: webtest.Token(t, store.Access, "ops"),
 		http: &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 100}}}
 }
 
@@ -333,7 +333,7 @@ func setupEffects(t *testing.T, db *sqlx.DB) {
 	if _, err := db.Exec(effectTablesSQL); err != nil {
 		t.Fatal(err)
 	}
-	if err := dlq.NewStore(db).RegisterTasks(context.Background(), allTasks()); err != nil {
+	if err := dlqtest.NewStores(db).Queue.RegisterTasks(context.Background(), allTasks()); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -18,7 +18,7 @@ func TestPoison(t *testing.T) {
 	t.Parallel()
 	db := dlqtest.NewDB(t)
 	setupEffects(t, db.DB)
-	store := dlq.NewStore(db.DB)
+	store := dlqtest.NewStores(db.DB)
 	ctx := context.Background()
 	const maxAttempts = 3
 	copies := size(1, 3)
@@ -42,7 +42,7 @@ func TestPoison(t *testing.T) {
 			if task == taskKill {
 				queue, reason = "poison-kill", dlq.ReasonLeaseExpired
 			}
-			res, err := store.Enqueue(ctx, dlq.EnqueueParams{Task: task, Queue: queue, MaxAttempts: maxAttempts})
+			res, err := store.Queue.Enqueue(ctx, dlq.EnqueueParams{Task: task, Queue: queue, MaxAttempts: maxAttempts})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -52,7 +52,7 @@ func TestPoison(t *testing.T) {
 			}{task, reason}
 		}
 	}
-	after, err := store.Enqueue(ctx, dlq.EnqueueParams{Task: taskNoop, MaxAttempts: 1})
+	after, err := store.Queue.Enqueue(ctx, dlq.EnqueueParams{Task: taskNoop, MaxAttempts: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +81,7 @@ func TestPoison(t *testing.T) {
 		}
 	}
 	waitFor(t, 30*time.Second, "the job enqueued after the poison to run on the one-slot worker", func() bool {
-		j, err := store.Job(ctx, after.Job.ID)
+		j, err := store.Queue.Job(ctx, after.Job.ID)
 		return err == nil && j.State == dlq.StateSucceeded
 	})
 	if done, err := f.exited("poison-w1"); done {

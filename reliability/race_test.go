@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redrive/redrive/dlq"
 	"github.com/redrive/redrive/dlq/dlqtest"
+	"github.com/redrive/redrive/store/postgres"
 )
 
 // TestRaces runs operators against each other: the same letter replayed
@@ -203,7 +203,7 @@ func TestRaces(t *testing.T) {
 		if n := mustCount(t, db.DB, `SELECT count(*) FROM (SELECT version_id FROM goose_db_version GROUP BY version_id HAVING count(*) > 1) d`); n != 0 {
 			t.Errorf("%d migrations applied twice", n)
 		}
-		if err := dlq.NewStore(db.DB).Ready(context.Background()); err != nil {
+		if err := postgres.Ready(context.Background(), db.DB); err != nil {
 			t.Errorf("after two migrations at once: %v", err)
 		}
 	})

@@ -10,7 +10,7 @@ import (
 	"github.com/redrive/redrive/dlq"
 )
 
-// JobStore is what JobService needs from dlq.
+// JobStore is what JobService needs from the store's operations room.
 type JobStore interface {
 	ActOnJob(ctx context.Context, p dlq.JobActionParams) (dlq.JobActionResult, error)
 	ActOnJobs(ctx context.Context, p dlq.BulkJobParams) (dlq.BulkJobResult, error)

@@ -10,7 +10,7 @@ import (
 	"github.com/redrive/redrive/dlq"
 )
 
-// OperationStore is what the Runner needs from dlq.
+// OperationStore is what the Runner needs from the store's operations room.
 type OperationStore interface {
 	RunnableOperations(ctx context.Context) ([]int64, error)
 	RunOperationLane(ctx context.Context, opID int64, lane, lanes, batchSize int, now time.Time) (dlq.BatchResult, error)

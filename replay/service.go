@@ -76,7 +76,7 @@ type Actor struct {
 	Role dlq.Role
 }
 
-// Store is what the service needs from dlq.
+// Store is what the service needs from the store's operations room.
 type Store interface {
 	ReplayDeadLetter(ctx context.Context, p dlq.ReplayParams) (dlq.ReplayResult, error)
 	DiscardDeadLetter(ctx context.Context, p dlq.DiscardParams) (int64, error)
@@ -89,23 +89,31 @@ type Store interface {
 	ReleaseCanary(ctx context.Context, p dlq.ChangeOperationParams) (dlq.Operation, error)
 	ResumeOperation(ctx context.Context, p dlq.ChangeOperationParams) (dlq.Operation, error)
 	StopFollowing(ctx context.Context, p dlq.ChangeOperationParams) (dlq.Operation, error)
+}
+
+// Workers lists the live workers and the builds they run (the queue's
+// room), for the warning that a replay would run on the build the letters
+// failed on.
+type Workers interface {
 	Workers(ctx context.Context) ([]dlq.WorkerInfo, error)
 }
 
 // Service applies policy to actions on dead letters and hands the guarded
 // changes to the store.
 type Service struct {
-	store  Store
-	logger *slog.Logger
-	now    func() time.Time
+	store   Store
+	workers Workers
+	logger  *slog.Logger
+	now     func() time.Time
 	// wake, when set, tells the operation runner new work has arrived.
 	wake func()
 }
 
 // Config configures a Service.
 type Config struct {
-	Store  Store
-	Logger *slog.Logger
+	Store   Store
+	Workers Workers
+	Logger  *slog.Logger
 	// Now is the clock; default time.Now.
 	Now func() time.Time
 	// Wake is called after a bulk operation is created (Runner.Wake).
@@ -114,7 +122,7 @@ type Config struct {
 
 // NewService returns a Service.
 func NewService(cfg Config) *Service {
-	s := &Service{store: cfg.Store, logger: cfg.Logger, now: cfg.Now, wake: cfg.Wake}
+	s := &Service{store: cfg.Store, workers: cfg.Workers, logger: cfg.Logger, now: cfg.Now, wake: cfg.Wake}
 	if s.logger == nil {
 		s.logger = slog.New(slog.DiscardHandler)
 	}
@@ -282,7 +290,7 @@ func (s *Service) liveBuild(ctx context.Context, letters []dlq.DeadLetter, stale
 	if !slices.ContainsFunc(letters, func(l dlq.DeadLetter) bool { return l.WorkerVersion != "" }) {
 		return "", nil // nothing to compare: no need to read the workers
 	}
-	workers, err := s.store.Workers(ctx)
+	workers, err := s.workers.Workers(ctx)
 	if err != nil {
 		return "", err
 	}

@@ -18,7 +18,7 @@ import (
 func TestMain(m *testing.M) { os.Exit(dlqtest.Main(m)) }
 
 type bundle struct {
-	store *dlq.Store
+	store *dlqtest.Stores
 	db    *dlqtest.DB
 	svc   *replay.Service
 }
@@ -26,11 +26,11 @@ type bundle struct {
 func setup(t *testing.T) bundle {
 	t.Helper()
 	db := dlqtest.NewDB(t)
-	store := dlq.NewStore(db.DB)
-	if err := store.RegisterTasks(context.Background(), []string{"t.ok"}); err != nil {
+	store := dlqtest.NewStores(db.DB)
+	if err := store.Queue.RegisterTasks(context.Background(), []string{"t.ok"}); err != nil {
 		t.Fatal(err)
 	}
-	return bundle{store: store, db: db, svc: replay.NewService(replay.Config{Store: store})}
+	return bundle{store: store, db: db, svc: replay.NewService(replay.Config{Store: store.Operations, Workers: store.Queue})}
 }
 
 func (b bundle) letters(t *testing.T, n int) []int64 {
@@ -158,7 +158,7 @@ func TestPolicy(t *testing.T) {
 		if msg, _ := b.svc.VersionWarning(ctx, letter, time.Minute); msg != "" {
 			t.Fatalf("no workers, yet a warning: %s", msg)
 		}
-		if err := b.store.RegisterWorker(ctx, dlq.WorkerInfo{ID: "w1", Host: "h", PID: 1, Version: "v1.4.2",
+		if err := b.store.Queue.RegisterWorker(ctx, dlq.WorkerInfo{ID: "w1", Host: "h", PID: 1, Version: "v1.4.2",
 			Queues: []string{"default"}, Concurrency: 1}); err != nil {
 			t.Fatal(err)
 		}
@@ -185,8 +185,8 @@ func TestRunnerCarriesOutOperations(t *testing.T) {
 	defer cancel()
 	b := setup(t)
 	b.letters(t, 5000)
-	runner := replay.NewRunner(replay.RunnerConfig{Store: b.store, BatchSize: 1000, PollInterval: 50 * time.Millisecond})
-	svc := replay.NewService(replay.Config{Store: b.store, Wake: runner.Wake})
+	runner := replay.NewRunner(replay.RunnerConfig{Store: b.store.Operations, BatchSize: 1000, PollInterval: 50 * time.Millisecond})
+	svc := replay.NewService(replay.Config{Store: b.store.Operations, Workers: b.store.Queue, Wake: runner.Wake})
 	done := make(chan error, 1)
 	go func() { done <- runner.Run(ctx) }()
 
@@ -198,7 +198,7 @@ func TestRunnerCarriesOutOperations(t *testing.T) {
 	// Every letter handed to the queue; no worker runs here, so the
 	// operation settles (e2e's TestFollowThroughWithARealWorker runs one).
 	dlqtest.WaitFor(t, 30*time.Second, "the operation to settle", func() bool {
-		if op, err = b.store.Operation(ctx, op.ID); err != nil {
+		if op, err = b.store.Operations.Operation(ctx, op.ID); err != nil {
 			t.Fatal(err)
 		}
 		return op.State == dlq.OpSettling
@@ -251,8 +251,8 @@ func TestRunnerFailsAnOperationThatKeepsFailing(t *testing.T) {
 	defer cancel()
 	b := setup(t)
 	b.letters(t, 10)
-	runner := replay.NewRunner(replay.RunnerConfig{Store: b.store, PollInterval: 20 * time.Millisecond})
-	svc := replay.NewService(replay.Config{Store: b.store, Wake: runner.Wake})
+	runner := replay.NewRunner(replay.RunnerConfig{Store: b.store.Operations, PollInterval: 20 * time.Millisecond})
+	svc := replay.NewService(replay.Config{Store: b.store.Operations, Workers: b.store.Queue, Wake: runner.Wake})
 	f, _ := dlq.ParseFilter(url.Values{"task": {"t.ok"}}, time.Now())
 	op, err := svc.StartBulk(ctx, replay.BulkRequest{Kind: dlq.OpReplay, Actor: operator, Selection: dlq.Selection{Filter: &f},
 		RatePerSecond: 1})

@@ -38,12 +38,17 @@ const drawSpan = 10 * batchSize
 // maxParallel caps how many batches run at once.
 const maxParallel = 4
 
-// Loader is the store's bulk load of dead letters (dlq.Store).
+// Loader is the store's bulk load of dead letters (its letters room).
 type Loader interface {
 	LoadDeadLetters(ctx context.Context, n int, letter func(i int) dlq.DeadLetter) (int, error)
 	LoadSettledDeadLetters(ctx context.Context, n int, letter func(i int) dlq.DeadLetter) (int, error)
 	IndexLoadedDeadLetters(ctx context.Context, connections int) (int64, error)
 	AnalyzeDeadLetters(ctx context.Context) error
+}
+
+// Grouper assigns seeded letters to their error groups (the store's groups
+// room).
+type Grouper interface {
 	// GroupLetter assigns a letter to its error group as the worker's
 	// dead-lettering does (package grouping), learning from it.
 	GroupLetter(ctx context.Context, l grouping.Letter) (string, error)
@@ -69,7 +74,7 @@ type Options struct {
 // the store build their search rows (unless opts.SearchLater) and refresh
 // the planner's statistics. It returns how many letters it wrote (all of
 // them unless it fails part way; batches that committed stay).
-func DeadLetters(ctx context.Context, store Loader, n int, now time.Time, opts Options) (int, error) {
+func DeadLetters(ctx context.Context, store Loader, groups Grouper, n int, now time.Time, opts Options) (int, error) {
 	if n < 0 {
 		return 0, &dlq.ValidationError{Fields: map[string]string{"n": "must not be negative"}}
 	}
@@ -94,7 +99,7 @@ func DeadLetters(ctx context.Context, store Loader, n int, now time.Time, opts O
 		rows, err := load(ctx, len(b.draws), func(i int) dlq.DeadLetter {
 			l := cat.letter(r, b.draws[i], i, now)
 			if groupErr == nil {
-				l.Fingerprint, groupErr = store.GroupLetter(ctx, grouping.Letter{
+				l.Fingerprint, groupErr = groups.GroupLetter(ctx, grouping.Letter{
 					Task: l.Task, Class: l.ErrorClass, Message: l.ErrorMessage, Traceback: l.Traceback})
 			}
 			return l
@@ -104,7 +109,7 @@ func DeadLetters(ctx context.Context, store Loader, n int, now time.Time, opts O
 	if err != nil {
 		return inserted, fmt.Errorf("seed: %w", err)
 	}
-	if _, err := store.SweepMergedGroups(ctx); err != nil {
+	if _, err := groups.SweepMergedGroups(ctx); err != nil {
 		return inserted, fmt.Errorf("seed: %w", err)
 	}
 	if opts.SearchLater {

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redrive/redrive/dlq"
 	"github.com/redrive/redrive/dlq/dlqtest"
 	"github.com/redrive/redrive/seed"
 )
@@ -19,10 +18,10 @@ func BenchmarkDeadLetters(b *testing.B) {
 	ctx := context.Background()
 	for _, n := range []int{10_000, 100_000} {
 		b.Run(fmt.Sprintf("letters=%d", n), func(b *testing.B) {
-			store := dlq.NewStore(dlqtest.NewDB(b).DB)
+			store := dlqtest.NewStores(dlqtest.NewDB(b).DB)
 			now := time.Now()
 			for b.Loop() {
-				got, err := seed.DeadLetters(ctx, store, n, now, seed.Options{})
+				got, err := seed.DeadLetters(ctx, store.Letters, store.Groups, n, now, seed.Options{})
 				if err != nil || got != n {
 					b.Fatalf("seeded %d of %d: %v", got, n, err)
 				}

@@ -24,8 +24,8 @@ func TestDeadLetters(t *testing.T) {
 	t.Run("FiveThousandRealisticLetters", func(t *testing.T) {
 		t.Parallel()
 		db := dlqtest.NewDB(t)
-		store := dlq.NewStore(db.DB)
-		n, err := seed.DeadLetters(ctx, store, 5000, now, seed.Options{})
+		store := dlqtest.NewStores(db.DB)
+		n, err := seed.DeadLetters(ctx, store.Letters, store.Groups, 5000, now, seed.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -61,7 +61,7 @@ func TestDeadLetters(t *testing.T) {
 	t.Run("RecentFailuresOutnumberOldOnes", func(t *testing.T) {
 		t.Parallel()
 		db := dlqtest.NewDB(t)
-		if _, err := seed.DeadLetters(ctx, dlq.NewStore(db.DB), 2000, now, seed.Options{}); err != nil {
+		if _, err := seed.DeadLetters(ctx, dlqtest.NewStores(db.DB).Letters, dlqtest.NewStores(db.DB).Groups, 2000, now, seed.Options{}); err != nil {
 			t.Fatal(err)
 		}
 		var lastDay, firstDay int
@@ -84,7 +84,7 @@ func TestDeadLetters(t *testing.T) {
 	t.Run("IDsRiseWithFailureTime", func(t *testing.T) {
 		t.Parallel()
 		db := dlqtest.NewDB(t)
-		if _, err := seed.DeadLetters(ctx, dlq.NewStore(db.DB), 3000, now, seed.Options{}); err != nil {
+		if _, err := seed.DeadLetters(ctx, dlqtest.NewStores(db.DB).Letters, dlqtest.NewStores(db.DB).Groups, 3000, now, seed.Options{}); err != nil {
 			t.Fatal(err)
 		}
 		var backwards, runs int
@@ -103,16 +103,16 @@ func TestDeadLetters(t *testing.T) {
 	t.Run("JobIDsNeverCollideWithLaterJobs", func(t *testing.T) {
 		t.Parallel()
 		db := dlqtest.NewDB(t)
-		store := dlq.NewStore(db.DB)
+		store := dlqtest.NewStores(db.DB)
 		for range 2 { // seeding twice must not reuse job ids either
-			if _, err := seed.DeadLetters(ctx, store, 50, now, seed.Options{}); err != nil {
+			if _, err := seed.DeadLetters(ctx, store.Letters, store.Groups, 50, now, seed.Options{}); err != nil {
 				t.Fatal(err)
 			}
 		}
-		if err := store.RegisterTasks(ctx, []string{"t.ok"}); err != nil {
+		if err := store.Queue.RegisterTasks(ctx, []string{"t.ok"}); err != nil {
 			t.Fatal(err)
 		}
-		res, err := store.Enqueue(ctx, dlq.EnqueueParams{Task: "t.ok"})
+		res, err := store.Queue.Enqueue(ctx, dlq.EnqueueParams{Task: "t.ok"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -129,11 +129,11 @@ func TestDeadLetters(t *testing.T) {
 
 	t.Run("NothingOrNegative", func(t *testing.T) {
 		t.Parallel()
-		store := dlq.NewStore(dlqtest.NewDB(t).DB)
-		if n, err := seed.DeadLetters(ctx, store, 0, now, seed.Options{}); n != 0 || err != nil {
+		store := dlqtest.NewStores(dlqtest.NewDB(t).DB)
+		if n, err := seed.DeadLetters(ctx, store.Letters, store.Groups, 0, now, seed.Options{}); n != 0 || err != nil {
 			t.Errorf("seed 0: %d, %v", n, err)
 		}
-		if _, err := seed.DeadLetters(ctx, store, -1, now, seed.Options{}); !errors.Is(err, dlq.ErrInvalid) {
+		if _, err := seed.DeadLetters(ctx, store.Letters, store.Groups, -1, now, seed.Options{}); !errors.Is(err, dlq.ErrInvalid) {
 			t.Errorf("seed -1: want ErrInvalid, got %v", err)
 		}
 	})

@@ -27,18 +27,18 @@ func (r records) WithAttrs([]slog.Attr) slog.Handler { return r }
 func (r records) WithGroup(string) slog.Handler      { return r }
 
 // auditedStore is a store whose trail holds n entries, and its head.
-func auditedStore(t *testing.T, n int) (*dlq.Store, dlq.AuditHead) {
+func auditedStore(t *testing.T, n int) (*dlqtest.Stores, dlq.AuditHead) {
 	t.Helper()
 	db := dlqtest.NewDB(t)
-	store := dlq.NewStore(db.DB)
+	store := dlqtest.NewStores(db.DB)
 	ctx := context.Background()
 	for range n {
 		id := dlqtest.InsertDeadLetter(t, db.DB, dlqtest.Letter{})
-		if _, err := store.DiscardDeadLetter(ctx, dlq.DiscardParams{ID: id, Actor: dlq.Actor{Name: "olga"}, Reason: "dup", Now: time.Now()}); err != nil {
+		if _, err := store.Operations.DiscardDeadLetter(ctx, dlq.DiscardParams{ID: id, Actor: dlq.Actor{Name: "olga"}, Reason: "dup", Now: time.Now()}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	head, err := store.AuditHead(ctx)
+	head, err := store.Audit.AuditHead(ctx)
 	if err != nil || head.ID == 0 {
 		t.Fatalf("head %+v %v", head, err)
 	}
@@ -54,7 +54,7 @@ func TestLogAuditHead(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- web.LogAuditHead(ctx, web.AuditHeadLogConfig{Source: store, Logger: slog.New(got), Every: 10 * time.Millisecond})
+		done <- web.LogAuditHead(ctx, web.AuditHeadLogConfig{Source: store.Audit, Logger: slog.New(got), Every: 10 * time.Millisecond})
 	}()
 	for i := range 2 {
 		select {
@@ -84,7 +84,7 @@ func TestLogAuditHead(t *testing.T) {
 func TestMetricsAuditHeadID(t *testing.T) {
 	t.Parallel()
 	store, head := auditedStore(t, 2)
-	h, err := web.NewServer(web.Config{Store: store})
+	h, err := web.NewServer(web.Config{DB: store.DB})
 	if err != nil {
 		t.Fatal(err)
 	}

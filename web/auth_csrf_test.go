@@ -22,7 +22,7 @@ import (
 func TestCSRFBoundToSession(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	webtest.CreateUser(t, e.store, "pat", dlq.RoleOperator)
+	webtest.CreateUser(t, e.store.Access, "pat", dlq.RoleOperator)
 	planted := &http.Cookie{Name: "_csrf", Value: "planted-by-the-attacker"}
 
 	// Login CSRF: signing the victim in as someone else with a planted token.
@@ -74,7 +74,7 @@ func TestCSRFBoundToSession(t *testing.T) {
 	proxied := newEnv(t, func(c *web.Config) {
 		c.Auth.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}
 	})
-	webtest.CreateUser(t, proxied.store, "pat", dlq.RoleOperator)
+	webtest.CreateUser(t, proxied.store.Access, "pat", dlq.RoleOperator)
 	ps := webtest.SignIn(t, proxied.h, "pat", webtest.Password)
 	idp := dlqtest.InsertDeadLetter(t, proxied.db.DB, dlqtest.Letter{})
 	viaProxy := func(remote string) int {
@@ -94,7 +94,7 @@ func TestCSRFBoundToSession(t *testing.T) {
 
 	// An API client is not a browser: no CSRF token, whatever Origin says.
 	id = dlqtest.InsertDeadLetter(t, e.db.DB, dlqtest.Letter{})
-	tok := webtest.Token(t, e.store, "pat")
+	tok := webtest.Token(t, e.store.Access, "pat")
 	rec = e.do("POST", fmt.Sprintf("/api/v1/dead-letters/%d/discard", id), `{"reason":"noise"}`,
 		"Authorization", "Bearer "+tok, "Origin", "http://evil.example")
 	if rec.Code != http.StatusOK {
@@ -108,7 +108,7 @@ func TestCSRFBoundToSession(t *testing.T) {
 func TestSessionCookieHostPrefix(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	webtest.CreateUser(t, e.store, "quinn", dlq.RoleViewer)
+	webtest.CreateUser(t, e.store.Access, "quinn", dlq.RoleViewer)
 	s := &webtest.Session{Cookies: map[string]*http.Cookie{}}
 	rec := s.Do(e.h, httptest.NewRequest("GET", "https://console.example/login", nil))
 	s.CSRF = webtest.PageToken(rec.Body.String())

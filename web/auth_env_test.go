@@ -42,16 +42,16 @@ func (c *clock) Add(d time.Duration) {
 type env struct {
 	h     http.Handler
 	db    *dlqtest.DB
-	store *dlq.Store
+	store *dlqtest.Stores
 	clock *clock
 }
 
 func newEnv(t *testing.T, opts ...func(*web.Config)) env {
 	t.Helper()
 	db := dlqtest.NewDB(t)
-	store := dlq.NewStore(db.DB)
+	store := dlqtest.NewStores(db.DB)
 	clk := &clock{t: time.Now()}
-	cfg := web.Config{Store: store, Auth: auth.Config{Now: clk.Now}}
+	cfg := web.Config{DB: store.DB, Auth: auth.Config{Now: clk.Now}}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -83,7 +83,7 @@ func (e env) do(method, path string, body string, header ...string) *httptest.Re
 // as signs in a new user with role and returns the session.
 func (e env) as(t *testing.T, name string, role dlq.Role) *webtest.Session {
 	t.Helper()
-	webtest.CreateUser(t, e.store, name, role)
+	webtest.CreateUser(t, e.store.Access, name, role)
 	return webtest.SignIn(t, e.h, name, webtest.Password)
 }
 

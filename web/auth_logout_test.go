@@ -18,7 +18,7 @@ import (
 func TestLogoutEndsSessionOnServer(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	webtest.CreateUser(t, e.store, "lea", dlq.RoleViewer)
+	webtest.CreateUser(t, e.store.Access, "lea", dlq.RoleViewer)
 	signedIn := func(s *webtest.Session) bool {
 		return s.Do(e.h, httptest.NewRequest("GET", "/", nil)).Code == http.StatusOK
 	}

@@ -21,7 +21,7 @@ func TestMaskedArguments(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
-	if err := e.store.RegisterTasks(ctx, []string{"billing.charge"}); err != nil {
+	if err := e.store.Queue.RegisterTasks(ctx, []string{"billing.charge"}); err != nil {
 		t.Fatal(err)
 	}
 	const card, pw = "4111111111111111", "hunter2-hunter2"

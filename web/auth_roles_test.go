@@ -101,7 +101,7 @@ func TestEveryRoleAgainstEveryRoute(t *testing.T) {
 		return func(t *testing.T, e env) func(*http.Request) *httptest.ResponseRecorder {
 			s := e.as(t, "me", role)
 			if disable {
-				if _, err := e.store.DisableUser(context.Background(), "me", dlq.UserChange{Now: time.Now()}); err != nil {
+				if _, err := e.store.Access.DisableUser(context.Background(), "me", dlq.UserChange{Now: time.Now()}); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -110,8 +110,8 @@ func TestEveryRoleAgainstEveryRoute(t *testing.T) {
 	}
 	token := func(role dlq.Role) func(t *testing.T, e env) func(*http.Request) *httptest.ResponseRecorder {
 		return func(t *testing.T, e env) func(*http.Request) *httptest.ResponseRecorder {
-			webtest.CreateUser(t, e.store, "bot", role)
-			tok := webtest.Token(t, e.store, "bot")
+			webtest.CreateUser(t, e.store.Access, "bot", role)
+			tok := webtest.Token(t, e.store.Access, "bot")
 			return func(r *http.Request) *httptest.ResponseRecorder {
 				r.Header.Set("Authorization", "Bearer "+tok)
 				rec := httptest.NewRecorder()
@@ -141,12 +141,12 @@ func TestEveryRoleAgainstEveryRoute(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t)
 			ctx := context.Background()
-			if err := e.store.RegisterTasks(ctx, []string{"billing.charge"}); err != nil {
+			if err := e.store.Queue.RegisterTasks(ctx, []string{"billing.charge"}); err != nil {
 				t.Fatal(err)
 			}
 			// The admin routes act on victim; the last admin is never it.
-			webtest.CreateUser(t, e.store, "victim", dlq.RoleViewer)
-			webtest.CreateUser(t, e.store, "keeper", dlq.RoleAdmin)
+			webtest.CreateUser(t, e.store.Access, "victim", dlq.RoleViewer)
+			webtest.CreateUser(t, e.store.Access, "keeper", dlq.RoleAdmin)
 			l := letters{
 				pending:   dlqtest.InsertDeadLetter(t, e.db.DB, dlqtest.Letter{Kwargs: `{"password":"hunter2"}`}),
 				discard:   dlqtest.InsertDeadLetter(t, e.db.DB, dlqtest.Letter{}),

@@ -67,7 +67,7 @@ func TestCSRF(t *testing.T) {
 
 	// A bearer token carries no ambient authority: no CSRF token needed.
 	id2 := dlqtest.InsertDeadLetter(t, e.db.DB, dlqtest.Letter{})
-	tok := webtest.Token(t, e.store, "op")
+	tok := webtest.Token(t, e.store.Access, "op")
 	rec := e.do("POST", fmt.Sprintf("/api/v1/dead-letters/%d/discard", id2), `{"reason":"noise"}`, "Authorization", "Bearer "+tok)
 	if rec.Code != http.StatusOK {
 		t.Fatalf("bearer without CSRF: %d %s", rec.Code, rec.Body.String())
@@ -87,7 +87,7 @@ func TestSessionCookie(t *testing.T) {
 	t.Parallel()
 	oldKey, newKey := []byte(strings.Repeat("o", 32)), []byte(strings.Repeat("n", 32))
 	e := newEnv(t, func(c *web.Config) { c.Auth.SessionKeys = [][]byte{oldKey} })
-	webtest.CreateUser(t, e.store, "ann", dlq.RoleViewer)
+	webtest.CreateUser(t, e.store.Access, "ann", dlq.RoleViewer)
 	s := webtest.SignIn(t, e.h, "ann", webtest.Password)
 	cookie := s.Cookies["redrive_session"]
 	if !cookie.HttpOnly || cookie.SameSite != http.SameSiteLaxMode || cookie.Secure {
@@ -121,14 +121,14 @@ func TestSessionCookie(t *testing.T) {
 		}
 	})
 	t.Run("KeyRotation", func(t *testing.T) {
-		rotated, err := web.NewServer(web.Config{Store: e.store, Auth: auth.Config{SessionKeys: [][]byte{newKey, oldKey}}})
+		rotated, err := web.NewServer(web.Config{DB: e.store.DB, Auth: auth.Config{SessionKeys: [][]byte{newKey, oldKey}}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if !signedIn(rotated, cookie) {
 			t.Error("a cookie signed with the old key stops working while the old key is still listed")
 		}
-		dropped, err := web.NewServer(web.Config{Store: e.store, Auth: auth.Config{SessionKeys: [][]byte{newKey}}})
+		dropped, err := web.NewServer(web.Config{DB: e.store.DB, Auth: auth.Config{SessionKeys: [][]byte{newKey}}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -138,7 +138,7 @@ func TestSessionCookie(t *testing.T) {
 	})
 	t.Run("IdleThenExpired", func(t *testing.T) {
 		e := newEnv(t)
-		webtest.CreateUser(t, e.store, "bob", dlq.RoleViewer)
+		webtest.CreateUser(t, e.store.Access, "bob", dlq.RoleViewer)
 		s := webtest.SignIn(t, e.h, "bob", webtest.Password)
 		get := func() int { return s.Do(e.h, httptest.NewRequest("GET", "/", nil)).Code }
 		// Active every 50 minutes: the idle hour never runs out ...
@@ -196,10 +196,10 @@ func TestLiveSessionsEnd(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	ctx, change := context.Background(), dlq.UserChange{Actor: dlq.Actor{Name: "test"}, Now: time.Now()}
-	webtest.CreateUser(t, e.store, "admin", dlq.RoleAdmin)
-	webtest.CreateUser(t, e.store, "carl", dlq.RoleOperator)
+	webtest.CreateUser(t, e.store.Access, "admin", dlq.RoleAdmin)
+	webtest.CreateUser(t, e.store.Access, "carl", dlq.RoleOperator)
 	s := webtest.SignIn(t, e.h, "carl", webtest.Password)
-	tok := webtest.Token(t, e.store, "carl")
+	tok := webtest.Token(t, e.store.Access, "carl")
 	page := func() int { return s.Do(e.h, httptest.NewRequest("GET", "/", nil)).Code }
 	api := func() int {
 		return e.do("GET", "/api/v1/dead-letters", "", "Authorization", "Bearer "+tok).Code
@@ -207,14 +207,14 @@ func TestLiveSessionsEnd(t *testing.T) {
 	if page() != http.StatusOK || api() != http.StatusOK {
 		t.Fatal("session or token does not work")
 	}
-	if _, err := e.store.SetRole(ctx, "carl", dlq.RoleViewer, change); err != nil {
+	if _, err := e.store.Access.SetRole(ctx, "carl", dlq.RoleViewer, change); err != nil {
 		t.Fatal(err)
 	}
 	id := dlqtest.InsertDeadLetter(t, e.db.DB, dlqtest.Letter{})
 	if code := s.Do(e.h, request("POST", fmt.Sprintf("/api/v1/dead-letters/%d/discard", id), `{"reason":"x"}`)).Code; code != http.StatusForbidden {
 		t.Errorf("demoted to viewer, yet a discard answered %d", code)
 	}
-	if _, err := e.store.DisableUser(ctx, "carl", change); err != nil {
+	if _, err := e.store.Access.DisableUser(ctx, "carl", change); err != nil {
 		t.Fatal(err)
 	}
 	if code := page(); code != http.StatusSeeOther {
@@ -227,7 +227,7 @@ func TestLiveSessionsEnd(t *testing.T) {
 		t.Fatal(rec.Code)
 	}
 	// Enabled again: the old session stays over (epoch), a new sign-in works.
-	if _, err := e.store.EnableUser(ctx, "carl", change); err != nil {
+	if _, err := e.store.Access.EnableUser(ctx, "carl", change); err != nil {
 		t.Fatal(err)
 	}
 	if code := page(); code != http.StatusSeeOther {
@@ -235,7 +235,7 @@ func TestLiveSessionsEnd(t *testing.T) {
 	}
 	s = webtest.SignIn(t, e.h, "carl", webtest.Password)
 	hash, _ := dlq.HashPassword("carl", "a brand new password", 4)
-	if _, err := e.store.SetPassword(ctx, "carl", hash, change); err != nil {
+	if _, err := e.store.Access.SetPassword(ctx, "carl", hash, change); err != nil {
 		t.Fatal(err)
 	}
 	if code := page(); code != http.StatusSeeOther {
@@ -250,7 +250,7 @@ func TestLiveSessionsEnd(t *testing.T) {
 func TestSignInThrottle(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	webtest.CreateUser(t, e.store, "dora", dlq.RoleViewer)
+	webtest.CreateUser(t, e.store.Access, "dora", dlq.RoleViewer)
 	s := webtest.Visit(t, e.h)
 	try := func(name, pw string) *httptest.ResponseRecorder {
 		return s.Do(e.h, request("POST", "/login", form("username", name, "password", pw, "_csrf", s.CSRF)))
@@ -293,7 +293,7 @@ func TestSignInThrottle(t *testing.T) {
 func TestSignInNext(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	webtest.CreateUser(t, e.store, "eve", dlq.RoleViewer)
+	webtest.CreateUser(t, e.store.Access, "eve", dlq.RoleViewer)
 	for next, want := range map[string]string{
 		"https://evil.example":   "/",
 		"//evil.example":         "/",
@@ -350,9 +350,9 @@ func TestProxySSO(t *testing.T) {
 		t.Errorf("an untrusted peer claiming the proxy in X-Forwarded-For: %d, want ignored", rec.Code)
 	}
 	// A disabled local user of the same name is shut out.
-	webtest.CreateUser(t, e.store, "mallory@x.com", dlq.RoleAdmin)
-	webtest.CreateUser(t, e.store, "keeper", dlq.RoleAdmin)
-	if _, err := e.store.DisableUser(context.Background(), "mallory@x.com", dlq.UserChange{Now: time.Now()}); err != nil {
+	webtest.CreateUser(t, e.store.Access, "mallory@x.com", dlq.RoleAdmin)
+	webtest.CreateUser(t, e.store.Access, "keeper", dlq.RoleAdmin)
+	if _, err := e.store.Access.DisableUser(context.Background(), "mallory@x.com", dlq.UserChange{Now: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
 	if rec := get("10.1.2.3:5555", "mallory@x.com"); rec.Code != http.StatusForbidden {
@@ -443,8 +443,8 @@ func TestSecurityHeaders(t *testing.T) {
 func TestBodyLimit(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, func(c *web.Config) { c.BodyLimit = "1K" })
-	webtest.CreateUser(t, e.store, "op", dlq.RoleOperator)
-	tok := webtest.Token(t, e.store, "op")
+	webtest.CreateUser(t, e.store.Access, "op", dlq.RoleOperator)
+	tok := webtest.Token(t, e.store.Access, "op")
 	body := `{"task":"x","args":["` + strings.Repeat("a", 4096) + `"]}`
 	rec := e.do("POST", "/api/v1/jobs", body, "Authorization", "Bearer "+tok)
 	if rec.Code != http.StatusRequestEntityTooLarge {
@@ -457,8 +457,8 @@ func TestBodyLimit(t *testing.T) {
 func TestBearerTokens(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	webtest.CreateUser(t, e.store, "ci", dlq.RoleViewer)
-	tok := webtest.Token(t, e.store, "ci")
+	webtest.CreateUser(t, e.store.Access, "ci", dlq.RoleViewer)
+	tok := webtest.Token(t, e.store.Access, "ci")
 	get := func(auth string) *httptest.ResponseRecorder {
 		return e.do("GET", "/api/v1/dead-letters", "", "Authorization", auth)
 	}
@@ -478,8 +478,8 @@ func TestBearerTokens(t *testing.T) {
 	if err := e.db.Get(&used, `SELECT count(*) FROM api_tokens WHERE last_used_at IS NOT NULL`); err != nil || used != 1 {
 		t.Errorf("last use not noted: %d %v", used, err)
 	}
-	tokens, _ := e.store.Tokens(context.Background())
-	if _, err := e.store.RevokeToken(context.Background(), fmt.Sprint(tokens[0].ID), dlq.Actor{Name: "test"}, time.Now()); err != nil {
+	tokens, _ := e.store.Access.Tokens(context.Background())
+	if _, err := e.store.Access.RevokeToken(context.Background(), fmt.Sprint(tokens[0].ID), dlq.Actor{Name: "test"}, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	if rec := get("Bearer " + tok); rec.Code != http.StatusUnauthorized {

@@ -31,7 +31,7 @@ func (e env) signInFrom(t *testing.T, addr, name, password string) *httptest.Res
 func TestSignInAttackerCannotLockOutUser(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	webtest.CreateUser(t, e.store, "alice", dlq.RoleAdmin)
+	webtest.CreateUser(t, e.store.Access, "alice", dlq.RoleAdmin)
 	const home, attacker, elsewhere = "203.0.113.10", "198.51.100.7", "192.0.2.99"
 	if rec := e.signInFrom(t, home, "alice", webtest.Password); rec.Code != http.StatusSeeOther {
 		t.Fatalf("alice's first sign-in: %d", rec.Code)
@@ -65,7 +65,7 @@ func TestSignInAttackerCannotLockOutUser(t *testing.T) {
 func TestSignInDistributedGuessingSlowed(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	webtest.CreateUser(t, e.store, "bob", dlq.RoleOperator)
+	webtest.CreateUser(t, e.store.Access, "bob", dlq.RoleOperator)
 	const home = "203.0.113.20"
 	if rec := e.signInFrom(t, home, "bob", webtest.Password); rec.Code != http.StatusSeeOther {
 		t.Fatalf("bob's first sign-in: %d", rec.Code)

@@ -6,7 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/redrive/redrive/dlq"
 	"github.com/redrive/redrive/dlq/dlqtest"
 	"github.com/redrive/redrive/web"
 )
@@ -15,7 +14,7 @@ import (
 // /favicon.ico browsers ask for by themselves leads to it instead of a 404.
 func TestFavicon(t *testing.T) {
 	t.Parallel()
-	h, err := web.NewServer(web.Config{Store: dlq.NewStore(dlqtest.NewDB(t).DB)})
+	h, err := web.NewServer(web.Config{DB: dlqtest.NewDB(t).DB})
 	if err != nil {
 		t.Fatal(err)
 	}

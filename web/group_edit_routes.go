@@ -4,6 +4,8 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/redrive/redrive/handlers"
+	"github.com/redrive/redrive/reads"
+	"github.com/redrive/redrive/store/groups"
 )
 
 // groupEditRoutes mounts an operator's changes to error groups (issue 27):
@@ -12,12 +14,12 @@ import (
 // operator role and a CSRF token (or a bearer token); the handlers check
 // the role again. The page reads through the masking store, the changes go
 // to the store itself.
-func groupEditRoutes(e *echo.Echo, cfg Config, store handlers.MaskedReads) {
+func groupEditRoutes(e *echo.Echo, cfg Config, store *reads.Masked, editor *groups.Store) {
 	e.GET("/groups/:fingerprint/edit", handlers.GroupEditPage(store, cfg.Version))
-	e.POST("/groups/:fingerprint/merge", handlers.GroupMergeForm(cfg.Store, store, cfg.Version))
-	e.POST("/groups/:fingerprint/split", handlers.GroupSplitForm(cfg.Store, store, cfg.Version))
-	e.POST("/groups/:fingerprint/unmerge", handlers.GroupUnmergeForm(cfg.Store, store, cfg.Version))
-	e.POST("/api/v1/groups/:fingerprint/merge", handlers.APIGroupMerge(cfg.Store))
-	e.POST("/api/v1/groups/:fingerprint/split", handlers.APIGroupSplit(cfg.Store))
-	e.POST("/api/v1/groups/:fingerprint/unmerge", handlers.APIGroupUnmerge(cfg.Store))
+	e.POST("/groups/:fingerprint/merge", handlers.GroupMergeForm(editor, store, cfg.Version))
+	e.POST("/groups/:fingerprint/split", handlers.GroupSplitForm(editor, store, cfg.Version))
+	e.POST("/groups/:fingerprint/unmerge", handlers.GroupUnmergeForm(editor, store, cfg.Version))
+	e.POST("/api/v1/groups/:fingerprint/merge", handlers.APIGroupMerge(editor))
+	e.POST("/api/v1/groups/:fingerprint/split", handlers.APIGroupSplit(editor))
+	e.POST("/api/v1/groups/:fingerprint/unmerge", handlers.APIGroupUnmerge(editor))
 }

@@ -4,6 +4,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/redrive/redrive/handlers"
+	"github.com/redrive/redrive/reads"
 )
 
 // incidentRoutes mounts the incident pages (issue 27): the error groups of
@@ -11,7 +12,7 @@ import (
 // replayed together. Both read through the masking store, from the
 // replica when there is one (fresh says how fresh): an incident is read
 // like the groups it is made of.
-func incidentRoutes(e *echo.Echo, cfg Config, reads handlers.MaskedReads, fresh echo.MiddlewareFunc) {
+func incidentRoutes(e *echo.Echo, cfg Config, reads *reads.Masked, fresh echo.MiddlewareFunc) {
 	e.GET("/incidents/:id", handlers.IncidentPage(reads, cfg.Now, cfg.Version), fresh)
 	e.GET("/api/v1/incidents", handlers.APIIncidents(reads))
 }

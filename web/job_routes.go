@@ -13,8 +13,8 @@ import (
 // the list. They are POSTs, so the access rules require the operator role
 // and a CSRF token (or a bearer token); the handlers and replay.JobService
 // check the role again.
-func liveJobRoutes(e *echo.Echo, cfg Config, store handlers.JobReader) {
-	svc := replay.NewJobService(cfg.Store, cfg.Logger, cfg.Now)
+func liveJobRoutes(e *echo.Echo, cfg Config, store handlers.JobReader, jobs replay.JobStore) {
+	svc := replay.NewJobService(jobs, cfg.Logger, cfg.Now)
 	for path, a := range map[string]dlq.JobAction{"run-now": dlq.JobRunNow, "kill": dlq.JobKill, "cancel": dlq.JobCancel} {
 		e.POST("/jobs/:id/"+path, handlers.JobActionHandler(store, svc, a, cfg.Now, cfg.Version))
 		e.POST("/api/v1/jobs/:id/"+path, handlers.APIJobAction(svc, a))

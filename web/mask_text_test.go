@@ -41,10 +41,10 @@ func TestErrorTextMasked(t *testing.T) {
 		t.Fatal(err)
 	}
 	// What the console does at start.
-	if _, err := e.store.ApplyMaskPolicy(ctx, m); err != nil {
+	if _, err := e.store.Letters.ApplyMaskPolicy(ctx, m); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.store.RegisterTasks(ctx, []string{"billing.charge"}); err != nil {
+	if err := e.store.Queue.RegisterTasks(ctx, []string{"billing.charge"}); err != nil {
 		t.Fatal(err)
 	}
 	kwargs := `{"password": "` + leakPW + `", "payment": {"card_last4": "` + leakCard + `"}, "order": "ord_42"}`
@@ -55,7 +55,7 @@ func TestErrorTextMasked(t *testing.T) {
 		History: fmt.Sprintf(`[{"attempt": 1, "at": "2026-01-01T00:00:00Z", "class": "ValueError", "message": %q, "traceback": %q, "outcome": "dead"}]`,
 			msg, "at "+leakPW),
 	})
-	res, err := e.store.Enqueue(ctx, dlq.EnqueueParams{Task: "billing.charge", Kwargs: []byte(kwargs)})
+	res, err := e.store.Queue.Enqueue(ctx, dlq.EnqueueParams{Task: "billing.charge", Kwargs: []byte(kwargs)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,9 +110,9 @@ func TestErrorTextMasked(t *testing.T) {
 // of masking less than asked.
 func TestMaskPatternRefused(t *testing.T) {
 	t.Parallel()
-	store := dlq.NewStore(dlqtest.NewDB(t).DB)
+	store := dlqtest.NewStores(dlqtest.NewDB(t).DB)
 	for _, p := range []string{`(unclosed`, `x*`} {
-		_, err := web.NewServer(web.Config{Store: store, Auth: auth.Config{MaskPatterns: []string{p}}})
+		_, err := web.NewServer(web.Config{DB: store.DB, Auth: auth.Config{MaskPatterns: []string{p}}})
 		if err == nil || !strings.Contains(err.Error(), p) {
 			t.Errorf("pattern %q: err %v", p, err)
 		}

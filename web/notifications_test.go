@@ -22,18 +22,18 @@ func TestNotificationsPage(t *testing.T) {
 	ctx := context.Background()
 	dlqtest.InsertDeadLetter(t, e.db.DB, dlqtest.Letter{Task: "mail.send", ErrorClass: "SMTPError"})
 	ep := dlq.NotificationEndpoint{Hash: "h1", Redacted: redacted}
-	if n, err := e.store.FanOutNotifications(ctx, []dlq.NotificationEndpoint{ep}, 10); err != nil || n != 1 {
+	if n, err := e.store.Outbox.FanOutNotifications(ctx, []dlq.NotificationEndpoint{ep}, 10); err != nil || n != 1 {
 		t.Fatalf("fan out: %d, %v; want the new group's event", n, err)
 	}
 	// A new group goes out in a digest of new groups.
-	if _, err := e.store.SealNewGroupDigests(ctx, dlq.DigestTiming{Window: time.Minute}); err != nil {
+	if _, err := e.store.Outbox.SealNewGroupDigests(ctx, dlq.DigestTiming{Window: time.Minute}); err != nil {
 		t.Fatal(err)
 	}
-	due, err := e.store.DueDigests(ctx, 10)
+	due, err := e.store.Outbox.DueDigests(ctx, 10)
 	if err != nil || len(due) != 1 {
 		t.Fatalf("due: %v, %v", due, err)
 	}
-	if err := e.store.RecordDigestAttempt(ctx, dlq.DeliveryAttempt{EventID: due[0].ID, EndpointHash: "h1", Status: 502,
+	if err := e.store.Outbox.RecordDigestAttempt(ctx, dlq.DeliveryAttempt{EventID: due[0].ID, EndpointHash: "h1", Status: 502,
 		Error: "answered 502 Bad Gateway: upstream down"}); err != nil {
 		t.Fatal(err)
 	}

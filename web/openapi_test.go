@@ -42,12 +42,12 @@ type apiConsole struct {
 func newAPIConsole(t *testing.T) *apiConsole {
 	t.Helper()
 	db := dlqtest.NewDB(t)
-	store := dlq.NewStore(db.DB)
+	store := dlqtest.NewStores(db.DB)
 	ctx, cancel := context.WithCancel(context.Background())
-	if err := store.RegisterTasks(ctx, []string{"billing.charge", "email.send"}); err != nil {
+	if err := store.Queue.RegisterTasks(ctx, []string{"billing.charge", "email.send"}); err != nil {
 		t.Fatal(err)
 	}
-	runner := replay.NewRunner(replay.RunnerConfig{Store: store, PollInterval: 20 * time.Millisecond})
+	runner := replay.NewRunner(replay.RunnerConfig{Store: store.Operations, PollInterval: 20 * time.Millisecond})
 	ran := make(chan error, 1)
 	go func() { ran <- runner.Run(ctx) }()
 	t.Cleanup(func() {
@@ -56,15 +56,15 @@ func newAPIConsole(t *testing.T) *apiConsole {
 			t.Errorf("runner: %v", err)
 		}
 	})
-	h, err := web.NewServer(web.Config{Store: store, Replay: replay.NewService(replay.Config{Store: store, Wake: runner.Wake})})
+	h, err := web.NewServer(web.Config{DB: store.DB, Replay: replay.NewService(replay.Config{Store: store.Operations, Workers: store.Queue, Wake: runner.Wake})})
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	webtest.CreateUser(t, store, "olga", dlq.RoleOperator)
-	webtest.CreateUser(t, store, "vic", dlq.RoleViewer)
-	c := &apiConsole{url: srv.URL, h: h, db: db, operator: webtest.Token(t, store, "olga"), viewer: webtest.Token(t, store, "vic")}
+	webtest.CreateUser(t, store.Access, "olga", dlq.RoleOperator)
+	webtest.CreateUser(t, store.Access, "vic", dlq.RoleViewer)
+	c := &apiConsole{url: srv.URL, h: h, db: db, operator: webtest.Token(t, store.Access, "olga"), viewer: webtest.Token(t, store.Access, "vic")}
 
 	// The document as the server serves it, to anyone.
 	resp, err := http.Get(srv.URL + web.OpenAPIPath)
@@ -608,19 +608,19 @@ func exerciseGroupEdits(t *testing.T, c *apiConsole, seen map[string][]int) {
 	t.Helper()
 	ctx := context.Background()
 	op, vic := c.operator, c.viewer
-	store := dlq.NewStore(c.db.DB)
+	store := dlqtest.NewStores(c.db.DB)
 	// file dead-letters a job as a worker does: grouped, filed under the
 	// group its id means now.
 	file := func(task, carrier string) string {
 		msg := "shipment rejected by carrier " + carrier + ": address not verified"
-		if _, err := store.Enqueue(ctx, dlq.EnqueueParams{Task: task, Queue: "edit", MaxAttempts: 1}); err != nil {
+		if _, err := store.Queue.Enqueue(ctx, dlq.EnqueueParams{Task: task, Queue: "edit", MaxAttempts: 1}); err != nil {
 			t.Fatal(err)
 		}
-		jobs, err := store.Claim(ctx, "w1", []string{"edit"}, 1, time.Minute)
+		jobs, err := store.Queue.Claim(ctx, "w1", []string{"edit"}, 1, time.Minute)
 		if err != nil || len(jobs) != 1 {
 			t.Fatalf("claimed %d jobs: %v", len(jobs), err)
 		}
-		res, err := store.DeadLetterMany(ctx, "w1", []dlq.DeadOutcome{{Lease: dlq.LeaseOf("w1", jobs[0]), Task: task,
+		res, err := store.Queue.DeadLetterMany(ctx, "w1", []dlq.DeadOutcome{{Lease: dlq.LeaseOf("w1", jobs[0]), Task: task,
 			Reason: dlq.ReasonPermanent, Attempt: dlq.Attempt{Attempt: 1, At: time.Now(), Class: "CarrierError", Message: msg, Outcome: dlq.OutcomeDead}}})
 		if err != nil || len(res) != 1 {
 			t.Fatalf("dead-lettered %v: %v", res, err)
@@ -662,10 +662,10 @@ func exerciseGroupEdits(t *testing.T, c *apiConsole, seen map[string][]int) {
 	for _, carrier := range []string{"dhl", "ups", "fedex"} {
 		group = file("email.send", carrier)
 	}
-	if _, err := store.SweepMergedGroups(ctx); err != nil {
+	if _, err := store.Groups.SweepMergedGroups(ctx); err != nil {
 		t.Fatal(err)
 	}
-	tpl, err := store.GroupTemplate(ctx, group)
+	tpl, err := store.Groups.GroupTemplate(ctx, group)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,15 +15,15 @@ import (
 func TestPauseCollector(t *testing.T) {
 	t.Parallel()
 	db := dlqtest.NewDB(t)
-	store := dlq.NewStore(db.DB)
+	store := dlqtest.NewStores(db.DB)
 	ctx := context.Background()
-	c := newPauseCollector(store, slog.New(slog.DiscardHandler))
+	c := newPauseCollector(store.Queue, slog.New(slog.DiscardHandler))
 	if got := gather(t, c); len(got) != 0 {
 		t.Fatalf("an empty database exports %v", got)
 	}
 	db.MustExec(`INSERT INTO jobs (task, queue, run_at) VALUES ('payments.charge', 'payments', now() - interval '10 minutes'),
 		('payments.charge', 'payments', now() - interval '1 minute'), ('emails.send', 'default', now() + interval '1 hour')`)
-	if _, err := store.PauseWork(ctx, dlq.PauseParams{Kind: dlq.PauseTask, Name: "payments.charge", Reason: "provider down",
+	if _, err := store.Queue.PauseWork(ctx, dlq.PauseParams{Kind: dlq.PauseTask, Name: "payments.charge", Reason: "provider down",
 		Actor: dlq.Actor{Name: "olga"}, Now: time.Now()}); err != nil {
 		t.Fatal(err)
 	}

@@ -5,7 +5,6 @@ import (
 	"net/http/httptest"
 	"testing"
 
-	"github.com/redrive/redrive/dlq"
 	"github.com/redrive/redrive/dlq/dlqtest"
 	"github.com/redrive/redrive/web"
 )
@@ -17,7 +16,7 @@ import (
 func TestPublicDocumentsSetNoCookie(t *testing.T) {
 	t.Parallel()
 	db := dlqtest.NewDB(t)
-	h, err := web.NewServer(web.Config{Store: dlq.NewStore(db.DB)})
+	h, err := web.NewServer(web.Config{DB: db.DB})
 	if err != nil {
 		t.Fatal(err)
 	}

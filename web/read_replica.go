@@ -6,9 +6,10 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/redrive/redrive/dlq"
 	"github.com/redrive/redrive/handlers"
 	"github.com/redrive/redrive/mask"
+	"github.com/redrive/redrive/reads"
+	"github.com/redrive/redrive/store/postgres"
 )
 
 // readStore is the store the console's heavy reads go to — lists, search,
@@ -24,12 +25,11 @@ import (
 // written), confirmation counts, sign-in, sessions, the throttle, /readyz
 // (a replica that is down must not take the console out of rotation) and
 // the domain metrics (read from small summary tables).
-func readStore(cfg Config, masker mask.Policy, primary handlers.MaskedReads) (handlers.MaskedReads, echo.MiddlewareFunc) {
+func readStore(cfg Config, masker mask.Policy, primary *reads.Masked) (*reads.Masked, echo.MiddlewareFunc) {
 	if cfg.Replica == nil {
 		return primary, func(next echo.HandlerFunc) echo.HandlerFunc { return next }
 	}
-	reads := handlers.MaskedReads{Store: cfg.Replica.Store(), Masker: masker}
-	return reads, func(next echo.HandlerFunc) echo.HandlerFunc {
+	return openStores(cfg.Replica.DB()).masked(masker), func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			s := cfg.Replica.State()
 			handlers.SetReadState(c, s)
@@ -59,13 +59,13 @@ const (
 // replicaCollector exports where the console's reads go and how far the
 // replica lags, as of its last measure.
 type replicaCollector struct {
-	replica *dlq.Replica
+	replica *postgres.Replica
 	lag     *prometheus.Desc
 	inUse   *prometheus.Desc
 	maxLag  *prometheus.Desc
 }
 
-func newReplicaCollector(r *dlq.Replica) *replicaCollector {
+func newReplicaCollector(r *postgres.Replica) *replicaCollector {
 	return &replicaCollector{
 		replica: r,
 		lag: prometheus.NewDesc("redrive_read_replica_lag_seconds",

@@ -20,11 +20,11 @@ import (
 // every other method the operator role and a CSRF token (or a bearer
 // token), and /admin the admin role — whichever group, if any, a route is
 // added to.
-func routes(e *echo.Echo, cfg Config, sec *auth.Security) error {
+func routes(e *echo.Echo, cfg Config, sec *auth.Security, st stores) error {
 	// Pages, the API and exports read through the masking store: sensitive
 	// argument values, and what error text quotes of them, are hidden unless
 	// an operator reveals them (audited).
-	store := handlers.MaskedReads{Store: cfg.Store, Masker: sec.Masker()}
+	store := st.masked(sec.Masker())
 	// The heavy reads go to the read replica when there is one (fresh lets
 	// their pages say how fresh they are); see readStore for what stays.
 	reads, fresh := readStore(cfg, sec.Masker(), store)
@@ -32,13 +32,13 @@ func routes(e *echo.Echo, cfg Config, sec *auth.Security) error {
 
 	public := sec.Public(e)
 	public.GET("/healthz", handlers.Healthz())
-	public.GET("/readyz", handlers.Readyz(store))
+	public.GET("/readyz", handlers.Readyz(st))
 	public.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(cfg.Registry, promhttp.HandlerOpts{})),
 		auth.MetricsGuard(cfg.Auth.MetricsToken))
 	public.GET("/login", handlers.LoginForm(cfg.Version, cfg.Auth.AuthHeader != ""))
 	public.POST("/login", handlers.Login(sec.SignIn(), sec.Sessions(), cfg.Version))
 	public.POST("/logout", handlers.Logout(sec.Sessions()))
-	public.POST("/logout/everywhere", handlers.LogoutEverywhere(cfg.Store, sec.Sessions(), now))
+	public.POST("/logout/everywhere", handlers.LogoutEverywhere(st.access, sec.Sessions(), now))
 	public.Document(OpenAPIPath, openAPI())
 	// Browsers ask for /favicon.ico whatever the page links; the icon is an SVG.
 	public.GET("/favicon.ico", func(c echo.Context) error {
@@ -54,9 +54,9 @@ func routes(e *echo.Echo, cfg Config, sec *auth.Security) error {
 	e.GET("/jobs/:id", handlers.JobDetail(store, cfg.Now, cfg.Version))
 	e.GET("/workers", handlers.Workers(reads, cfg.Version), fresh)
 	e.GET("/api/v1/jobs/:id", handlers.APIJob(store))
-	e.POST("/api/v1/jobs", handlers.APIEnqueueJob(store))
-	e.POST("/api/v1/jobs/batch", handlers.APIEnqueueBatch(store))
-	liveJobRoutes(e, cfg, store) // run now, kill, cancel (job_routes.go)
+	e.POST("/api/v1/jobs", handlers.APIEnqueueJob(st.queue))
+	e.POST("/api/v1/jobs/batch", handlers.APIEnqueueBatch(st.queue))
+	liveJobRoutes(e, cfg, store, st.operations) // run now, kill, cancel (job_routes.go)
 
 	// Dead letters and error groups, read side. Static paths win over :id in
 	// echo's router.
@@ -70,15 +70,15 @@ func routes(e *echo.Echo, cfg Config, sec *auth.Security) error {
 	e.GET("/dead-letters/export.json", handlers.ExportDeadLetters(reads, cfg.Logger, cfg.Now, handlers.ExportJSON))
 	e.GET(handlers.NewerURL, handlers.DeadLettersNewer(reads, cfg.Now))
 	e.GET("/dead-letters/:id", letter)
-	e.POST("/dead-letters/:id/reveal", handlers.RevealArgs(cfg.Store, now, letter))
+	e.POST("/dead-letters/:id/reveal", handlers.RevealArgs(st.letters, now, letter))
 	e.GET("/groups", handlers.Groups(reads, cfg.Now, cfg.Version), fresh)
 	e.GET("/groups/:fingerprint", handlers.GroupPage(reads, cfg.Now, cfg.Version), fresh)
 	e.GET("/api/v1/dead-letters", handlers.APIDeadLetters(reads, cfg.Now), fresh)
 	e.GET("/api/v1/dead-letters/:id", handlers.APIDeadLetter(store))
-	e.POST("/api/v1/dead-letters/:id/reveal", handlers.RevealArgs(cfg.Store, now, handlers.APIRevealedArgs(store)))
+	e.POST("/api/v1/dead-letters/:id/reveal", handlers.RevealArgs(st.letters, now, handlers.APIRevealedArgs(store)))
 	e.GET("/api/v1/groups", handlers.APIGroups(reads, cfg.Now), fresh)
-	incidentRoutes(e, cfg, reads, fresh) // incident_routes.go
-	groupEditRoutes(e, cfg, store)       // merge and split (group_edit_routes.go)
+	incidentRoutes(e, cfg, reads, fresh)      // incident_routes.go
+	groupEditRoutes(e, cfg, store, st.groups) // merge and split (group_edit_routes.go)
 
 	// Actions on dead letters, bulk operations, the audit trail.
 	// Every POST changes something or leads to a change: the access rules
@@ -91,7 +91,7 @@ func routes(e *echo.Echo, cfg Config, sec *auth.Security) error {
 	e.GET("/dead-letters/bulk", handlers.BulkConfirmPage(cfg.Replay, cfg.Now, cfg.Version))
 	e.POST("/dead-letters/bulk", handlers.BulkConfirmPage(cfg.Replay, cfg.Now, cfg.Version))
 	e.POST("/dead-letters/bulk/confirm", handlers.BulkConfirm(cfg.Replay, cfg.Now, cfg.Version))
-	e.Use(handlers.OperationsBanner(cfg.Store)) // bulk operations in flight, on every page
+	e.Use(handlers.OperationsBanner(st.operations)) // bulk operations in flight, on every page
 	e.GET("/operations", handlers.Operations(store, cfg.Version))
 	e.GET("/operations/:id", handlers.OperationPage(store, cfg.Version))
 	e.GET("/operations/:id/progress", handlers.OperationProgressFragment(store))
@@ -118,27 +118,27 @@ func routes(e *echo.Echo, cfg Config, sec *auth.Security) error {
 
 	// --- Pauses (issue 14): every page's banner, the pause pages, the API.
 	// Pausing and resuming need the operator role, as every POST does.
-	e.Use(handlers.PauseBanner(cfg.Store, cfg.Now))
-	e.GET("/pauses", handlers.PausesPage(cfg.Store, cfg.Now, cfg.Version))
-	e.GET("/pauses/new", handlers.NewPausePage(cfg.Store, cfg.Now, cfg.Version))
-	e.POST("/pauses", handlers.PauseForm(cfg.Store, cfg.Now, cfg.Version))
-	e.POST("/pauses/:id/resume", handlers.ResumeForm(cfg.Store, cfg.Now, cfg.Version))
-	e.GET("/api/v1/pauses", handlers.APIPauses(cfg.Store))
-	e.POST("/api/v1/pauses", handlers.APIPause(cfg.Store, cfg.Now))
-	e.DELETE("/api/v1/pauses/:id", handlers.APIResume(cfg.Store, cfg.Now))
-	e.POST("/api/v1/pauses/:id/resume", handlers.APIResume(cfg.Store, cfg.Now))
+	e.Use(handlers.PauseBanner(st.queue, cfg.Now))
+	e.GET("/pauses", handlers.PausesPage(st.queue, cfg.Now, cfg.Version))
+	e.GET("/pauses/new", handlers.NewPausePage(st.queue, cfg.Now, cfg.Version))
+	e.POST("/pauses", handlers.PauseForm(st.queue, cfg.Now, cfg.Version))
+	e.POST("/pauses/:id/resume", handlers.ResumeForm(st.queue, cfg.Now, cfg.Version))
+	e.GET("/api/v1/pauses", handlers.APIPauses(st.queue))
+	e.POST("/api/v1/pauses", handlers.APIPause(st.queue, cfg.Now))
+	e.DELETE("/api/v1/pauses/:id", handlers.APIResume(st.queue, cfg.Now))
+	e.POST("/api/v1/pauses/:id/resume", handlers.APIResume(st.queue, cfg.Now))
 	// --- end of pause routes.
 
 	// Users and API tokens: admins only.
 	admin := e.Group("/admin", auth.RequireRole(dlq.RoleAdmin))
 	admin.GET("", handlers.AdminRedirect())
-	admin.GET("/users", handlers.Admin(cfg.Store, cfg.Version))
-	admin.POST("/users", handlers.AdminAddUser(cfg.Store, now, cfg.Version))
+	admin.GET("/users", handlers.Admin(st.access, cfg.Version))
+	admin.POST("/users", handlers.AdminAddUser(st.access, now, cfg.Version))
 	for _, op := range []string{"password", "disable", "enable", "role", "signout"} {
-		admin.POST("/users/:name/"+op, handlers.AdminChangeUser(cfg.Store, now, op, cfg.Version))
+		admin.POST("/users/:name/"+op, handlers.AdminChangeUser(st.access, now, op, cfg.Version))
 	}
-	admin.POST("/tokens", handlers.AdminCreateToken(cfg.Store, now, cfg.Version))
-	admin.POST("/tokens/:id/revoke", handlers.AdminRevokeToken(cfg.Store, now))
-	admin.GET("/notifications", handlers.AdminNotifications(cfg.Store, cfg.NotifyEndpoints, cfg.Version))
+	admin.POST("/tokens", handlers.AdminCreateToken(st.access, now, cfg.Version))
+	admin.POST("/tokens/:id/revoke", handlers.AdminRevokeToken(st.access, now))
+	admin.GET("/notifications", handlers.AdminNotifications(st.outbox, cfg.NotifyEndpoints, cfg.Version))
 	return nil
 }

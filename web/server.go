@@ -12,20 +12,23 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/jmoiron/sqlx"
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/redrive/redrive/dlq"
 	"github.com/redrive/redrive/handlers"
 	"github.com/redrive/redrive/replay"
 	"github.com/redrive/redrive/static"
+	"github.com/redrive/redrive/store/postgres"
 	"github.com/redrive/redrive/web/auth"
 )
 
 // Config holds the server's dependencies and settings.
 type Config struct {
-	Store  *dlq.Store
+	// DB is the primary, from postgres.Open: every room of the store the
+	// console reads and changes is opened on it.
+	DB     *sqlx.DB
 	Logger *slog.Logger
 	// Version is the build shown in the header and in /metrics.
 	Version string
@@ -39,7 +42,7 @@ type Config struct {
 	// side of the attempt) are replaced, URL-escaped. Empty: no links.
 	LogsURLTemplate string
 	// Replay carries out actions on dead letters. Default: a service on
-	// Store that does not wake a runner (operations then start on the
+	// DB that does not wake a runner (operations then start on the
 	// runner's next poll).
 	Replay *replay.Service
 	// Auth configures sign-in, sessions, tokens, the SSO proxy and masking
@@ -48,9 +51,9 @@ type Config struct {
 	Auth auth.Config
 	// Replica, when set, serves the console's heavy reads (lists, search,
 	// groups, the overview, exports, the jobs and workers pages) from a
-	// streaming replica, falling back to Store while it lags or is down
+	// streaming replica, falling back to the primary while it lags or is down
 	// (read_replica.go). Its Run must be running.
-	Replica *dlq.Replica
+	Replica *postgres.Replica
 	// Now is the clock the pages and actions read ("last 24 hours", audit
 	// times); default time.Now. Auth.Now defaults to it.
 	Now func() time.Time
@@ -70,11 +73,8 @@ type (
 )
 
 func (c *Config) validate() error {
-	if c.Store == nil {
-		return errors.New("web: Store is required")
-	}
-	if c.Replay == nil {
-		c.Replay = replay.NewService(replay.Config{Store: c.Store, Logger: c.Logger})
+	if c.DB == nil {
+		return errors.New("web: DB is required")
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -101,16 +101,20 @@ func NewServer(cfg Config) (http.Handler, error) {
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = errorHandler(cfg.Logger, cfg.Version, cfg.Now)
-	sec := auth.New(cfg.Store, cfg.Auth, cfg.Logger)
+	st := openStores(cfg.DB)
+	if cfg.Replay == nil {
+		cfg.Replay = replay.NewService(replay.Config{Store: st.operations, Workers: st.queue, Logger: cfg.Logger})
+	}
+	sec := auth.New(st.access, cfg.Auth, cfg.Logger)
 	e.IPExtractor = sec.Trust().IPExtractor()
 	metrics, err := newHTTPMetrics(cfg.Registry)
 	if err != nil {
 		return nil, err
 	}
-	if err := cfg.Registry.Register(newDomainCollector(cfg.Store, cfg.Logger)); err != nil {
+	if err := cfg.Registry.Register(newDomainCollector(st.letters, cfg.Logger)); err != nil {
 		return nil, fmt.Errorf("register domain metrics: %w", err)
 	}
-	if err := cfg.Registry.Register(newAuditHeadCollector(cfg.Store, cfg.Logger)); err != nil {
+	if err := cfg.Registry.Register(newAuditHeadCollector(st.audit, cfg.Logger)); err != nil {
 		return nil, fmt.Errorf("register audit head metric: %w", err)
 	}
 	if cfg.Replica != nil {
@@ -118,7 +122,7 @@ func NewServer(cfg Config) (http.Handler, error) {
 			return nil, fmt.Errorf("register read replica metrics: %w", err)
 		}
 	}
-	if err := cfg.Registry.Register(newPauseCollector(cfg.Store, cfg.Logger)); err != nil {
+	if err := cfg.Registry.Register(newPauseCollector(st.queue, cfg.Logger)); err != nil {
 		return nil, fmt.Errorf("register pause metrics: %w", err)
 	}
 	e.Use(
@@ -146,7 +150,7 @@ func NewServer(cfg Config) (http.Handler, error) {
 	}
 	e.StaticFS("/static", assets)
 
-	if err := routes(e, cfg, sec); err != nil {
+	if err := routes(e, cfg, sec, st); err != nil {
 		return nil, err
 	}
 	return headAsGet(e), nil

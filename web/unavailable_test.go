@@ -23,14 +23,14 @@ import (
 func TestDatabaseOutageAnswers503(t *testing.T) {
 	t.Parallel()
 	pg := dlqtest.NewPrivate(t)
-	store := dlq.NewStore(pg.DB.DB)
+	store := dlqtest.NewStores(pg.DB.DB)
 	ctx := context.Background()
-	if err := store.RegisterTasks(ctx, []string{"outage.task"}); err != nil {
+	if err := store.Queue.RegisterTasks(ctx, []string{"outage.task"}); err != nil {
 		t.Fatal(err)
 	}
-	webtest.CreateUser(t, store, "op", dlq.RoleOperator)
-	token := webtest.Token(t, store, "op")
-	h, err := web.NewServer(web.Config{Store: store})
+	webtest.CreateUser(t, store.Access, "op", dlq.RoleOperator)
+	token := webtest.Token(t, store.Access, "op")
+	h, err := web.NewServer(web.Config{DB: store.DB})
 	if err != nil {
 		t.Fatal(err)
 	}

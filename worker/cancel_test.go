@@ -62,7 +62,7 @@ func TestOperatorCancel(t *testing.T) {
 			}
 			job := b.job(t, id)
 			asked := time.Now()
-			_, err := b.store.ActOnJob(ctx, dlq.JobActionParams{Action: dlq.JobCancel, ID: id, SeenState: dlq.StateRunning,
+			_, err := b.store.Operations.ActOnJob(ctx, dlq.JobActionParams{Action: dlq.JobCancel, ID: id, SeenState: dlq.StateRunning,
 				SeenAttempt: &job.Attempt, Actor: dlq.Actor{Name: "alice"}, Reason: "stuck on a dead socket",
 				Retry: c.retry, Now: time.Now()})
 			if err != nil {
@@ -114,7 +114,7 @@ func TestOperatorRunNow(t *testing.T) {
 		t.Fatal("the job ran before its time")
 	case <-time.After(300 * time.Millisecond):
 	}
-	if _, err := b.store.ActOnJob(ctx, dlq.JobActionParams{Action: dlq.JobRunNow, ID: id, SeenState: dlq.StateAvailable,
+	if _, err := b.store.Operations.ActOnJob(ctx, dlq.JobActionParams{Action: dlq.JobRunNow, ID: id, SeenState: dlq.StateAvailable,
 		SeenAttempt: new(int), Actor: dlq.Actor{Name: "alice"}, Now: time.Now()}); err != nil {
 		t.Fatal(err)
 	}

@@ -114,7 +114,7 @@ func TestCleaner(t *testing.T) {
 		if err := tx.Get(&got, `SELECT pg_try_advisory_xact_lock($1)`, int64(0x7265647269766501)); err != nil || !got {
 			t.Fatalf("take the cleaner's lock: %v %v", got, err)
 		}
-		n, busy, err := b.store.DeleteSucceeded(context.Background(), time.Now().Add(-24*time.Hour), 10_000)
+		n, busy, err := b.store.Queue.DeleteSucceeded(context.Background(), time.Now().Add(-24*time.Hour), 10_000)
 		if err != nil || !busy || n != 0 {
 			t.Fatalf("with the lock held elsewhere: deleted %d, busy %v, err %v; want 0, busy", n, busy, err)
 		}
@@ -127,7 +127,7 @@ func TestCleaner(t *testing.T) {
 		for range 2 {
 			wg.Go(func() {
 				for {
-					n, busy, err := b.store.DeleteSucceeded(context.Background(), time.Now().Add(-24*time.Hour), 1_000)
+					n, busy, err := b.store.Queue.DeleteSucceeded(context.Background(), time.Now().Add(-24*time.Hour), 1_000)
 					if err != nil {
 						t.Error(err)
 						return
@@ -145,7 +145,7 @@ func TestCleaner(t *testing.T) {
 		if total != 25000 || b.count(t, `SELECT count(*) FROM jobs`) != 0 {
 			t.Fatalf("two cleaners deleted %d of 25,000 jobs, %d left", total, b.count(t, `SELECT count(*) FROM jobs`))
 		}
-		kept, err := b.store.SucceededKept(context.Background())
+		kept, err := b.store.Queue.SucceededKept(context.Background())
 		if err != nil || !kept.Oldest.IsZero() {
 			t.Fatalf("after cleaning: %+v, %v; want no oldest job", kept, err)
 		}

@@ -4,12 +4,13 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
-	"github.com/prometheus/client_golang/prometheus"
 	"log/slog"
 	"math/rand/v2"
 	"os"
 	"runtime/debug"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/redrive/redrive/dlq"
 )

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/redrive/redrive/dlq"
+	"github.com/redrive/redrive/dlq/dlqtest"
 	"github.com/redrive/redrive/worker"
 )
 
@@ -385,13 +386,13 @@ func TestListenNotify(t *testing.T) {
 
 func TestNew(t *testing.T) {
 	t.Parallel()
-	store := dlq.NewStore(nil)
+	store := dlqtest.NewStores(nil)
 
 	t.Run("DefaultIDIsHostPidRandom", func(t *testing.T) {
 		t.Parallel()
 		reg := worker.NewRegistry()
 		reg.Register("a.task", func(ctx context.Context, job *worker.Job) error { return nil }, worker.TaskOptions{})
-		w, err := worker.New(store, worker.Config{Registry: reg})
+		w, err := worker.New(store.Queue, worker.Config{Registry: reg})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -402,7 +403,7 @@ func TestNew(t *testing.T) {
 
 	t.Run("InvalidConfigListsEveryProblem", func(t *testing.T) {
 		t.Parallel()
-		_, err := worker.New(store, worker.Config{
+		_, err := worker.New(store.Queue, worker.Config{
 			Queues: []string{"has space"}, Concurrency: -1,
 			LeaseDuration: time.Second, HeartbeatInterval: time.Second,
 		})
@@ -417,19 +418,19 @@ func TestNew(t *testing.T) {
 		t.Parallel()
 		reg := worker.NewRegistry()
 		reg.Register("a.task", func(ctx context.Context, job *worker.Job) error { return nil }, worker.TaskOptions{})
-		_, err := worker.New(store, worker.Config{Registry: reg, LeaseDuration: time.Hour, HeartbeatInterval: 10 * time.Minute})
+		_, err := worker.New(store.Queue, worker.Config{Registry: reg, LeaseDuration: time.Hour, HeartbeatInterval: 10 * time.Minute})
 		if err == nil || !strings.Contains(err.Error(), "stale between beats") {
 			t.Fatalf("err %v, want the heartbeat refused", err)
 		}
 		// A long lease alone is fine: the default heartbeat stays short.
-		if _, err := worker.New(store, worker.Config{Registry: reg, LeaseDuration: time.Hour}); err != nil {
+		if _, err := worker.New(store.Queue, worker.Config{Registry: reg, LeaseDuration: time.Hour}); err != nil {
 			t.Fatalf("a one-hour lease with the default heartbeat: %v", err)
 		}
 	})
 
 	t.Run("EmptyRegistryRefused", func(t *testing.T) {
 		t.Parallel()
-		_, err := worker.New(store, worker.Config{Registry: worker.NewRegistry()})
+		_, err := worker.New(store.Queue, worker.Config{Registry: worker.NewRegistry()})
 		if err == nil || !strings.Contains(err.Error(), "no tasks") {
 			t.Fatalf("a worker without handlers would dead-letter everything; got %v", err)
 		}

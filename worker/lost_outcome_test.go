@@ -11,6 +11,7 @@ import (
 
 	"github.com/redrive/redrive/dlq"
 	"github.com/redrive/redrive/dlq/dlqtest"
+	"github.com/redrive/redrive/store/postgres"
 	"github.com/redrive/redrive/worker"
 )
 
@@ -93,13 +94,13 @@ func TestAJobThatRanIsNeverHandedBackUnrun(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pg := dlqtest.NewPrivate(t)
-	b := &bundle{db: pg.DB, store: dlq.NewStore(pg.DB.DB), reg: worker.NewRegistry(), logs: &syncBuffer{}}
+	b := &bundle{db: pg.DB, store: dlqtest.NewStores(pg.DB.DB), reg: worker.NewRegistry(), logs: &syncBuffer{}}
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("worker logs:\n%s", b.logs.String())
 		}
 	})
-	if err := b.store.RegisterTasks(ctx, []string{"test.outage"}); err != nil {
+	if err := b.store.Queue.RegisterTasks(ctx, []string{"test.outage"}); err != nil {
 		t.Fatal(err)
 	}
 	var runs runCounter
@@ -170,7 +171,7 @@ func TestAnOutcomeAfterTheRescuerTookTheJob(t *testing.T) {
 			t.Parallel()
 			b := setup(t)
 			ctx := context.Background()
-			if err := b.store.RegisterTasks(ctx, []string{"test.outage"}); err != nil {
+			if err := b.store.Queue.RegisterTasks(ctx, []string{"test.outage"}); err != nil {
 				t.Fatal(err)
 			}
 			u, err := url.Parse(b.db.DSN)
@@ -178,7 +179,7 @@ func TestAnOutcomeAfterTheRescuerTookTheJob(t *testing.T) {
 				t.Fatal(err)
 			}
 			proxy := startCutProxy(t, u.Host)
-			cutDB, err := dlq.Open(ctx, proxy.dsn(t, b.db.DSN))
+			cutDB, err := postgres.Open(ctx, proxy.dsn(t, b.db.DSN))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -189,7 +190,7 @@ func TestAnOutcomeAfterTheRescuerTookTheJob(t *testing.T) {
 
 			owner := b.config("lost-owner")
 			owner.HeartbeatInterval, owner.RestartGrace = 500*time.Millisecond, 2*time.Second
-			w, err := worker.New(dlq.NewStore(cutDB), owner)
+			w, err := worker.New(dlqtest.NewStores(cutDB).Queue, owner)
 			if err != nil {
 				t.Fatal(err)
 			}

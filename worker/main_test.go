@@ -20,6 +20,7 @@ import (
 	"github.com/redrive/redrive/cli"
 	"github.com/redrive/redrive/dlq"
 	"github.com/redrive/redrive/dlq/dlqtest"
+	"github.com/redrive/redrive/store/postgres"
 	"github.com/redrive/redrive/worker"
 )
 
@@ -45,7 +46,7 @@ func runChild() int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	db, err := dlq.Open(ctx, os.Getenv("REDRIVE_CHILD_DSN"))
+	db, err := postgres.Open(ctx, os.Getenv("REDRIVE_CHILD_DSN"))
 	if err != nil {
 		logger.Error("child: open database", "err", err)
 		return 2
@@ -65,7 +66,7 @@ func runChild() int {
 		return time.Duration(n) * time.Millisecond
 	}
 	conc, _ := strconv.Atoi(os.Getenv("REDRIVE_CHILD_CONCURRENCY"))
-	err = cli.RunWorker(ctx, dlq.NewStore(db), worker.Config{
+	err = cli.RunWorker(ctx, db, worker.Config{
 		Registry: reg, ID: os.Getenv("REDRIVE_CHILD_ID"), Concurrency: conc,
 		LeaseDuration: ms("REDRIVE_CHILD_LEASE_MS"), HeartbeatInterval: ms("REDRIVE_CHILD_LEASE_MS") / 5,
 		PollInterval: 20 * time.Millisecond, RescueInterval: 50 * time.Millisecond, RestartGrace: time.Millisecond,
@@ -142,7 +143,7 @@ func leaked(stacks string) string {
 // registry to fill.
 type bundle struct {
 	db    *dlqtest.DB
-	store *dlq.Store
+	store *dlqtest.Stores
 	reg   *worker.Registry
 	logs  *syncBuffer
 }
@@ -150,8 +151,8 @@ type bundle struct {
 func setup(t *testing.T) *bundle {
 	t.Helper()
 	db := dlqtest.NewDB(t)
-	store := dlq.NewStore(db.DB)
-	if err := store.RegisterTasks(context.Background(), testTaskNames); err != nil {
+	store := dlqtest.NewStores(db.DB)
+	if err := store.Queue.RegisterTasks(context.Background(), testTaskNames); err != nil {
 		t.Fatal(err)
 	}
 	logs := &syncBuffer{}
@@ -197,7 +198,7 @@ func (r *running) await(t *testing.T, c *atomic.Int64, n int64, what string) {
 // start runs a worker until the test ends or stop is called.
 func (b *bundle) start(t *testing.T, cfg worker.Config) *running {
 	t.Helper()
-	w, err := worker.New(b.store, cfg)
+	w, err := worker.New(b.store.Queue, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -229,7 +230,7 @@ func (r *running) stop(t *testing.T) error {
 
 func (b *bundle) enqueue(t *testing.T, p dlq.EnqueueParams) int64 {
 	t.Helper()
-	res, err := b.store.Enqueue(context.Background(), p)
+	res, err := b.store.Queue.Enqueue(context.Background(), p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -238,7 +239,7 @@ func (b *bundle) enqueue(t *testing.T, p dlq.EnqueueParams) int64 {
 
 func (b *bundle) job(t *testing.T, id int64) dlq.Job {
 	t.Helper()
-	j, err := b.store.Job(context.Background(), id)
+	j, err := b.store.Queue.Job(context.Background(), id)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,9 @@ import (
 	"time"
 
 	"github.com/redrive/redrive/dlq"
+	"github.com/redrive/redrive/dlq/dlqtest"
 	"github.com/redrive/redrive/internal/localpg"
+	"github.com/redrive/redrive/store/postgres"
 	"github.com/redrive/redrive/worker"
 )
 
@@ -36,21 +38,21 @@ func TestNoJobMisjudged(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = cluster.Stop() })
-		db, err := dlq.Open(ctx, cluster.DSN("postgres"))
+		db, err := postgres.Open(ctx, cluster.DSN("postgres"))
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { db.Close() })
-		if _, err := dlq.Migrate(ctx, db, slog.New(slog.DiscardHandler)); err != nil {
+		if _, err := postgres.Migrate(ctx, db, slog.New(slog.DiscardHandler)); err != nil {
 			t.Fatal(err)
 		}
-		b := &bundle{store: dlq.NewStore(db), reg: worker.NewRegistry(), logs: &syncBuffer{}}
+		b := &bundle{store: dlqtest.NewStores(db), reg: worker.NewRegistry(), logs: &syncBuffer{}}
 		t.Cleanup(func() {
 			if t.Failed() {
 				t.Logf("worker logs:\n%s", b.logs.String())
 			}
 		})
-		if err := b.store.RegisterTasks(ctx, []string{"test.slow"}); err != nil {
+		if err := b.store.Queue.RegisterTasks(ctx, []string{"test.slow"}); err != nil {
 			t.Fatal(err)
 		}
 		started := make(chan struct{}, 1)
@@ -79,7 +81,7 @@ func TestNoJobMisjudged(t *testing.T) {
 		var j dlq.Job
 		waitFor(t, 20*time.Second, "the job to finish", func() bool {
 			var err error
-			j, err = b.store.Job(ctx, id)
+			j, err = b.store.Queue.Job(ctx, id)
 			return err == nil && !j.State.ActiveState()
 		})
 		if j.State != dlq.StateSucceeded || j.Attempt != 1 {

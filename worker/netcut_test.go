@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/redrive/redrive/dlq"
+	"github.com/redrive/redrive/dlq/dlqtest"
+	"github.com/redrive/redrive/store/postgres"
 	"github.com/redrive/redrive/worker"
 )
 
@@ -123,7 +125,7 @@ func TestLeasesLapsedInANetworkCutStayWithTheirWorkers(t *testing.T) {
 	}
 	proxy := startCutProxy(t, u.Host)
 	ctx := context.Background()
-	db, err := dlq.Open(ctx, proxy.dsn(t, b.db.DSN))
+	db, err := postgres.Open(ctx, proxy.dsn(t, b.db.DSN))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +145,7 @@ func TestLeasesLapsedInANetworkCutStayWithTheirWorkers(t *testing.T) {
 	rescuer := b.config("cut-rescuer")
 	rescuer.Queues, rescuer.RestartGrace = []string{"elsewhere"}, 2*time.Second
 	for _, cfg := range []worker.Config{owner, rescuer} {
-		w, err := worker.New(dlq.NewStore(db), cfg)
+		w, err := worker.New(dlqtest.NewStores(db).Queue, cfg)
 		if err != nil {
 			t.Fatal(err)
 		}

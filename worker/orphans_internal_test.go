@@ -8,6 +8,7 @@ import (
 
 	"github.com/redrive/redrive/dlq"
 	"github.com/redrive/redrive/dlq/dlqtest"
+	"github.com/redrive/redrive/store/queue"
 )
 
 // The heartbeat's look for orphaned claims used to hold off claiming for
@@ -20,7 +21,7 @@ func TestOrphanLookLeavesClaimsAlone(t *testing.T) {
 	db := dlqtest.NewDB(t)
 	reg := NewRegistry()
 	reg.Register("test.task", func(context.Context, *Job) error { return nil }, TaskOptions{})
-	w, err := New(dlq.NewStore(db.DB), Config{Registry: reg, ID: "look-1", Logger: slog.New(slog.DiscardHandler)})
+	w, err := New(dlqtest.NewStores(db.DB).Queue, Config{Registry: reg, ID: "look-1", Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +69,7 @@ func TestAGivenUpClaimIsNeverHandedBack(t *testing.T) {
 	db := dlqtest.NewDB(t)
 	reg := NewRegistry()
 	reg.Register("test.task", func(context.Context, *Job) error { return nil }, TaskOptions{})
-	w, err := New(dlq.NewStore(db.DB), Config{Registry: reg, ID: "gave-up-1", Logger: slog.New(slog.DiscardHandler)})
+	w, err := New(dlqtest.NewStores(db.DB).Queue, Config{Registry: reg, ID: "gave-up-1", Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +116,7 @@ func TestGivenUpClaimsAreBounded(t *testing.T) {
 	t.Parallel()
 	reg := NewRegistry()
 	reg.Register("test.task", func(context.Context, *Job) error { return nil }, TaskOptions{})
-	w, err := New(&dlq.Store{}, Config{Registry: reg, ID: "bounded-1", Logger: slog.New(slog.DiscardHandler)})
+	w, err := New(&queue.Store{}, Config{Registry: reg, ID: "bounded-1", Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}

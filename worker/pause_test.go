@@ -13,7 +13,7 @@ import (
 // pauseTask pauses task through the store, as the console and the API do.
 func (b *bundle) pause(t *testing.T, kind, name string, until *time.Time) dlq.Pause {
 	t.Helper()
-	res, err := b.store.PauseWork(context.Background(), dlq.PauseParams{Kind: kind, Name: name, Reason: "provider down",
+	res, err := b.store.Queue.PauseWork(context.Background(), dlq.PauseParams{Kind: kind, Name: name, Reason: "provider down",
 		Until: until, Actor: dlq.Actor{Name: "alice"}, Now: time.Now()})
 	if err != nil {
 		t.Fatal(err)
@@ -66,7 +66,7 @@ func TestPause(t *testing.T) {
 		}
 
 		start := time.Now()
-		if _, err := b.store.ResumeWork(context.Background(), dlq.ResumeParams{ID: p.ID, Actor: dlq.Actor{Name: "bob"}, Now: time.Now()}); err != nil {
+		if _, err := b.store.Queue.ResumeWork(context.Background(), dlq.ResumeParams{ID: p.ID, Actor: dlq.Actor{Name: "bob"}, Now: time.Now()}); err != nil {
 			t.Fatal(err)
 		}
 		for _, id := range paused {
@@ -102,7 +102,7 @@ func TestPause(t *testing.T) {
 		if j := b.job(t, held); j.State != dlq.StateAvailable || j.Attempt != 0 {
 			t.Fatalf("job on the paused queue is %s at attempt %d, want available at 0", j.State, j.Attempt)
 		}
-		if _, err := b.store.ResumeWork(context.Background(), dlq.ResumeParams{ID: p.ID, Actor: dlq.Actor{Name: "bob"}, Now: time.Now()}); err != nil {
+		if _, err := b.store.Queue.ResumeWork(context.Background(), dlq.ResumeParams{ID: p.ID, Actor: dlq.Actor{Name: "bob"}, Now: time.Now()}); err != nil {
 			t.Fatal(err)
 		}
 		b.waitJob(t, held, dlq.StateSucceeded, 5*time.Second)
@@ -132,7 +132,7 @@ func TestPause(t *testing.T) {
 		waitFor(t, 5*time.Second, "the expiry's audit entry", func() bool {
 			return b.count(t, `SELECT count(*) FROM audit_events WHERE action = 'pause_expired'`) == 1
 		})
-		got, err := b.store.PauseByID(context.Background(), p.ID)
+		got, err := b.store.Queue.PauseByID(context.Background(), p.ID)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/redrive/redrive/dlq"
+	"github.com/redrive/redrive/store/queue"
 )
 
 // ProcessOnce applies an event's effect at most once however often the job
@@ -31,7 +32,7 @@ func ProcessOnce(ctx context.Context, db *sqlx.DB, eventID string, fn func(tx *s
 		return false, fmt.Errorf("process once %q: begin: %w", eventID, err)
 	}
 	defer tx.Rollback()
-	fresh, err := dlq.MarkProcessed(ctx, tx, eventID)
+	fresh, err := queue.MarkProcessed(ctx, tx, eventID)
 	if err != nil {
 		return false, fmt.Errorf("process once: %w", err)
 	}

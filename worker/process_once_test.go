@@ -122,7 +122,7 @@ func TestProcessOnce(t *testing.T) {
 				params = append(params, p)
 			}
 		}
-		if _, err := b.store.EnqueueMany(ctx, params); err != nil {
+		if _, err := b.store.Queue.EnqueueMany(ctx, params); err != nil {
 			t.Fatal(err)
 		}
 		waitFor(t, 45*time.Second, "every job to finish", func() bool {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/redrive/redrive/dlq"
+	"github.com/redrive/redrive/store/queue"
 )
 
 // Timeouts of the worker's own bookkeeping writes. They run on contexts
@@ -54,7 +55,7 @@ type Worker struct {
 	// signals tell tests of the loops' passes (testSignals).
 	signals testSignals
 	metrics *metrics
-	store   *dlq.Store
+	store   *queue.Store
 	cfg     Config
 	tasks   map[string]task
 	// taskNames lists tasks, sorted, for the workers row and error messages.
@@ -161,7 +162,7 @@ func tell(f func()) {
 }
 
 // New returns a worker over store. It validates cfg after filling defaults.
-func New(store *dlq.Store, cfg Config) (*Worker, error) {
+func New(store *queue.Store, cfg Config) (*Worker, error) {
 	if store == nil {
 		return nil, errors.New("worker: store is required")
 	}

@@ -31,13 +31,13 @@ func TestMain(m *testing.M) { os.Exit(dlqtest.Main(m)) }
 type console struct {
 	url, token string
 	db         *dlqtest.DB
-	store      *dlq.Store
+	store      *dlqtest.Stores
 }
 
 func newConsole(t *testing.T) console {
 	t.Helper()
 	db := dlqtest.NewDB(t)
-	store := dlq.NewStore(db.DB)
+	store := dlqtest.NewStores(db.DB)
 	ctx, cancel := context.WithCancel(context.Background())
 	reg := worker.NewRegistry()
 	for _, task := range []string{"billing.charge", "email.send"} {
@@ -47,14 +47,14 @@ func newConsole(t *testing.T) console {
 	reg.Register("reports.build", func(context.Context, *worker.Job) error {
 		return worker.Permanent(errors.New("template reports/q3.tmpl not found"))
 	}, worker.TaskOptions{})
-	if err := store.RegisterTasks(ctx, reg.Tasks()); err != nil {
+	if err := store.Queue.RegisterTasks(ctx, reg.Tasks()); err != nil {
 		t.Fatal(err)
 	}
-	wk, err := worker.New(store, worker.Config{Registry: reg, Concurrency: 4, PollInterval: 20 * time.Millisecond, ShutdownGrace: time.Second})
+	wk, err := worker.New(store.Queue, worker.Config{Registry: reg, Concurrency: 4, PollInterval: 20 * time.Millisecond, ShutdownGrace: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
-	runner := replay.NewRunner(replay.RunnerConfig{Store: store, PollInterval: 20 * time.Millisecond})
+	runner := replay.NewRunner(replay.RunnerConfig{Store: store.Operations, PollInterval: 20 * time.Millisecond})
 	errs := make(chan error, 2)
 	go func() { errs <- runner.Run(ctx) }()
 	go func() { errs <- wk.Run(ctx) }()
@@ -66,14 +66,14 @@ func newConsole(t *testing.T) console {
 			}
 		}
 	})
-	h, err := web.NewServer(web.Config{Store: store, Replay: replay.NewService(replay.Config{Store: store, Wake: runner.Wake})})
+	h, err := web.NewServer(web.Config{DB: store.DB, Replay: replay.NewService(replay.Config{Store: store.Operations, Workers: store.Queue, Wake: runner.Wake})})
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(h) // a real listener on 127.0.0.1
 	t.Cleanup(srv.Close)
-	webtest.CreateUser(t, store, "olga", dlq.RoleOperator)
-	return console{url: srv.URL, token: webtest.Token(t, store, "olga"), db: db, store: store}
+	webtest.CreateUser(t, store.Access, "olga", dlq.RoleOperator)
+	return console{url: srv.URL, token: webtest.Token(t, store.Access, "olga"), db: db, store: store}
 }
 
 // letters inserts n pending letters of the group fp.

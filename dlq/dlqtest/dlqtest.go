@@ -22,8 +22,8 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
-	"github.com/redrive/redrive/dlq"
 	"github.com/redrive/redrive/internal/localpg"
+	"github.com/redrive/redrive/store/postgres"
 )
 
 // server is the one Postgres server of this test binary. It is package
@@ -85,7 +85,7 @@ func NewDB(t testing.TB) *DB {
 	srv.created = append(srv.created, name)
 	srv.mu.Unlock()
 	dsn := srv.dsnFor(name)
-	db, err := dlq.Open(context.Background(), dsn)
+	db, err := postgres.Open(context.Background(), dsn)
 	if err != nil {
 		t.Fatalf("open test database: %v", err)
 	}
@@ -114,7 +114,7 @@ func setup() (*server, error) {
 		s.adminDSN = c.DSN("postgres")
 		s.dsnFor = c.DSN
 	}
-	admin, err := dlq.Open(ctx, s.adminDSN)
+	admin, err := postgres.Open(ctx, s.adminDSN)
 	if err != nil {
 		s.teardown()
 		return nil, err
@@ -124,12 +124,12 @@ func setup() (*server, error) {
 		s.teardown()
 		return nil, fmt.Errorf("create template database: %w", err)
 	}
-	tmpl, err := dlq.Open(ctx, s.dsnFor(s.template))
+	tmpl, err := postgres.Open(ctx, s.dsnFor(s.template))
 	if err != nil {
 		s.teardown()
 		return nil, err
 	}
-	_, err = dlq.Migrate(ctx, tmpl, slog.New(slog.DiscardHandler))
+	_, err = postgres.Migrate(ctx, tmpl, slog.New(slog.DiscardHandler))
 	tmpl.Close()
 	if err != nil {
 		s.teardown()

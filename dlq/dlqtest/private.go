@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redrive/redrive/dlq"
 	"github.com/redrive/redrive/internal/localpg"
+	"github.com/redrive/redrive/store/postgres"
 )
 
 // Private is a Postgres server of one test's own, with one migrated
@@ -45,7 +45,7 @@ func NewPrivate(t testing.TB) *Private {
 		_ = c.Stop()
 		os.RemoveAll(dir)
 	})
-	admin, err := dlq.Open(ctx, c.DSN("postgres"))
+	admin, err := postgres.Open(ctx, c.DSN("postgres"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,12 +55,12 @@ func NewPrivate(t testing.TB) *Private {
 		t.Fatalf("create database: %v", err)
 	}
 	dsn := c.DSN("redrive")
-	db, err := dlq.Open(ctx, dsn)
+	db, err := postgres.Open(ctx, dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	if _, err := dlq.Migrate(ctx, db, slog.New(slog.DiscardHandler)); err != nil {
+	if _, err := postgres.Migrate(ctx, db, slog.New(slog.DiscardHandler)); err != nil {
 		t.Fatalf("migrate: %v", err)
 	}
 	return &Private{Cluster: c, DB: &DB{DB: db, DSN: dsn}}

@@ -11,7 +11,7 @@ import (
 	"github.com/redrive/redrive/principal"
 )
 
-// access is the console's authorisation policy, default-deny: a route is
+// accessPolicy is the console's authorisation policy, default-deny: a route is
 // open to anonymous requests only if web/routes.go registered it through
 // Security.Public; every other route needs someone signed in, and then a role:
 //
@@ -23,17 +23,19 @@ import (
 // list of routes to protect, so a route added later, anywhere, is protected
 // without anyone remembering to. Handlers and replay.Service check again
 // where it matters; a hidden button is never the control.
-type access struct {
+type accessPolicy struct {
 	public map[string]bool // "GET /healthz"
 	// documents are the public paths registered with Document.
 	documents map[string]bool
 }
 
-func newAccess() *access { return &access{public: map[string]bool{}, documents: map[string]bool{}} }
+func newAccessPolicy() *accessPolicy {
+	return &accessPolicy{public: map[string]bool{}, documents: map[string]bool{}}
+}
 
 // quiet reports the paths that need no session and must not touch one:
 // probes, metrics, the icon, static files and public documents.
-func (a *access) quiet(path string) bool { return quietPath(path) || a.documents[path] }
+func (a *accessPolicy) quiet(path string) bool { return quietPath(path) || a.documents[path] }
 
 func routeKey(method, path string) string {
 	if method == http.MethodHead {
@@ -48,7 +50,7 @@ func isStaticPath(path string) bool { return path == "/static*" }
 // to make one.
 type PublicRoutes struct {
 	e   *echo.Echo
-	acl *access
+	acl *accessPolicy
 }
 
 // GET registers a public GET route.
@@ -97,7 +99,7 @@ func allows(role, need dlq.Role) bool {
 	}
 }
 
-func (a *access) middleware(next echo.HandlerFunc) echo.HandlerFunc {
+func (a *accessPolicy) middleware(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		r := c.Request()
 		if a.public[routeKey(r.Method, c.Path())] || isStaticPath(c.Path()) {

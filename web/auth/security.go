@@ -9,8 +9,8 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/redrive/redrive/dlq"
 	"github.com/redrive/redrive/mask"
+	"github.com/redrive/redrive/store/access"
 )
 
 // Security is the access-control machinery the server wires in: who trusts
@@ -20,18 +20,18 @@ type Security struct {
 	trust    ProxyTrust
 	sessions *Sessions
 	auth     *authenticator
-	acl      *access
+	acl      *accessPolicy
 	signIn   *SignIn
 	masker   mask.Policy
 	csrf     echo.MiddlewareFunc
 }
 
 // New builds the machinery for cfg, which must have passed Validate.
-func New(store *dlq.Store, cfg Config, logger *slog.Logger) *Security {
+func New(store *access.Store, cfg Config, logger *slog.Logger) *Security {
 	trust := ProxyTrust{nets: cfg.TrustedProxies}
 	sessions := newSessions(cfg, trust, store)
 	masker, _ := mask.New(cfg.MaskKeys, cfg.MaskPatterns) // checked by cfg.Validate
-	acl := newAccess()
+	acl := newAccessPolicy()
 	return &Security{
 		trust:    trust,
 		sessions: sessions,

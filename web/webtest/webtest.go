@@ -20,6 +20,7 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/redrive/redrive/dlq"
+	"github.com/redrive/redrive/store/access"
 )
 
 // Password is every test user's password.
@@ -45,7 +46,7 @@ func PageToken(page string) string {
 // CreateUser adds an active user with role and Password. The hash is made
 // at bcrypt's minimum cost: tests sign in often, and the cost is stored in
 // the hash, so checking it is quick too.
-func CreateUser(t testing.TB, store *dlq.Store, name string, role dlq.Role) dlq.User {
+func CreateUser(t testing.TB, store *access.Store, name string, role dlq.Role) dlq.User {
 	t.Helper()
 	hash, err := bcrypt.GenerateFromPassword([]byte(Password), bcrypt.MinCost)
 	if err != nil {
@@ -60,7 +61,7 @@ func CreateUser(t testing.TB, store *dlq.Store, name string, role dlq.Role) dlq.
 }
 
 // Token creates an API token for the user called name and returns it.
-func Token(t testing.TB, store *dlq.Store, name string) string {
+func Token(t testing.TB, store *access.Store, name string) string {
 	t.Helper()
 	secret, err := dlq.NewTokenSecret()
 	if err != nil {
@@ -166,7 +167,7 @@ func (s *Session) Handler(h http.Handler) http.Handler {
 
 // AsRole creates a user named after role (viewer, operator, admin) and
 // returns h as that user's signed-in session.
-func AsRole(t testing.TB, h http.Handler, store *dlq.Store, role dlq.Role) http.Handler {
+func AsRole(t testing.TB, h http.Handler, store *access.Store, role dlq.Role) http.Handler {
 	t.Helper()
 	CreateUser(t, store, string(role), role)
 	return SignIn(t, h, string(role), Password).Handler(h)

@@ -22,7 +22,7 @@ func TestMain(m *testing.M) { os.Exit(dlqtest.Main(m)) }
 
 type bundle struct {
 	db    *dlqtest.DB
-	store *dlq.Store
+	store *dlqtest.Stores
 	logs  *syncBuffer
 }
 
@@ -32,8 +32,8 @@ func setup(t *testing.T) *bundle {
 	if err := demo.EnsureSchema(context.Background(), db.DB); err != nil {
 		t.Fatal(err)
 	}
-	store := dlq.NewStore(db.DB)
-	if err := store.RegisterTasks(context.Background(), demo.TaskNames()); err != nil {
+	store := dlqtest.NewStores(db.DB)
+	if err := store.Queue.RegisterTasks(context.Background(), demo.TaskNames()); err != nil {
 		t.Fatal(err)
 	}
 	b := &bundle{db: db, store: store, logs: &syncBuffer{}}
@@ -61,7 +61,7 @@ func (b *bundle) startWorker(t *testing.T, mod func(*worker.Config)) {
 	if mod != nil {
 		mod(&cfg)
 	}
-	w, err := worker.New(b.store, cfg)
+	w, err := worker.New(b.store.Queue, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +79,7 @@ func (b *bundle) startWorker(t *testing.T, mod func(*worker.Config)) {
 func (b *bundle) enqueue(t *testing.T, task string, maxAttempts int, kw map[string]any) int64 {
 	t.Helper()
 	raw, _ := json.Marshal(kw)
-	res, err := b.store.Enqueue(context.Background(), dlq.EnqueueParams{Task: task, MaxAttempts: maxAttempts, Kwargs: raw})
+	res, err := b.store.Queue.Enqueue(context.Background(), dlq.EnqueueParams{Task: task, MaxAttempts: maxAttempts, Kwargs: raw})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +91,7 @@ func (b *bundle) wait(t *testing.T, id int64, state dlq.State) dlq.Job {
 	var j dlq.Job
 	dlqtest.WaitFor(t, 10*time.Second, fmt.Sprintf("job %d to be %s", id, state), func() bool {
 		var err error
-		if j, err = b.store.Job(context.Background(), id); err != nil {
+		if j, err = b.store.Queue.Job(context.Background(), id); err != nil {
 			t.Fatal(err)
 		}
 		return j.State == state
@@ -208,7 +208,7 @@ func TestTasks(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		reg := worker.NewRegistry()
 		demo.Register(reg, b.db.DB)
-		w, err := worker.New(b.store, worker.Config{Registry: reg, ShutdownGrace: 100 * time.Millisecond,
+		w, err := worker.New(b.store.Queue, worker.Config{Registry: reg, ShutdownGrace: 100 * time.Millisecond,
 			PollInterval: 20 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(b.logs, nil))})
 		if err != nil {
 			t.Fatal(err)

@@ -22,7 +22,7 @@ func TestIncidentEndsWithTheFixDeployedAndTheGroupReplayed(t *testing.T) {
 	ctx := context.Background()
 	b := setup(t)
 	b.startWorker(t, nil)
-	outages := demo.NewOutages(b.db.DB, b.store)
+	outages := demo.NewOutages(b.db.DB, b.store.Audit)
 	now := time.Now()
 	if err := outages.Schedule(ctx, demo.PaymentsProvider, now.Add(-time.Second), now.Add(time.Hour)); err != nil {
 		t.Fatal(err)
@@ -51,7 +51,7 @@ func TestIncidentEndsWithTheFixDeployedAndTheGroupReplayed(t *testing.T) {
 
 	// Replaying before the fix only dies again: the provider is still down.
 	operator := replay.Actor{Actor: dlq.Actor{Name: "ana"}, Role: dlq.RoleOperator}
-	svc := replay.NewService(replay.Config{Store: b.store})
+	svc := replay.NewService(replay.Config{Store: b.store.Operations, Workers: b.store.Queue})
 	early, err := svc.Replay(ctx, replay.ReplayRequest{ID: b.letter(t, charges[0]).ID, Actor: operator, Reason: "too soon", Key: "early"})
 	if err != nil {
 		t.Fatal(err)
@@ -74,7 +74,7 @@ func TestIncidentEndsWithTheFixDeployedAndTheGroupReplayed(t *testing.T) {
 
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	runner := replay.NewRunner(replay.RunnerConfig{Store: b.store, PollInterval: 20 * time.Millisecond})
+	runner := replay.NewRunner(replay.RunnerConfig{Store: b.store.Operations, PollInterval: 20 * time.Millisecond})
 	go runner.Run(runCtx)
 	op, err := svc.StartBulk(ctx, replay.BulkRequest{Kind: dlq.OpReplay, Actor: operator, Reason: "payments provider fixed",
 		Selection: dlq.Selection{Filter: &dlq.Filter{Fingerprint: fingerprint, Status: dlq.StatusPending}}})
@@ -87,7 +87,7 @@ func TestIncidentEndsWithTheFixDeployedAndTheGroupReplayed(t *testing.T) {
 		t.Fatalf("operation: %+v, %v", op, err)
 	}
 	dlqtest.WaitFor(t, 10*time.Second, "the 3 replayed jobs to succeed", func() bool {
-		jobs, err := b.store.OperationJobs(ctx, op.ID, 100)
+		jobs, err := b.store.Operations.OperationJobs(ctx, op.ID, 100)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/redrive/redrive/dlq"
+	"github.com/redrive/redrive/store/audit"
 )
 
 // The demo incident: a dependency of the shop goes down, the tasks that
@@ -38,12 +39,12 @@ func (o Outage) Down() bool { return !o.Now.Before(o.From) && o.Now.Before(o.Unt
 // writes the audit entry of "deploy the fix".
 type Outages struct {
 	db    *sqlx.DB
-	store *dlq.Store
+	store *audit.Store
 }
 
 // NewOutages returns the outages of the demo tables in db; store audits
 // their changes.
-func NewOutages(db *sqlx.DB, store *dlq.Store) *Outages {
+func NewOutages(db *sqlx.DB, store *audit.Store) *Outages {
 	return &Outages{db: db, store: store}
 }
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/redrive/redrive/dlq"
+	"github.com/redrive/redrive/store/queue"
 )
 
 // DefaultRate is the producer's default pace: enough that the console moves
@@ -22,7 +23,7 @@ const maxRate = 500.0
 // ProducerConfig tunes a Producer. Zero values take defaults.
 type ProducerConfig struct {
 	// Store is where jobs are enqueued. Required.
-	Store *dlq.Store
+	Store *queue.Store
 	// Rate is jobs per second. Default 2, at most 500.
 	Rate float64
 	// Logger receives the producer's logs. Default: discard.

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redrive/redrive/dlq"
 	"github.com/redrive/redrive/dlq/dlqtest"
+	"github.com/redrive/redrive/store/queue"
 	"github.com/redrive/redrive/worker"
 	"github.com/redrive/redrive/worker/demo"
 )
@@ -20,7 +20,7 @@ func TestProducer(t *testing.T) {
 	t.Run("KeepsARealisticMixFlowingUntilCancelled", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		p, err := demo.NewProducer(demo.ProducerConfig{Store: b.store, Rate: 400, Seed: 7,
+		p, err := demo.NewProducer(demo.ProducerConfig{Store: b.store.Queue, Rate: 400, Seed: 7,
 			Logger: slog.New(slog.NewTextHandler(b.logs, nil))})
 		if err != nil {
 			t.Fatal(err)
@@ -75,7 +75,7 @@ func TestProducer(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		b.startWorker(t, func(c *worker.Config) { c.Concurrency = 20 })
-		p, err := demo.NewProducer(demo.ProducerConfig{Store: b.store, Rate: 300, Seed: 11})
+		p, err := demo.NewProducer(demo.ProducerConfig{Store: b.store.Queue, Rate: 300, Seed: 11})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -113,7 +113,7 @@ func TestProducer(t *testing.T) {
 		if _, err := demo.NewProducer(demo.ProducerConfig{}); err == nil {
 			t.Error("a producer without a store must be refused")
 		}
-		if _, err := demo.NewProducer(demo.ProducerConfig{Store: dlq.NewStore(nil), Rate: -1}); err == nil {
+		if _, err := demo.NewProducer(demo.ProducerConfig{Store: &queue.Store{}, Rate: -1}); err == nil {
 			t.Error("a negative rate must be refused")
 		}
 	})

@@ -20,7 +20,7 @@ func TestSeededLettersReplayOnTheDemoWorker(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	b := setup(t)
-	if _, err := seed.DeadLetters(ctx, b.store, 400, time.Now(), seed.Options{}); err != nil {
+	if _, err := seed.DeadLetters(ctx, b.store.Letters, b.store.Groups, 400, time.Now(), seed.Options{}); err != nil {
 		t.Fatal(err)
 	}
 	b.startWorker(t, func(c *worker.Config) { c.Queues = demo.ShopQueues() })
@@ -36,7 +36,7 @@ func TestSeededLettersReplayOnTheDemoWorker(t *testing.T) {
 	if len(letters) != len(demo.ShopTaskNames()) {
 		t.Fatalf("pending letters of %d tasks, want one of each of the %d shop tasks: %v", len(letters), len(demo.ShopTaskNames()), letters)
 	}
-	svc := replay.NewService(replay.Config{Store: b.store})
+	svc := replay.NewService(replay.Config{Store: b.store.Operations, Workers: b.store.Queue})
 	operator := replay.Actor{Actor: dlq.Actor{Name: "ana"}, Role: dlq.RoleOperator}
 	for _, l := range letters {
 		res, err := svc.Replay(ctx, replay.ReplayRequest{ID: l.ID, Actor: operator, Reason: "demo", Key: fmt.Sprint("replay-", l.ID)})

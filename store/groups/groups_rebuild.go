@@ -1,0 +1,289 @@
+package groups
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+	"github.com/lib/pq"
+	"github.com/redrive/redrive/dlq"
+	"github.com/redrive/redrive/grouping"
+	"github.com/redrive/redrive/store/audit"
+	"github.com/redrive/redrive/store/postgres"
+)
+
+// regrouped is what a regrouping learned of the stored letters: for the
+// i-th letter its id, its old group and its new one.
+type regrouped struct {
+	ids   []int64
+	old   []string
+	group []string
+}
+
+// RebuildGroups regroups every stored letter with a new grouping.Grouper,
+// learning from the letters in the order they failed, as the worker would
+// have: `redrive groups rebuild`. Group ids survive where they can: each
+// new group keeps the id of the old group that gave it most letters, and
+// an old id that is gone redirects to the group that took most of its
+// letters. An operator's choices stand: the regrouping starts from the
+// templates an operator merged or split (their ids kept), and the letters
+// of a group an operator merged into another stay with the survivor.
+// Letters, summaries, templates and merges are written in one transaction
+// that holds off new letters' summaries meanwhile (workers wait, nothing
+// is lost), and the regrouping is audited as a system action.
+func (s *Store) RebuildGroups(ctx context.Context) (dlq.RebuildResult, error) {
+	chosen, err := s.operatorChoices(ctx)
+	if err != nil {
+		return dlq.RebuildResult{}, err
+	}
+	g := grouping.New(nil)
+	g.Adopt(chosen.templates)
+	r, err := s.regroup(ctx, g)
+	if err != nil {
+		return dlq.RebuildResult{}, err
+	}
+	r.group = g.Resolve(r.group)
+	pinned := map[string]bool{}
+	for _, t := range chosen.templates {
+		pinned[t.ID] = true
+	}
+	names, redirects := nameGroups(r.old, r.group, pinned)
+	res := dlq.RebuildResult{Letters: int64(len(r.ids)), Merged: len(redirects)}
+	var moveIDs []int64
+	var moveTo []string
+	live := map[string]bool{}
+	for i, id := range r.ids {
+		to := names[r.group[i]]
+		if into, ok := chosen.merges[to]; ok {
+			to = into
+		}
+		live[to] = true
+		if to != r.old[i] {
+			moveIDs, moveTo = append(moveIDs, id), append(moveTo, to)
+		}
+	}
+	res.Groups = len(live)
+	res.Moved = int64(len(moveIDs))
+	templates := g.Templates()
+	for i := range templates {
+		templates[i].ID = names[templates[i].ID]
+	}
+	err = postgres.InTx(ctx, s.db, func(tx *sqlx.Tx) error {
+		return writeRebuild(ctx, tx, moveIDs, moveTo, templates, redirects, res)
+	})
+	if err != nil {
+		return dlq.RebuildResult{}, fmt.Errorf("regroup: %w", err)
+	}
+	return res, nil
+}
+
+// regroup reads every letter in the order they failed and groups each as
+// it arrives: one pass over the table, the database sending while g
+// learns, and no letter's text kept once it is grouped (a million letters
+// carry about a gigabyte of tracebacks).
+func (s *Store) regroup(ctx context.Context, g *grouping.Grouper) (regrouped, error) {
+	rows, err := s.db.QueryContext(ctx, `
+		SELECT id, task, error_class, left(error_message, 1000), fingerprint, traceback
+		FROM dead_letter_records ORDER BY id`)
+	if err != nil {
+		return regrouped{}, fmt.Errorf("regroup: read letters: %w", err)
+	}
+	defer rows.Close()
+	var r regrouped
+	// Old ids repeat (a group's letters share one): keep one copy of each.
+	interned := map[string]string{}
+	for rows.Next() {
+		var id int64
+		var l grouping.Letter
+		var old string
+		if err := rows.Scan(&id, &l.Task, &l.Class, &l.Message, &old, &l.Traceback); err != nil {
+			return regrouped{}, fmt.Errorf("regroup: read letters: %w", err)
+		}
+		group, err := g.Group(ctx, l)
+		if err != nil {
+			return regrouped{}, fmt.Errorf("regroup letter %d: %w", id, err)
+		}
+		if o, ok := interned[old]; ok {
+			old = o
+		} else {
+			interned[old] = old
+		}
+		r.ids, r.old, r.group = append(r.ids, id), append(r.old, old), append(r.group, group)
+	}
+	if err := rows.Err(); err != nil {
+		return regrouped{}, fmt.Errorf("regroup: read letters: %w", err)
+	}
+	return r, nil
+}
+
+// nameGroups gives each new group (groups[i] is the new group of the
+// letter whose old group is old[i]) its final id: the old id that gave it
+// most letters, unless a bigger share of that old group went to another
+// new group, else its own. It returns the names and the redirects of old
+// ids no group kept: each to the group that took most of its letters.
+func nameGroups(old, groups []string, pinned map[string]bool) (map[string]string, map[string]string) {
+	type pair struct{ group, old string }
+	shares := map[pair]int{}
+	for i, o := range old {
+		shares[pair{groups[i], o}]++
+	}
+	pairs := make([]pair, 0, len(shares))
+	for p := range shares {
+		pairs = append(pairs, p)
+	}
+	sort.Slice(pairs, func(a, b int) bool {
+		if shares[pairs[a]] != shares[pairs[b]] {
+			return shares[pairs[a]] > shares[pairs[b]]
+		}
+		if pairs[a].group != pairs[b].group {
+			return pairs[a].group < pairs[b].group
+		}
+		return pairs[a].old < pairs[b].old
+	})
+	names := map[string]string{}
+	taken := map[string]bool{}
+	// An operator's groups keep their ids, whatever their letters were
+	// filed under before.
+	for id := range pinned {
+		names[id], taken[id] = id, true
+	}
+	for _, p := range pairs {
+		if _, named := names[p.group]; !named && !taken[p.old] && p.old != "" {
+			names[p.group], taken[p.old] = p.old, true
+		}
+	}
+	for _, id := range groups {
+		if _, named := names[id]; !named {
+			// Its own id, unless an old group's id it happens to share
+			// went to another new group: then a fresh one.
+			own := id
+			for n := 1; taken[own]; n++ {
+				sum := sha256.Sum256([]byte(id + "/" + strconv.Itoa(n)))
+				own = hex.EncodeToString(sum[:8])
+			}
+			names[id], taken[own] = own, true
+		}
+	}
+	redirects := map[string]string{}
+	for _, p := range pairs {
+		if _, done := redirects[p.old]; !done && !taken[p.old] && p.old != "" {
+			redirects[p.old] = names[p.group]
+		}
+	}
+	return names, redirects
+}
+
+// operatorChoices is what an operator decided about groups, which a
+// regrouping honours: the templates an operator changed (merged wider,
+// split, or kept when their group was merged into another) and where each
+// group an operator merged went.
+type operatorChoices struct {
+	templates []grouping.Template
+	merges    map[string]string
+}
+
+func (s *Store) operatorChoices(ctx context.Context) (operatorChoices, error) {
+	var rows []templateRow
+	err := s.db.SelectContext(ctx, &rows, `SELECT `+templateColumns+` FROM error_templates
+		WHERE rev > 0 OR id IN (SELECT from_id FROM error_group_merges WHERE actor <> $1) ORDER BY seq`, dlq.SystemActor)
+	if err != nil {
+		return operatorChoices{}, fmt.Errorf("regroup: read the operators' templates: %w", err)
+	}
+	c := operatorChoices{merges: map[string]string{}}
+	for _, r := range rows {
+		c.templates = append(c.templates, r.template())
+	}
+	var merges []struct {
+		From string `db:"from_id"`
+		Into string `db:"into_id"`
+	}
+	if err := s.db.SelectContext(ctx, &merges, `SELECT from_id, into_id FROM error_group_merges WHERE actor <> $1`, dlq.SystemActor); err != nil {
+		return operatorChoices{}, fmt.Errorf("regroup: read the operators' merges: %w", err)
+	}
+	for _, m := range merges {
+		c.merges[m.From] = m.Into
+	}
+	return c, nil
+}
+
+// writeRebuild writes a regrouping in tx: the letters that move, the
+// summaries recounted for every group, the templates and the merges.
+func writeRebuild(ctx context.Context, tx *sqlx.Tx, moveIDs []int64, moveTo []string, templates []grouping.Template, redirects map[string]string, res dlq.RebuildResult) error {
+	// New letters' triggers upsert error_groups: this lock makes them wait
+	// until the summaries are recounted, so none is counted twice or lost.
+	for _, q := range []string{
+		`SET LOCAL redrive.regrouping = 'on'`,
+		`LOCK TABLE error_groups, dead_letter_inflow IN SHARE ROW EXCLUSIVE MODE`,
+	} {
+		if _, err := tx.ExecContext(ctx, q); err != nil {
+			return fmt.Errorf("prepare: %w", err)
+		}
+	}
+	for start := 0; start < len(moveIDs); start += 50_000 {
+		end := min(start+50_000, len(moveIDs))
+		ids, to := pq.Array(moveIDs[start:end]), pq.Array(moveTo[start:end])
+		for _, q := range []string{
+			`UPDATE dead_letter_records d SET fingerprint = m.fp
+			 FROM unnest($1::bigint[], $2::text[]) AS m(id, fp) WHERE d.id = m.id`,
+			`UPDATE pending_dead_letters d SET fingerprint = m.fp
+			 FROM unnest($1::bigint[], $2::text[]) AS m(id, fp) WHERE d.id = m.id`,
+		} {
+			if _, err := tx.ExecContext(ctx, q, ids, to); err != nil {
+				return fmt.Errorf("move letters: %w", err)
+			}
+		}
+	}
+	for _, q := range []string{
+		`DELETE FROM error_groups`,
+		`INSERT INTO error_groups (fingerprint, task, error_class, sample_message, total, pending, first_seen, last_seen)
+		 SELECT fingerprint, min(task), min(error_class), (array_agg(error_message ORDER BY failed_at DESC))[1],
+			count(*), count(*) FILTER (WHERE status = 'pending'), min(failed_at), max(failed_at)
+		 FROM dead_letters GROUP BY fingerprint`,
+		`DELETE FROM dead_letter_inflow`,
+		`INSERT INTO dead_letter_inflow (fingerprint, hour, queue, task, n)
+		 SELECT fingerprint, date_trunc('hour', failed_at, 'UTC'), queue, min(task), count(*)
+		 FROM dead_letter_records GROUP BY 1, 2, 3`,
+		`DELETE FROM notification_spikes WHERE fingerprint NOT IN (SELECT fingerprint FROM error_groups)`,
+		`DELETE FROM error_templates`,
+	} {
+		if _, err := tx.ExecContext(ctx, q); err != nil {
+			return fmt.Errorf("recount summaries: %w", err)
+		}
+	}
+	if err := saveTemplates(ctx, tx, templates); err != nil {
+		return err
+	}
+	from, into := make([]string, 0, len(redirects)), make([]string, 0, len(redirects))
+	for f, t := range redirects {
+		from, into = append(from, f), append(into, t)
+	}
+	// A live group is never a redirect; old redirects follow their target
+	// to where it went.
+	if _, err := tx.ExecContext(ctx, `DELETE FROM error_group_merges WHERE from_id IN (SELECT fingerprint FROM error_groups)`); err != nil {
+		return fmt.Errorf("record merges: %w", err)
+	}
+	for _, q := range []string{
+		`UPDATE error_group_merges m SET into_id = r.into_id
+		 FROM unnest($1::text[], $2::text[]) AS r(from_id, into_id) WHERE m.into_id = r.from_id`,
+		`INSERT INTO error_group_merges (from_id, into_id, actor)
+		 SELECT from_id, into_id, 'system' FROM unnest($1::text[], $2::text[]) AS r(from_id, into_id)
+		 ON CONFLICT (from_id) DO UPDATE SET into_id = EXCLUDED.into_id, actor = EXCLUDED.actor, merged_at = now()`,
+	} {
+		if _, err := tx.ExecContext(ctx, q, pq.Array(from), pq.Array(into)); err != nil {
+			return fmt.Errorf("record merges: %w", err)
+		}
+	}
+	counts, err := json.Marshal(res)
+	if err != nil {
+		return fmt.Errorf("audit: %w", err)
+	}
+	_, err = audit.AppendAudit(ctx, tx, dlq.AuditEntry{At: time.Now(), Actor: dlq.SystemActor, Action: dlq.ActionGroupsRebuild,
+		Reason: "every letter regrouped by the learned fingerprinter", Counts: counts, Details: json.RawMessage(`{}`)})
+	return err
+}

@@ -1,0 +1,50 @@
+package letters
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/lib/pq"
+	"github.com/redrive/redrive/dlq"
+	"github.com/redrive/redrive/mask"
+	"github.com/redrive/redrive/store/postgres"
+)
+
+// getDeadLetterSQL caps the traceback, and each attempt's traceback in the
+// history, in the database, so a huge one never leaves Postgres whole. A
+// history (json, its text as stored: 00101_letters.sql) shorter than the cap
+// as a whole has no attempt to cut, and goes out as it is stored, without
+// taking it apart. The letters its replays produced come in the same
+// statement: one round trip per page view. A cut text ends in
+// mask.TruncatedMark, as the worker's own cuts do: the reader
+// sees that it goes on, and masking hides a secret the cut split in two
+// (the part before the cut would otherwise show).
+const getDeadLetterSQL = `
+SELECT id, job_id, queue, task, args, kwargs, idempotency_key, error_class, error_message,
+	left(traceback, $2) || CASE WHEN length(traceback) > $2 THEN $5 ELSE '' END AS traceback, length(traceback) AS traceback_len,
+	attempts, max_attempts, reason, fingerprint, worker_version, enqueued_at, failed_at,
+	replay_of, replayed_at, replayed_by, replay_job_id, discarded_at, discarded_by, discard_reason, status,
+	CASE WHEN octet_length(history::text) <= $3 THEN history ELSE
+	(SELECT coalesce(jsonb_agg(CASE WHEN length(e->>'traceback') > $3
+			THEN jsonb_set(e, '{traceback}', to_jsonb(left(e->>'traceback', $3) || $5))
+			ELSE e END ORDER BY ord), '[]'::jsonb)::json
+	 FROM jsonb_array_elements(history::jsonb) WITH ORDINALITY AS h(e, ord)) END AS history,
+	ARRAY(SELECT l.id FROM dead_letters l WHERE l.replay_of = d.id ORDER BY l.id LIMIT $4) AS later_letters
+FROM dead_letters d WHERE id = $1`
+
+// GetDeadLetter returns one letter with its (capped) traceback, history and
+// lineage, or ErrNotFound.
+func (s *Store) GetDeadLetter(ctx context.Context, id int64) (dlq.DeadLetterDetail, error) {
+	var row struct {
+		dlq.DeadLetterDetail
+		Later pq.Int64Array `db:"later_letters"`
+	}
+	if err := s.db.GetContext(ctx, &row, getDeadLetterSQL, id, dlq.TracebackCap, dlq.AttemptTracebackCap, dlq.MaxLaterLetters, mask.TruncatedMark); err != nil {
+		return dlq.DeadLetterDetail{}, fmt.Errorf("get dead letter %d: %w", id, postgres.Translate(err))
+	}
+	d := row.DeadLetterDetail
+	if len(row.Later) > 0 {
+		d.LaterLetters = row.Later
+	}
+	return d, nil
+}

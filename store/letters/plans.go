@@ -1,0 +1,11 @@
+package letters
+
+import "github.com/redrive/redrive/dlq"
+
+// ListPageSQL is the list's statement and its arguments, exported for the
+// store's tests that read its plan (EXPLAIN).
+func ListPageSQL(f dlq.Filter, limit int) (string, []any) { return listPageSQL(f, limit) }
+
+// EscapeLike escapes a search term for ILIKE as the store does, for the
+// test that searches a schema the store no longer reads.
+func EscapeLike(s string) string { return escapeLike(s) }

@@ -1,0 +1,14 @@
+// Package letters is the store's room for reading dead letters: the list,
+// search, counts and the overview, exports, the mask policy and revealing
+// masked arguments.
+package letters
+
+import "github.com/jmoiron/sqlx"
+
+// Store reads and writes this room's tables.
+type Store struct {
+	db *sqlx.DB
+}
+
+// New returns the room's store on a handle from postgres.Open.
+func New(db *sqlx.DB) *Store { return &Store{db: db} }

@@ -1,0 +1,234 @@
+package operations
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/jmoiron/sqlx"
+	"github.com/redrive/redrive/dlq"
+	"github.com/redrive/redrive/store/audit"
+	"github.com/redrive/redrive/store/letters"
+	"github.com/redrive/redrive/store/postgres"
+	"github.com/redrive/redrive/store/queue"
+)
+
+const letterSQL = `SELECT ` + letters.DeadLetterColumns + ` FROM dead_letters WHERE id = $1`
+
+// claimPendingSQL is the guard of a replay or a discard: it deletes the
+// letter's pending row, so of two actions racing for a letter (a bulk
+// batch among them) only the one whose DELETE removed the row goes on; the
+// other's DELETE waits for it, then finds nothing (claimLetter).
+const claimPendingSQL = `DELETE FROM pending_dead_letters WHERE id = $1`
+
+// The outcomes, written once the letter is claimed (the letter's own row is
+// never rewritten: 00101_letters.sql).
+const (
+	insertReplayedSQL = `
+INSERT INTO dead_letter_outcomes (dead_letter_id, failed_at, task, queue, replayed_at, replayed_by, replay_job_id)
+VALUES ($1, $2, $3, $4, now(), $5, $6)`
+	insertDiscardedSQL = `
+INSERT INTO dead_letter_outcomes (dead_letter_id, failed_at, task, queue, discarded_at, discarded_by, discard_reason)
+VALUES ($1, $2, $3, $4, now(), $5, $6)`
+)
+
+// ReplayDeadLetter enqueues a fresh job from the letter (same task, queue,
+// args and kwargs unless edited; attempts reset; replay_of set), marks the
+// letter replayed and writes the audit entry, all in one transaction. A
+// letter already replayed or discarded yields a *StateError.
+func (s *Store) ReplayDeadLetter(ctx context.Context, p dlq.ReplayParams) (dlq.ReplayResult, error) {
+	var res dlq.ReplayResult
+	err := postgres.InTx(ctx, s.db, func(tx *sqlx.Tx) error {
+		action := dlq.ActionReplay
+		if p.Args != nil || p.Kwargs != nil {
+			action = dlq.ActionEditReplay
+		}
+		hash := dlq.RequestHash(action, p.ID, audit.CanonJSON(p.Args), audit.CanonJSON(p.Kwargs), p.Reason, p.RunAt)
+		repeated, err := audit.OnceWithKey(ctx, tx, p.Key, p.Actor, action, hash, &res, func() error {
+			var err error
+			res, err = replayInTx(ctx, tx, p)
+			return err
+		})
+		res.Repeated = repeated
+		return err
+	})
+	return res, err
+}
+
+func replayInTx(ctx context.Context, tx *sqlx.Tx, p dlq.ReplayParams) (dlq.ReplayResult, error) {
+	var l dlq.DeadLetter
+	if err := tx.GetContext(ctx, &l, letterSQL, p.ID); err != nil {
+		return dlq.ReplayResult{}, fmt.Errorf("dead letter %d: %w", p.ID, postgres.Translate(err))
+	}
+	if l.Status != dlq.StatusPending {
+		return dlq.ReplayResult{}, &dlq.StateError{Letter: l, Action: "replay"}
+	}
+	if err := claimLetter(ctx, tx, claimPendingSQL, l, "replay"); err != nil {
+		return dlq.ReplayResult{}, err
+	}
+	// What an editor showed was masked (mask.Policy); what it sends back may
+	// still hold placeholders, which stand for the stored values.
+	var err error
+	if p.Args != nil {
+		if p.Args, err = letters.RestoreMasked(p.Args, l.Args, "args"); err != nil {
+			return dlq.ReplayResult{}, err
+		}
+	}
+	if p.Kwargs != nil {
+		if p.Kwargs, err = letters.RestoreMasked(p.Kwargs, l.Kwargs, "kwargs"); err != nil {
+			return dlq.ReplayResult{}, err
+		}
+	}
+	args, kwargs, edited := l.Args, l.Kwargs, false
+	if p.Args != nil && !jsonEqual(p.Args, l.Args) {
+		args, edited = p.Args, true
+	}
+	if p.Kwargs != nil && !jsonEqual(p.Kwargs, l.Kwargs) {
+		kwargs, edited = p.Kwargs, true
+	}
+	id := l.ID
+	enq, err := queue.Enqueue(ctx, tx, dlq.EnqueueParams{
+		Task: l.Task, Queue: l.Queue, Args: args, Kwargs: kwargs,
+		MaxAttempts: l.MaxAttempts, RunAt: p.RunAt, ReplayOf: &id,
+	})
+	if err != nil {
+		return dlq.ReplayResult{}, fmt.Errorf("replay dead letter %d: %w", l.ID, err)
+	}
+	if _, err := tx.ExecContext(ctx, insertReplayedSQL, l.ID, l.FailedAt, l.Task, l.Queue, p.Actor.Name, enq.Job.ID); err != nil {
+		return dlq.ReplayResult{}, fmt.Errorf("replay dead letter %d: %w", l.ID, postgres.Translate(err))
+	}
+	action, details := dlq.ActionReplay, map[string]any{"replay_job_id": enq.Job.ID, "task": l.Task}
+	if edited {
+		action = dlq.ActionEditReplay
+		details["before"] = map[string]json.RawMessage{"args": l.Args, "kwargs": l.Kwargs}
+		details["after"] = map[string]json.RawMessage{"args": args, "kwargs": kwargs}
+	}
+	auditID, err := audit.AppendAudit(ctx, tx, dlq.AuditEntry{
+		At: p.Now, Actor: p.Actor.Name, Action: action, DeadLetterID: &id,
+		Counts: audit.MustJSON(map[string]int{"replayed": 1}), Reason: p.Reason,
+		RequestID: p.Actor.RequestID, RemoteAddr: p.Actor.RemoteAddr, UserAgent: p.Actor.UserAgent,
+		Details: audit.MustJSON(details),
+	})
+	if err != nil {
+		return dlq.ReplayResult{}, err
+	}
+	return dlq.ReplayResult{JobID: enq.Job.ID, AuditID: auditID}, nil
+}
+
+// DiscardDeadLetter marks a pending letter discarded with a reason and
+// audits it in one transaction.
+func (s *Store) DiscardDeadLetter(ctx context.Context, p dlq.DiscardParams) (int64, error) {
+	if p.Reason == "" {
+		return 0, &dlq.ValidationError{Fields: map[string]string{"reason": "a reason is required to discard"}}
+	}
+	hash := dlq.RequestHash(dlq.ActionDiscard, p.ID, p.Reason)
+	return s.changeLetter(ctx, p.ID, p.Key, "discard", hash, func(tx *sqlx.Tx, l dlq.DeadLetter) (dlq.AuditEntry, error) {
+		if l.Status != dlq.StatusPending {
+			return dlq.AuditEntry{}, &dlq.StateError{Letter: l, Action: "discard"}
+		}
+		if err := claimLetter(ctx, tx, claimPendingSQL, l, "discard"); err != nil {
+			return dlq.AuditEntry{}, err
+		}
+		if _, err := tx.ExecContext(ctx, insertDiscardedSQL, l.ID, l.FailedAt, l.Task, l.Queue, p.Actor.Name, p.Reason); err != nil {
+			return dlq.AuditEntry{}, fmt.Errorf("discard dead letter %d: %w", l.ID, postgres.Translate(err))
+		}
+		return dlq.AuditEntry{At: p.Now, Action: dlq.ActionDiscard, Reason: p.Reason,
+			Counts: audit.MustJSON(map[string]int{"discarded": 1}), Details: audit.MustJSON(map[string]string{"task": l.Task})}, nil
+	}, p.Actor)
+}
+
+// claimDiscardedSQL is the guard of a restore: it deletes the letter's
+// outcome if it is a discard, so of two restores only one goes on.
+const claimDiscardedSQL = `
+DELETE FROM dead_letter_outcomes WHERE dead_letter_id = $1 AND failed_at = $2 AND discarded_at IS NOT NULL`
+
+// pendingAgainSQL makes a restored letter pending again.
+const pendingAgainSQL = `
+INSERT INTO pending_dead_letters (id, failed_at, task, queue, reason, error_class, fingerprint)
+SELECT id, failed_at, task, queue, reason, error_class, fingerprint FROM dead_letter_records WHERE id = $1`
+
+// RestoreDeadLetter undoes a discard and audits it in one transaction.
+func (s *Store) RestoreDeadLetter(ctx context.Context, p dlq.RestoreParams) (int64, error) {
+	hash := dlq.RequestHash(dlq.ActionRestore, p.ID, p.Reason)
+	return s.changeLetter(ctx, p.ID, p.Key, "restore", hash, func(tx *sqlx.Tx, l dlq.DeadLetter) (dlq.AuditEntry, error) {
+		if l.Status != dlq.StatusDiscarded {
+			return dlq.AuditEntry{}, &dlq.StateError{Letter: l, Action: "restore"}
+		}
+		if err := claimLetter(ctx, tx, claimDiscardedSQL, l, "restore", l.FailedAt); err != nil {
+			return dlq.AuditEntry{}, err
+		}
+		if _, err := tx.ExecContext(ctx, pendingAgainSQL, l.ID); err != nil {
+			return dlq.AuditEntry{}, fmt.Errorf("restore dead letter %d: %w", l.ID, postgres.Translate(err))
+		}
+		return dlq.AuditEntry{At: p.Now, Action: dlq.ActionRestore, Reason: p.Reason,
+			Counts:  audit.MustJSON(map[string]int{"restored": 1}),
+			Details: audit.MustJSON(map[string]any{"task": l.Task, "was_discarded_by": l.DiscardedBy, "discard_reason": l.DiscardReason})}, nil
+	}, p.Actor)
+}
+
+// changeLetter locks one letter, lets change apply its guarded update and
+// describe it, then appends the audit entry — one transaction. hash is the
+// request's digest, which key is bound to.
+func (s *Store) changeLetter(ctx context.Context, id int64, key, action, hash string,
+	change func(*sqlx.Tx, dlq.DeadLetter) (dlq.AuditEntry, error), actor dlq.Actor) (int64, error) {
+	var out struct {
+		AuditID int64 `json:"audit_event_id"`
+	}
+	err := postgres.InTx(ctx, s.db, func(tx *sqlx.Tx) error {
+		_, err := audit.OnceWithKey(ctx, tx, key, actor, action, hash, &out, func() error {
+			var err error
+			out.AuditID, err = changeLetterInTx(ctx, tx, id, change, actor)
+			return err
+		})
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", action, err)
+	}
+	return out.AuditID, nil
+}
+
+func changeLetterInTx(ctx context.Context, tx *sqlx.Tx, id int64,
+	change func(*sqlx.Tx, dlq.DeadLetter) (dlq.AuditEntry, error), actor dlq.Actor) (int64, error) {
+	var l dlq.DeadLetter
+	if err := tx.GetContext(ctx, &l, letterSQL, id); err != nil {
+		return 0, fmt.Errorf("dead letter %d: %w", id, postgres.Translate(err))
+	}
+	entry, err := change(tx, l)
+	if err != nil {
+		return 0, err
+	}
+	entry.Actor, entry.DeadLetterID = actor.Name, &id
+	entry.RequestID, entry.RemoteAddr, entry.UserAgent = actor.RequestID, actor.RemoteAddr, actor.UserAgent
+	return audit.AppendAudit(ctx, tx, entry)
+}
+
+// claimLetter runs a guard that must change exactly one row of letter l
+// (its id the first argument). When it changes none, another action got
+// there first: the *StateError names the letter as that action left it,
+// read again now that it has committed.
+func claimLetter(ctx context.Context, tx *sqlx.Tx, query string, l dlq.DeadLetter, action string, args ...any) error {
+	r, err := tx.ExecContext(ctx, query, append([]any{l.ID}, args...)...)
+	if err != nil {
+		return fmt.Errorf("%s dead letter %d: %w", action, l.ID, postgres.Translate(err))
+	}
+	if n, _ := r.RowsAffected(); n == 1 {
+		return nil
+	}
+	var now dlq.DeadLetter
+	if err := tx.GetContext(ctx, &now, letterSQL, l.ID); err != nil {
+		return fmt.Errorf("dead letter %d: %w", l.ID, postgres.Translate(err))
+	}
+	return &dlq.StateError{Letter: now, Action: action}
+}
+
+func jsonEqual(a, b json.RawMessage) bool {
+	var x, y any
+	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
+		return bytes.Equal(a, b)
+	}
+	xa, _ := json.Marshal(x)
+	ya, _ := json.Marshal(y)
+	return bytes.Equal(xa, ya)
+}

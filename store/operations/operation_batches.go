@@ -1,0 +1,435 @@
+package operations
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+	"github.com/redrive/redrive/dlq"
+	"github.com/redrive/redrive/store/audit"
+	"github.com/redrive/redrive/store/letters"
+	"github.com/redrive/redrive/store/postgres"
+)
+
+// The batch statements take the next letters of the selection after the
+// operation's cursor, act on the pending ones, link them to the operation's
+// audit entry, and report the last letter seen so the cursor can move past
+// the batch. The whole batch, the cursor and the audit links commit
+// together, which is what lets a crashed operation resume without acting on
+// a letter twice.
+//
+// A batch walks the selection's pending letters oldest first on
+// (failed_at, id), the list's order read backwards, where the pending list
+// would read them (Filter.source): pending_dead_letters by time or reason,
+// or the index of the letters' task, queue, error class or error group,
+// each letter checked for a pending row on the way. Either way one index
+// holds the filter's letters in that order, so a batch of 2,000 reads
+// about 2,000 index entries. Letters that are not pending could never be
+// acted on, so leaving them out changes nothing but the cost; they count as
+// skipped when the operation finishes (Matched - Done).
+//
+// Deleting the letters' pending rows comes first and is the claim: of two
+// transactions acting on a letter, only the one whose DELETE removed its
+// row goes on (the other's DELETE, re-checking the row once the first
+// commits, finds it gone), and only the letters it took get an outcome, a
+// job and an audit link. The letter's own row is never written: its
+// outcome is a narrow row of dead_letter_outcomes (00101_letters.sql says
+// what that saves). A replay's job id is drawn from the jobs sequence as
+// the outcome is written, so the job can be inserted from the outcomes'
+// RETURNING rows.
+//
+// Paced replays spread run_at: the k-th letter of a batch runs k / rate
+// seconds after the batch's start slot, which is where the operation's
+// previous letter left off (pace_origin + done / rate) or now, whichever is
+// later. After a pause (a canary waiting for release, a console restart)
+// pacing so resumes from now instead of releasing every overdue letter at
+// once; RunOperationBatch moves pace_origin to match.
+//
+// The audit links are inserted without ON CONFLICT: a letter is changed at
+// most once per operation (the claim), so its link cannot exist yet, and a
+// plain insert costs a WAL record less than a speculative one.
+//
+// The statements are templates: the batch's letters (batchLettersSQL, or
+// for several error groups one walk of it per group, merged), which is
+// itself a template of the relation the batch reads, the selection's
+// condition and, once the operation has a position, the keyset condition
+// after it.
+const batchSelectSQL = `batch AS MATERIALIZED (
+	%s
+), taken AS (
+	DELETE FROM pending_dead_letters p USING batch b WHERE p.id = b.id
+	RETURNING p.id, p.failed_at, p.task, p.queue
+)`
+
+// batchLettersSQL reads the next letters of a batch, oldest first.
+const batchLettersSQL = `SELECT id, failed_at FROM %s
+	WHERE %s AND id <= $1%s
+	ORDER BY failed_at, id LIMIT $2`
+
+// batchSummarySQL reports the batch's last letter (the new cursor), how
+// many letters it saw and how many it changed (acted, a CTE of each kind).
+const batchSummarySQL = `
+SELECT last.failed_at, coalesce(last.id, 0), (SELECT count(*) FROM batch), (SELECT count(*) FROM acted)
+FROM (SELECT 1) one
+LEFT JOIN (SELECT failed_at, id FROM batch ORDER BY failed_at DESC, id DESC LIMIT 1) last ON true`
+
+const replayBatchSQL = `
+WITH %s, marked AS (
+	INSERT INTO dead_letter_outcomes (failed_at, dead_letter_id, task, queue, replayed_at, replayed_by, replay_job_id)
+	SELECT failed_at, id, task, queue, now(), $6,
+		nextval(` + postgres.JobsSequenceSQL + `)
+	FROM taken
+	RETURNING dead_letter_id, replay_job_id
+), acted AS (
+	INSERT INTO jobs (id, queue, task, args, kwargs, max_attempts, run_at, replay_of, operation_id)
+	OVERRIDING SYSTEM VALUE
+	SELECT m.replay_job_id, r.queue, r.task, r.args, r.kwargs, r.max_attempts,
+		CASE WHEN $3::float8 IS NULL THEN now()
+		     ELSE greatest(now(), $4::timestamptz + ($5::bigint / $3::float8) * interval '1 second')
+		          + (k / $3::float8) * interval '1 second' END,
+		r.id, $8::bigint
+	FROM (SELECT m.*, row_number() OVER (ORDER BY m.dead_letter_id) AS k FROM marked m) m
+	JOIN dead_letter_records r ON r.id = m.dead_letter_id
+	ORDER BY r.id
+	RETURNING replay_of
+), linked AS (
+	INSERT INTO audit_event_letters (dead_letter_id, audit_event_id, outcome)
+	SELECT replay_of, $7::bigint, 'replay' FROM acted WHERE $7::bigint IS NOT NULL
+)` + batchSummarySQL
+
+const discardBatchSQL = `
+WITH %s, acted AS (
+	INSERT INTO dead_letter_outcomes (failed_at, dead_letter_id, task, queue, discarded_at, discarded_by, discard_reason)
+	SELECT failed_at, id, task, queue, now(), $3, $4 FROM taken
+	RETURNING dead_letter_id AS id
+), linked AS (
+	INSERT INTO audit_event_letters (dead_letter_id, audit_event_id, outcome)
+	SELECT id, $5::bigint, 'discard' FROM acted WHERE $5::bigint IS NOT NULL
+)` + batchSummarySQL
+
+// RunOperationBatch does the next batch of a running operation in one
+// transaction. Another process working on the same operation is skipped
+// (its row is locked), so two runners never interleave on one operation.
+// A canary operation stops after its first Canary letters in state canary.
+func (s *Store) RunOperationBatch(ctx context.Context, opID int64, batchSize int, now time.Time) (dlq.BatchResult, error) {
+	var res dlq.BatchResult
+	err := postgres.InTx(ctx, s.db, func(tx *sqlx.Tx) error {
+		var op dlq.Operation
+		err := tx.GetContext(ctx, &op, `SELECT `+operationColumns+` FROM operations
+			WHERE id = $1 FOR UPDATE SKIP LOCKED`, opID)
+		if postgres.Translate(err) == dlq.ErrNotFound {
+			res.State = dlq.OpRunning // locked by another runner, or gone: nothing to do here
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("lock operation: %w", err)
+		}
+		res.State = op.State
+		if op.State != dlq.OpRunning {
+			res.Finished = op.State.Finished()
+			return nil
+		}
+		limit := batchSize
+		canaryStop := false
+		if op.Kind == dlq.OpReplay && op.Canary > 0 && op.Done < int64(op.Canary) {
+			limit = op.Canary - int(op.Done)
+			canaryStop = true
+		}
+		if op.GuardPending() {
+			// Until the guard has judged, at most GuardWindow replays are
+			// in flight: releasing them all at once would leave the guard
+			// nothing to stop (a paced replay hands every letter to the
+			// queue within seconds, its pace being in run_at).
+			c, err := replayCounts(ctx, tx, op.ID)
+			if err != nil {
+				return err
+			}
+			limit = min(limit, dlq.GuardWindow-int(op.Done-c.Settled()))
+			if limit <= 0 {
+				return nil // the runner comes back at its next poll
+			}
+		}
+		sel, err := op.StoredSelection()
+		if err != nil {
+			return err
+		}
+		last, seen, acted, err := runBatch(ctx, tx, op, sel, limit)
+		if err != nil {
+			return err
+		}
+		res.Acted, res.Skipped = acted, seen-acted
+		if seen == 0 {
+			res.State, err = finishOperation(ctx, tx, op, now)
+			res.Finished = res.State.Finished()
+			return err
+		}
+		next := dlq.OpRunning
+		if canaryStop && op.Done+int64(acted) >= int64(op.Canary) {
+			// The canary is Canary letters replayed, not seen: letters
+			// skipped (already handled) do not count towards it, and once
+			// it is complete a released operation never stops again.
+			next = dlq.OpCanary
+		}
+		res.State = next
+		// pace_origin moves with a pause, as the batch's start slot did
+		// (SET expressions read the row as it was: the old done_count).
+		_, err = tx.ExecContext(ctx, `UPDATE operations SET cursor_failed_at = $6, cursor_id = $2,
+			done_count = done_count + $3, skipped = skipped + $4, state = $5, updated_at = now(),
+			pace_origin = CASE WHEN rate_per_second IS NULL THEN pace_origin
+				ELSE greatest(now(), pace_origin + (done_count / rate_per_second) * interval '1 second')
+				     - (done_count / rate_per_second) * interval '1 second' END
+			WHERE id = $1`,
+			op.ID, last.ID, acted, seen-acted, next, last.FailedAt)
+		if err != nil {
+			return fmt.Errorf("advance operation: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return dlq.BatchResult{}, fmt.Errorf("operation %d: %w", opID, err)
+	}
+	return res, nil
+}
+
+// batchCursor is where a batch ended: the last letter it saw.
+type batchCursor struct {
+	FailedAt *time.Time
+	ID       int64
+}
+
+func runBatch(ctx context.Context, tx *sqlx.Tx, op dlq.Operation, sel dlq.Selection, limit int) (last batchCursor, seen, acted int, err error) {
+	query, args, err := batchQuery(op, sel, limit, 0, 1)
+	if err != nil {
+		return batchCursor{}, 0, 0, err
+	}
+	if err := tx.QueryRowxContext(ctx, query, args...).Scan(&last.FailedAt, &last.ID, &seen, &acted); err != nil {
+		return batchCursor{}, 0, 0, fmt.Errorf("%s batch: %w", op.Kind, err)
+	}
+	return last, seen, acted, nil
+}
+
+// batchQuery is the statement of op's next batch of at most limit letters.
+// With lanes > 1 it takes only the letters of lane (its blocks of ids).
+func batchQuery(op dlq.Operation, sel dlq.Selection, limit, lane, lanes int) (string, []any, error) {
+	var query string
+	var args []any
+	switch op.Kind {
+	case dlq.OpReplay:
+		query = replayBatchSQL
+		args = []any{op.MaxID, limit, op.RatePerSecond, op.PaceOrigin, op.Done, op.Actor, op.AuditEventID, op.ID}
+	case dlq.OpDiscard:
+		query = discardBatchSQL
+		args = []any{op.MaxID, limit, op.Actor, op.Reason, op.AuditEventID}
+	default:
+		return "", nil, fmt.Errorf("unknown operation kind %q", op.Kind)
+	}
+	pending := sel.PendingOnly()
+	src := letters.PendingSource(sel)
+	after := ""
+	if op.CursorFailedAt != nil {
+		// A row comparison: the start of the index range scan.
+		args = append(args, *op.CursorFailedAt, op.CursorID)
+		after = fmt.Sprintf(" AND (failed_at, id) > ($%d, $%d)", len(args)-1, len(args))
+	}
+	if lanes > 1 {
+		// Literals: small numbers of our own, and the planner sees the
+		// condition as a filter on the index's id column.
+		after += fmt.Sprintf(" AND id / %d %% %d = %d", laneBlock, lanes, lane)
+	}
+	read := func(sel dlq.Selection, args []any) (string, []any) {
+		where, selArgs := letters.SelectionWhere(sel, src, len(args))
+		return fmt.Sprintf(batchLettersSQL, src.Table(), where, after), append(args, selArgs...)
+	}
+	var batch string
+	if pending.Filter != nil && letters.WalksGroups(*pending.Filter, src) {
+		batch, args = letters.EachGroupSQL(*pending.Filter, args, "failed_at, id", "$2", func(g dlq.Filter, args []any) (string, []any) {
+			return read(dlq.Selection{Filter: &g}, args)
+		})
+	} else {
+		batch, args = read(pending, args)
+	}
+	return fmt.Sprintf(query, fmt.Sprintf(batchSelectSQL, batch)), args, nil
+}
+
+// finishOperation closes the first phase of an operation whose selection
+// is exhausted. Letters that left the selection between confirmation and
+// processing (replayed or discarded by someone else) count as skipped. A
+// discard is then done, and its closing audit entry written; a replay is
+// settling until its replays have (FollowOperations), and its closing
+// entry waits until then. It returns the state it moved to.
+func finishOperation(ctx context.Context, tx *sqlx.Tx, op dlq.Operation, now time.Time) (dlq.OperationState, error) {
+	skipped := max(op.Matched-op.Done, op.Skipped)
+	if op.Kind == dlq.OpReplay {
+		// Counted once here too, not only at the follower's next tick: the
+		// settling operation's second phase starts with every replay in
+		// it, never with the counts of its canary.
+		c, err := replayCounts(ctx, tx, op.ID)
+		if err != nil {
+			return "", err
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE operations SET state = 'settling', skipped = $2, enqueued_at = now(),
+			updated_at = now(), replays = $3 WHERE id = $1`, op.ID, skipped, audit.MustJSON(c)); err != nil {
+			return "", fmt.Errorf("finish enqueueing: %w", err)
+		}
+		return dlq.OpSettling, nil
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE operations SET state = 'done', skipped = $2, finished_at = now(),
+		updated_at = now() WHERE id = $1`, op.ID, skipped); err != nil {
+		return "", fmt.Errorf("finish operation: %w", err)
+	}
+	op.Skipped = skipped
+	return dlq.OpDone, auditFinish(ctx, tx, op, nil, now)
+}
+
+// auditFinish writes an operation's closing audit entry with its final
+// counts, and for a replay what its replays did.
+func auditFinish(ctx context.Context, tx *sqlx.Tx, op dlq.Operation, replays *dlq.ReplayCounts, now time.Time) error {
+	counts := map[string]int64{"matched": op.Matched, "skipped": op.Skipped}
+	counts[dlq.PastTense(string(op.Kind))] = op.Done
+	if replays != nil {
+		counts["succeeded"], counts["died_again"] = replays.Succeeded, replays.DiedAgain
+	}
+	opID := op.ID
+	_, err := audit.AppendAudit(ctx, tx, dlq.AuditEntry{
+		At: now, Actor: op.Actor, Action: dlq.ActionBulkFinish, OperationID: &opID,
+		Counts: audit.MustJSON(counts), Reason: op.Reason,
+		Details: audit.MustJSON(map[string]any{"kind": op.Kind, "started_audit_event_id": op.AuditEventID}),
+	})
+	return err
+}
+
+// FailOperation stops a running operation whose batches keep failing (a
+// selection the database refuses, say), keeping why in its error. Letters
+// already handled stay handled; the stop is audited with the final counts.
+// An operation that is no longer running is left as it is.
+func (s *Store) FailOperation(ctx context.Context, id int64, cause string, now time.Time) error {
+	err := postgres.InTx(ctx, s.db, func(tx *sqlx.Tx) error {
+		var op dlq.Operation
+		err := tx.GetContext(ctx, &op, `UPDATE operations SET state = 'failed', error = $2, finished_at = now(),
+			updated_at = now() WHERE id = $1 AND state = 'running' RETURNING `+operationColumns, id, cause)
+		if postgres.Translate(err) == dlq.ErrNotFound {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		counts := map[string]int64{"matched": op.Matched, "skipped": op.Skipped}
+		counts[dlq.PastTense(string(op.Kind))] = op.Done
+		opID := op.ID
+		_, err = audit.AppendAudit(ctx, tx, dlq.AuditEntry{
+			At: now, Actor: op.Actor, Action: dlq.ActionBulkFinish, OperationID: &opID,
+			Counts: audit.MustJSON(counts), Reason: op.Reason,
+			Details: audit.MustJSON(map[string]any{"kind": op.Kind, "state": dlq.OpFailed, "error": cause,
+				"started_audit_event_id": op.AuditEventID}),
+		})
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("fail operation %d: %w", id, err)
+	}
+	return nil
+}
+
+// CancelOperation stops a running or waiting operation. Letters already
+// handled stay handled; the rest are left alone. A settling operation has
+// nothing left to cancel: StopFollowing ends it.
+func (s *Store) CancelOperation(ctx context.Context, p dlq.ChangeOperationParams) (dlq.Operation, error) {
+	return s.changeOperation(ctx, p, dlq.ActionBulkCancel, []dlq.OperationState{dlq.OpRunning, dlq.OpCanary, dlq.OpCanaryFailed, dlq.OpAutoPaused}, dlq.OpCancelled)
+}
+
+// ReleaseCanary lets an operation waiting after its canary replay the rest,
+// also after a canary that died (the operator's "release anyway").
+func (s *Store) ReleaseCanary(ctx context.Context, p dlq.ChangeOperationParams) (dlq.Operation, error) {
+	return s.changeOperation(ctx, p, dlq.ActionCanaryRelease, []dlq.OperationState{dlq.OpCanary, dlq.OpCanaryFailed}, dlq.OpRunning)
+}
+
+// ResumeOperation lets an operation the died-again guard paused release
+// the rest. The guard has judged and does not pause it again.
+func (s *Store) ResumeOperation(ctx context.Context, p dlq.ChangeOperationParams) (dlq.Operation, error) {
+	return s.changeOperation(ctx, p, dlq.ActionBulkResume, []dlq.OperationState{dlq.OpAutoPaused}, dlq.OpRunning)
+}
+
+// StopFollowing ends a settling operation before its replays have all
+// settled: it is done, and its replays go on as any job does.
+func (s *Store) StopFollowing(ctx context.Context, p dlq.ChangeOperationParams) (dlq.Operation, error) {
+	return s.changeOperation(ctx, p, dlq.ActionBulkStopFollowing, []dlq.OperationState{dlq.OpSettling}, dlq.OpDone)
+}
+
+func (s *Store) changeOperation(ctx context.Context, p dlq.ChangeOperationParams, action string, from []dlq.OperationState, to dlq.OperationState) (dlq.Operation, error) {
+	var op dlq.Operation
+	err := postgres.InTx(ctx, s.db, func(tx *sqlx.Tx) error {
+		_, err := audit.OnceWithKey(ctx, tx, p.Key, p.Actor, action, dlq.RequestHash(action, p.ID), &op, func() error {
+			return changeOperationTx(ctx, tx, p, action, from, to, &op)
+		})
+		return err
+	})
+	if err != nil {
+		return dlq.Operation{}, fmt.Errorf("%s: %w", action, err)
+	}
+	return op, nil
+}
+
+// changeOperationTx moves the operation p.ID from one of the states from
+// to to, inside tx, leaving it in op and an audit entry behind.
+func changeOperationTx(ctx context.Context, tx *sqlx.Tx, p dlq.ChangeOperationParams, action string, from []dlq.OperationState, to dlq.OperationState, op *dlq.Operation) error {
+	if err := tx.GetContext(ctx, op, `SELECT `+operationColumns+` FROM operations WHERE id = $1 FOR UPDATE`, p.ID); err != nil {
+		return fmt.Errorf("operation %d: %w", p.ID, postgres.Translate(err))
+	}
+	if !slices.Contains(from, op.State) {
+		return dlq.Errorf(dlq.EConflict, "operation %d is %s", op.ID, op.State)
+	}
+	finished := "NULL"
+	if to.Finished() {
+		finished = "now()"
+	}
+	var stoppedBy *string
+	if action == dlq.ActionBulkStopFollowing {
+		stoppedBy = &p.Actor.Name
+	}
+	was := op.State
+	if err := tx.GetContext(ctx, op, `UPDATE operations SET state = $2, updated_at = now(), finished_at = `+finished+`,
+			stopped_following_by = coalesce($3, stopped_following_by)
+		WHERE id = $1 RETURNING `+operationColumns, op.ID, to, stoppedBy); err != nil {
+		return fmt.Errorf("operation %d: %w", op.ID, err)
+	}
+	counts := map[string]int64{"matched": op.Matched, dlq.PastTense(string(op.Kind)): op.Done}
+	if op.Kind == dlq.OpReplay {
+		c, err := replayCounts(ctx, tx, op.ID)
+		if err != nil {
+			return err
+		}
+		c.AddTo(counts)
+		if _, err := tx.ExecContext(ctx, `UPDATE operations SET replays = $2 WHERE id = $1`, op.ID, audit.MustJSON(c)); err != nil {
+			return fmt.Errorf("keep replay counts: %w", err)
+		}
+		op.Replays = &c
+	}
+	opID := op.ID
+	_, err := audit.AppendAudit(ctx, tx, dlq.AuditEntry{
+		At: p.Now, Actor: p.Actor.Name, Action: action, OperationID: &opID,
+		Counts:    audit.MustJSON(counts),
+		RequestID: p.Actor.RequestID, RemoteAddr: p.Actor.RemoteAddr, UserAgent: p.Actor.UserAgent,
+		Details: audit.MustJSON(map[string]any{"kind": op.Kind, "from": was, "started_audit_event_id": op.AuditEventID}),
+	})
+	return err
+}
+
+// OperationJobs returns the replay jobs of an operation's first letters (the
+// canary), in id order, with their current state.
+func (s *Store) OperationJobs(ctx context.Context, opID int64, limit int) ([]dlq.JobOutcome, error) {
+	var out []dlq.JobOutcome
+	err := s.db.SelectContext(ctx, &out, `
+		SELECT d.id AS dead_letter_id, j.id AS job_id, j.state, j.attempt, j.last_error, j.args, j.kwargs
+		FROM operations o
+		JOIN audit_event_letters a ON a.audit_event_id = o.audit_event_id
+		JOIN dead_letters d ON d.id = a.dead_letter_id
+		JOIN jobs j ON j.id = d.replay_job_id
+		WHERE o.id = $1
+		ORDER BY d.id LIMIT $2`, opID, limit)
+	if err != nil {
+		return nil, fmt.Errorf("operation %d jobs: %w", opID, err)
+	}
+	return out, nil
+}

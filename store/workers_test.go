@@ -1,0 +1,40 @@
+package store_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/redrive/redrive/dlq/dlqtest"
+)
+
+func TestForgetVanishedWorkers(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := dlqtest.NewDB(t)
+	store := dlqtest.NewStores(db.DB)
+	_, err := db.Exec(`
+		INSERT INTO workers (id, host, pid, version, queues, tasks, concurrency, in_flight, heartbeat_at) VALUES
+			('live', 'h1', 1, 'v1', '{default}', '{t}', 4, 0, now()),
+			('stale-minutes', 'h2', 2, 'v1', '{default}', '{t}', 4, 0, now() - interval '10 minutes'),
+			('gone', 'h3', 3, 'v1', '{default}', '{t}', 4, 0, now() - interval '2 hours'),
+			('gone-holding-a-lease', 'h4', 4, 'v1', '{default}', '{t}', 4, 1, now() - interval '2 hours');
+		INSERT INTO jobs (task, state, attempt, lease_owner, lease_expires_at)
+			VALUES ('t', 'running', 1, 'gone-holding-a-lease', now() - interval '1 hour')`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := store.Queue.ForgetVanishedWorkers(ctx)
+	if err != nil || n != 1 {
+		t.Fatalf("forgot %d workers, err %v; want 1", n, err)
+	}
+	var left []string
+	if err := db.Select(&left, `SELECT id FROM workers ORDER BY id`); err != nil {
+		t.Fatal(err)
+	}
+	// A stale worker stays in view for an hour; one whose expired lease
+	// the rescuer has yet to read stays until it has.
+	want := []string{"gone-holding-a-lease", "live", "stale-minutes"}
+	if len(left) != len(want) || left[0] != want[0] || left[1] != want[1] || left[2] != want[2] {
+		t.Fatalf("workers left %v, want %v", left, want)
+	}
+}
