@@ -67,15 +67,7 @@ func (op bulkOperation) done() int64 {
 // they run, and no worker runs here, so the harness stops following it
 // (as an operator may), which finishes it.
 func (s *suite) bulkAction(ctx context.Context, srv *server, db *pgxpool.Pool, action string) (float64, error) {
-	var since time.Time
-	if err := db.QueryRow(ctx, windowSQL, s.sizes.BulkSlice).Scan(&since); err != nil {
-		return 0, fmt.Errorf("bulk %s: find the window: %w", action, err)
-	}
-	body, err := json.Marshal(map[string]any{
-		"filter":       map[string]string{"since": since.UTC().Format(time.RFC3339Nano)},
-		"reason":       "benchmark",
-		"wait_seconds": 0,
-	})
+	body, err := s.bulkBody(ctx, db)
 	if err != nil {
 		return 0, fmt.Errorf("bulk %s: %w", action, err)
 	}
@@ -83,27 +75,13 @@ func (s *suite) bulkAction(ctx context.Context, srv *server, db *pgxpool.Pool, a
 		return 0, fmt.Errorf("bulk %s: %w", action, err)
 	}
 	start := time.Now()
-	code, op, err := srv.operation(ctx, http.MethodPost, "/api/v1/dead-letters/"+action, string(body))
-	for err == nil && code == http.StatusAccepted && op.State == "running" {
-		if op.OperationID == nil {
-			return 0, fmt.Errorf("bulk %s: 202 without an operation id", action)
-		}
-		select {
-		case <-ctx.Done():
-			return 0, fmt.Errorf("bulk %s: %w", action, ctx.Err())
-		case <-time.After(bulkPoll):
-		}
-		code, op, err = srv.operation(ctx, http.MethodGet, fmt.Sprintf("/api/v1/operations/%d", *op.OperationID), "")
-	}
+	code, op, err := srv.runOperation(ctx, "/api/v1/dead-letters/"+action, body)
 	took := time.Since(start)
 	if err != nil {
 		return 0, fmt.Errorf("bulk %s: %w", action, err)
 	}
-	if op.State == "settling" && op.OperationID != nil {
-		path := fmt.Sprintf("/api/v1/operations/%d/stop-following", *op.OperationID)
-		if code, op, err = srv.operation(ctx, http.MethodPost, path, ""); err != nil {
-			return 0, fmt.Errorf("bulk %s: %w", action, err)
-		}
+	if code, op, err = srv.stopFollowingSettling(ctx, code, op); err != nil {
+		return 0, fmt.Errorf("bulk %s: %w", action, err)
 	}
 	if code != http.StatusOK || op.State != "done" {
 		return 0, fmt.Errorf("bulk %s: %d, state %q %s", action, code, op.State, op.Error)
@@ -112,6 +90,55 @@ func (s *suite) bulkAction(ctx context.Context, srv *server, db *pgxpool.Pool, a
 		return 0, fmt.Errorf("bulk %s: acted on %d letters, want at least %d", action, n, s.sizes.BulkSlice)
 	}
 	return perSecond(int(op.done()), took), nil
+}
+
+// bulkBody is the bulk request's body: the letters of the newest
+// BulkSlice, selected by a since filter, so that every action of the run
+// acts on the same number of letters.
+func (s *suite) bulkBody(ctx context.Context, db *pgxpool.Pool) (string, error) {
+	var since time.Time
+	if err := db.QueryRow(ctx, windowSQL, s.sizes.BulkSlice).Scan(&since); err != nil {
+		return "", fmt.Errorf("find the window: %w", err)
+	}
+	body, err := json.Marshal(map[string]any{
+		"filter":       map[string]string{"since": since.UTC().Format(time.RFC3339Nano)},
+		"reason":       "benchmark",
+		"wait_seconds": 0,
+	})
+	if err != nil {
+		return "", err
+	}
+	return string(body), nil
+}
+
+// runOperation starts a bulk operation at path and polls it until it is
+// no longer running, which is what the benchmark times; the last answer
+// is returned as it came.
+func (srv *server) runOperation(ctx context.Context, path, body string) (int, bulkOperation, error) {
+	code, op, err := srv.operation(ctx, http.MethodPost, path, body)
+	for err == nil && code == http.StatusAccepted && op.State == "running" {
+		if op.OperationID == nil {
+			return 0, bulkOperation{}, errors.New("202 without an operation id")
+		}
+		select {
+		case <-ctx.Done():
+			return 0, bulkOperation{}, ctx.Err()
+		case <-time.After(bulkPoll):
+		}
+		code, op, err = srv.operation(ctx, http.MethodGet, fmt.Sprintf("/api/v1/operations/%d", *op.OperationID), "")
+	}
+	return code, op, err
+}
+
+// stopFollowingSettling finishes a replay that is settling: no worker
+// runs here, so its replays would never settle. Stopping following it, as
+// an operator may, finishes it. Any other operation is returned as given.
+func (srv *server) stopFollowingSettling(ctx context.Context, code int, op bulkOperation) (int, bulkOperation, error) {
+	if op.State != "settling" || op.OperationID == nil {
+		return code, op, nil
+	}
+	path := fmt.Sprintf("/api/v1/operations/%d/stop-following", *op.OperationID)
+	return srv.operation(ctx, http.MethodPost, path, "")
 }
 
 // operation calls the bulk API and decodes the operation it answers with.

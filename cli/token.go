@@ -20,53 +20,88 @@ const tokenUsage = `Usage:
 A token acts with its user's role: send it as Authorization: Bearer TOKEN.
 Only its SHA-256 hash is stored, so it cannot be shown again.`
 
+// runToken runs `redrive token`: create, revoke or list API tokens.
 func runToken(ctx context.Context, args []string, e env) error {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
-		fmt.Fprintln(e.stderr, tokenUsage)
-		return usagef("redrive token needs a subcommand")
-	}
-	sub, args := args[0], args[1:]
-	fs := newFlagSet("token "+sub, tokenUsage, e.stderr)
-	register(fs, databaseOptions, []string{"user", "name"})
-	var ref string
-	if sub == "revoke" {
-		if len(args) == 0 || strings.HasPrefix(args[0], "-") {
-			fmt.Fprintln(e.stderr, tokenUsage)
-			return usagef("name the token: redrive token revoke ID|LABEL")
-		}
-		ref, args = args[0], args[1:]
-	}
-	f, err := parse(fs, args, e.getenv)
+	cmd, err := parseTokenArgs(args, e)
 	if err != nil {
 		return err
 	}
-	if sub != "create" && sub != "revoke" && sub != "list" {
-		fmt.Fprintln(e.stderr, tokenUsage)
-		return usagef("unknown token subcommand %q", sub)
-	}
-	if sub == "create" && f.str("user") == "" {
-		return usagef("--user is required")
-	}
-	db, err := openDB(ctx, f.str("database-url"))
+	db, err := openDB(ctx, cmd.flags.str("database-url"))
 	if err != nil {
 		return err
 	}
 	defer db.Close()
 	store := access.New(db)
 	actor := cliActor(e.getenv)
-	switch sub {
+	switch cmd.sub {
 	case "create":
-		return createToken(ctx, store, dlq.NewToken{UserName: f.str("user"), Label: f.str("name"), Actor: actor, Now: time.Now()}, e)
+		return createToken(ctx, store, dlq.NewToken{UserName: cmd.flags.str("user"), Label: cmd.flags.str("name"), Actor: actor, Now: time.Now()}, e)
 	case "revoke":
-		t, err := store.RevokeToken(ctx, ref, actor, time.Now())
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(e.stdout, "revoked token %d %q of %s\n", t.ID, t.Label, t.UserName)
-		return nil
+		return revokeToken(ctx, store, cmd.ref, actor, e.stdout)
 	default:
 		return listTokens(ctx, store, e.stdout)
 	}
+}
+
+// tokenCommand is a `redrive token` command line, read and checked.
+type tokenCommand struct {
+	sub   string // create, revoke or list
+	ref   string // the token revoke names: an id or a label
+	flags flags
+}
+
+// parseTokenArgs reads and checks the command line before the database is
+// opened, so that a mistyped command fails with its usage and no
+// connection.
+func parseTokenArgs(args []string, e env) (tokenCommand, error) {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
+		fmt.Fprintln(e.stderr, tokenUsage)
+		return tokenCommand{}, usagef("redrive token needs a subcommand")
+	}
+	cmd := tokenCommand{sub: args[0]}
+	args = args[1:]
+	fs := newFlagSet("token "+cmd.sub, tokenUsage, e.stderr)
+	register(fs, databaseOptions, []string{"user", "name"})
+	if cmd.sub == "revoke" {
+		var err error
+		if cmd.ref, args, err = tokenRef(args, e); err != nil {
+			return tokenCommand{}, err
+		}
+	}
+	f, err := parse(fs, args, e.getenv)
+	if err != nil {
+		return tokenCommand{}, err
+	}
+	cmd.flags = f
+	if cmd.sub != "create" && cmd.sub != "revoke" && cmd.sub != "list" {
+		fmt.Fprintln(e.stderr, tokenUsage)
+		return tokenCommand{}, usagef("unknown token subcommand %q", cmd.sub)
+	}
+	if cmd.sub == "create" && f.str("user") == "" {
+		return tokenCommand{}, usagef("--user is required")
+	}
+	return cmd, nil
+}
+
+// tokenRef takes the token revoke names (an id or a label) from the front
+// of args, where it must come before any flag, and returns the rest.
+func tokenRef(args []string, e env) (string, []string, error) {
+	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
+		fmt.Fprintln(e.stderr, tokenUsage)
+		return "", nil, usagef("name the token: redrive token revoke ID|LABEL")
+	}
+	return args[0], args[1:], nil
+}
+
+// revokeToken revokes the token ref names and prints its id, label and
+// user, so that the operator sees which token went.
+func revokeToken(ctx context.Context, store *access.Store, ref string, actor dlq.Actor, w io.Writer) error {
+	t, err := store.RevokeToken(ctx, ref, actor, time.Now())
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "revoked token %d %q of %s\n", t.ID, t.Label, t.UserName)
+	return nil
 }
 
 // createToken makes a token and prints its secret, the one time it is known.

@@ -63,7 +63,28 @@ func parseOperationListFilter(v url.Values) (dlq.OperationListFilter, error) {
 	get := func(k string) string { return strings.TrimSpace(v.Get(k)) }
 	f := dlq.OperationListFilter{Limit: dlq.DefaultOperationLimit, Actor: get("actor")}
 	problems := map[string]string{}
-	switch s := get("state"); s {
+	parseOperationState(get("state"), &f, problems)
+	switch k := dlq.OperationKind(get("kind")); k {
+	case "", dlq.OpReplay, dlq.OpDiscard:
+		f.Kind = k
+	default:
+		problems["kind"] = "must be replay or discard"
+	}
+	if len(f.Actor) > 200 || strings.ContainsFunc(f.Actor, unicode.IsControl) {
+		problems["actor"] = "must be at most 200 printable characters"
+	}
+	parseOperationPage(get("limit"), get("cursor"), &f, problems)
+	if len(problems) > 0 {
+		return f, &dlq.ValidationError{Fields: problems}
+	}
+	return f, nil
+}
+
+// parseOperationState reads ?state= into f: a phase (open, finished),
+// which spans several states, or a single state, which must be one an
+// operation can be in. A problem is added to problems under "state".
+func parseOperationState(s string, f *dlq.OperationListFilter, problems map[string]string) {
+	switch s {
 	case "":
 	case string(dlq.PhaseOpen), string(dlq.PhaseFinished):
 		f.Phase = dlq.OperationPhase(s)
@@ -77,33 +98,26 @@ func parseOperationListFilter(v url.Values) (dlq.OperationListFilter, error) {
 			problems["state"] = "must be one of " + strings.Join(names, ", ")
 		}
 	}
-	switch k := dlq.OperationKind(get("kind")); k {
-	case "", dlq.OpReplay, dlq.OpDiscard:
-		f.Kind = k
-	default:
-		problems["kind"] = "must be replay or discard"
-	}
-	if len(f.Actor) > 200 || strings.ContainsFunc(f.Actor, unicode.IsControl) {
-		problems["actor"] = "must be at most 200 printable characters"
-	}
-	if s := get("limit"); s != "" {
-		n, err := strconv.Atoi(s)
+}
+
+// parseOperationPage reads ?limit= and ?cursor= (the id the next page
+// starts below) into f, adding a problem to problems for each out of
+// range; both are kept in f as given, problem or not.
+func parseOperationPage(limit, cursor string, f *dlq.OperationListFilter, problems map[string]string) {
+	if limit != "" {
+		n, err := strconv.Atoi(limit)
 		if err != nil || n < 1 || n > dlq.MaxOperationLimit {
 			problems["limit"] = fmt.Sprintf("must be a whole number from 1 to %d", dlq.MaxOperationLimit)
 		}
 		f.Limit = n
 	}
-	if s := get("cursor"); s != "" {
-		n, err := strconv.ParseInt(s, 10, 64)
+	if cursor != "" {
+		n, err := strconv.ParseInt(cursor, 10, 64)
 		if err != nil || n < 1 {
 			problems["cursor"] = "invalid cursor: start again from the newest page"
 		}
 		f.Before = n
 	}
-	if len(problems) > 0 {
-		return f, &dlq.ValidationError{Fields: problems}
-	}
-	return f, nil
 }
 
 // operationListQuery encodes f as the query string parseOperationListFilter

@@ -191,44 +191,65 @@ func BulkConfirm(svc BulkService, now func() time.Time, version string) echo.Han
 		if b.sel.MaxID == 0 {
 			return BadRequest("invalid_bound", "This confirmation has no bound; go back to the list and select again.")
 		}
-		r := replay.BulkRequest{Kind: b.kind, Selection: b.sel, Actor: ActorFrom(c), Reason: b.reason,
-			RequireTyped: true, Typed: b.typed, Key: b.key}
-		problems := map[string]string{}
-		if b.rate != "" {
-			if r.RatePerSecond, err = strconv.ParseFloat(b.rate, 64); err != nil {
-				problems["rate_per_second"] = "The pace must be a number of letters per second, like 50 or 0.5."
-			}
-		}
-		if b.canaryOn {
-			if r.Canary, err = strconv.Atoi(b.canarySize); err != nil || r.Canary < 1 {
-				problems["canary"] = "The canary must replay a whole number of letters, at least 1."
-			}
-		}
-		if b.diedAgain != "" && b.kind == dlq.OpReplay {
-			if r.DiedAgainPercent, err = strconv.ParseFloat(strings.TrimSuffix(b.diedAgain, "%"), 64); err != nil {
-				problems["died_again_percent"] = "The died-again threshold must be a percentage, like 20 (or empty: no guard)."
-			}
-		}
+		r, problems := bulkRequest(b, ActorFrom(c))
 		if len(problems) == 0 {
 			op, err := svc.StartBulk(c.Request().Context(), r)
 			if err == nil {
 				return c.Redirect(http.StatusSeeOther, fmt.Sprintf("/operations/%d", op.ID))
 			}
-			var ve *dlq.ValidationError
-			var ce *replay.ConfirmError
-			switch {
-			case errors.As(err, &ve):
-				for k, v := range ve.Fields {
-					problems[k] = bulkProblem(k, v)
-				}
-			case errors.As(err, &ce):
-				problems["typed"] = fmt.Sprintf("Type the number %d exactly to confirm; “%s” is not it.", ce.Expected, b.typed)
-			default:
+			if problems, err = startProblems(err, b.typed); err != nil {
 				return err
 			}
 		}
 		return renderConfirm(c, svc, b, http.StatusBadRequest, problems, version)
 	}
+}
+
+// bulkRequest turns the confirmation form into the request for StartBulk,
+// with a problem for each of the pace, canary and died-again fields that
+// is not a number of the right kind (a canary also needs one letter at
+// least); the service checks the other bounds.
+func bulkRequest(b bulkForm, actor replay.Actor) (replay.BulkRequest, map[string]string) {
+	r := replay.BulkRequest{Kind: b.kind, Selection: b.sel, Actor: actor, Reason: b.reason,
+		RequireTyped: true, Typed: b.typed, Key: b.key}
+	problems := map[string]string{}
+	var err error
+	if b.rate != "" {
+		if r.RatePerSecond, err = strconv.ParseFloat(b.rate, 64); err != nil {
+			problems["rate_per_second"] = "The pace must be a number of letters per second, like 50 or 0.5."
+		}
+	}
+	if b.canaryOn {
+		if r.Canary, err = strconv.Atoi(b.canarySize); err != nil || r.Canary < 1 {
+			problems["canary"] = "The canary must replay a whole number of letters, at least 1."
+		}
+	}
+	if b.diedAgain != "" && b.kind == dlq.OpReplay {
+		if r.DiedAgainPercent, err = strconv.ParseFloat(strings.TrimSuffix(b.diedAgain, "%"), 64); err != nil {
+			problems["died_again_percent"] = "The died-again threshold must be a percentage, like 20 (or empty: no guard)."
+		}
+	}
+	return r, problems
+}
+
+// startProblems words StartBulk's refusals for the confirmation page,
+// field by field, so that the operator can correct the form; any other
+// error is returned as it is, for the error handler.
+func startProblems(err error, typed string) (map[string]string, error) {
+	problems := map[string]string{}
+	var ve *dlq.ValidationError
+	var ce *replay.ConfirmError
+	switch {
+	case errors.As(err, &ve):
+		for k, v := range ve.Fields {
+			problems[k] = bulkProblem(k, v)
+		}
+	case errors.As(err, &ce):
+		problems["typed"] = fmt.Sprintf("Type the number %d exactly to confirm; “%s” is not it.", ce.Expected, typed)
+	default:
+		return nil, err
+	}
+	return problems, nil
 }
 
 // bulkProblem words a field problem of StartBulk for the confirmation page.

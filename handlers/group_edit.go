@@ -20,13 +20,13 @@ import (
 // and a repeated request changes nothing and answers as the first did.
 
 // GroupEditReader is what the page that merges and splits a group reads:
-// MaskedReads, so that what it shows of letters is masked.
+// reads.Masked, so that what it shows of letters is masked.
 type GroupEditReader interface {
 	GroupEdit(ctx context.Context, fingerprint string) (dlq.GroupEdit, error)
 	GroupSurvivor(ctx context.Context, id string) (string, bool, error)
 }
 
-// GroupEditor makes an operator's changes to groups (dlq.Store).
+// GroupEditor makes an operator's changes to groups (store/groups).
 type GroupEditor interface {
 	MergeErrorGroups(ctx context.Context, p dlq.GroupMergeParams) (dlq.GroupMergeResult, error)
 	SplitErrorGroup(ctx context.Context, p dlq.GroupSplitParams) (dlq.GroupSplitResult, error)

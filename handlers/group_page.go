@@ -21,7 +21,7 @@ type GroupReader interface {
 	Group(ctx context.Context, fingerprint string) (dlq.ErrorGroup, error)
 	GroupHourly(ctx context.Context, fingerprint string, now time.Time) ([]dlq.InflowBucket, error)
 	GroupMinutely(ctx context.Context, fingerprint string, now time.Time) ([]dlq.InflowBucket, error)
-	// GroupVariables is MaskedReads': its values come masked.
+	// GroupVariables is reads.Masked's: its values come masked.
 	GroupVariables(ctx context.Context, fingerprint string) (dlq.GroupVariables, error)
 	GroupInflow(ctx context.Context, fingerprints []string, now time.Time) (map[string][]int64, error)
 	ListDeadLetters(ctx context.Context, f dlq.Filter) (dlq.DeadLetterPage, error)
@@ -62,32 +62,11 @@ func GroupPage(store GroupReader, now func() time.Time, version string) echo.Han
 			return err
 		}
 		t := now()
-		hourly, err := store.GroupHourly(ctx, fp, t)
+		activity, err := readGroupActivity(ctx, store, fp, t)
 		if err != nil {
 			return err
 		}
-		daily, err := store.GroupInflow(ctx, []string{fp}, t)
-		if err != nil {
-			return err
-		}
-		minutely, err := store.GroupMinutely(ctx, fp, t)
-		if err != nil {
-			return err
-		}
-		vars, err := store.GroupVariables(ctx, fp)
-		if err != nil {
-			return err
-		}
-		status := url.Values{"fingerprint": {fp}}
-		if g.Pending == 0 {
-			status.Set("status", dlq.StatusAll) // a settled group shows its history
-		}
-		f, err := dlq.ParseFilter(status, t)
-		if err != nil {
-			return err
-		}
-		f.Limit = groupPageLetters
-		page, err := store.ListDeadLetters(ctx, f)
+		f, page, err := newestGroupLetters(ctx, store, g, t)
 		if err != nil {
 			return err
 		}
@@ -96,36 +75,106 @@ func GroupPage(store GroupReader, now func() time.Time, version string) echo.Han
 		if v.Incident, err = IncidentOfGroup(ctx, store, g.Fingerprint, meta.CanAct); err != nil {
 			return err
 		}
-		v.Hourly = hourlyChart(hourly, t, groupLettersBetween(fp))
-		v.Hourly.ID, v.Hourly.Title = "group-hourly", "Letters of this group per hour over the last 24 hours"
-		v.Daily = dailyChart(dailyBuckets(daily[fp], t), t, groupLettersBetween(fp))
-		v.Daily.ID, v.Daily.Title = "group-daily", "Letters of this group per day over the last 14 days"
-		v.Minutely = minuteChart(minutely, t, g.FirstSeen, groupLettersBetween(fp))
-		v.Template, v.Variables = templateView(fp, vars)
-		v.VariablesOf, v.Unfit = variablesOf(vars, g.Total)
-		if len(page.Letters) > 0 {
-			// The newest letter's traceback stands for the group's; it is
-			// read through the masking store like any letter.
-			d, err := store.GetDeadLetter(ctx, page.Letters[0].ID)
-			if err != nil {
-				return err
-			}
-			v.SampleID, v.SampleHref, v.Traceback = d.ID, fmt.Sprintf("/dead-letters/%d", d.ID), d.Traceback
+		addGroupActivity(&v, activity, g, t)
+		if err := addGroupSample(ctx, store, &v, page); err != nil {
+			return err
 		}
-		count := dlq.Count{N: g.Pending, Exact: true}
-		if g.Pending == 0 {
-			count.N = g.Total
-		}
-		v.Letters = letterResults(f, page, count)
-		v.Letters.CanAct, v.Letters.CSRFToken = meta.CanAct, meta.CSRFToken
-		v.Letters.FilterQuery = selectionQuery(f)
-		v.CanAct = meta.CanAct
-		if meta.CanAct {
-			v.EditHref = GroupHref(fp) + "/edit"
-		}
-		v.Pause = pauseLinks(meta)
+		addGroupLetters(&v, meta, g, f, page)
 		return Render(c, http.StatusOK, views.Layout(meta, views.GroupPage(v)))
 	}
+}
+
+// groupActivity is how a group has been failing: its inflow at three
+// scales, and what varies between its newest letters.
+type groupActivity struct {
+	hourly, minutely []dlq.InflowBucket
+	daily            map[string][]int64
+	vars             dlq.GroupVariables
+}
+
+// readGroupActivity reads the group's inflow and variables, all at the
+// same now so that the charts agree with each other.
+func readGroupActivity(ctx context.Context, store GroupReader, fp string, now time.Time) (groupActivity, error) {
+	var a groupActivity
+	var err error
+	if a.hourly, err = store.GroupHourly(ctx, fp, now); err != nil {
+		return groupActivity{}, err
+	}
+	if a.daily, err = store.GroupInflow(ctx, []string{fp}, now); err != nil {
+		return groupActivity{}, err
+	}
+	if a.minutely, err = store.GroupMinutely(ctx, fp, now); err != nil {
+		return groupActivity{}, err
+	}
+	if a.vars, err = store.GroupVariables(ctx, fp); err != nil {
+		return groupActivity{}, err
+	}
+	return a, nil
+}
+
+// newestGroupLetters reads the first page of the group's letters and the
+// filter that selects them: the pending ones, or all of them once none is
+// pending, since a settled group shows its history.
+func newestGroupLetters(ctx context.Context, store GroupReader, g dlq.ErrorGroup, now time.Time) (dlq.Filter, dlq.DeadLetterPage, error) {
+	status := url.Values{"fingerprint": {g.Fingerprint}}
+	if g.Pending == 0 {
+		status.Set("status", dlq.StatusAll)
+	}
+	f, err := dlq.ParseFilter(status, now)
+	if err != nil {
+		return dlq.Filter{}, dlq.DeadLetterPage{}, err
+	}
+	f.Limit = groupPageLetters
+	page, err := store.ListDeadLetters(ctx, f)
+	if err != nil {
+		return dlq.Filter{}, dlq.DeadLetterPage{}, err
+	}
+	return f, page, nil
+}
+
+// addGroupActivity puts the group's charts, each bar a link to the
+// letters behind it, and its template with what varies in it on v.
+func addGroupActivity(v *views.GroupPageView, a groupActivity, g dlq.ErrorGroup, now time.Time) {
+	fp := g.Fingerprint
+	v.Hourly = hourlyChart(a.hourly, now, groupLettersBetween(fp))
+	v.Hourly.ID, v.Hourly.Title = "group-hourly", "Letters of this group per hour over the last 24 hours"
+	v.Daily = dailyChart(dailyBuckets(a.daily[fp], now), now, groupLettersBetween(fp))
+	v.Daily.ID, v.Daily.Title = "group-daily", "Letters of this group per day over the last 14 days"
+	v.Minutely = minuteChart(a.minutely, now, g.FirstSeen, groupLettersBetween(fp))
+	v.Template, v.Variables = templateView(fp, a.vars)
+	v.VariablesOf, v.Unfit = variablesOf(a.vars, g.Total)
+}
+
+// addGroupSample puts the newest letter's traceback on v to stand for the
+// group's; it is read through the masking store like any letter.
+func addGroupSample(ctx context.Context, store GroupReader, v *views.GroupPageView, page dlq.DeadLetterPage) error {
+	if len(page.Letters) == 0 {
+		return nil
+	}
+	d, err := store.GetDeadLetter(ctx, page.Letters[0].ID)
+	if err != nil {
+		return err
+	}
+	v.SampleID, v.SampleHref, v.Traceback = d.ID, fmt.Sprintf("/dead-letters/%d", d.ID), d.Traceback
+	return nil
+}
+
+// addGroupLetters puts the list of the group's letters on v, counted as
+// the filter selects them (pending, or all once none is), and the actions
+// an engineer who may act gets.
+func addGroupLetters(v *views.GroupPageView, meta views.PageMeta, g dlq.ErrorGroup, f dlq.Filter, page dlq.DeadLetterPage) {
+	count := dlq.Count{N: g.Pending, Exact: true}
+	if g.Pending == 0 {
+		count.N = g.Total
+	}
+	v.Letters = letterResults(f, page, count)
+	v.Letters.CanAct, v.Letters.CSRFToken = meta.CanAct, meta.CSRFToken
+	v.Letters.FilterQuery = selectionQuery(f)
+	v.CanAct = meta.CanAct
+	if meta.CanAct {
+		v.EditHref = GroupHref(g.Fingerprint) + "/edit"
+	}
+	v.Pause = pauseLinks(meta)
 }
 
 // groupView maps a group to its page's header.

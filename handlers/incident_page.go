@@ -18,7 +18,7 @@ import (
 // shown together and replayed in one operation (dlq.Incident). Its page is
 // /incidents/<id>, the id of its oldest group.
 
-// IncidentReader reads incidents (dlq.Store, masked by MaskedReads).
+// IncidentReader reads incidents (reads.Masked).
 type IncidentReader interface {
 	Incidents(ctx context.Context) ([]dlq.Incident, error)
 	IncidentOf(ctx context.Context, groupID string) (dlq.Incident, bool, error)

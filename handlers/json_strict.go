@@ -46,51 +46,78 @@ func walkStrict(dec *json.Decoder, t reflect.Type, path string) error {
 	t = elemType(t)
 	switch tok {
 	case json.Delim('{'):
-		seen := map[string]bool{}
-		fields := fieldsOf(t)
-		for dec.More() {
-			kt, err := dec.Token()
-			if err != nil {
-				return errMalformed
-			}
-			key, _ := kt.(string)
-			at := joinPath(path, key)
-			if seen[key] {
-				return &dlq.ValidationError{Fields: map[string]string{at: "appears twice in one object; send each field once"}}
-			}
-			seen[key] = true
-			var next reflect.Type
-			if fields != nil {
-				f, ok := fields[key]
-				if !ok {
-					if exact := caseMatch(fields, key); exact != "" {
-						return &dlq.ValidationError{Fields: map[string]string{at: fmt.Sprintf("field names are case-sensitive: did you mean %q?", exact)}}
-					}
-				}
-				next = f
-			} else if t != nil && t.Kind() == reflect.Map {
-				next = t.Elem()
-			}
-			if err := walkStrict(dec, next, at); err != nil {
-				return err
-			}
-		}
-		if _, err := dec.Token(); err != nil { // '}'
-			return errMalformed
-		}
+		return walkStrictObject(dec, t, path)
 	case json.Delim('['):
-		var elem reflect.Type
-		if t != nil && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array) {
-			elem = t.Elem()
-		}
-		for i := 0; dec.More(); i++ {
-			if err := walkStrict(dec, elem, fmt.Sprintf("%s[%d]", path, i)); err != nil {
-				return err
-			}
-		}
-		if _, err := dec.Token(); err != nil { // ']'
+		return walkStrictArray(dec, t, path)
+	}
+	return nil
+}
+
+// walkStrictObject reads an object's members after its { and its closing
+// }: each key must be new in this object, and must name one of t's fields
+// exactly when it names one at all.
+func walkStrictObject(dec *json.Decoder, t reflect.Type, path string) error {
+	seen := map[string]bool{}
+	fields := fieldsOf(t)
+	for dec.More() {
+		kt, err := dec.Token()
+		if err != nil {
 			return errMalformed
 		}
+		key, _ := kt.(string)
+		at := joinPath(path, key)
+		if seen[key] {
+			return &dlq.ValidationError{Fields: map[string]string{at: "appears twice in one object; send each field once"}}
+		}
+		seen[key] = true
+		next, err := memberType(t, fields, key, at)
+		if err != nil {
+			return err
+		}
+		if err := walkStrict(dec, next, at); err != nil {
+			return err
+		}
+	}
+	if _, err := dec.Token(); err != nil { // '}'
+		return errMalformed
+	}
+	return nil
+}
+
+// memberType returns the type the value of key (at path at) decodes into:
+// the field's when t is a struct, the element's when t is a map, nil when
+// free-form. A key that matches a field only when case is ignored is
+// refused, since encoding/json would accept it and a proxy would not.
+func memberType(t reflect.Type, fields map[string]reflect.Type, key, at string) (reflect.Type, error) {
+	if fields == nil {
+		if t != nil && t.Kind() == reflect.Map {
+			return t.Elem(), nil
+		}
+		return nil, nil
+	}
+	f, ok := fields[key]
+	if !ok {
+		if exact := caseMatch(fields, key); exact != "" {
+			return nil, &dlq.ValidationError{Fields: map[string]string{at: fmt.Sprintf("field names are case-sensitive: did you mean %q?", exact)}}
+		}
+	}
+	return f, nil
+}
+
+// walkStrictArray reads an array's elements after its [ and its closing
+// ], each against t's element type when t is a slice or an array.
+func walkStrictArray(dec *json.Decoder, t reflect.Type, path string) error {
+	var elem reflect.Type
+	if t != nil && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array) {
+		elem = t.Elem()
+	}
+	for i := 0; dec.More(); i++ {
+		if err := walkStrict(dec, elem, fmt.Sprintf("%s[%d]", path, i)); err != nil {
+			return err
+		}
+	}
+	if _, err := dec.Token(); err != nil { // ']'
+		return errMalformed
 	}
 	return nil
 }

@@ -30,7 +30,7 @@ type Sessions interface {
 	End(c echo.Context) error
 }
 
-// SessionEnder ends every session a user has (dlq.Store.EndSessions).
+// SessionEnder ends every session a user has (store/access).
 type SessionEnder interface {
 	EndSessions(ctx context.Context, name string, c dlq.UserChange) (dlq.User, error)
 }
@@ -142,20 +142,37 @@ func renderLogin(c echo.Context, status int, version string, v views.LoginView) 
 // browsers as other hosts, and a scheme ("https:", "javascript:") or any
 // control character or backslash anywhere is refused outright.
 func SafeNext(next string) string {
-	if next == "" || next[0] != '/' || len(next) > 2000 {
-		return "/"
-	}
-	if len(next) > 1 && (next[1] == '/' || next[1] == '\\') {
-		return "/"
-	}
-	for _, r := range next {
-		if r < 0x20 || r == 0x7f || r == '\\' {
-			return "/"
-		}
-	}
-	u, err := url.Parse(next)
-	if err != nil || u.Scheme != "" || u.Host != "" || u.User != nil || u.Opaque != "" {
+	if !startsAsLocalPath(next) || hasUnsafeRune(next) || !parsesAsLocalPath(next) {
 		return "/"
 	}
 	return next
+}
+
+// startsAsLocalPath reports whether next begins with exactly one slash
+// (and is of a sane length): a second slash or a backslash after it makes
+// browsers read what follows as a host.
+func startsAsLocalPath(next string) bool {
+	if next == "" || next[0] != '/' || len(next) > 2000 {
+		return false
+	}
+	return len(next) == 1 || (next[1] != '/' && next[1] != '\\')
+}
+
+// hasUnsafeRune reports a control character or a backslash anywhere in
+// next: browsers drop or reinterpret them, so what they would follow is
+// not what was checked.
+func hasUnsafeRune(next string) bool {
+	for _, r := range next {
+		if r < 0x20 || r == 0x7f || r == '\\' {
+			return true
+		}
+	}
+	return false
+}
+
+// parsesAsLocalPath reports whether next, read as a URL, is only a path
+// (with query or fragment): no scheme, host, user or opaque part.
+func parsesAsLocalPath(next string) bool {
+	u, err := url.Parse(next)
+	return err == nil && u.Scheme == "" && u.Host == "" && u.User == nil && u.Opaque == ""
 }

@@ -326,56 +326,86 @@ func canaryView(op dlq.Operation, jobs []dlq.JobOutcome) *views.CanaryView {
 		return nil
 	}
 	c := &views.CanaryView{Size: op.Canary}
-	succeeded, dead, retrying := 0, 0, 0
+	var t canaryTally
+	c.Jobs, t = canaryRows(jobs)
+	c.Verdict, c.Message = canaryVerdict(op, t)
+	return c
+}
+
+// canaryTally counts a canary's jobs by the states its verdict depends on.
+type canaryTally struct {
+	jobs, succeeded, dead, retrying int
+}
+
+// canaryRows lists a canary's jobs for the page, with links and the first
+// line of each last error, and counts them by state for the verdict.
+func canaryRows(jobs []dlq.JobOutcome) ([]views.CanaryJobRow, canaryTally) {
+	var rows []views.CanaryJobRow
+	t := canaryTally{jobs: len(jobs)}
 	for _, j := range jobs {
 		row := views.CanaryJobRow{LetterID: j.DeadLetterID, LetterHref: fmt.Sprintf("/dead-letters/%d", j.DeadLetterID),
 			JobID: j.JobID, JobHref: fmt.Sprintf("/jobs/%d", j.JobID), State: string(j.State), Attempt: j.Attempt}
 		if j.LastError != nil {
 			row.LastError = firstLine(*j.LastError, 200)
 		}
-		c.Jobs = append(c.Jobs, row)
+		rows = append(rows, row)
 		switch j.State {
 		case dlq.StateSucceeded:
-			succeeded++
+			t.succeeded++
 		case dlq.StateDead:
-			dead++
+			t.dead++
 		case dlq.StateRetrying:
-			retrying++
+			t.retrying++
 		}
 	}
-	n := len(jobs)
+	return rows, t
+}
+
+// canaryVerdict names how the canary went and says so to the engineer:
+// one dead job outweighs any number that succeeded, because a replay that
+// fails for good again means the fix did not work.
+func canaryVerdict(op dlq.Operation, t canaryTally) (verdict, message string) {
+	n := t.jobs
 	switch {
-	case dead > 0:
-		c.Verdict = "died"
-		c.Message = fmt.Sprintf("Stopped: the canary died again — %d of %d canary %s failed for good. Nothing else was replayed. Cancel this operation, look at the new dead letters, and fix the cause first.",
-			dead, n, plural(n, "job", "jobs"))
-		if op.State != dlq.OpCanary && op.State != dlq.OpCanaryFailed {
-			c.Message = fmt.Sprintf("%d of %d canary %s died again.", dead, n, plural(n, "job", "jobs"))
-		}
-	case op.State == dlq.OpCanary && n > 0 && succeeded == n:
-		c.Verdict = "succeeded"
-		c.Message = fmt.Sprintf("The canary succeeded: all %d %s ran. Release the rest when you are ready.", n, plural(n, "job", "jobs"))
+	case t.dead > 0:
+		return "died", canaryDiedMessage(op, t)
+	case op.State == dlq.OpCanary && n > 0 && t.succeeded == n:
+		return "succeeded", fmt.Sprintf("The canary succeeded: all %d %s ran. Release the rest when you are ready.", n, plural(n, "job", "jobs"))
 	case op.State == dlq.OpCanary:
-		c.Verdict = "waiting"
-		c.Message = fmt.Sprintf("Waiting for the canary: %d of %d %s succeeded so far. The rest is replayed only when you release it.",
-			succeeded, n, plural(n, "job", "jobs"))
-		if retrying > 0 {
-			// Not dead yet, but the first sign that the fix did not work:
-			// say so before the retries run out.
-			c.Message = fmt.Sprintf("Waiting for the canary: %d of %d %s succeeded so far, and %d failed again and %s retrying (see the last error below). The rest is replayed only when you release it.",
-				succeeded, n, plural(n, "job", "jobs"), retrying, plural(retrying, "is", "are"))
-		}
+		return "waiting", canaryWaitingMessage(t)
 	case n == 0 && op.State == dlq.OpRunning:
-		c.Verdict = "starting"
-		c.Message = "Replaying the canary letters…"
+		return "starting", "Replaying the canary letters…"
 	default:
-		c.Verdict = "released"
-		c.Message = fmt.Sprintf("The canary ran (%d of %d succeeded) and the rest was released.", succeeded, n)
 		if op.State == dlq.OpCancelled && op.Done <= int64(op.Canary) {
-			c.Message = fmt.Sprintf("The operation was cancelled after its canary (%d of %d succeeded).", succeeded, n)
+			return "released", fmt.Sprintf("The operation was cancelled after its canary (%d of %d succeeded).", t.succeeded, n)
 		}
+		return "released", fmt.Sprintf("The canary ran (%d of %d succeeded) and the rest was released.", t.succeeded, n)
 	}
-	return c
+}
+
+// canaryDiedMessage tells what to do while the operation still waits at
+// its dead canary; once it moved on (released anyway, cancelled) only the
+// count is news.
+func canaryDiedMessage(op dlq.Operation, t canaryTally) string {
+	n := t.jobs
+	if op.State != dlq.OpCanary && op.State != dlq.OpCanaryFailed {
+		return fmt.Sprintf("%d of %d canary %s died again.", t.dead, n, plural(n, "job", "jobs"))
+	}
+	return fmt.Sprintf("Stopped: the canary died again — %d of %d canary %s failed for good. Nothing else was replayed. Cancel this operation, look at the new dead letters, and fix the cause first.",
+		t.dead, n, plural(n, "job", "jobs"))
+}
+
+// canaryWaitingMessage reports a canary still running. Jobs that failed
+// and are retrying are not dead yet, but they are the first sign that the
+// fix did not work: say so before the retries run out.
+func canaryWaitingMessage(t canaryTally) string {
+	n := t.jobs
+	if t.retrying > 0 {
+		return fmt.Sprintf("Waiting for the canary: %d of %d %s succeeded so far, and %d failed again and %s retrying (see the last error below). The rest is replayed only when you release it.",
+			t.succeeded, n, plural(n, "job", "jobs"), t.retrying, plural(t.retrying, "is", "are"))
+	}
+	return fmt.Sprintf("Waiting for the canary: %d of %d %s succeeded so far. The rest is replayed only when you release it.",
+		t.succeeded, n, plural(n, "job", "jobs"))
 }
 
 // opStateText says where an operation is, in words.

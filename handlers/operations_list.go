@@ -138,7 +138,7 @@ const inFlightKey = "redrive.inflight"
 // the rest and links to the list of them.
 const inFlightShown = 3
 
-// InFlightReader reads the operations in flight (dlq.Store).
+// InFlightReader reads the operations in flight (store/operations).
 type InFlightReader interface {
 	OperationsInFlight(ctx context.Context, limit int) (dlq.InFlight, error)
 }

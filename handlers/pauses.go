@@ -24,7 +24,7 @@ import (
 // rather than silently taking the pause over. Resuming a pause that has
 // ended is a 409 saying how it ended.
 
-// PauseStore is what the pause pages and endpoints need (dlq.Store).
+// PauseStore is what the pause pages and endpoints need (store/queue).
 type PauseStore interface {
 	PauseWork(ctx context.Context, p dlq.PauseParams) (dlq.PauseResult, error)
 	ResumeWork(ctx context.Context, p dlq.ResumeParams) (dlq.PauseResult, error)

@@ -155,48 +155,70 @@ func (m Policy) copyValue(dec *json.Decoder, out *bytes.Buffer, hide bool) (bool
 	if !ok {
 		return false, writeScalar(out, tok)
 	}
-	masked := false
+	var masked bool
 	switch d {
 	case '{':
-		out.WriteByte('{')
-		for i := 0; dec.More(); i++ {
-			keyTok, err := dec.Token()
-			if err != nil {
-				return false, err
-			}
-			key, _ := keyTok.(string)
-			if i > 0 {
-				out.WriteByte(',')
-			}
-			kb, _ := json.Marshal(key)
-			out.Write(kb)
-			out.WriteByte(':')
-			mv, err := m.copyValue(dec, out, m.Sensitive(key))
-			if err != nil {
-				return false, err
-			}
-			masked = masked || mv
-		}
-		out.WriteByte('}')
+		masked, err = m.copyObject(dec, out)
 	case '[':
-		out.WriteByte('[')
-		for i := 0; dec.More(); i++ {
-			if i > 0 {
-				out.WriteByte(',')
-			}
-			mv, err := m.copyValue(dec, out, false)
-			if err != nil {
-				return false, err
-			}
-			masked = masked || mv
-		}
-		out.WriteByte(']')
+		masked, err = m.copyArray(dec, out)
 	default:
 		return false, fmt.Errorf("unexpected %v", d)
+	}
+	if err != nil {
+		return false, err
 	}
 	if _, err := dec.Token(); err != nil { // the closing delimiter
 		return false, err
 	}
+	return masked, nil
+}
+
+// copyObject copies an object's members after its { up to (not including)
+// the closing token, hiding the value of each sensitive key, and reports
+// whether anything inside was masked.
+func (m Policy) copyObject(dec *json.Decoder, out *bytes.Buffer) (bool, error) {
+	masked := false
+	out.WriteByte('{')
+	for i := 0; dec.More(); i++ {
+		keyTok, err := dec.Token()
+		if err != nil {
+			return false, err
+		}
+		key, _ := keyTok.(string)
+		if i > 0 {
+			out.WriteByte(',')
+		}
+		kb, _ := json.Marshal(key)
+		out.Write(kb)
+		out.WriteByte(':')
+		mv, err := m.copyValue(dec, out, m.Sensitive(key))
+		if err != nil {
+			return false, err
+		}
+		masked = masked || mv
+	}
+	out.WriteByte('}')
+	return masked, nil
+}
+
+// copyArray copies an array's elements after its [ up to (not including)
+// the closing token; an element has no key of its own, so only the
+// objects inside it can hide anything. It reports whether anything was
+// masked.
+func (m Policy) copyArray(dec *json.Decoder, out *bytes.Buffer) (bool, error) {
+	masked := false
+	out.WriteByte('[')
+	for i := 0; dec.More(); i++ {
+		if i > 0 {
+			out.WriteByte(',')
+		}
+		mv, err := m.copyValue(dec, out, false)
+		if err != nil {
+			return false, err
+		}
+		masked = masked || mv
+	}
+	out.WriteByte(']')
 	return masked, nil
 }
 

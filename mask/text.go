@@ -49,7 +49,7 @@ type textPattern struct {
 // matches of textPatterns in error messages and tracebacks. textPatterns are
 // regular expressions in Go's syntax; since the search applies them in
 // PostgreSQL, a pattern is refused when the two would read it differently
-// in a way that is known (see sqlPattern), and dlq.Store.ApplyMaskPolicy
+// in a way that is known (see sqlPattern), and letters.Store.ApplyMaskPolicy
 // refuses one PostgreSQL rejects. Key patterns holding quotes, backslashes
 // or control characters are refused: the search's quick test for
 // sensitive keys looks for patterns in printed JSON, which escapes those.
@@ -128,35 +128,18 @@ func sqlPattern(p string) (string, error) {
 		c := p[i]
 		switch {
 		case c == '\\' && i+1 < len(p):
-			next := p[i+1]
-			i++
-			if !inClass && (next == 'b' || next == 'B') {
-				out.WriteString(map[byte]string{'b': `\y`, 'B': `\Y`}[next])
-				continue
-			}
-			out.WriteByte(c)
-			out.WriteByte(next)
+			i = writeEscape(&out, p, i, inClass)
 			continue
 		case !inClass && c == '[':
 			inClass = true
-			out.WriteByte(c)
-			// A ] first in the class (after an optional ^) is literal.
-			if i+1 < len(p) && p[i+1] == '^' {
-				i++
-				out.WriteByte('^')
-			}
-			if i+1 < len(p) && p[i+1] == ']' {
-				i++
-				out.WriteByte(']')
-			}
+			i = openClass(&out, p, i)
 			continue
 		case inClass && c == '[' && i+1 < len(p) && p[i+1] == ':':
-			end := strings.Index(p[i+2:], ":]")
-			if end < 0 {
-				return "", fmt.Errorf("unterminated character class name")
+			last, err := copyClassName(&out, p, i)
+			if err != nil {
+				return "", err
 			}
-			out.WriteString(p[i : i+2+end+2])
-			i += 2 + end + 1
+			i = last
 			continue
 		case inClass && c == ']':
 			inClass = false
@@ -164,6 +147,49 @@ func sqlPattern(p string) (string, error) {
 		out.WriteByte(c)
 	}
 	return out.String(), nil
+}
+
+// writeEscape writes the escape starting at p[i] (a backslash with a byte
+// after it) in PostgreSQL's spelling and returns the index of its last
+// byte: \b and \B outside a class are the only escapes that change.
+func writeEscape(out *strings.Builder, p string, i int, inClass bool) int {
+	next := p[i+1]
+	if !inClass && (next == 'b' || next == 'B') {
+		out.WriteString(map[byte]string{'b': `\y`, 'B': `\Y`}[next])
+		return i + 1
+	}
+	out.WriteByte(p[i])
+	out.WriteByte(next)
+	return i + 1
+}
+
+// openClass writes the [ at p[i] that opens a bracket expression and
+// returns the index of the last byte it took: a ] first in the class
+// (after an optional ^) is literal, so it is copied here rather than
+// read as the class's end.
+func openClass(out *strings.Builder, p string, i int) int {
+	out.WriteByte('[')
+	if i+1 < len(p) && p[i+1] == '^' {
+		i++
+		out.WriteByte('^')
+	}
+	if i+1 < len(p) && p[i+1] == ']' {
+		i++
+		out.WriteByte(']')
+	}
+	return i
+}
+
+// copyClassName copies a class name such as [:alpha:] starting at p[i]
+// whole and returns the index of its last byte, so that its ] does not
+// end the bracket expression around it.
+func copyClassName(out *strings.Builder, p string, i int) (int, error) {
+	end := strings.Index(p[i+2:], ":]")
+	if end < 0 {
+		return 0, fmt.Errorf("unterminated character class name")
+	}
+	out.WriteString(p[i : i+2+end+2])
+	return i + 2 + end + 1, nil
 }
 
 // TextMask hides one letter's secrets in its texts; build it once with

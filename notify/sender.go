@@ -149,15 +149,11 @@ func (s *Sender) Run(ctx context.Context) error {
 	lease := max(15*time.Second, 3*s.cfg.Interval)
 	tick := time.NewTicker(s.cfg.Interval)
 	defer tick.Stop()
-	var lastSpikes, lastPrune time.Time
+	var last lastChores
 	held := false
 	defer func() {
 		if held {
-			ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-			defer cancel()
-			if err := s.cfg.Outbox.ReleaseNotificationSender(ctx, s.cfg.Holder); err != nil {
-				s.log.Warn("giving up the notification lease failed; another instance takes over when it runs out", "err", err)
-			}
+			s.releaseLease(ctx)
 		}
 	}()
 	for {
@@ -169,24 +165,7 @@ func (s *Sender) Run(ctx context.Context) error {
 			}
 		case ok:
 			held = true
-			if time.Since(lastSpikes) >= s.cfg.SpikeInterval && len(s.endpoints) > 0 {
-				lastSpikes = time.Now()
-				if n, err := s.cfg.Outbox.DetectSpikes(ctx, s.cfg.Spike); err != nil {
-					s.log.Warn("detect spiking groups", "err", err)
-				} else if n > 0 {
-					s.log.Info("error groups spiking", "groups", n)
-				}
-			}
-			s.pass(ctx)
-			if s.afterPass != nil {
-				s.afterPass()
-			}
-			if time.Since(lastPrune) >= time.Hour {
-				lastPrune = time.Now()
-				if _, err := s.cfg.Outbox.PruneNotifications(ctx, s.cfg.Retain); err != nil {
-					s.log.Warn("prune notifications", "err", err)
-				}
-			}
+			s.work(ctx, &last)
 		default:
 			held = false
 		}
@@ -195,6 +174,48 @@ func (s *Sender) Run(ctx context.Context) error {
 			return nil
 		case <-tick.C:
 		}
+	}
+}
+
+// lastChores is when the lease holder last did what it does less often
+// than every tick.
+type lastChores struct {
+	spikes, prune time.Time
+}
+
+// work is one tick of the lease holder: look for spiking groups every
+// SpikeInterval (only when some endpoint would hear of them), make a
+// pass, and prune old notifications hourly. Failures are logged: the next
+// tick tries again.
+func (s *Sender) work(ctx context.Context, last *lastChores) {
+	if time.Since(last.spikes) >= s.cfg.SpikeInterval && len(s.endpoints) > 0 {
+		last.spikes = time.Now()
+		if n, err := s.cfg.Outbox.DetectSpikes(ctx, s.cfg.Spike); err != nil {
+			s.log.Warn("detect spiking groups", "err", err)
+		} else if n > 0 {
+			s.log.Info("error groups spiking", "groups", n)
+		}
+	}
+	s.pass(ctx)
+	if s.afterPass != nil {
+		s.afterPass()
+	}
+	if time.Since(last.prune) >= time.Hour {
+		last.prune = time.Now()
+		if _, err := s.cfg.Outbox.PruneNotifications(ctx, s.cfg.Retain); err != nil {
+			s.log.Warn("prune notifications", "err", err)
+		}
+	}
+}
+
+// releaseLease gives the sender's lease up on the way out, so that
+// another instance takes over at once rather than when the lease runs
+// out. It runs after ctx has ended, so it has a short time of its own.
+func (s *Sender) releaseLease(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := s.cfg.Outbox.ReleaseNotificationSender(ctx, s.cfg.Holder); err != nil {
+		s.log.Warn("giving up the notification lease failed; another instance takes over when it runs out", "err", err)
 	}
 }
 

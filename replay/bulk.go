@@ -70,6 +70,43 @@ func (s *Service) StartBulk(ctx context.Context, r BulkRequest) (dlq.Operation, 
 	if err := mayAct(r.Actor); err != nil {
 		return dlq.Operation{}, err
 	}
+	if err := validateBulk(r); err != nil {
+		return dlq.Operation{}, err
+	}
+	if r.DryRun {
+		return s.dryRunBulk(ctx, r)
+	}
+	op, err := s.store.CreateOperation(ctx, dlq.OperationParams{
+		Kind: r.Kind, Selection: r.Selection, Actor: r.Actor.Actor, Reason: strings.TrimSpace(r.Reason),
+		RatePerSecond: r.RatePerSecond, Canary: r.Canary, DiedAgainPercent: r.DiedAgainPercent, Now: s.now(), Key: r.Key,
+		Confirm: typedConfirmation(r),
+	})
+	if err != nil {
+		return dlq.Operation{}, err
+	}
+	s.logger.Info("bulk operation started", "operation_id", op.ID, "kind", op.Kind, "matched", op.Matched, "actor", r.Actor.Name)
+	s.wake()
+	return op, nil
+}
+
+// validateBulk checks a bulk request's bounds and reason before anything
+// is read, and names every problem at once so that a form can show them
+// all beside their fields.
+func validateBulk(r BulkRequest) error {
+	problems := pacingProblems(r)
+	if msg := reasonProblem(r); msg != "" {
+		problems["reason"] = msg
+	}
+	if len(problems) > 0 {
+		return &dlq.ValidationError{Fields: problems}
+	}
+	return nil
+}
+
+// pacingProblems checks the knobs that shape how a replay is released
+// (rate, canary, died-again guard), which a discard must leave unset,
+// keyed by form field.
+func pacingProblems(r BulkRequest) map[string]string {
 	problems := map[string]string{}
 	// Written as "not within" so that NaN (which a form can spell) is refused too.
 	if r.RatePerSecond != 0 && !(r.RatePerSecond >= MinRatePerSecond && r.RatePerSecond <= MaxRatePerSecond) {
@@ -84,43 +121,49 @@ func (s *Service) StartBulk(ctx context.Context, r BulkRequest) (dlq.Operation, 
 	if r.DiedAgainPercent != 0 && !(r.DiedAgainPercent > 0 && r.DiedAgainPercent < 100) {
 		problems["died_again_percent"] = "must be a percentage between 0 and 100, such as 20 (or 0: no guard)"
 	}
+	return problems
+}
+
+// reasonProblem says what is wrong with the reason ("" when nothing): a
+// discard cannot be undone by replaying, so it must say why, and no reason
+// may be longer than checkReason allows. A too long reason's message wins.
+func reasonProblem(r BulkRequest) string {
+	problem := ""
 	if r.Kind == dlq.OpDiscard && strings.TrimSpace(r.Reason) == "" {
-		problems["reason"] = "a reason is required to discard"
+		problem = "a reason is required to discard"
 	}
 	var reasonErr *dlq.ValidationError
 	if errors.As(checkReason(r.Reason), &reasonErr) {
-		problems["reason"] = reasonErr.Fields["reason"]
+		problem = reasonErr.Fields["reason"]
 	}
-	if len(problems) > 0 {
-		return dlq.Operation{}, &dlq.ValidationError{Fields: problems}
-	}
-	if r.DryRun {
-		p, err := s.store.PreviewSelection(ctx, r.Selection, 0)
-		if err != nil {
-			return dlq.Operation{}, err
-		}
-		return dlq.Operation{Kind: r.Kind, State: dlq.OpDone, Matched: p.Matched, Skipped: p.Other, MaxID: p.MaxID}, nil
-	}
-	var confirm func(pending int64) error
-	if r.RequireTyped {
-		typed := strings.NewReplacer(",", "", " ", "", "_", "").Replace(strings.TrimSpace(r.Typed))
-		confirm = func(pending int64) error {
-			if pending > TypedConfirmationOver && typed != strconv.FormatInt(pending, 10) {
-				return &ConfirmError{Expected: pending}
-			}
-			return nil
-		}
-	}
-	op, err := s.store.CreateOperation(ctx, dlq.OperationParams{
-		Kind: r.Kind, Selection: r.Selection, Actor: r.Actor.Actor, Reason: strings.TrimSpace(r.Reason),
-		RatePerSecond: r.RatePerSecond, Canary: r.Canary, DiedAgainPercent: r.DiedAgainPercent, Now: s.now(), Key: r.Key, Confirm: confirm,
-	})
+	return problem
+}
+
+// dryRunBulk answers what the request would touch as an operation that is
+// never stored, so that a dry run and a real one have the same shape.
+func (s *Service) dryRunBulk(ctx context.Context, r BulkRequest) (dlq.Operation, error) {
+	p, err := s.store.PreviewSelection(ctx, r.Selection, 0)
 	if err != nil {
 		return dlq.Operation{}, err
 	}
-	s.logger.Info("bulk operation started", "operation_id", op.ID, "kind", op.Kind, "matched", op.Matched, "actor", r.Actor.Name)
-	s.wake()
-	return op, nil
+	return dlq.Operation{Kind: r.Kind, State: dlq.OpDone, Matched: p.Matched, Skipped: p.Other, MaxID: p.MaxID}, nil
+}
+
+// typedConfirmation returns the check the store runs on the pending count
+// it finds while creating the operation (nil when no typed confirmation is
+// required): the count is only known inside that transaction. Separators
+// an engineer may type in a number (1,000 or 1 000 or 1_000) are ignored.
+func typedConfirmation(r BulkRequest) func(pending int64) error {
+	if !r.RequireTyped {
+		return nil
+	}
+	typed := strings.NewReplacer(",", "", " ", "", "_", "").Replace(strings.TrimSpace(r.Typed))
+	return func(pending int64) error {
+		if pending > TypedConfirmationOver && typed != strconv.FormatInt(pending, 10) {
+			return &ConfirmError{Expected: pending}
+		}
+		return nil
+	}
 }
 
 // Cancel stops a bulk operation.

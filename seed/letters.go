@@ -3,7 +3,7 @@
 // failing in about forty-five ways, with args, tracebacks, per-attempt
 // history, a mix of statuses, each letter in the error group the worker
 // would have put it in. It generates the letters; the store writes them
-// (dlq.Store.LoadDeadLetters), so the SQL stays in dlq.
+// (letters.Store.LoadDeadLetters), so the SQL stays in the store.
 package seed
 
 import (
@@ -220,7 +220,7 @@ func compileCatalog() (compiled, error) {
 
 // batch is the draws of one load: all pending, or all settled (replayed
 // or discarded), which the store loads without pending rows
-// (dlq.Store.LoadSettledDeadLetters).
+// (letters.Store.LoadSettledDeadLetters).
 type batch struct {
 	draws   []draw
 	settled bool

@@ -105,7 +105,7 @@ type DeadLetterDetailView struct {
 
 	Args, Kwargs         string // pretty-printed JSON
 	ArgsNote, KwargsNote string // set when the payload was too large to show whole
-	// ArgsMasked: some values are hidden (handlers.MaskedReads); an
+	// ArgsMasked: some values are hidden (reads.Masked); an
 	// operator may reveal them.
 	ArgsMasked bool
 

@@ -12,7 +12,7 @@ import (
 	"github.com/redrive/redrive/dlq"
 )
 
-// The audit chain cannot prove where it ends (dlq/audit_head.go): someone
+// The audit chain cannot prove where it ends (store/audit/audit_head.go): someone
 // who bypasses the append-only triggers can cut off its newest entries and
 // leave a shorter chain that verifies. So the console publishes the head
 // where that person cannot reach it: in its log, every few minutes, and on
@@ -20,7 +20,7 @@ import (
 // copies that `redrive audit verify --expect-head ID:HASH` checks the trail
 // against.
 
-// AuditHeadSource reads the newest entry of the audit trail (dlq.Store).
+// AuditHeadSource reads the newest entry of the audit trail (store/audit).
 type AuditHeadSource interface {
 	AuditHead(ctx context.Context) (dlq.AuditHead, error)
 }

@@ -38,27 +38,57 @@ func (f bulkFlags) request(kind string) (BulkRequest, error) {
 	// as soon as the operation is stored.
 	zero := 0.0
 	r.WaitSeconds = &zero
+	if err := f.check(kind); err != nil {
+		return r, err
+	}
+	var err error
+	if f.ids != "" {
+		r.IDs, err = parseIDList(f.ids)
+		return r, err
+	}
+	r.Filter, err = f.filter()
+	if err != nil {
+		return r, err
+	}
+	return r, nil
+}
+
+// check refuses flags that do not go together before anything is sent:
+// the letters are named one way (ids, or a filter and groups), and the
+// pace fits the kind of operation.
+func (f bulkFlags) check(kind string) error {
 	hasFilter := len(f.filters) > 0 || f.group != ""
 	switch {
 	case f.ids != "" && hasFilter:
-		return r, usagef("give --ids, or --filter/--group, not both")
+		return usagef("give --ids, or --filter/--group, not both")
 	case f.ids == "" && !hasFilter:
-		return r, usagef("say which letters: --ids 1,2,3, --filter KEY=VALUE or --group FINGERPRINT[,FINGERPRINT...]")
+		return usagef("say which letters: --ids 1,2,3, --filter KEY=VALUE or --group FINGERPRINT[,FINGERPRINT...]")
 	case f.canary < 0 || f.rate < 0:
-		return r, usagef("--canary and --rate must not be negative")
+		return usagef("--canary and --rate must not be negative")
 	case f.canary > 0 && kind != "replay":
-		return r, usagef("--canary is for replay: a discard has no jobs to watch")
+		return usagef("--canary is for replay: a discard has no jobs to watch")
 	}
-	if f.ids != "" {
-		for _, s := range strings.Split(f.ids, ",") {
-			id, err := parseID("each of --ids", strings.TrimSpace(s))
-			if err != nil {
-				return r, err
-			}
-			r.IDs = append(r.IDs, id)
+	return nil
+}
+
+// parseIDList reads --ids: letter ids separated by commas, spaces
+// around each allowed.
+func parseIDList(ids string) ([]int64, error) {
+	var out []int64
+	for _, s := range strings.Split(ids, ",") {
+		id, err := parseID("each of --ids", strings.TrimSpace(s))
+		if err != nil {
+			return nil, err
 		}
-		return r, nil
+		out = append(out, id)
 	}
+	return out, nil
+}
+
+// filter builds the API's filter from --group and each --filter
+// KEY=VALUE; a key may be written with dashes (error-class) as on the
+// command line. --filter fingerprint=FP overrides --group.
+func (f bulkFlags) filter() (*BulkFilter, error) {
 	bf := &BulkFilter{Fingerprint: f.group}
 	fields := map[string]*string{"task": &bf.Task, "queue": &bf.Queue, "reason": &bf.Reason, "error_class": &bf.ErrorClass,
 		"q": &bf.Q, "since": &bf.Since, "until": &bf.Until, "fingerprint": &bf.Fingerprint}
@@ -66,12 +96,11 @@ func (f bulkFlags) request(kind string) (BulkRequest, error) {
 		k, v, ok := strings.Cut(kv, "=")
 		k = strings.ReplaceAll(strings.TrimSpace(k), "-", "_")
 		if !ok || !slices.Contains(filterKeys, k) {
-			return r, usagef("--filter takes KEY=VALUE with KEY one of %s, not %q", strings.Join(filterKeys, ", "), kv)
+			return nil, usagef("--filter takes KEY=VALUE with KEY one of %s, not %q", strings.Join(filterKeys, ", "), kv)
 		}
 		*fields[k] = v
 	}
-	r.Filter = bf
-	return r, nil
+	return bf, nil
 }
 
 func runBulk(ctx context.Context, e env, kind string, args []string) error {

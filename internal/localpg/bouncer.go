@@ -63,11 +63,7 @@ func StartBouncer(ctx context.Context, cfg BouncerConfig) (*Bouncer, error) {
 	if cfg.Dir == "" || cfg.Upstream == "" {
 		return nil, errors.New("localpg: BouncerConfig needs Dir and Upstream")
 	}
-	cfg.PoolMode = cmp.Or(cfg.PoolMode, "transaction")
-	if cfg.PoolSize == 0 {
-		cfg.PoolSize = 4
-	}
-	cfg.RunAsUser = cmp.Or(cfg.RunAsUser, "postgres")
+	cfg = cfg.withDefaults()
 	bin, err := FindBouncer()
 	if err != nil {
 		return nil, err
@@ -84,15 +80,65 @@ func StartBouncer(ctx context.Context, cfg BouncerConfig) (*Bouncer, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
-		return nil, fmt.Errorf("localpg: create %s: %w", cfg.Dir, err)
-	}
 	user := cmp.Or(up.User, "postgres")
+	if err := writeBouncerFiles(cfg, up, user, port); err != nil {
+		return nil, err
+	}
+	logPath := filepath.Join(cfg.Dir, "pgbouncer.log")
+	cmd, logFile, err := launchBouncer(bin, cfg.Dir, logPath, cred)
+	if err != nil {
+		return nil, err
+	}
+	b := &Bouncer{cmd: cmd, done: make(chan error, 1), port: port, user: user, logPath: logPath}
+	go func() {
+		b.done <- cmd.Wait()
+		logFile.Close()
+	}()
+	if err := b.waitReady(ctx); err != nil {
+		_ = b.Stop()
+		return nil, err
+	}
+	return b, nil
+}
+
+// withDefaults fills in what the caller left zero: a transaction pooler
+// of 4 server connections per database, run as postgres when root.
+func (cfg BouncerConfig) withDefaults() BouncerConfig {
+	cfg.PoolMode = cmp.Or(cfg.PoolMode, "transaction")
+	if cfg.PoolSize == 0 {
+		cfg.PoolSize = 4
+	}
+	cfg.RunAsUser = cmp.Or(cfg.RunAsUser, "postgres")
+	return cfg
+}
+
+// writeBouncerFiles creates cfg.Dir and writes PgBouncer's configuration
+// and its user list there. The pooler trusts its clients: it is private
+// to one test run and listens on 127.0.0.1 only.
+func writeBouncerFiles(cfg BouncerConfig, up pq.Config, user string, port int) error {
+	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+		return fmt.Errorf("localpg: create %s: %w", cfg.Dir, err)
+	}
+	files := map[string]string{
+		"pgbouncer.ini": bouncerIni(cfg, up, user, port),
+		"userlist.txt":  fmt.Sprintf("%q \"\"\n", user),
+	}
+	for name, body := range files {
+		if err := os.WriteFile(filepath.Join(cfg.Dir, name), []byte(body), 0o644); err != nil {
+			return fmt.Errorf("localpg: write %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// bouncerIni is pgbouncer.ini: every database name a client asks for goes
+// to the same upstream server, so that tests can create databases freely.
+func bouncerIni(cfg BouncerConfig, up pq.Config, user string, port int) string {
 	server := fmt.Sprintf("host=%s port=%d user=%s", quoteIni(cmp.Or(up.Host, "127.0.0.1")), cmp.Or(up.Port, 5432), quoteIni(user))
 	if up.Password != "" {
 		server += " password=" + quoteIni(up.Password)
 	}
-	ini := strings.Join([]string{
+	return strings.Join([]string{
 		"[databases]",
 		"* = " + server,
 		"[pgbouncer]",
@@ -110,45 +156,34 @@ func StartBouncer(ctx context.Context, cfg BouncerConfig) (*Bouncer, error) {
 		"log_disconnections = 0",
 		"",
 	}, "\n")
-	files := map[string]string{
-		"pgbouncer.ini": ini,
-		"userlist.txt":  fmt.Sprintf("%q \"\"\n", user),
-	}
-	for name, body := range files {
-		if err := os.WriteFile(filepath.Join(cfg.Dir, name), []byte(body), 0o644); err != nil {
-			return nil, fmt.Errorf("localpg: write %s: %w", name, err)
-		}
-	}
-	logPath := filepath.Join(cfg.Dir, "pgbouncer.log")
+}
+
+// launchBouncer starts PgBouncer on the configuration in dir, logging to
+// logPath, as cred's user when set (PgBouncer refuses to run as root). It
+// returns the log file open, for the caller to close once PgBouncer has
+// exited. In its own process group and killed with this process, it
+// never outlives the tests.
+func launchBouncer(bin, dir, logPath string, cred *syscall.Credential) (*exec.Cmd, *os.File, error) {
 	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
-		return nil, fmt.Errorf("localpg: open log: %w", err)
+		return nil, nil, fmt.Errorf("localpg: open log: %w", err)
 	}
 	if cred != nil {
 		// The configuration must be readable by that user, from a folder it
 		// can reach.
-		if err := os.Chown(cfg.Dir, int(cred.Uid), int(cred.Gid)); err != nil {
+		if err := os.Chown(dir, int(cred.Uid), int(cred.Gid)); err != nil {
 			logFile.Close()
-			return nil, fmt.Errorf("localpg: chown %s: %w", cfg.Dir, err)
+			return nil, nil, fmt.Errorf("localpg: chown %s: %w", dir, err)
 		}
 	}
-	cmd := exec.Command(bin, filepath.Join(cfg.Dir, "pgbouncer.ini"))
+	cmd := exec.Command(bin, filepath.Join(dir, "pgbouncer.ini"))
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Setpgid: true, Pdeathsig: syscall.SIGTERM}
 	if err := cmd.Start(); err != nil {
 		logFile.Close()
-		return nil, fmt.Errorf("localpg: start pgbouncer: %w", err)
+		return nil, nil, fmt.Errorf("localpg: start pgbouncer: %w", err)
 	}
-	b := &Bouncer{cmd: cmd, done: make(chan error, 1), port: port, user: user, logPath: logPath}
-	go func() {
-		b.done <- cmd.Wait()
-		logFile.Close()
-	}()
-	if err := b.waitReady(ctx); err != nil {
-		_ = b.Stop()
-		return nil, err
-	}
-	return b, nil
+	return cmd, logFile, nil
 }
 
 func (b *Bouncer) waitReady(ctx context.Context) error {

@@ -26,7 +26,7 @@ import (
 // through the primary key (= ANY of an array): joined to the CTE instead,
 // a small table was hashed whole with a sequential scan.
 //
-// Paused queues and tasks (dlq/pause.go) are left out. Each list is an
+// Paused queues and tasks (store/queue/pause.go) are left out. Each list is an
 // uncorrelated subquery, so it runs once per claim (an InitPlan over the
 // small pauses table), not once per row. A paused queue drops out of the
 // queue list before its walk: free. A paused task's jobs stay in
