@@ -15,17 +15,6 @@ import (
 	"github.com/redrive/redrive/worker/demo"
 )
 
-// waitFor polls cond until it holds or timeout passes, and says whether it
-// held.
-func waitFor(timeout time.Duration, cond func() bool) bool {
-	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		if cond() {
-			return true
-		}
-	}
-	return cond()
-}
-
 // `redrive dev` against a test database: the banner names a sign-in file
 // that holds a password that works, each dead letter goes to the log file
 // and not to the terminal, and Ctrl-C says what it stops, ends with
@@ -49,9 +38,12 @@ func TestDevSignInQuietLettersAndCleanStop(t *testing.T) {
 		done <- Run(ctx, []string{"dev", "--addr", "127.0.0.1:0", "--data-dir", dataDir, "--demo-rate", "0.1"},
 			func(k string) string { return map[string]string{"DATABASE_URL": db.DSN}[k] }, strings.NewReader(""), stdout, stderr)
 	}()
-	if !waitFor(30*time.Second, func() bool { return strings.Contains(stdout.String(), "Press Ctrl-C to stop.") }) {
-		t.Fatalf("no banner:\n%s\n%s", stdout, stderr)
-	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("stdout:\n%s\nstderr:\n%s", stdout, stderr)
+		}
+	})
+	dlqtest.WaitFor(t, 30*time.Second, "the banner", func() bool { return strings.Contains(stdout.String(), "Press Ctrl-C to stop.") })
 
 	signIn := filepath.Join(dataDir, devSignInFile)
 	if !strings.Contains(stdout.String(), "The sign-in is also in "+signIn+".") {
@@ -84,12 +76,10 @@ func TestDevSignInQuietLettersAndCleanStop(t *testing.T) {
 	}
 
 	logPath := filepath.Join(dataDir, devLogFile)
-	if !waitFor(30*time.Second, func() bool {
+	dlqtest.WaitFor(t, 30*time.Second, logPath+" to log a dead letter", func() bool {
 		b, _ := os.ReadFile(logPath)
 		return strings.Contains(string(b), deadLetteredMsg)
-	}) {
-		t.Fatalf("%s never logged the dead letter; terminal:\n%s", logPath, stderr)
-	}
+	})
 	cancel()
 	select {
 	case code := <-done:
@@ -154,13 +144,9 @@ func TestDevLogCountsDeadLettersOnTheTerminal(t *testing.T) {
 		defer close(stopped)
 		log.summarise(ctx, out, 10*time.Millisecond, "console http://x")
 	}()
-	if !waitFor(10*time.Second, func() bool { return strings.Contains(out.String(), "\n") }) {
-		t.Fatal("no count")
-	}
+	dlqtest.WaitFor(t, 10*time.Second, "a count", func() bool { return strings.Contains(out.String(), "\n") })
 	jobLogger.Warn(deadLetteredMsg)
-	if !waitFor(10*time.Second, func() bool { return strings.Count(out.String(), "\n") == 2 }) {
-		t.Fatalf("no second count:\n%s", out)
-	}
+	dlqtest.WaitFor(t, 10*time.Second, "a second count", func() bool { return strings.Count(out.String(), "\n") == 2 })
 	cancel()
 	<-stopped
 	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -59,8 +60,13 @@ func TestWorkerServesJobMetrics(t *testing.T) {
 		done <- Run(ctx, []string{"worker", "--demo-tasks", "--metrics-addr", "127.0.0.1:0", "--log-format", "json"},
 			func(k string) string { return map[string]string{"DATABASE_URL": db.DSN}[k] }, strings.NewReader(""), io.Discard, logs)
 	}()
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("worker logs:\n%s", logs.String())
+		}
+	})
 	metricsURL := ""
-	for deadline := time.Now().Add(20 * time.Second); metricsURL == "" && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+	dlqtest.WaitFor(t, 20*time.Second, "the worker to say where its metrics are", func() bool {
 		sc := bufio.NewScanner(strings.NewReader(logs.String()))
 		for sc.Scan() {
 			var line struct{ Msg, URL string }
@@ -68,23 +74,24 @@ func TestWorkerServesJobMetrics(t *testing.T) {
 				metricsURL = line.URL
 			}
 		}
-	}
-	if metricsURL == "" {
-		t.Fatalf("the worker never said where its metrics are:\n%s", logs.String())
-	}
-	var state dlq.State
-	for deadline := time.Now().Add(20 * time.Second); state != dlq.StateSucceeded && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		return metricsURL != ""
+	})
+	dlqtest.WaitFor(t, 20*time.Second, fmt.Sprintf("job %d to succeed", job.Job.ID), func() bool {
+		var state dlq.State
 		must(db.GetContext(ctx, &state, `SELECT state FROM jobs WHERE id = $1`, job.Job.ID))
-	}
-	if state != dlq.StateSucceeded {
-		t.Fatalf("job %d is %s, want succeeded:\n%s", job.Job.ID, state, logs.String())
-	}
+		return state == dlq.StateSucceeded
+	})
 
 	// The outcome is counted when the success is acknowledged, which may
 	// trail the row's update by a flush: poll the scrape briefly.
 	const want = `redrive_job_outcomes_total{outcome="succeeded",queue="default",task="demo.noop"} 1`
 	var body string
-	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(body, want) && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+	t.Cleanup(func() {
+		if t.Failed() && body != "" {
+			t.Logf("GET %s, last:\n%s", metricsURL, body)
+		}
+	})
+	dlqtest.WaitFor(t, 10*time.Second, fmt.Sprintf("GET %s to show %s", metricsURL, want), func() bool {
 		resp, err := http.Get(metricsURL)
 		must(err)
 		b, err := io.ReadAll(resp.Body)
@@ -94,10 +101,8 @@ func TestWorkerServesJobMetrics(t *testing.T) {
 			t.Fatalf("GET %s: %d", metricsURL, resp.StatusCode)
 		}
 		body = string(b)
-	}
-	if !strings.Contains(body, want) {
-		t.Fatalf("GET %s lacks %s:\n%s", metricsURL, want, body)
-	}
+		return strings.Contains(body, want)
+	})
 	if !strings.Contains(body, "redrive_job_duration_seconds_bucket") {
 		t.Errorf("GET %s lacks redrive_job_duration_seconds", metricsURL)
 	}

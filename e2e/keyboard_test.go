@@ -137,9 +137,26 @@ func TestOperationPollKeepsFocus(t *testing.T) {
 	must(t, err)
 	must(t, expect.Locator(byTestID(page, "op-progress")).ToHaveAttribute("data-state", "cancelled"))
 	must(t, expect.Locator(byTestID(page, "op-progress")).Not().ToHaveAttribute("hx-trigger", regexp.MustCompile(".")))
-	_, err = page.Evaluate(`() => { window.__requests = 0; document.addEventListener("htmx:beforeRequest", () => window.__requests++) }`)
+	// A control that polls every second too, as the fragment did: once
+	// htmx has polled it three times, the fragment has had three polls'
+	// chances, and none may have happened.
+	_, err = page.Evaluate(`() => {
+		window.__requests = 0;
+		window.__control = 0;
+		const control = document.createElement("div");
+		control.setAttribute("hx-get", location.pathname);
+		control.setAttribute("hx-trigger", "every 1s");
+		control.setAttribute("hx-swap", "none");
+		document.addEventListener("htmx:beforeRequest", (e) => e.detail.elt === control ? window.__control++ : window.__requests++);
+		document.body.appendChild(control);
+		htmx.process(control);
+	}`)
 	must(t, err)
-	time.Sleep(3 * time.Second) // three polls' worth of time, to see none happen
+	dlqtest.WaitFor(t, 20*time.Second, "three polls of the control", func() bool {
+		n, err := page.Evaluate(`() => window.__control`)
+		must(t, err)
+		return num(n) >= 3
+	})
 	if n, _ := page.Evaluate(`() => window.__requests`); num(n) != 0 {
 		t.Errorf("%v polls after the operation stopped, want none", n)
 	}

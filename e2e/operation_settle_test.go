@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/url"
 	"regexp"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 	"github.com/redrive/redrive/dlq"
 	"github.com/redrive/redrive/dlq/dlqtest"
 	"github.com/redrive/redrive/replay"
+	"github.com/redrive/redrive/store/operations"
 	"github.com/redrive/redrive/worker"
 )
 
@@ -125,7 +127,8 @@ func TestFollowThroughWithARealWorker(t *testing.T) {
 		t.Fatal(err)
 	}
 	store := dlqtest.NewStores(db.DB)
-	runner := replay.NewRunner(replay.RunnerConfig{Store: store.Operations, PollInterval: 20 * time.Millisecond})
+	passes := &countingOperationStore{Store: store.Operations}
+	runner := replay.NewRunner(replay.RunnerConfig{Store: passes, PollInterval: 20 * time.Millisecond})
 	svc := replay.NewService(replay.Config{Store: store.Operations, Workers: store.Queue, Wake: runner.Wake})
 	errs := make(chan error, 2)
 	go func() { errs <- runner.Run(ctx) }()
@@ -142,7 +145,12 @@ func TestFollowThroughWithARealWorker(t *testing.T) {
 		must(t, err)
 		return op.State == dlq.OpSettling && op.Replays != nil
 	})
-	time.Sleep(200 * time.Millisecond)
+	// Three more of each of the runner's passes, so that at least two of
+	// each began after the look above and the first ran to its end.
+	runs, follows := passes.runs.Load()+3, passes.follows.Load()+3
+	dlqtest.WaitFor(t, 30*time.Second, "three more passes of the runner", func() bool {
+		return passes.runs.Load() >= runs && passes.follows.Load() >= follows
+	})
 	if op, _ = store.Operations.Operation(ctx, op.ID); op.State != dlq.OpSettling || op.Replays == nil || *op.Replays != (dlq.ReplayCounts{Waiting: 200}) {
 		t.Fatalf("before any worker: %s, replays %+v; want settling, 200 waiting", op.State, op.Replays)
 	}
@@ -182,4 +190,22 @@ func TestFollowThroughWithARealWorker(t *testing.T) {
 			t.Errorf("runner or worker: %v", err)
 		}
 	}
+}
+
+// countingOperationStore counts the replay runner's passes: its looks for
+// operations to run (each followed by a run of what it found) and its
+// counts of the replays in flight.
+type countingOperationStore struct {
+	*operations.Store
+	runs, follows atomic.Int64
+}
+
+func (s *countingOperationStore) RunnableOperations(ctx context.Context) ([]int64, error) {
+	defer s.runs.Add(1)
+	return s.Store.RunnableOperations(ctx)
+}
+
+func (s *countingOperationStore) FollowOperations(ctx context.Context, now time.Time) (int, error) {
+	defer s.follows.Add(1)
+	return s.Store.FollowOperations(ctx, now)
 }

@@ -66,7 +66,7 @@ func TestPauseAPI(t *testing.T) {
 			if rec.Code != http.StatusCreated {
 				t.Fatalf("%s: %d %v", body, rec.Code, first)
 			}
-			time.Sleep(5 * time.Millisecond) // the retry comes later, as retries do
+			time.Sleep(5 * time.Millisecond) // on purpose: the retry comes later, as retries do, so that its relative expiry names a later instant
 			rec, again := a.api(t, a.olgaAPI, http.MethodPost, "/api/v1/pauses", body, key...)
 			if rec.Code != http.StatusOK || again["repeated"] != true ||
 				num(again["pause"].(map[string]any)["id"]) != num(first["pause"].(map[string]any)["id"]) {

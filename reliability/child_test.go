@@ -202,7 +202,7 @@ func registerChildTasks(reg *worker.Registry, db *sqlx.DB, workerID string) {
 		return sleepCtx(ctx, time.Minute)
 	}, worker.TaskOptions{Timeout: 300 * time.Millisecond})
 	reg.Register(taskIgnoreCancel, func(ctx context.Context, job *worker.Job) error {
-		time.Sleep(time.Minute) // deliberately deaf to ctx
+		time.Sleep(time.Minute) // on purpose: a minute of work, deliberately deaf to ctx, that outlives its timeout
 		return nil
 	}, worker.TaskOptions{Timeout: 300 * time.Millisecond})
 	reg.Register(taskKill, func(ctx context.Context, job *worker.Job) error {

@@ -71,7 +71,15 @@ func TestDatabaseRestart(t *testing.T) {
 	var outage, unavailable503 int
 	var downFor time.Duration
 	for _, mode := range modes {
-		time.Sleep(size(1500*time.Millisecond, 3*time.Second))
+		// Each outage hits a system at work: since the last restart the
+		// workers have finished jobs, the replay's among them (unless
+		// there are no more to finish).
+		const succeeded = `SELECT count(*) FROM jobs WHERE state = 'succeeded'`
+		const replays = succeeded + ` AND replay_of IS NOT NULL`
+		done, replayed := count(db, succeeded), count(db, replays)
+		waitFor(t, size(2*time.Minute, 6*time.Minute), "the workers and the replay to make progress before the "+mode+" stop", func() bool {
+			return count(db, succeeded) >= min(done+100, jobs+letters) && count(db, replays) >= min(replayed+1, letters)
+		})
 		stopped := time.Now()
 		var err error
 		if mode == "fast" {

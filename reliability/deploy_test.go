@@ -3,6 +3,7 @@ package reliability
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
 
@@ -44,6 +45,16 @@ func TestRollingDeploy(t *testing.T) {
 		return res.Job
 	}
 	var finished, handedBack, terms int
+	// The queue whose jobs are waited for: if they never all run, its
+	// jobs are shown.
+	waitingOn := ""
+	t.Cleanup(func() {
+		if t.Failed() && waitingOn != "" {
+			var states []string
+			_ = db.Select(&states, `SELECT id || ' ' || state || ' ' || coalesce(lease_owner, '-') || ' attempt ' || attempt FROM jobs WHERE queue = $1`, waitingOn)
+			t.Logf("the jobs of queue %s: %v", waitingOn, states)
+		}
+	})
 	var slowest time.Duration
 	for round := range size(1, 3) {
 		for _, id := range workers {
@@ -54,16 +65,12 @@ func TestRollingDeploy(t *testing.T) {
 			for range overlong {
 				longs = append(longs, enqueue(id, int(time.Hour/time.Millisecond)))
 			}
-			ok := false
-			for wait := time.Now().Add(60 * time.Second); !ok && time.Now().Before(wait); time.Sleep(50 * time.Millisecond) {
-				ok = count(db.DB, `SELECT count(*) FROM jobs WHERE queue = $1 AND state = 'running' AND lease_owner = $2`,
+			waitingOn = id
+			waitFor(t, 60*time.Second, fmt.Sprintf("round %d: %s to run its %d jobs", round, id, fit+overlong), func() bool {
+				return count(db.DB, `SELECT count(*) FROM jobs WHERE queue = $1 AND state = 'running' AND lease_owner = $2`,
 					id, id) == fit+overlong
-			}
-			if !ok {
-				var states []string
-				_ = db.Select(&states, `SELECT id || ' ' || state || ' ' || coalesce(lease_owner, '-') || ' attempt ' || attempt FROM jobs WHERE queue = $1`, id)
-				t.Fatalf("round %d: %s is not running its %d jobs after 60s: %v", round, id, fit+overlong, states)
-			}
+			})
+			waitingOn = ""
 			took, err := f.term(id, grace+10*time.Second)
 			terms++
 			slowest = max(slowest, took)

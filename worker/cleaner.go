@@ -14,12 +14,14 @@ const cleanBatch = 10_000
 // advisory lock in the store lets one of them delete at a time.
 func (w *Worker) cleanerLoop(ctx context.Context) {
 	if w.cfg.RetainSucceeded < 0 {
+		tell(w.signals.cleaned)
 		return
 	}
 	tick := time.NewTicker(w.cfg.CleanInterval)
 	defer tick.Stop()
 	for {
 		w.clean(ctx)
+		tell(w.signals.cleaned)
 		select {
 		case <-ctx.Done():
 			return

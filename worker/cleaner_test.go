@@ -91,7 +91,9 @@ func TestCleaner(t *testing.T) {
 		cfg := b.config("cleaner-off")
 		cfg.CleanInterval, cfg.RetainSucceeded = 20*time.Millisecond, -1
 		r := b.start(t, cfg)
-		time.Sleep(200 * time.Millisecond) // ten intervals: long enough for a cleaner that was on
+		// The cleaner's first pass, or its word that it makes none: a
+		// cleaner that was on deletes at its first pass, at start.
+		waitFor(t, 10*time.Second, "the cleaner's first pass", func() bool { return r.cleans.Load() >= 1 })
 		if err := r.stop(t); err != nil {
 			t.Fatal(err)
 		}

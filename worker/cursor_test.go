@@ -37,7 +37,7 @@ func TestAJobDueBeforeTheClaimedOnesRuns(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		b.reg.Register("test.task", func(ctx context.Context, job *worker.Job) error {
-			time.Sleep(10 * time.Millisecond)
+			time.Sleep(10 * time.Millisecond) // on purpose: each job works for 10 ms, so that the backlog lasts
 			return nil
 		}, worker.TaskOptions{})
 		// 2 slots of 10 ms jobs: 3,000 of them keep it busy for 15 s.

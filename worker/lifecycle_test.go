@@ -263,7 +263,11 @@ func TestLeases(t *testing.T) {
 			close(releaseFirst)
 			t.Fatal("the stale run was not cancelled when the job was claimed again")
 		}
-		time.Sleep(300 * time.Millisecond) // let the stale run try to record its failure
+		// The stale run tries to record its failure, and its outcome is
+		// discarded: its lease is the new claim's.
+		waitFor(t, 5*time.Second, "the stale run's outcome to be discarded", func() bool {
+			return strings.Contains(b.logs.String(), "outcome discarded")
+		})
 		j = b.job(t, id)
 		if j.State != dlq.StateSucceeded || j.Attempt != 2 {
 			t.Fatalf("job %s at attempt %d, want succeeded on attempt 2", j.State, j.Attempt)
@@ -373,12 +377,11 @@ func TestListenNotify(t *testing.T) {
 		cfg := b.config("w-listen-late")
 		cfg.PollInterval = time.Minute
 		cfg.ListenDSN = proxy.dsn(t, b.db.DSN)
-		b.start(t, cfg)
-		waitFor(t, 5*time.Second, "the worker to register", func() bool {
-			return b.count(t, `SELECT count(*) FROM workers WHERE id = 'w-listen-late'`) == 1
-		})
+		r := b.start(t, cfg)
+		// After the worker's first claim, which looks at start: from then
+		// on only LISTEN, or a poll a minute away, makes it look again.
+		waitFor(t, 5*time.Second, "the worker's first claim", func() bool { return r.claims.Load() >= 1 })
 		id := b.enqueue(t, dlq.EnqueueParams{Task: "test.task"}) // its NOTIFY reaches no one
-		time.Sleep(300 * time.Millisecond)
 		proxy.restore()
 		b.waitJob(t, id, dlq.StateSucceeded, 15*time.Second)
 	})

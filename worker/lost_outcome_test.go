@@ -36,39 +36,59 @@ func (c *runCounter) of(id int64) int {
 	return c.runs[id]
 }
 
-// registerOutageTask registers test.outage: it counts its run, says it
-// started, works for kwargs.ms on its first attempt whatever the database
-// does, then fails (transiently) when kwargs.fail is set and succeeds
-// otherwise.
-func registerOutageTask(reg *worker.Registry, runs *runCounter, started chan<- int64) {
+// outageTask is test.outage, registered by registerOutageTask. Its
+// handler counts its run and says it started; its first attempt then works
+// until the test closes release, whatever the database does, and says it
+// finished; then it fails (transiently) when kwargs.fail is set and
+// succeeds otherwise.
+type outageTask struct {
+	runs     runCounter
+	started  chan int64
+	release  chan struct{}
+	finished chan int64
+}
+
+func registerOutageTask(t *testing.T, reg *worker.Registry) *outageTask {
+	o := &outageTask{started: make(chan int64, 8), release: make(chan struct{}), finished: make(chan int64, 8)}
+	// A test that fails before releasing the handlers lets them return
+	// at its end.
+	t.Cleanup(o.releaseAll)
 	reg.Register("test.outage", func(ctx context.Context, job *worker.Job) error {
-		runs.ran(job.ID)
-		var kw struct {
-			MS   int
-			Fail bool
-		}
+		o.runs.ran(job.ID)
+		var kw struct{ Fail bool }
 		if err := json.Unmarshal(job.Kwargs, &kw); err != nil {
 			return worker.Permanent(err)
 		}
-		started <- job.ID
+		o.started <- job.ID
 		if job.Attempt == 1 {
-			time.Sleep(time.Duration(kw.MS) * time.Millisecond)
+			<-o.release
+			o.finished <- job.ID
 		}
 		if kw.Fail {
 			return errors.New("card declined")
 		}
 		return nil
 	}, worker.TaskOptions{})
+	return o
 }
 
-// awaitStarts waits for n handlers to start.
-func awaitStarts(t *testing.T, started <-chan int64, n int) {
+// releaseAll lets the first attempts finish their work.
+func (o *outageTask) releaseAll() {
+	select {
+	case <-o.release:
+	default:
+		close(o.release)
+	}
+}
+
+// await waits for n handlers to send on c: to start, or to finish.
+func await(t *testing.T, c <-chan int64, n int, what string) {
 	t.Helper()
 	for range n {
 		select {
-		case <-started:
+		case <-c:
 		case <-time.After(10 * time.Second):
-			t.Fatal("the jobs did not start")
+			t.Fatalf("the jobs did not %s", what)
 		}
 	}
 }
@@ -103,23 +123,27 @@ func TestAJobThatRanIsNeverHandedBackUnrun(t *testing.T) {
 	if err := b.store.Queue.RegisterTasks(ctx, []string{"test.outage"}); err != nil {
 		t.Fatal(err)
 	}
-	var runs runCounter
-	started := make(chan int64, 8)
-	registerOutageTask(b.reg, &runs, started)
+	task := registerOutageTask(t, b.reg)
+	runs := &task.runs
 	cfg := b.config("outage-1")
 	// The demo's lease; the default grace, so that the rescuer leaves the
 	// lapsed leases to their worker after the restart, as in production.
 	cfg.LeaseDuration, cfg.HeartbeatInterval, cfg.RestartGrace = 3*time.Second, time.Second, worker.DefaultRestartGrace
 	b.start(t, cfg)
 
-	succeeds := b.enqueue(t, dlq.EnqueueParams{Task: "test.outage", MaxAttempts: 1, Kwargs: kwargs(map[string]any{"ms": 2000})})
-	fails := b.enqueue(t, dlq.EnqueueParams{Task: "test.outage", MaxAttempts: 2, Kwargs: kwargs(map[string]any{"ms": 2000, "fail": true})})
-	awaitStarts(t, started, 2)
-	time.Sleep(500 * time.Millisecond)
+	succeeds := b.enqueue(t, dlq.EnqueueParams{Task: "test.outage", MaxAttempts: 1})
+	fails := b.enqueue(t, dlq.EnqueueParams{Task: "test.outage", MaxAttempts: 2, Kwargs: kwargs(map[string]any{"fail": true})})
+	await(t, task.started, 2, "start")
 	if err := pg.Stop(); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(7 * time.Second) // the handlers finish, and their leases run out
+	stopped := time.Now()
+	// The handlers finish during the outage.
+	task.releaseAll()
+	await(t, task.finished, 2, "finish")
+	// The outage lasts 7 s in all, past the 3 s leases. With the database
+	// down there is no lapse to see, so the test waits the time out.
+	time.Sleep(time.Until(stopped.Add(7 * time.Second))) // on purpose: the outage's length
 	rctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	if err := pg.Restart(rctx); err != nil {
@@ -184,9 +208,8 @@ func TestAnOutcomeAfterTheRescuerTookTheJob(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { cutDB.Close() })
-			var runs runCounter
-			started := make(chan int64, 8)
-			registerOutageTask(b.reg, &runs, started)
+			task := registerOutageTask(t, b.reg)
+			runs := &task.runs
 
 			owner := b.config("lost-owner")
 			owner.HeartbeatInterval, owner.RestartGrace = 500*time.Millisecond, 2*time.Second
@@ -201,8 +224,8 @@ func TestAnOutcomeAfterTheRescuerTookTheJob(t *testing.T) {
 				cancel()
 				<-done
 			})
-			id := b.enqueue(t, dlq.EnqueueParams{Task: "test.outage", MaxAttempts: tc.maxAttempts, Kwargs: kwargs(map[string]any{"ms": 1500})})
-			awaitStarts(t, started, 1)
+			id := b.enqueue(t, dlq.EnqueueParams{Task: "test.outage", MaxAttempts: tc.maxAttempts})
+			await(t, task.started, 1, "start")
 			// The other worker reaches the database directly: it rescues the
 			// job once the owner's 2 s lease lapses, and runs it again if it
 			// has an attempt left and is not parked.
@@ -210,9 +233,12 @@ func TestAnOutcomeAfterTheRescuerTookTheJob(t *testing.T) {
 			if tc.park {
 				other.Queues = []string{"elsewhere"}
 			}
-			b.start(t, other)
-			time.Sleep(300 * time.Millisecond)
+			o := b.start(t, other)
+			waitFor(t, 10*time.Second, "the other worker's first rescue pass", func() bool { return o.rescues.Load() >= 1 })
 			proxy.cut()
+			// The job finishes while its worker is cut off.
+			task.releaseAll()
+			await(t, task.finished, 1, "finish")
 			b.waitJob(t, id, tc.rescued, 15*time.Second)
 			if tc.park {
 				// Nobody may claim it before its owner is back: the owner

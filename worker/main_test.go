@@ -114,15 +114,19 @@ var testTaskNames = []string{"test.sleep", "test.hang_first_attempt", "test.kill
 // goroutine of the worker package or of a lib/pq listener is left: Run must
 // stop everything it starts.
 func noLeakedGoroutines() bool {
+	// Polled (no t here for dlqtest.WaitFor): goroutines may still be
+	// finishing their last instructions.
 	var stacks string
 	deadline := time.Now().Add(3 * time.Second)
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
 	for time.Now().Before(deadline) {
 		buf := make([]byte, 1<<20)
 		stacks = string(buf[:runtime.Stack(buf, true)])
 		if leaked(stacks) == "" {
 			return true
 		}
-		time.Sleep(50 * time.Millisecond) // goroutines finishing their last instructions
+		<-tick.C
 	}
 	fmt.Fprintf(os.Stderr, "leaked goroutines:\n%s\n", leaked(stacks))
 	return false
@@ -183,9 +187,9 @@ type running struct {
 	w      *worker.Worker
 	cancel context.CancelFunc
 	done   chan error
-	// claims, rescues and drops count the worker's passes (its test
-	// signals): a test waits for some instead of sleeping.
-	claims, rescues, drops atomic.Int64
+	// claims, rescues, drops and cleans count the worker's passes (its
+	// test signals): a test waits for some instead of sleeping.
+	claims, rescues, drops, cleans atomic.Int64
 }
 
 // await waits until the counter c has grown by n from now: n more passes.
@@ -208,6 +212,7 @@ func (b *bundle) start(t *testing.T, cfg worker.Config) *running {
 		Claimed: func() { r.claims.Add(1) },
 		Rescued: func() { r.rescues.Add(1) },
 		Dropped: func() { r.drops.Add(1) },
+		Cleaned: func() { r.cleans.Add(1) },
 	})
 	go func() { r.done <- w.Run(ctx) }()
 	t.Cleanup(func() { _ = r.stop(t) })

@@ -20,7 +20,8 @@ import (
 func TestNoJobMisjudged(t *testing.T) {
 	t.Parallel()
 
-	// A job that succeeds while the database is down for 3 s is recorded
+	// A job that succeeds while the database is down (long enough for
+	// its outcome write and a renewal of its lease to fail) is recorded
 	// as succeeded once it is back, well inside its 10 s lease: the
 	// outcome write is retried and the lease kept renewed meanwhile. It
 	// used to be written once, fail, and leave the job to the rescuer,
@@ -55,26 +56,43 @@ func TestNoJobMisjudged(t *testing.T) {
 		if err := b.store.Queue.RegisterTasks(ctx, []string{"test.slow"}); err != nil {
 			t.Fatal(err)
 		}
-		started := make(chan struct{}, 1)
+		// The work goes on whatever the database does, until the test
+		// releases it.
+		started, release := make(chan struct{}, 1), make(chan struct{})
 		b.reg.Register("test.slow", func(ctx context.Context, job *worker.Job) error {
 			started <- struct{}{}
-			time.Sleep(2 * time.Second) // the work goes on whatever the database does
+			<-release
 			return nil
 		}, worker.TaskOptions{})
+		released := false
+		releaseOnce := func() {
+			if !released {
+				released = true
+				close(release)
+			}
+		}
 		cfg := b.config("blip-1")
 		cfg.LeaseDuration, cfg.HeartbeatInterval = 10*time.Second, time.Second
 		b.start(t, cfg)
+		// Released at the end should the test fail first (cleanups run
+		// last registered first: before the worker stops).
+		t.Cleanup(releaseOnce)
 		id := b.enqueue(t, dlq.EnqueueParams{Task: "test.slow", MaxAttempts: 1})
 		select {
 		case <-started:
 		case <-time.After(10 * time.Second):
 			t.Fatal("the job did not start")
 		}
-		time.Sleep(500 * time.Millisecond)
 		if err := cluster.Stop(); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(3 * time.Second)
+		// The job succeeds during the outage, and the database stays down
+		// until its outcome write and a renewal of its lease have failed.
+		releaseOnce()
+		waitFor(t, 10*time.Second, "the outcome write and a lease renewal to fail", func() bool {
+			logs := b.logs.String()
+			return strings.Contains(logs, "writing job outcomes failed") && strings.Contains(logs, "renew leases failed")
+		})
 		if cluster, err = localpg.Start(ctx, localpg.Config{Dir: dir, Port: cluster.Port()}); err != nil {
 			t.Fatal(err)
 		}
@@ -85,7 +103,7 @@ func TestNoJobMisjudged(t *testing.T) {
 			return err == nil && !j.State.ActiveState()
 		})
 		if j.State != dlq.StateSucceeded || j.Attempt != 1 {
-			t.Fatalf("after a 3 s outage the job is %s on attempt %d (history %+v); want succeeded on attempt 1",
+			t.Fatalf("after an outage the job is %s on attempt %d (history %+v); want succeeded on attempt 1",
 				j.State, j.Attempt, j.Errors)
 		}
 	})

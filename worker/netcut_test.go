@@ -130,10 +130,12 @@ func TestLeasesLapsedInANetworkCutStayWithTheirWorkers(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	started := make(chan struct{}, 1)
+	// The work goes on whatever the network does, until the test
+	// releases it.
+	started, release := make(chan struct{}, 1), make(chan struct{})
 	b.reg.Register("test.task", func(ctx context.Context, job *worker.Job) error {
 		started <- struct{}{}
-		time.Sleep(4 * time.Second) // the work goes on whatever the network does
+		<-release
 		return nil
 	}, worker.TaskOptions{})
 
@@ -157,19 +159,37 @@ func TestLeasesLapsedInANetworkCutStayWithTheirWorkers(t *testing.T) {
 			<-done
 		})
 	}
+	// Released at the end should the test fail first (cleanups run last
+	// registered first: before the workers stop).
+	released := false
+	releaseOnce := func() {
+		if !released {
+			released = true
+			close(release)
+		}
+	}
+	t.Cleanup(releaseOnce)
 	id := b.enqueue(t, dlq.EnqueueParams{Task: "test.task", MaxAttempts: 1})
 	select {
 	case <-started:
 	case <-time.After(10 * time.Second):
 		t.Fatal("the job did not start")
 	}
-	time.Sleep(300 * time.Millisecond)
 	proxy.cut()
-	time.Sleep(3 * time.Second) // past the 2 s lease
+	// b.db reaches Postgres directly: it sees the lease lapse.
+	waitFor(t, 10*time.Second, "the job's 2 s lease to lapse during the cut", func() bool {
+		return b.count(t, `SELECT count(*) FROM jobs WHERE id = $1 AND lease_expires_at < now()`, id) == 1
+	})
 	proxy.restore()
+	// The job works on until its owner has renewed the lease; a rescuer
+	// that took it first has left it running no more.
+	waitFor(t, 10*time.Second, "the owner to renew the lapsed lease", func() bool {
+		return b.count(t, `SELECT count(*) FROM jobs WHERE id = $1 AND (state <> 'running' OR lease_expires_at > now())`, id) == 1
+	})
+	releaseOnce()
 	j := b.waitJob(t, id, dlq.StateSucceeded, 20*time.Second)
 	if j.Attempt != 1 || len(j.Errors) != 0 {
-		t.Fatalf("after a 3 s network cut the job succeeded on attempt %d with history %+v; want attempt 1 with no rescue", j.Attempt, j.Errors)
+		t.Fatalf("after a network cut past the lease the job succeeded on attempt %d with history %+v; want attempt 1 with no rescue", j.Attempt, j.Errors)
 	}
 	select {
 	case <-started:

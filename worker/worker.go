@@ -152,6 +152,9 @@ type testSignals struct {
 	// dropped: an abandoned handler returned, and what it returned was
 	// dropped.
 	dropped func()
+	// cleaned: a cleaner pass ended, or the cleaner found retention off
+	// and will make none.
+	cleaned func()
 }
 
 // tell calls f when it is set.

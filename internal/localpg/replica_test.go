@@ -3,10 +3,12 @@ package localpg_test
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"os"
 	"testing"
 	"time"
 
+	"github.com/redrive/redrive/dlq/dlqtest"
 	"github.com/redrive/redrive/internal/localpg"
 )
 
@@ -91,16 +93,15 @@ func startCluster(t *testing.T, prefix string) (*localpg.Cluster, *sql.DB) {
 // waitRows waits until table t on db has n rows.
 func waitRows(t *testing.T, db *sql.DB, n int) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		var got int
-		err := db.QueryRow(`SELECT count(*) FROM t`).Scan(&got)
-		if err == nil && got == n {
-			return
+	var got int
+	var err error
+	defer func() {
+		if t.Failed() {
+			t.Logf("replica has %d rows (%v), want %d", got, err, n)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("replica has %d rows (%v), want %d", got, err, n)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	}()
+	dlqtest.WaitFor(t, 30*time.Second, fmt.Sprintf("the replica to have %d rows", n), func() bool {
+		err = db.QueryRow(`SELECT count(*) FROM t`).Scan(&got)
+		return err == nil && got == n
+	})
 }
