@@ -192,6 +192,24 @@ func TestShutdown(t *testing.T) {
 	})
 }
 
+// A worker stopped before it has started (a deploy that cancels at once)
+// stops: Run returns the context's error, not the driver's words for the
+// query it cancelled.
+func TestStopBeforeStart(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.reg.Register("test.task", func(context.Context, *worker.Job) error { return nil }, worker.TaskOptions{})
+	w, err := worker.New(b.store.Queue, b.config("w-stopped-early"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := w.Run(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run on a cancelled context: %v, want context.Canceled", err)
+	}
+}
+
 func TestLeases(t *testing.T) {
 	t.Parallel()
 

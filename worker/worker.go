@@ -209,6 +209,11 @@ func (w *Worker) Run(ctx context.Context) error {
 		return errors.New("worker: Run called twice")
 	}
 	if err := w.register(ctx); err != nil {
+		if ctx.Err() != nil {
+			// Stopped before it started: the driver reports the cancelled
+			// query as its own error, but this is a stop, not a failure.
+			return ctx.Err()
+		}
 		return err
 	}
 	w.log.Info("worker started", "queues", w.cfg.Queues, "concurrency", w.cfg.Concurrency,
