@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 )
 
 // Reading the audit trail: the /audit page, its exports, the API, and each
@@ -38,7 +37,7 @@ const (
 )
 
 // AuditFilter narrows the audit trail. Every field has a query-string form
-// (ParseAuditFilter, Values); zero values do not filter.
+// (handlers.ParseAuditFilter, Values); zero values do not filter.
 type AuditFilter struct {
 	Actor  string
 	Action string
@@ -56,55 +55,33 @@ type AuditFilter struct {
 	HideSessions bool
 }
 
-// ParseAuditFilter reads an audit filter from a query string; relative
-// times resolve against now. Problems come back as a *ValidationError.
-func ParseAuditFilter(v url.Values, now time.Time) (AuditFilter, error) {
-	get := func(k string) string { return strings.TrimSpace(v.Get(k)) }
+// Validate reports every field of f that is out of bounds, as a
+// *ValidationError keyed by the query-string name of the field.
+func (f AuditFilter) Validate() error {
 	problems := map[string]string{}
-	f := AuditFilter{Actor: get("actor"), Action: get("action"), Limit: DefaultAuditLimit}
 	if len(f.Actor) > 200 || !printable(f.Actor) {
 		problems["actor"] = "must be at most 200 printable characters"
 	}
 	if f.Action != "" && !slices.Contains(AuditActions, f.Action) {
 		problems["action"] = "must be one of " + strings.Join(AuditActions, ", ")
 	}
-	positive := func(k string) int64 {
-		s := get(k)
-		if s == "" {
-			return 0
-		}
-		n, err := strconv.ParseInt(s, 10, 64)
-		if err != nil || n < 1 {
-			problems[k] = "must be a positive whole number"
-			return 0
-		}
-		return n
+	if f.DeadLetterID < 0 {
+		problems["dead_letter_id"] = "must be a positive whole number"
 	}
-	f.DeadLetterID = positive("dead_letter_id")
-	f.Before = positive("cursor")
-	f.Since, f.Until = parseTimeRange(get("since"), get("until"), now, problems)
-	switch get("hide_sign_ins") {
-	case "", "0":
-	case "1":
-		f.HideSessions = true
-	default:
-		problems["hide_sign_ins"] = "must be 1 (hide sign-ins) or 0"
+	if f.Before < 0 {
+		problems["cursor"] = "must be a positive whole number"
 	}
-	if s := get("limit"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 || n > MaxAuditLimit {
-			problems["limit"] = fmt.Sprintf("must be a whole number from 1 to %d", MaxAuditLimit)
-		} else {
-			f.Limit = n
-		}
+	timeRangeProblems(f.Since, f.Until, problems)
+	if f.Limit < 0 || f.Limit > MaxAuditLimit {
+		problems["limit"] = fmt.Sprintf("must be a whole number from 1 to %d", MaxAuditLimit)
 	}
 	if len(problems) > 0 {
-		return f, &ValidationError{Fields: problems}
+		return &ValidationError{Fields: problems}
 	}
-	return f, nil
+	return nil
 }
 
-// Values encodes f as a query string that ParseAuditFilter reads back;
+// Values encodes f as a query string that handlers.ParseAuditFilter reads back;
 // the default limit is left out.
 func (f AuditFilter) Values() url.Values {
 	v := url.Values{}

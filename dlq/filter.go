@@ -1,6 +1,7 @@
 package dlq
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/url"
 	"regexp"
@@ -20,8 +21,6 @@ const (
 	// three characters, and a shorter term would scan the whole table.
 	MinSearchLen = 3
 	maxSearchLen = 200
-	// maxRelative bounds relative times ("7d") to what a person means.
-	maxRelative = 10 * 366 * 24 * time.Hour
 )
 
 // StatusAll is the query-string spelling of "every status". The list
@@ -29,87 +28,101 @@ const (
 // what an on-call engineer opening the page wants to see first.
 const StatusAll = "all"
 
-// Filter narrows the dead-letter list and its exports. Every field has a
-// query-string form (ParseFilter, Values), so a pasted URL shows the same
-// view. The zero value of each field means "not filtered", except Status,
-// which ParseFilter defaults to pending.
+// Filter narrows the dead-letter list and its exports, and selects the
+// letters of a bulk operation. It has one query-string form, read by
+// handlers.ParseFilter and written by Values, so a pasted URL shows the
+// same view; and one JSON form, its own fields, which the API's bulk body
+// and an operation's stored selection carry (the page, Limit and After,
+// is no part of it). Validate holds every form to the same rules. The
+// zero value of each field means "not filtered"; a Status of "" is every
+// status (the query string's "all"; a missing status there is pending).
 type Filter struct {
-	Task       string
-	Queue      string
-	Reason     Reason
-	Status     Status // "" is every status
-	ErrorClass string
+	Task       string `json:"task,omitempty"`
+	Queue      string `json:"queue,omitempty"`
+	Reason     Reason `json:"reason,omitempty"`
+	Status     Status `json:"status,omitempty"`
+	ErrorClass string `json:"error_class,omitempty"`
 	// Fingerprint selects the letters of one error group, Fingerprints
 	// those of any of several (an incident's groups, replayed as one).
 	// ParseFilter fills Fingerprint for one group and Fingerprints for
 	// more, never both; Groups reads them together.
-	Fingerprint  string
-	Fingerprints []string
+	Fingerprint  string   `json:"fingerprint,omitempty"`
+	Fingerprints []string `json:"fingerprints,omitempty"`
 	// Q is a substring searched for, case-insensitively, in the error
 	// message, args and kwargs.
-	Q     string
-	Since TimeBound
-	Until TimeBound
-	Limit int
+	Q     string    `json:"q,omitempty"`
+	Since TimeBound `json:"since,omitzero"`
+	Until TimeBound `json:"until,omitzero"`
+	// Limit is the page size; 0 is DefaultLimit.
+	Limit int `json:"-"`
 	// After continues the list after this position; nil is the newest page.
-	After *Cursor
+	After *Cursor `json:"-"`
 }
 
 // TimeBound is one end of a time range: the text as written (kept, so a
 // relative "24h" stays relative in links) and the instant it resolved to.
+// In JSON it is the instant alone, RFC 3339 in UTC: a stored or posted
+// filter selects what it meant when it was read, however late it is run.
 type TimeBound struct {
 	Raw string
 	At  time.Time
 }
 
+// MarshalJSON writes the instant.
+func (b TimeBound) MarshalJSON() ([]byte, error) {
+	return json.Marshal(b.At.UTC().Format(time.RFC3339Nano))
+}
+
+// UnmarshalJSON reads an RFC 3339 instant; its text is then Raw.
+func (b *TimeBound) UnmarshalJSON(data []byte) error {
+	var s string
+	if err := json.Unmarshal(data, &s); err != nil {
+		return fmt.Errorf("a time bound is an RFC 3339 time: %w", err)
+	}
+	at, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return fmt.Errorf("a time bound is an RFC 3339 time: %w", err)
+	}
+	*b = TimeBound{Raw: s, At: at.UTC()}
+	return nil
+}
+
 // IsZero reports whether the bound is unset.
 func (b TimeBound) IsZero() bool { return b.Raw == "" }
 
-var (
-	// fingerprintPattern is an error group's id: 16 lower-case hex digits.
-	fingerprintPattern = regexp.MustCompile(`^[0-9a-f]{16}$`)
-	relativePattern    = regexp.MustCompile(`^(\d{1,6})\s*(m|min|h|d|w)$`)
-)
+// fingerprintPattern is an error group's id: 16 lower-case hex digits.
+var fingerprintPattern = regexp.MustCompile(`^[0-9a-f]{16}$`)
 
 // MaxFilterGroups bounds the error groups one filter names: an incident
 // spans a handful, and each group is one index walk of every ordered read.
 const MaxFilterGroups = 50
 
-// The absolute time layouts accepted, tried in order. A time without a zone
-// (what an HTML datetime-local input sends) is taken as UTC, the zone the
-// console shows every time in.
-var timeLayouts = []string{
-	time.RFC3339Nano,
-	"2006-01-02T15:04:05",
-	"2006-01-02T15:04",
-	"2006-01-02 15:04:05",
-	"2006-01-02 15:04",
-	"2006-01-02",
-}
-
-// ParseFilter reads a filter from a query string. Relative times resolve
-// against now. Problems come back as a *ValidationError naming each bad
-// field, so the page can say which input to fix.
-func ParseFilter(v url.Values, now time.Time) (Filter, error) {
-	get := func(k string) string { return strings.TrimSpace(v.Get(k)) }
+// Validate reports every field of f that is out of bounds, as a
+// *ValidationError keyed by the query-string name of the field: a filter
+// read from a query string (handlers.ParseFilter), from an API body, or
+// from an operation's stored JSON is held to the same rules.
+func (f Filter) Validate() error {
 	problems := map[string]string{}
-	f := Filter{
-		Task:       get("task"),
-		Queue:      get("queue"),
-		Reason:     Reason(get("reason")),
-		ErrorClass: get("error_class"),
-		Q:          get("q"),
-		Limit:      DefaultLimit,
+	f.fieldProblems(problems)
+	if msg := searchProblem(f.Q); msg != "" {
+		problems["q"] = msg
 	}
-	groups, msg := parseGroups(v["fingerprint"])
-	if msg != "" {
+	if msg := groupsProblem(f.Groups()); msg != "" {
 		problems["fingerprint"] = msg
 	}
-	if len(groups) == 1 {
-		f.Fingerprint = groups[0]
-	} else {
-		f.Fingerprints = groups
+	timeRangeProblems(f.Since, f.Until, problems)
+	if f.Limit < 0 || f.Limit > MaxLimit {
+		problems["limit"] = fmt.Sprintf("must be a whole number from 1 to %d", MaxLimit)
 	}
+	if len(problems) > 0 {
+		return &ValidationError{Fields: problems}
+	}
+	return nil
+}
+
+// fieldProblems notes the problems of the fields that name one thing: a
+// task, a queue, a reason, a status, an error class.
+func (f Filter) fieldProblems(problems map[string]string) {
 	if msg := TaskNameProblem(f.Task); f.Task != "" && msg != "" {
 		problems["task"] = msg
 	}
@@ -119,81 +132,53 @@ func ParseFilter(v url.Values, now time.Time) (Filter, error) {
 	if f.Reason != "" && !f.Reason.Valid() {
 		problems["reason"] = "must be one of exhausted, permanent, lease_expired"
 	}
-	switch s := get("status"); s {
-	case "":
-		f.Status = StatusPending
-	case StatusAll, "any":
-		f.Status = ""
-	default:
-		f.Status = Status(s)
-		if !f.Status.Valid() {
-			problems["status"] = "must be one of pending, replayed, discarded, all"
-		}
+	if f.Status != "" && !f.Status.Valid() {
+		problems["status"] = "must be one of pending, replayed, discarded, all"
 	}
 	if f.ErrorClass != "" && (len(f.ErrorClass) > 200 || !printable(f.ErrorClass)) {
 		problems["error_class"] = "must be at most 200 printable characters"
 	}
-	if f.Q != "" {
-		switch n := len([]rune(f.Q)); {
-		case n < MinSearchLen:
-			problems["q"] = fmt.Sprintf("search for at least %d characters", MinSearchLen)
-		case n > maxSearchLen || !printable(f.Q):
-			problems["q"] = fmt.Sprintf("must be at most %d printable characters", maxSearchLen)
-		}
-	}
-	f.Since, f.Until = parseTimeRange(get("since"), get("until"), now, problems)
-	if s := get("limit"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 || n > MaxLimit {
-			problems["limit"] = fmt.Sprintf("must be a whole number from 1 to %d", MaxLimit)
-		} else {
-			f.Limit = n
-		}
-	}
-	if s := get("cursor"); s != "" {
-		c, err := ParseCursor(s)
-		if err != nil {
-			problems["cursor"] = "invalid cursor: start again from the newest page"
-		} else {
-			f.After = &c
-		}
-	}
-	if len(problems) > 0 {
-		return f, &ValidationError{Fields: problems}
-	}
-	return f, nil
 }
 
-// parseGroups reads the error groups of a filter: one fingerprint
-// parameter holding group ids separated by commas (the form the list's
-// input, the CLI's --group and a stored filter all carry unchanged). It
-// returns them sorted, each once, or a problem. A repeated parameter is
-// refused rather than read in part: a replay of fewer groups than the
-// engineer named would look like success.
-func parseGroups(raw []string) ([]string, string) {
-	if len(raw) > 1 {
-		return nil, "give the error groups in one fingerprint parameter, separated by commas"
+// searchProblem says what is wrong with a search term, "" when nothing.
+func searchProblem(q string) string {
+	if q == "" {
+		return ""
 	}
-	if len(raw) == 0 {
-		return nil, ""
+	switch n := len([]rune(q)); {
+	case n < MinSearchLen:
+		return fmt.Sprintf("search for at least %d characters", MinSearchLen)
+	case n > maxSearchLen || !printable(q):
+		return fmt.Sprintf("must be at most %d printable characters", maxSearchLen)
 	}
-	var groups []string
-	for _, s := range strings.Split(raw[0], ",") {
-		s = strings.ToLower(strings.TrimSpace(s))
-		switch {
-		case s == "":
-			continue
-		case !fingerprintPattern.MatchString(s):
-			return nil, fmt.Sprintf("%q is not an error group: a group id is 16 hex digits, as the groups page shows", ClipRunes(s, 40))
+	return ""
+}
+
+// groupsProblem says what is wrong with the error groups a filter names:
+// an id that is not one, or more than MaxFilterGroups.
+func groupsProblem(groups []string) string {
+	for _, g := range groups {
+		if !fingerprintPattern.MatchString(g) {
+			return fmt.Sprintf("%q is not an error group: a group id is 16 hex digits, as the groups page shows", ClipRunes(g, 40))
 		}
-		groups = append(groups, s)
 	}
-	slices.Sort(groups)
-	groups = slices.Compact(groups)
 	if len(groups) > MaxFilterGroups {
-		return nil, fmt.Sprintf("names %d error groups; at most %d", len(groups), MaxFilterGroups)
+		return fmt.Sprintf("names %d error groups; at most %d", len(groups), MaxFilterGroups)
 	}
-	return groups, ""
+	return ""
+}
+
+// timeRangeProblems notes a bound outside the times a cursor can hold, and
+// an until before since, which is until's problem.
+func timeRangeProblems(since, until TimeBound, problems map[string]string) {
+	for key, b := range map[string]TimeBound{"since": since, "until": until} {
+		if !b.IsZero() && (b.At.Before(cursorMinTime) || b.At.After(cursorMaxTime)) {
+			problems[key] = "must be between 1970 and 3000"
+		}
+	}
+	if _, bad := problems["until"]; !bad && !since.IsZero() && !until.IsZero() && since.At.After(until.At) {
+		problems["until"] = "must not be before since"
+	}
 }
 
 // ClipRunes cuts s to at most n runes, so a problem quoting a bad value
@@ -223,51 +208,6 @@ func (f Filter) Groups() []string {
 	return slices.Compact(groups)
 }
 
-// parseTimeBound reads "" (unset), a relative age ("90m", "24h", "7d",
-// "2w": that long before now), RFC3339, or a zone-less date and time in UTC.
-// parseTimeRange reads a since/until pair, recording problems by key; an
-// until before since is a problem of until.
-func parseTimeRange(since, until string, now time.Time, problems map[string]string) (TimeBound, TimeBound) {
-	s, err := parseTimeBound(since, now)
-	if err != nil {
-		problems["since"] = err.Error()
-	}
-	u, err := parseTimeBound(until, now)
-	if err != nil {
-		problems["until"] = err.Error()
-	}
-	if !s.IsZero() && !u.IsZero() && s.At.After(u.At) {
-		problems["until"] = "must not be before since"
-	}
-	return s, u
-}
-
-func parseTimeBound(s string, now time.Time) (TimeBound, error) {
-	if s == "" {
-		return TimeBound{}, nil
-	}
-	if m := relativePattern.FindStringSubmatch(s); m != nil {
-		n, _ := strconv.Atoi(m[1]) // at most 6 digits: cannot fail
-		unit := map[string]time.Duration{"m": time.Minute, "min": time.Minute, "h": time.Hour, "d": 24 * time.Hour, "w": 7 * 24 * time.Hour}[m[2]]
-		if time.Duration(n) > maxRelative/unit { // checked before multiplying: no overflow
-			return TimeBound{}, fmt.Errorf("must be at most ten years ago")
-		}
-		d := time.Duration(n) * unit
-		return TimeBound{Raw: s, At: now.Add(-d).UTC()}, nil
-	}
-	for _, layout := range timeLayouts {
-		t, err := time.Parse(layout, s)
-		if err != nil {
-			continue
-		}
-		if t.Before(cursorMinTime) || t.After(cursorMaxTime) {
-			return TimeBound{}, fmt.Errorf("must be between 1970 and 3000")
-		}
-		return TimeBound{Raw: s, At: t.UTC()}, nil
-	}
-	return TimeBound{}, fmt.Errorf("use a time like 2026-01-02T15:04 (UTC), RFC3339, or an age like 1h, 24h, 7d")
-}
-
 // printable refuses invalid UTF-8 and control characters, which Postgres
 // would reject (a 500) or which can only be a mistake.
 func printable(s string) bool {
@@ -282,7 +222,7 @@ func printable(s string) bool {
 	return true
 }
 
-// Values encodes f as a query string that ParseFilter reads back to the same
+// Values encodes f as a query string that handlers.ParseFilter reads back to the same
 // filter. Defaults (pending status, the default limit) are left out, so
 // links stay short.
 func (f Filter) Values() url.Values {

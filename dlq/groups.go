@@ -3,9 +3,7 @@ package dlq
 import (
 	"encoding/json"
 	"fmt"
-	"net/url"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 )
@@ -71,40 +69,26 @@ type GroupFilter struct {
 	Peek bool
 }
 
-// ParseGroupFilter reads a GroupFilter from a query string, or returns a
-// *ValidationError naming the bad fields.
-func ParseGroupFilter(v url.Values) (GroupFilter, error) {
-	get := func(k string) string { return strings.TrimSpace(v.Get(k)) }
+// Validate reports every field of f that is out of bounds, as a
+// *ValidationError keyed by the query-string name of the field.
+func (f GroupFilter) Validate() error {
 	problems := map[string]string{}
-	f := GroupFilter{Task: get("task"), Sort: get("sort"), Limit: DefaultGroupLimit}
 	if msg := TaskNameProblem(f.Task); f.Task != "" && msg != "" {
 		problems["task"] = msg
 	}
-	if f.Sort == "" {
-		f.Sort = GroupSortPending
-	} else if !slices.Contains(GroupSorts, f.Sort) {
+	if f.Sort != "" && !slices.Contains(GroupSorts, f.Sort) {
 		problems["sort"] = "must be one of " + strings.Join(GroupSorts, ", ")
 	}
-	if s := get("page"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 || n > MaxGroupPage {
-			problems["page"] = fmt.Sprintf("must be a whole number from 1 to %d", MaxGroupPage)
-		} else {
-			f.Page = n
-		}
+	if f.Page < 0 || f.Page > MaxGroupPage {
+		problems["page"] = fmt.Sprintf("must be a whole number from 1 to %d", MaxGroupPage)
 	}
-	if s := get("limit"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 || n > MaxGroupLimit {
-			problems["limit"] = fmt.Sprintf("must be a whole number from 1 to %d", MaxGroupLimit)
-		} else {
-			f.Limit = n
-		}
+	if f.Limit < 0 || f.Limit > MaxGroupLimit {
+		problems["limit"] = fmt.Sprintf("must be a whole number from 1 to %d", MaxGroupLimit)
 	}
 	if len(problems) > 0 {
-		return f, &ValidationError{Fields: problems}
+		return &ValidationError{Fields: problems}
 	}
-	return f, nil
+	return nil
 }
 
 // SparkDays is how many days a group's sparkline covers.

@@ -144,12 +144,14 @@ func (s Selection) Validate() error {
 	return nil
 }
 
+// loadFilter reads an operation's stored filter: the filter's own JSON
+// (storedFilter), its times the instants they meant when it was confirmed.
 func loadFilter(raw json.RawMessage) (Filter, error) {
-	var v url.Values
-	if err := json.Unmarshal(raw, &v); err != nil {
+	var f Filter
+	if err := json.Unmarshal(raw, &f); err != nil {
 		return Filter{}, fmt.Errorf("stored filter: %w", err)
 	}
-	return ParseFilter(v, time.Now())
+	return f, nil
 }
 
 // StoredSelection rebuilds an operation's selection from its row.

@@ -171,7 +171,7 @@ func expectOneReplayOfBothTasks(t *testing.T, db *dlqtest.DB, groups map[string]
 		Matched int    `db:"matched"`
 		Canary  int    `db:"canary"`
 	}
-	must(t, db.Get(&op, `SELECT id, filter->'fingerprint'->>0 AS fingerprint, matched, canary FROM operations`))
+	must(t, db.Get(&op, `SELECT id, array_to_string(ARRAY(SELECT jsonb_array_elements_text(filter->'fingerprints')), ',') AS fingerprint, matched, canary FROM operations`))
 	want := []string{groups[demo.TaskCharge], groups[demo.TaskRefund]}
 	slices.Sort(want)
 	if op.Filter != strings.Join(want, ",") || op.Matched != matched || op.Canary != 10 {

@@ -17,6 +17,7 @@ import (
 	redrive "github.com/redrive/redrive/cli"
 	"github.com/redrive/redrive/dlq"
 	"github.com/redrive/redrive/dlq/dlqtest"
+	"github.com/redrive/redrive/handlers"
 	"github.com/redrive/redrive/replay"
 	"github.com/redrive/redrive/store/operations"
 	"github.com/redrive/redrive/worker"
@@ -133,7 +134,7 @@ func TestFollowThroughWithARealWorker(t *testing.T) {
 	errs := make(chan error, 2)
 	go func() { errs <- runner.Run(ctx) }()
 
-	f, _ := dlq.ParseFilter(url.Values{"task": {"billing.charge"}}, time.Now())
+	f, _ := handlers.ParseFilter(url.Values{"task": {"billing.charge"}}, time.Now())
 	op, err := svc.StartBulk(ctx, replay.BulkRequest{Kind: dlq.OpReplay, Selection: dlq.Selection{Filter: &f},
 		Actor: replay.Actor{Actor: dlq.Actor{Name: "olga"}, Role: dlq.RoleOperator}})
 	if err != nil {

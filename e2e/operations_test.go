@@ -13,6 +13,7 @@ import (
 	redrive "github.com/redrive/redrive/cli"
 	"github.com/redrive/redrive/dlq"
 	"github.com/redrive/redrive/dlq/dlqtest"
+	"github.com/redrive/redrive/handlers"
 )
 
 // TestOperationsInFlight is the incident journey of two engineers: alice's
@@ -34,7 +35,7 @@ func TestOperationsInFlight(t *testing.T) {
 	base, _ := serveConsole(t, redrive.ConsoleConfig{DB: store.DB, Logger: logger, Version: "e2e", RunnerPollInterval: time.Hour})
 	page := newPage(t)
 	signInOlga(t, page, base, db)
-	f, err := dlq.ParseFilter(map[string][]string{"task": {"billing.charge"}}, time.Now())
+	f, err := handlers.ParseFilter(map[string][]string{"task": {"billing.charge"}}, time.Now())
 	must(t, err)
 	alices, err := store.Operations.CreateOperation(context.Background(), dlq.OperationParams{Kind: dlq.OpReplay,
 		Actor: dlq.Actor{Name: "alice"}, Reason: "INC-7 fix deployed", Now: time.Now(), Selection: dlq.Selection{Filter: &f}})

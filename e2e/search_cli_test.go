@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redrive/redrive/dlq"
 	"github.com/redrive/redrive/dlq/dlqtest"
+	"github.com/redrive/redrive/handlers"
 )
 
 // `redrive search rebuild` stores the mask settings it is given and
@@ -21,7 +21,7 @@ func TestCLISearchRebuild(t *testing.T) {
 	dlqtest.InsertDeadLetter(t, db.DB, dlqtest.Letter{Message: "welcome mail to ann@example.com failed",
 		Kwargs: `{"note": "cli-note-value"}`})
 	search := func(q string) int {
-		f, err := dlq.ParseFilter(url.Values{"q": {q}, "status": {"all"}}, time.Now())
+		f, err := handlers.ParseFilter(url.Values{"q": {q}, "status": {"all"}}, time.Now())
 		if err != nil {
 			t.Fatal(err)
 		}

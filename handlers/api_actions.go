@@ -7,7 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
+	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -148,7 +148,7 @@ type bulkBody struct {
 	WaitSeconds   *float64    `json:"wait_seconds"`
 }
 
-// bulkFilter is the list's filter (dlq.ParseFilter) as JSON. Only pending
+// bulkFilter is the list's filter (dlq.Filter) as the API takes it. Only pending
 // letters are ever selected: the others could not be acted on anyway.
 type bulkFilter struct {
 	Task        string `json:"task"`
@@ -163,20 +163,15 @@ type bulkFilter struct {
 
 const bulkFields = "ids, filter, dry_run, rate_per_second, canary, reason, wait_seconds"
 
-// selection turns the body's ids or filter into a store selection.
+// selection turns the body's ids or filter into a store selection. The
+// filter's fields become the store's typed filter directly (pending
+// letters only, relative times resolved against now) and are held to its
+// Validate; problems are named filter.<field>.
 func (b bulkBody) selection(now time.Time) (dlq.Selection, error) {
 	if b.Filter == nil {
 		return dlq.Selection{IDs: b.IDs}, nil
 	}
-	v := url.Values{}
-	for k, s := range map[string]string{"task": b.Filter.Task, "queue": b.Filter.Queue, "reason": b.Filter.Reason,
-		"error_class": b.Filter.ErrorClass, "q": b.Filter.Q, "since": b.Filter.Since, "until": b.Filter.Until,
-		"fingerprint": b.Filter.Fingerprint} {
-		if s != "" {
-			v.Set(k, s)
-		}
-	}
-	f, err := dlq.ParseFilter(v, now)
+	f, err := b.Filter.filter(now)
 	var ve *dlq.ValidationError
 	if errors.As(err, &ve) {
 		fields := map[string]string{}
@@ -189,6 +184,24 @@ func (b bulkBody) selection(now time.Time) (dlq.Selection, error) {
 		return dlq.Selection{}, err
 	}
 	return dlq.Selection{IDs: b.IDs, Filter: &f}, nil
+}
+
+// filter is the body's filter as the store's, over pending letters.
+func (b bulkFilter) filter(now time.Time) (dlq.Filter, error) {
+	trim := strings.TrimSpace
+	problems := map[string]string{}
+	f := dlq.Filter{Task: trim(b.Task), Queue: trim(b.Queue), Reason: dlq.Reason(trim(b.Reason)), Status: dlq.StatusPending,
+		ErrorClass: trim(b.ErrorClass), Q: trim(b.Q)}
+	if fp := trim(b.Fingerprint); fp != "" {
+		groups, _ := parseGroups([]string{fp}) // one parameter: no problem to report
+		if len(groups) == 1 {
+			f.Fingerprint = groups[0]
+		} else {
+			f.Fingerprints = groups
+		}
+	}
+	f.Since, f.Until = parseTimeRange(trim(b.Since), trim(b.Until), now, problems)
+	return f, validated(f.Validate(), problems)
 }
 
 // wait is how long the call waits for the operation to finish.

@@ -78,7 +78,7 @@ func APIDeadLetters(store DeadLetterLister, now func() time.Time) echo.HandlerFu
 	return func(c echo.Context) error {
 		ctx, cancel := context.WithTimeout(c.Request().Context(), readTimeout)
 		defer cancel()
-		f, err := dlq.ParseFilter(c.QueryParams(), now())
+		f, err := ParseFilter(c.QueryParams(), now())
 		if err != nil {
 			return err
 		}
@@ -139,7 +139,7 @@ func APIGroups(store GroupLister, now func() time.Time) echo.HandlerFunc {
 		ctx, cancel := context.WithTimeout(c.Request().Context(), readTimeout)
 		defer cancel()
 		q, byRate := groupQuery(c.QueryParams())
-		f, err := dlq.ParseGroupFilter(q)
+		f, err := ParseGroupFilter(q)
 		if err != nil {
 			return groupSortHint(err)
 		}

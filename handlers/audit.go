@@ -43,7 +43,7 @@ func Audit(store AuditLister, now func() time.Time, version string) echo.Handler
 			Actions: actionOptions(),
 		}
 		meta := Meta(c, "Audit trail", "audit", version)
-		f, err := dlq.ParseAuditFilter(q, now())
+		f, err := ParseAuditFilter(q, now())
 		v.Form.HideSignIns = f.HideSessions
 		var verr *dlq.ValidationError
 		if errors.As(err, &verr) {
@@ -226,7 +226,7 @@ func APIAudit(store AuditLister, now func() time.Time) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		ctx, cancel := context.WithTimeout(c.Request().Context(), readTimeout)
 		defer cancel()
-		f, err := dlq.ParseAuditFilter(c.QueryParams(), now())
+		f, err := ParseAuditFilter(c.QueryParams(), now())
 		if err != nil {
 			return err
 		}

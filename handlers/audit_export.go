@@ -26,7 +26,7 @@ var auditColumns = []string{"id", "at", "actor", "action", "dead_letter_id", "op
 // does (streamExport).
 func ExportAudit(store AuditExporter, logger *slog.Logger, now func() time.Time, format string) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		f, err := dlq.ParseAuditFilter(c.QueryParams(), now())
+		f, err := ParseAuditFilter(c.QueryParams(), now())
 		if err != nil {
 			return err
 		}

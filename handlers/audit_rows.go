@@ -218,14 +218,31 @@ func pauseUntil(until string) string {
 	return " until " + t.UTC().Format("2006-01-02 15:04 UTC")
 }
 
-// filterWords turns a stored filter (a query string as JSON) into words
+// filterWords turns a stored filter (storedFilterValues) into words
 // and a link to the dead-letter list with the same filter.
 func filterWords(raw json.RawMessage) (words, href string) {
-	var v url.Values
-	if json.Unmarshal(raw, &v) != nil {
+	v, ok := storedFilterValues(raw)
+	if !ok {
 		return string(raw), "/dead-letters"
 	}
 	return selectionWords(v), "/dead-letters?" + v.Encode()
+}
+
+// storedFilterValues reads a filter as an operation or an audit entry
+// keeps it, in the list's query-string form: the filter's own JSON
+// (dlq.Filter), or, in an audit entry written before operations kept that
+// (entries are links of the hash chain, never rewritten), the query
+// string's values themselves ({"task": ["billing.charge"]}).
+func storedFilterValues(raw json.RawMessage) (url.Values, bool) {
+	var f dlq.Filter
+	if json.Unmarshal(raw, &f) == nil {
+		return f.Pinned(), true
+	}
+	var v url.Values
+	if json.Unmarshal(raw, &v) == nil {
+		return v, true
+	}
+	return nil, false
 }
 
 // selectionWords says what a list filter selects: "task billing.charge,

@@ -111,7 +111,7 @@ func parseBulkForm(c echo.Context, now time.Time) (bulkForm, error) {
 		if err != nil {
 			return bulkForm{}, BadRequest("invalid_filter", "The filter of this form could not be read; go back to the list and try again.")
 		}
-		f, err := dlq.ParseFilter(q, now)
+		f, err := ParseFilter(q, now)
 		if err != nil {
 			return bulkForm{}, err
 		}

@@ -42,7 +42,7 @@ func DeadLetters(store DeadLetterLister, now func() time.Time, version string) e
 		meta := Meta(c, "Dead letters", "dead-letters", version)
 		c.Response().Header().Add("Vary", "HX-Request")
 
-		f, err := dlq.ParseFilter(q, now())
+		f, err := ParseFilter(q, now())
 		var verr *dlq.ValidationError
 		if errors.As(err, &verr) {
 			v.Invalid = true

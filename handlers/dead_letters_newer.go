@@ -48,7 +48,7 @@ func DeadLettersNewer(store NewerCounter, now func() time.Time) echo.HandlerFunc
 				rest[k] = v
 			}
 		}
-		f, err := dlq.ParseFilter(rest, now())
+		f, err := ParseFilter(rest, now())
 		if err != nil {
 			return err
 		}

@@ -37,7 +37,7 @@ const flushEvery = 500
 // cursor aside) as CSV or as a JSON array; see streamExport.
 func ExportDeadLetters(store DeadLetterExporter, logger *slog.Logger, now func() time.Time, format string) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		f, err := dlq.ParseFilter(c.QueryParams(), now())
+		f, err := ParseFilter(c.QueryParams(), now())
 		if err != nil {
 			return err
 		}

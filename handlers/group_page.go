@@ -120,7 +120,7 @@ func newestGroupLetters(ctx context.Context, store GroupReader, g dlq.ErrorGroup
 	if g.Pending == 0 {
 		status.Set("status", dlq.StatusAll)
 	}
-	f, err := dlq.ParseFilter(status, now)
+	f, err := ParseFilter(status, now)
 	if err != nil {
 		return dlq.Filter{}, dlq.DeadLetterPage{}, err
 	}
@@ -382,7 +382,7 @@ func variableView(fp string, n int, v dlq.GroupVariable, fit int) views.GroupVar
 // searchable reports whether the letter list accepts s as its search (not
 // too short for its index, not too long, printable).
 func searchable(s string) bool {
-	_, err := dlq.ParseFilter(url.Values{"q": {s}}, time.Time{})
+	_, err := ParseFilter(url.Values{"q": {s}}, time.Time{})
 	return err == nil
 }
 

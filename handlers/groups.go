@@ -30,7 +30,7 @@ func Groups(store GroupLister, now func() time.Time, version string) echo.Handle
 		meta := Meta(c, "Error groups", "groups", version)
 		q := c.QueryParams()
 		v := views.GroupsView{Task: q.Get("task"), Sort: q.Get("sort"), Sorts: sortOptions()}
-		f, err := dlq.ParseGroupFilter(q)
+		f, err := ParseGroupFilter(q)
 		if q.Get("limit") == "" {
 			f.Limit = groupsPerPage
 		}

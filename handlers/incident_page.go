@@ -81,7 +81,7 @@ func IncidentPage(store IncidentPageReader, now func() time.Time, version string
 		if inc.ID != id {
 			return c.Redirect(http.StatusFound, IncidentHref(inc.ID))
 		}
-		f, err := dlq.ParseFilter(incidentFilter(inc, inc.Pending == 0), now())
+		f, err := ParseFilter(incidentFilter(inc, inc.Pending == 0), now())
 		if err != nil {
 			return err
 		}

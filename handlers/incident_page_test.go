@@ -221,7 +221,7 @@ func TestIncidentPage(t *testing.T) {
 		}
 		opID := operationFrom(t, a.submit(t, a.olga, confirm, `[data-testid="confirm-form"]`, url.Values{"reason": {"provider back"}}))
 		var filter string
-		if err := a.db.Get(&filter, `SELECT filter->>'fingerprint' FROM operations WHERE id = $1`, opID); err != nil {
+		if err := a.db.Get(&filter, `SELECT array_to_string(ARRAY(SELECT jsonb_array_elements_text(filter->'fingerprints')), ',') FROM operations WHERE id = $1`, opID); err != nil {
 			t.Fatal(err)
 		}
 		if !strings.Contains(filter, both) {

@@ -2,7 +2,6 @@ package handlers
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -108,8 +107,7 @@ func operationSelection(op dlq.Operation) (words, href string) {
 		n := len(op.IDs)
 		return fmt.Sprintf("%s %s by id", views.Number(int64(n)), plural(n, "letter", "letters")), ""
 	}
-	var v url.Values
-	if json.Unmarshal(*op.Filter, &v) == nil {
+	if v, ok := storedFilterValues(*op.Filter); ok {
 		if fp := v.Get("fingerprint"); fp != "" && !strings.Contains(fp, ",") && onlyKeys(v, "fingerprint", "status") {
 			return "error group " + fp, "/groups/" + url.PathEscape(fp)
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/PuerkitoBio/goquery"
 
 	"github.com/redrive/redrive/dlq"
+	"github.com/redrive/redrive/handlers"
 )
 
 // opsConsole is a console without a runner: the operations it starts stay
@@ -61,7 +62,7 @@ func (c opsConsole) cancel(t *testing.T, id int64) {
 func filterFor(t *testing.T, q string) *dlq.Filter {
 	t.Helper()
 	v, _ := url.ParseQuery(q)
-	f, err := dlq.ParseFilter(v, time.Now())
+	f, err := handlers.ParseFilter(v, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/redrive/redrive/dlq"
 	"github.com/redrive/redrive/dlq/dlqtest"
+	"github.com/redrive/redrive/handlers"
 	"github.com/redrive/redrive/replay"
 )
 
@@ -114,7 +115,7 @@ func TestPolicy(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		b.letters(t, 1001)
-		f, _ := dlq.ParseFilter(url.Values{"task": {"t.ok"}}, time.Now())
+		f, _ := handlers.ParseFilter(url.Values{"task": {"t.ok"}}, time.Now())
 		req := replay.BulkRequest{Kind: dlq.OpReplay, Actor: operator, Selection: dlq.Selection{Filter: &f},
 			RequireTyped: true}
 		// Nothing typed, or the wrong number: refused, whatever the client
@@ -190,7 +191,7 @@ func TestRunnerCarriesOutOperations(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- runner.Run(ctx) }()
 
-	f, _ := dlq.ParseFilter(url.Values{"task": {"t.ok"}}, time.Now())
+	f, _ := handlers.ParseFilter(url.Values{"task": {"t.ok"}}, time.Now())
 	op, err := svc.StartBulk(ctx, replay.BulkRequest{Kind: dlq.OpReplay, Actor: operator, Selection: dlq.Selection{Filter: &f}})
 	if err != nil {
 		t.Fatal(err)
@@ -230,7 +231,7 @@ func TestReasonsAreBounded(t *testing.T) {
 	if _, err := b.svc.Replay(ctx, replay.ReplayRequest{ID: id, Actor: operator, Reason: long}); !errors.As(err, &verr) {
 		t.Errorf("replay: %v", err)
 	}
-	f, _ := dlq.ParseFilter(url.Values{"task": {"t.ok"}}, time.Now())
+	f, _ := handlers.ParseFilter(url.Values{"task": {"t.ok"}}, time.Now())
 	if _, err := b.svc.StartBulk(ctx, replay.BulkRequest{Kind: dlq.OpDiscard, Actor: operator, Reason: long,
 		Selection: dlq.Selection{Filter: &f}}); !errors.As(err, &verr) || verr.Fields["reason"] == "" {
 		t.Errorf("bulk discard: %v", err)
@@ -253,7 +254,7 @@ func TestRunnerFailsAnOperationThatKeepsFailing(t *testing.T) {
 	b.letters(t, 10)
 	runner := replay.NewRunner(replay.RunnerConfig{Store: b.store.Operations, PollInterval: 20 * time.Millisecond})
 	svc := replay.NewService(replay.Config{Store: b.store.Operations, Workers: b.store.Queue, Wake: runner.Wake})
-	f, _ := dlq.ParseFilter(url.Values{"task": {"t.ok"}}, time.Now())
+	f, _ := handlers.ParseFilter(url.Values{"task": {"t.ok"}}, time.Now())
 	op, err := svc.StartBulk(ctx, replay.BulkRequest{Kind: dlq.OpReplay, Actor: operator, Selection: dlq.Selection{Filter: &f},
 		RatePerSecond: 1})
 	if err != nil {

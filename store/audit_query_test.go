@@ -10,57 +10,8 @@ import (
 	"time"
 
 	"github.com/redrive/redrive/dlq"
+	"github.com/redrive/redrive/handlers"
 )
-
-func TestParseAuditFilter(t *testing.T) {
-	t.Parallel()
-	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	cases := []struct {
-		name    string
-		query   string
-		want    dlq.AuditFilter
-		problem string // the field named in the error, "" when valid
-	}{
-		{name: "Empty", query: "", want: dlq.AuditFilter{Limit: dlq.DefaultAuditLimit}},
-		{name: "Everything", query: "actor=olga&action=discard&dead_letter_id=42&since=24h&until=2026-03-01T11:00&limit=10&cursor=99",
-			want: dlq.AuditFilter{Actor: "olga", Action: "discard", DeadLetterID: 42,
-				Since: dlq.TimeBound{Raw: "24h", At: now.Add(-24 * time.Hour)},
-				Until: dlq.TimeBound{Raw: "2026-03-01T11:00", At: now.Add(-time.Hour)}, Limit: 10, Before: 99}},
-		{name: "UnknownAction", query: "action=drop", problem: "action"},
-		{name: "LetterNotANumber", query: "dead_letter_id=abc", problem: "dead_letter_id"},
-		{name: "LetterZero", query: "dead_letter_id=0", problem: "dead_letter_id"},
-		{name: "CursorNegative", query: "cursor=-5", problem: "cursor"},
-		{name: "LimitTooLarge", query: "limit=501", problem: "limit"},
-		{name: "ActorControlCharacter", query: "actor=a%00b", problem: "actor"},
-		{name: "RangeBackwards", query: "since=1h&until=2h", problem: "until"},
-		{name: "BadTime", query: "since=yesterday", problem: "since"},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			t.Parallel()
-			v, _ := url.ParseQuery(c.query)
-			got, err := dlq.ParseAuditFilter(v, now)
-			if c.problem != "" {
-				var ve *dlq.ValidationError
-				if !errors.As(err, &ve) || ve.Fields[c.problem] == "" {
-					t.Fatalf("want a problem with %s, got %v", c.problem, err)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got != c.want {
-				t.Fatalf("got %+v\nwant %+v", got, c.want)
-			}
-			// Values reads back to the same filter.
-			again, err := dlq.ParseAuditFilter(got.Values(), now)
-			if err != nil || again != got {
-				t.Fatalf("round trip: %+v %v", again, err)
-			}
-		})
-	}
-}
 
 func FuzzParseAuditFilter(f *testing.F) {
 	for _, s := range []string{"", "actor=olga", "action=replay&cursor=10", "dead_letter_id=9&since=7d&until=1h",
@@ -73,7 +24,7 @@ func FuzzParseAuditFilter(f *testing.F) {
 		if err != nil {
 			return
 		}
-		got, err := dlq.ParseAuditFilter(v, now)
+		got, err := handlers.ParseAuditFilter(v, now)
 		if err != nil {
 			var ve *dlq.ValidationError
 			if !errors.As(err, &ve) || len(ve.Fields) == 0 {
@@ -84,7 +35,7 @@ func FuzzParseAuditFilter(f *testing.F) {
 		if got.Limit < 1 || got.Limit > dlq.MaxAuditLimit || got.DeadLetterID < 0 || got.Before < 0 {
 			t.Fatalf("out of range: %+v", got)
 		}
-		again, err := dlq.ParseAuditFilter(got.Values(), now)
+		again, err := handlers.ParseAuditFilter(got.Values(), now)
 		if err != nil || again != got {
 			t.Fatalf("round trip of %q: %+v, %v; want %+v", q, again, err, got)
 		}
@@ -136,7 +87,7 @@ func TestListAudit(t *testing.T) {
 	list := func(q string) []string {
 		t.Helper()
 		v, _ := url.ParseQuery(q)
-		f, err := dlq.ParseAuditFilter(v, time.Now())
+		f, err := handlers.ParseAuditFilter(v, time.Now())
 		if err != nil {
 			t.Fatal(err)
 		}

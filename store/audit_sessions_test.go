@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/redrive/redrive/dlq"
+	"github.com/redrive/redrive/handlers"
 )
 
 // TestAuditHideSessions: hide_sign_ins leaves out sign-ins, failed
@@ -51,7 +52,7 @@ func TestAuditHideSessions(t *testing.T) {
 	list := func(q string) []string {
 		t.Helper()
 		v, _ := url.ParseQuery(q)
-		f, err := dlq.ParseAuditFilter(v, now)
+		f, err := handlers.ParseAuditFilter(v, now)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -81,7 +82,7 @@ func TestAuditHideSessions(t *testing.T) {
 		t.Errorf("alice's entries without sign-ins: %q, want %q", got, want)
 	}
 	for _, bad := range []string{"yes", "2"} {
-		if _, err := dlq.ParseAuditFilter(url.Values{"hide_sign_ins": {bad}}, now); err == nil {
+		if _, err := handlers.ParseAuditFilter(url.Values{"hide_sign_ins": {bad}}, now); err == nil {
 			t.Errorf("hide_sign_ins=%s was accepted", bad)
 		}
 	}

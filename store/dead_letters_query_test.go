@@ -13,6 +13,7 @@ import (
 
 	"github.com/redrive/redrive/dlq"
 	"github.com/redrive/redrive/dlq/dlqtest"
+	"github.com/redrive/redrive/handlers"
 	"github.com/redrive/redrive/mask"
 )
 
@@ -29,7 +30,7 @@ func mustLetterFilter(t *testing.T, query string, now time.Time) dlq.Filter {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, err := dlq.ParseFilter(v, now)
+	f, err := handlers.ParseFilter(v, now)
 	if err != nil {
 		t.Fatalf("%s: %v", query, err)
 	}

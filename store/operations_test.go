@@ -10,6 +10,7 @@ import (
 
 	"github.com/redrive/redrive/dlq"
 	"github.com/redrive/redrive/dlq/dlqtest"
+	"github.com/redrive/redrive/handlers"
 )
 
 // runToEnd runs an operation's batches until it stops being runnable.
@@ -34,7 +35,7 @@ func filterOf(t *testing.T, q string) *dlq.Filter {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, err := dlq.ParseFilter(v, time.Now())
+	f, err := handlers.ParseFilter(v, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/redrive/redrive/dlq"
 	"github.com/redrive/redrive/dlq/dlqtest"
+	"github.com/redrive/redrive/handlers"
 )
 
 // A letter the worker writes gets its search row afterwards, from the
@@ -44,7 +45,7 @@ func TestSearchIndexesNewLettersAfterwards(t *testing.T) {
 
 	search := func(q string) dlq.DeadLetterPage {
 		t.Helper()
-		f, err := dlq.ParseFilter(url.Values{"q": {q}, "status": {"all"}}, time.Now())
+		f, err := handlers.ParseFilter(url.Values{"q": {q}, "status": {"all"}}, time.Now())
 		if err != nil {
 			t.Fatal(err)
 		}

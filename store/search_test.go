@@ -9,12 +9,13 @@ import (
 
 	"github.com/redrive/redrive/dlq"
 	"github.com/redrive/redrive/dlq/dlqtest"
+	"github.com/redrive/redrive/handlers"
 )
 
 // searchIDs lists the ids of the letters (any status) whose text holds q.
 func searchIDs(t *testing.T, store *dlqtest.Stores, q string) []int64 {
 	t.Helper()
-	f, err := dlq.ParseFilter(url.Values{"q": {q}, "status": {"all"}}, time.Now())
+	f, err := handlers.ParseFilter(url.Values{"q": {q}, "status": {"all"}}, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,9 +18,15 @@ const operationColumns = `id, kind, state, actor, reason, ids, filter, max_id, m
 	cursor_failed_at, cursor_id, lane_cursors, done_count, skipped, pace_origin, audit_event_id, error, created_at, updated_at, finished_at,
 	died_again_percent, guard_verdict, canary_verdict, enqueued_at, stopped_following_by, replays`
 
-// storedFilter is the filter as the operation keeps it: pinned (Filter.Pinned).
+// storedFilter is the filter as the operation keeps it: its own JSON, its
+// times the instants they meant at confirmation (dlq.TimeBound), without
+// the page.
 func storedFilter(f dlq.Filter) json.RawMessage {
-	return audit.MustJSON(f.Pinned())
+	b, err := json.Marshal(f)
+	if err != nil {
+		panic(fmt.Sprintf("marshal filter: %v", err)) // plain fields and times: cannot fail
+	}
+	return b
 }
 
 // selectionCount is how many letters a selection holds (all), how many of

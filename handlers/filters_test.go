@@ -1,4 +1,4 @@
-package dlq_test
+package handlers_test
 
 import (
 	"errors"
@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/redrive/redrive/dlq"
+	"github.com/redrive/redrive/handlers"
 )
 
 var letterFilterNow = time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC)
@@ -20,7 +21,7 @@ func TestParseFilter(t *testing.T) {
 
 	t.Run("DefaultsToPendingNewestFifty", func(t *testing.T) {
 		t.Parallel()
-		f, err := dlq.ParseFilter(url.Values{}, letterFilterNow)
+		f, err := handlers.ParseFilter(url.Values{}, letterFilterNow)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -99,7 +100,7 @@ func TestParseFilter(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			v, _ := url.ParseQuery(tc.query)
-			f, err := dlq.ParseFilter(v, letterFilterNow)
+			f, err := handlers.ParseFilter(v, letterFilterNow)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -136,7 +137,7 @@ func TestParseFilter(t *testing.T) {
 		t.Run("Refuses"+tc.name, func(t *testing.T) {
 			t.Parallel()
 			v, _ := url.ParseQuery(tc.query)
-			_, err := dlq.ParseFilter(v, letterFilterNow)
+			_, err := handlers.ParseFilter(v, letterFilterNow)
 			var verr *dlq.ValidationError
 			if !errors.As(err, &verr) {
 				t.Fatalf("want a ValidationError, got %v", err)
@@ -152,7 +153,7 @@ func TestParseFilter(t *testing.T) {
 
 	t.Run("SearchEscapesNothingAtParse", func(t *testing.T) {
 		t.Parallel()
-		f, err := dlq.ParseFilter(url.Values{"q": {"100%_done"}}, letterFilterNow)
+		f, err := handlers.ParseFilter(url.Values{"q": {"100%_done"}}, letterFilterNow)
 		if err != nil || f.Q != "100%_done" {
 			t.Fatalf("%+v %v", f, err)
 		}
@@ -187,7 +188,7 @@ func FuzzParseFilter(f *testing.F) {
 		if err != nil {
 			return
 		}
-		got, err := dlq.ParseFilter(v, letterFilterNow)
+		got, err := handlers.ParseFilter(v, letterFilterNow)
 		if err != nil {
 			var verr *dlq.ValidationError
 			if !errors.As(err, &verr) || len(verr.Fields) == 0 {
@@ -195,7 +196,7 @@ func FuzzParseFilter(f *testing.F) {
 			}
 			return
 		}
-		again, err := dlq.ParseFilter(got.Values(), letterFilterNow)
+		again, err := handlers.ParseFilter(got.Values(), letterFilterNow)
 		if err != nil {
 			t.Fatalf("encoding %q of an accepted filter is refused: %v", got.Values().Encode(), err)
 		}
@@ -207,14 +208,64 @@ func FuzzParseFilter(f *testing.F) {
 
 func TestParseGroupFilter(t *testing.T) {
 	t.Parallel()
-	f, err := dlq.ParseGroupFilter(url.Values{})
+	f, err := handlers.ParseGroupFilter(url.Values{})
 	if err != nil || f.Sort != dlq.GroupSortPending || f.Limit != dlq.DefaultGroupLimit {
 		t.Fatalf("defaults: %+v %v", f, err)
 	}
 	for _, q := range []string{"sort=name", "sort=pending%3BDROP", "limit=0", "limit=9999", "task=a b"} {
 		v, _ := url.ParseQuery(q)
-		if _, err := dlq.ParseGroupFilter(v); !errors.Is(err, dlq.ErrInvalid) {
+		if _, err := handlers.ParseGroupFilter(v); !errors.Is(err, dlq.ErrInvalid) {
 			t.Errorf("%s: want ErrInvalid, got %v", q, err)
 		}
+	}
+}
+
+func TestParseAuditFilter(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	cases := []struct {
+		name    string
+		query   string
+		want    dlq.AuditFilter
+		problem string // the field named in the error, "" when valid
+	}{
+		{name: "Empty", query: "", want: dlq.AuditFilter{Limit: dlq.DefaultAuditLimit}},
+		{name: "Everything", query: "actor=olga&action=discard&dead_letter_id=42&since=24h&until=2026-03-01T11:00&limit=10&cursor=99",
+			want: dlq.AuditFilter{Actor: "olga", Action: "discard", DeadLetterID: 42,
+				Since: dlq.TimeBound{Raw: "24h", At: now.Add(-24 * time.Hour)},
+				Until: dlq.TimeBound{Raw: "2026-03-01T11:00", At: now.Add(-time.Hour)}, Limit: 10, Before: 99}},
+		{name: "UnknownAction", query: "action=drop", problem: "action"},
+		{name: "LetterNotANumber", query: "dead_letter_id=abc", problem: "dead_letter_id"},
+		{name: "LetterZero", query: "dead_letter_id=0", problem: "dead_letter_id"},
+		{name: "CursorNegative", query: "cursor=-5", problem: "cursor"},
+		{name: "LimitTooLarge", query: "limit=501", problem: "limit"},
+		{name: "ActorControlCharacter", query: "actor=a%00b", problem: "actor"},
+		{name: "RangeBackwards", query: "since=1h&until=2h", problem: "until"},
+		{name: "BadTime", query: "since=yesterday", problem: "since"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			v, _ := url.ParseQuery(c.query)
+			got, err := handlers.ParseAuditFilter(v, now)
+			if c.problem != "" {
+				var ve *dlq.ValidationError
+				if !errors.As(err, &ve) || ve.Fields[c.problem] == "" {
+					t.Fatalf("want a problem with %s, got %v", c.problem, err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != c.want {
+				t.Fatalf("got %+v\nwant %+v", got, c.want)
+			}
+			// Values reads back to the same filter.
+			again, err := handlers.ParseAuditFilter(got.Values(), now)
+			if err != nil || again != got {
+				t.Fatalf("round trip: %+v %v", again, err)
+			}
+		})
 	}
 }
