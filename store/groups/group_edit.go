@@ -182,9 +182,27 @@ func widenSurvivor(ctx context.Context, tx *sqlx.Tx, templates map[string]groupi
 // widened template would take in messages of other failures, so each
 // keeps matching its own letters instead.
 func widenFor(s, o grouping.Template, sPinned, oPinned map[int]bool) (tokens []string, fixed []bool, at []int, ok bool) {
-	if s.Task != o.Task || s.Class != o.Class || s.Place != o.Place || s.Span || o.Span || len(s.Tokens) != len(o.Tokens) {
+	if !sameShape(s, o) {
 		return nil, nil, nil, false
 	}
+	tokens, fixed, at, ok = wildcardDifferences(s, o, sPinned, oPinned)
+	if !ok || !sharesConstants(tokens, s, o) {
+		return nil, nil, nil, false
+	}
+	return tokens, fixed, at, true
+}
+
+// sameShape reports whether s and o are token templates of one key and
+// length, the only ones widenFor can join.
+func sameShape(s, o grouping.Template) bool {
+	return s.Task == o.Task && s.Class == o.Class && s.Place == o.Place && !s.Span && !o.Span && len(s.Tokens) == len(o.Tokens)
+}
+
+// wildcardDifferences is s's tokens with a Wildcard at each position where
+// o's differ, their fixed flags, and the positions that were not a
+// Wildcard free to vary before; ok is false when a differing word is one
+// the grouper never lets vary, unless pinned by an operator's split.
+func wildcardDifferences(s, o grouping.Template, sPinned, oPinned map[int]bool) (tokens []string, fixed []bool, at []int, ok bool) {
 	tokens, fixed = slices.Clone(s.Tokens), slices.Clone(fixedOf(s))
 	of := fixedOf(o)
 	for i := range tokens {
@@ -199,11 +217,14 @@ func widenFor(s, o grouping.Template, sPinned, oPinned map[int]bool) (tokens []s
 		}
 		tokens[i], fixed[i] = grouping.Wildcard, false
 	}
-	shared := constantsOf(grouping.Template{Tokens: tokens})
-	if shared == 0 || 2*shared < constantsOf(s) || 2*shared < constantsOf(o) {
-		return nil, nil, nil, false
-	}
 	return tokens, fixed, at, true
+}
+
+// sharesConstants reports whether the widened tokens keep at least half of
+// s's constant words and half of o's.
+func sharesConstants(tokens []string, s, o grouping.Template) bool {
+	shared := constantsOf(grouping.Template{Tokens: tokens})
+	return shared > 0 && 2*shared >= constantsOf(s) && 2*shared >= constantsOf(o)
 }
 
 // SplitErrorGroup divides a group's letters by the word they have at one
