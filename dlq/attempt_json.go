@@ -71,53 +71,74 @@ func appendJSONField(b []byte, name, value string, omitEmpty bool) []byte {
 
 // appendJSONString appends s quoted as encoding/json quotes a string: with
 // its HTML escaping (<, > and & as \u003c, \u003e, \u0026), U+2028 and
-// U+2029 escaped, and each byte of invalid UTF-8 as \ufffd.
+// U+2029 escaped, and each byte of invalid UTF-8 as \ufffd. Runs of bytes
+// that need no escape are copied whole; the loop's fast path is the check
+// of one ASCII byte (htmlSafeASCII, inlined).
 func appendJSONString(b []byte, s string) []byte {
-	const hex = "0123456789abcdef"
 	b = append(b, '"')
 	start := 0
 	for i := 0; i < len(s); {
-		if c := s[i]; c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\b':
-				b = append(b, '\\', 'b')
-			case '\f':
-				b = append(b, '\\', 'f')
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xF])
-			}
+		c := s[i]
+		if c < utf8.RuneSelf && htmlSafeASCII(c) {
+			i++
+			continue
+		}
+		if c < utf8.RuneSelf {
+			b = appendEscapedASCII(append(b, s[start:i]...), c)
 			i++
 			start = i
 			continue
 		}
 		r, size := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && size == 1:
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-		case r == '\u2028' || r == '\u2029':
-			b = append(b, s[start:i]...)
-			b = append(b, '\\', 'u', '2', '0', '2', hex[r&0xF])
-		default:
-			i += size
-			continue
+		if esc := runeEscape(r, size); esc != "" {
+			b = append(append(b, s[start:i]...), esc...)
+			start = i + size
 		}
 		i += size
-		start = i
 	}
 	b = append(b, s[start:]...)
 	return append(b, '"')
+}
+
+// htmlSafeASCII reports whether encoding/json writes the ASCII byte c as
+// it is: not a control character, quote, backslash or HTML's <, > and &.
+func htmlSafeASCII(c byte) bool {
+	return c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&'
+}
+
+// appendEscapedASCII appends the escape of an ASCII byte that is not
+// htmlSafeASCII: the short escapes encoding/json uses, else \u00XX.
+func appendEscapedASCII(b []byte, c byte) []byte {
+	const hex = "0123456789abcdef"
+	switch c {
+	case '"', '\\':
+		return append(b, '\\', c)
+	case '\b':
+		return append(b, '\\', 'b')
+	case '\f':
+		return append(b, '\\', 'f')
+	case '\n':
+		return append(b, '\\', 'n')
+	case '\r':
+		return append(b, '\\', 'r')
+	case '\t':
+		return append(b, '\\', 't')
+	}
+	return append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xF])
+}
+
+// runeEscape is what encoding/json writes for the rune r of size bytes
+// instead of its bytes, or "" when it writes them as they are: \ufffd for
+// a byte of invalid UTF-8, and U+2028 and U+2029 escaped (JavaScript reads
+// them as line ends).
+func runeEscape(r rune, size int) string {
+	switch {
+	case r == utf8.RuneError && size == 1:
+		return `\ufffd`
+	case r == '\u2028':
+		return `\u2028`
+	case r == '\u2029':
+		return `\u2029`
+	}
+	return ""
 }

@@ -42,43 +42,11 @@ type EnqueueParams struct {
 // Normalise fills defaults and validates, returning a *ValidationError that
 // names each bad field. It never touches the database.
 func (p EnqueueParams) Normalise() (EnqueueParams, error) {
+	p = p.withDefaults()
 	problems := map[string]string{}
-	if p.Queue == "" {
-		p.Queue = DefaultQueue
-	}
-	if p.MaxAttempts == 0 {
-		p.MaxAttempts = DefaultMaxAttempts
-	}
-	if len(bytes.TrimSpace(p.Args)) == 0 || string(bytes.TrimSpace(p.Args)) == "null" {
-		p.Args = json.RawMessage(`[]`)
-	}
-	if len(bytes.TrimSpace(p.Kwargs)) == 0 || string(bytes.TrimSpace(p.Kwargs)) == "null" {
-		p.Kwargs = json.RawMessage(`{}`)
-	}
-	switch {
-	case p.Task == "":
-		problems["task"] = "is required"
-	case TaskNameProblem(p.Task) != "":
-		problems["task"] = TaskNameProblem(p.Task)
-	}
-	if msg := QueueNameProblem(p.Queue); msg != "" {
-		problems["queue"] = msg
-	}
-	if p.MaxAttempts < 1 || p.MaxAttempts > MaxMaxAttempts {
-		problems["max_attempts"] = fmt.Sprintf("must be between 1 and %d", MaxMaxAttempts)
-	}
-	if msg := jsonShape(p.Args, '['); msg != "" {
-		problems["args"] = msg
-	}
-	if msg := jsonShape(p.Kwargs, '{'); msg != "" {
-		problems["kwargs"] = msg
-	}
-	if len(p.Args)+len(p.Kwargs) > maxPayloadBytes {
-		problems["args"] = "args and kwargs together must be under 1 MiB"
-	}
-	if p.Timeout < 0 || p.Timeout > MaxJobTimeout || (p.Timeout > 0 && p.Timeout < time.Millisecond) {
-		problems["timeout"] = fmt.Sprintf("must be between 1ms and %s", MaxJobTimeout)
-	}
+	p.nameProblems(problems)
+	p.payloadProblems(problems)
+	p.attemptProblems(problems)
 	if !p.RunAt.IsZero() && p.RunAt.After(time.Now().Add(MaxRunAhead)) {
 		problems["run_at"] = fmt.Sprintf("must be at most %d days ahead, not %s; a job for later belongs to a scheduler that enqueues it nearer the time",
 			MaxRunAhead/(24*time.Hour), p.RunAt.UTC().Format(time.RFC3339))
@@ -90,6 +58,66 @@ func (p EnqueueParams) Normalise() (EnqueueParams, error) {
 		return p, &ValidationError{Fields: problems}
 	}
 	return p, nil
+}
+
+// withDefaults fills the fields left zero (or JSON null) with their
+// defaults.
+func (p EnqueueParams) withDefaults() EnqueueParams {
+	if p.Queue == "" {
+		p.Queue = DefaultQueue
+	}
+	if p.MaxAttempts == 0 {
+		p.MaxAttempts = DefaultMaxAttempts
+	}
+	p.Args = orJSON(p.Args, `[]`)
+	p.Kwargs = orJSON(p.Kwargs, `{}`)
+	return p
+}
+
+// orJSON is raw, or def when raw is empty or null.
+func orJSON(raw json.RawMessage, def string) json.RawMessage {
+	if t := bytes.TrimSpace(raw); len(t) == 0 || string(t) == "null" {
+		return json.RawMessage(def)
+	}
+	return raw
+}
+
+// nameProblems adds what is wrong with the task's and the queue's names.
+func (p EnqueueParams) nameProblems(problems map[string]string) {
+	switch {
+	case p.Task == "":
+		problems["task"] = "is required"
+	case TaskNameProblem(p.Task) != "":
+		problems["task"] = TaskNameProblem(p.Task)
+	}
+	if msg := QueueNameProblem(p.Queue); msg != "" {
+		problems["queue"] = msg
+	}
+}
+
+// payloadProblems adds what is wrong with args and kwargs: their shapes,
+// then their size together (which names args, over a shape problem).
+func (p EnqueueParams) payloadProblems(problems map[string]string) {
+	if msg := jsonShape(p.Args, '['); msg != "" {
+		problems["args"] = msg
+	}
+	if msg := jsonShape(p.Kwargs, '{'); msg != "" {
+		problems["kwargs"] = msg
+	}
+	if len(p.Args)+len(p.Kwargs) > maxPayloadBytes {
+		problems["args"] = "args and kwargs together must be under 1 MiB"
+	}
+}
+
+// attemptProblems adds what is wrong with the bounds of the job's
+// attempts: how many, and how long each may take.
+func (p EnqueueParams) attemptProblems(problems map[string]string) {
+	if p.MaxAttempts < 1 || p.MaxAttempts > MaxMaxAttempts {
+		problems["max_attempts"] = fmt.Sprintf("must be between 1 and %d", MaxMaxAttempts)
+	}
+	if p.Timeout < 0 || p.Timeout > MaxJobTimeout || (p.Timeout > 0 && p.Timeout < time.Millisecond) {
+		problems["timeout"] = fmt.Sprintf("must be between 1ms and %s", MaxJobTimeout)
+	}
 }
 
 // jsonShape returns "" when raw is valid JSON starting with open ('[' or '{'),

@@ -249,18 +249,8 @@ func (s *Store) SweepMergedGroups(ctx context.Context) (int64, error) {
 // better than p.Group's go back to it. A merge the grouper made (its
 // template is gone) cannot be undone so: split the template instead.
 func (s *Store) UnmergeErrorGroup(ctx context.Context, p dlq.GroupUnmergeParams) (dlq.GroupUnmergeResult, error) {
-	problems := map[string]string{}
-	if msg := dlq.ReasonProblem(p.Reason); msg != "" {
-		problems["reason"] = msg
-	}
-	switch {
-	case dlq.IdProblem(p.From) != "":
-		problems["group"] = dlq.IdProblem(p.From)
-	case p.From == p.Group:
-		problems["group"] = "a group cannot be split off itself: name a group merged into it"
-	}
-	if len(problems) > 0 {
-		return dlq.GroupUnmergeResult{}, &dlq.ValidationError{Fields: problems}
+	if err := unmergeProblems(p); err != nil {
+		return dlq.GroupUnmergeResult{}, err
 	}
 	var res dlq.GroupUnmergeResult
 	err := postgres.InTx(ctx, s.db, func(tx *sqlx.Tx) error {
@@ -273,42 +263,79 @@ func (s *Store) UnmergeErrorGroup(ctx context.Context, p dlq.GroupUnmergeParams)
 			return err
 		}
 		res = dlq.GroupUnmergeResult{Survivor: p.Group, Group: p.From, Template: templateText(merged)}
-		var into string
-		switch err := postgres.Translate(tx.GetContext(ctx, &into, `SELECT into_id FROM error_group_merges WHERE from_id = $1`, p.From)); err {
-		case dlq.ErrNotFound:
-			return nil // split off already
-		case nil:
-		default:
-			return fmt.Errorf("read merges of %s: %w", p.From, err)
+		if still, err := stillMerged(ctx, tx, p.From); err != nil || !still {
+			return err // !still: split off already
 		}
-		if err := lockSummaries(ctx, tx); err != nil {
-			return err
-		}
-		ids, err := lettersFitting(ctx, tx, p.Group, merged, survivor)
+		moved, err := splitOff(ctx, tx, p, merged, survivor)
 		if err != nil {
 			return err
 		}
-		to := make([]string, len(ids))
-		for i := range to {
-			to[i] = p.From
-		}
-		if err := moveLetters(ctx, tx, ids, to); err != nil {
-			return err
-		}
-		if _, err := tx.ExecContext(ctx, `DELETE FROM error_group_merges WHERE from_id = $1`, p.From); err != nil {
-			return fmt.Errorf("end merge of %s: %w", p.From, err)
-		}
-		if err := recountGroups(ctx, tx, []string{p.Group, p.From}); err != nil {
-			return err
-		}
 		return auditGroupChange(ctx, tx, p.Actor, dlq.ActionGroupUnmerge, strings.TrimSpace(p.Reason),
-			map[string]int64{"letters": int64(len(ids))},
+			map[string]int64{"letters": int64(moved)},
 			map[string]any{"group": p.From, "survivor": p.Group, "template": res.Template})
 	})
 	if err != nil {
 		return dlq.GroupUnmergeResult{}, fmt.Errorf("split group %s off %s: %w", p.From, p.Group, err)
 	}
 	return res, nil
+}
+
+// unmergeProblems is a *dlq.ValidationError naming what is wrong with
+// the request p, or nil.
+func unmergeProblems(p dlq.GroupUnmergeParams) error {
+	problems := map[string]string{}
+	if msg := dlq.ReasonProblem(p.Reason); msg != "" {
+		problems["reason"] = msg
+	}
+	switch {
+	case dlq.IdProblem(p.From) != "":
+		problems["group"] = dlq.IdProblem(p.From)
+	case p.From == p.Group:
+		problems["group"] = "a group cannot be split off itself: name a group merged into it"
+	}
+	if len(problems) > 0 {
+		return &dlq.ValidationError{Fields: problems}
+	}
+	return nil
+}
+
+// stillMerged reports whether the group from still redirects (its merge
+// is not undone yet).
+func stillMerged(ctx context.Context, tx *sqlx.Tx, from string) (bool, error) {
+	var into string
+	switch err := postgres.Translate(tx.GetContext(ctx, &into, `SELECT into_id FROM error_group_merges WHERE from_id = $1`, from)); err {
+	case dlq.ErrNotFound:
+		return false, nil
+	case nil:
+		return true, nil
+	default:
+		return false, fmt.Errorf("read merges of %s: %w", from, err)
+	}
+}
+
+// splitOff undoes the merge of p.From into p.Group: the letters of
+// p.Group that fit merged (p.From's kept template) better than survivor
+// (p.Group's) go back to p.From, which stops redirecting, and both
+// groups are recounted. It returns how many letters moved.
+func splitOff(ctx context.Context, tx *sqlx.Tx, p dlq.GroupUnmergeParams, merged, survivor grouping.Template) (int, error) {
+	if err := lockSummaries(ctx, tx); err != nil {
+		return 0, err
+	}
+	ids, err := lettersFitting(ctx, tx, p.Group, merged, survivor)
+	if err != nil {
+		return 0, err
+	}
+	to := make([]string, len(ids))
+	for i := range to {
+		to[i] = p.From
+	}
+	if err := moveLetters(ctx, tx, ids, to); err != nil {
+		return 0, err
+	}
+	if _, err := tx.ExecContext(ctx, `DELETE FROM error_group_merges WHERE from_id = $1`, p.From); err != nil {
+		return 0, fmt.Errorf("end merge of %s: %w", p.From, err)
+	}
+	return len(ids), recountGroups(ctx, tx, []string{p.Group, p.From})
 }
 
 // unmergeable returns the kept template of p.From, when an operator

@@ -34,25 +34,9 @@ func (s *Store) MergeErrorGroups(ctx context.Context, p dlq.GroupMergeParams) (d
 	}
 	var res dlq.GroupMergeResult
 	err := postgres.InTx(ctx, s.db, func(tx *sqlx.Tx) error {
-		if err := lockGroupEdits(ctx, tx); err != nil {
-			return err
-		}
 		asked := append([]string{p.Group}, p.Groups...)
-		means, err := resolveGroups(ctx, tx, asked)
+		means, ids, err := lockMergeable(ctx, tx, p, asked)
 		if err != nil {
-			return err
-		}
-		var ids []string
-		for _, id := range asked {
-			if !slices.Contains(ids, means[id]) {
-				ids = append(ids, means[id])
-			}
-		}
-		live, err := liveGroups(ctx, tx, ids)
-		if err != nil {
-			return err
-		}
-		if err := sameFailureKind(p, means, live); err != nil {
 			return err
 		}
 		templates, err := lockTemplates(ctx, tx, ids)
@@ -60,34 +44,74 @@ func (s *Store) MergeErrorGroups(ctx context.Context, p dlq.GroupMergeParams) (d
 			return err
 		}
 		survivor := mergeSurvivor(ids, templates, means[p.Survivor])
-		res = dlq.GroupMergeResult{Survivor: survivor, Template: templateText(templates[survivor])}
-		for _, id := range asked {
-			if id != survivor && !slices.Contains(res.Merged, id) {
-				res.Merged = append(res.Merged, id)
-			}
-		}
-		slices.Sort(res.Merged)
+		res = dlq.GroupMergeResult{Survivor: survivor, Template: templateText(templates[survivor]), Merged: mergedAway(asked, survivor)}
 		if len(ids) == 1 {
 			return nil // merged already: nothing to do, nothing to audit
 		}
-		from := slices.DeleteFunc(slices.Clone(ids), func(id string) bool { return id == survivor })
-		widened, err := widenSurvivor(ctx, tx, templates, survivor, from)
-		if err != nil {
-			return err
-		}
-		res.Template = templateText(templates[survivor])
-		var moved int64
-		if err := tx.GetContext(ctx, &moved, `SELECT error_group_move($1, $2, $3)`, pq.Array(from), survivor, p.Actor.Name); err != nil {
-			return fmt.Errorf("merge groups into %s: %w", survivor, err)
-		}
-		return auditGroupChange(ctx, tx, p.Actor, dlq.ActionGroupMerge, strings.TrimSpace(p.Reason),
-			map[string]int64{"letters": moved, "groups": int64(len(from))},
-			map[string]any{"from": from, "into": survivor, "covered": widened, "template": res.Template})
+		res.Template, err = mergeInto(ctx, tx, p, templates, survivor, ids)
+		return err
 	})
 	if err != nil {
 		return dlq.GroupMergeResult{}, fmt.Errorf("merge groups: %w", err)
 	}
 	return res, nil
+}
+
+// lockMergeable locks the operators' group edits and resolves the groups
+// asked for: what each id means now (its survivor, for an id merged
+// already), and those groups once each, in the order asked. It refuses
+// groups that do not exist or are of another failure than p.Group's.
+func lockMergeable(ctx context.Context, tx *sqlx.Tx, p dlq.GroupMergeParams, asked []string) (map[string]string, []string, error) {
+	if err := lockGroupEdits(ctx, tx); err != nil {
+		return nil, nil, err
+	}
+	means, err := resolveGroups(ctx, tx, asked)
+	if err != nil {
+		return nil, nil, err
+	}
+	var ids []string
+	for _, id := range asked {
+		if !slices.Contains(ids, means[id]) {
+			ids = append(ids, means[id])
+		}
+	}
+	live, err := liveGroups(ctx, tx, ids)
+	if err != nil {
+		return nil, nil, err
+	}
+	return means, ids, sameFailureKind(p, means, live)
+}
+
+// mergedAway is the ids asked for that a merge into survivor takes in,
+// sorted, once each.
+func mergedAway(asked []string, survivor string) []string {
+	var merged []string
+	for _, id := range asked {
+		if id != survivor && !slices.Contains(merged, id) {
+			merged = append(merged, id)
+		}
+	}
+	slices.Sort(merged)
+	return merged
+}
+
+// mergeInto merges the groups ids other than survivor into it: widens its
+// template to cover theirs, moves their letters and audits the merge. It
+// returns the survivor's template as it now is.
+func mergeInto(ctx context.Context, tx *sqlx.Tx, p dlq.GroupMergeParams, templates map[string]grouping.Template, survivor string, ids []string) (string, error) {
+	from := slices.DeleteFunc(slices.Clone(ids), func(id string) bool { return id == survivor })
+	widened, err := widenSurvivor(ctx, tx, templates, survivor, from)
+	if err != nil {
+		return "", err
+	}
+	template := templateText(templates[survivor])
+	var moved int64
+	if err := tx.GetContext(ctx, &moved, `SELECT error_group_move($1, $2, $3)`, pq.Array(from), survivor, p.Actor.Name); err != nil {
+		return "", fmt.Errorf("merge groups into %s: %w", survivor, err)
+	}
+	return template, auditGroupChange(ctx, tx, p.Actor, dlq.ActionGroupMerge, strings.TrimSpace(p.Reason),
+		map[string]int64{"letters": moved, "groups": int64(len(from))},
+		map[string]any{"from": from, "into": survivor, "covered": widened, "template": template})
 }
 
 // sameFailureKind checks that every group asked for exists and is of the
@@ -182,9 +206,27 @@ func widenSurvivor(ctx context.Context, tx *sqlx.Tx, templates map[string]groupi
 // widened template would take in messages of other failures, so each
 // keeps matching its own letters instead.
 func widenFor(s, o grouping.Template, sPinned, oPinned map[int]bool) (tokens []string, fixed []bool, at []int, ok bool) {
-	if s.Task != o.Task || s.Class != o.Class || s.Place != o.Place || s.Span || o.Span || len(s.Tokens) != len(o.Tokens) {
+	if !sameShape(s, o) {
 		return nil, nil, nil, false
 	}
+	tokens, fixed, at, ok = wildcardDifferences(s, o, sPinned, oPinned)
+	if !ok || !sharesConstants(tokens, s, o) {
+		return nil, nil, nil, false
+	}
+	return tokens, fixed, at, true
+}
+
+// sameShape reports whether s and o are token templates of one key and
+// length, the only ones widenFor can join.
+func sameShape(s, o grouping.Template) bool {
+	return s.Task == o.Task && s.Class == o.Class && s.Place == o.Place && !s.Span && !o.Span && len(s.Tokens) == len(o.Tokens)
+}
+
+// wildcardDifferences is s's tokens with a Wildcard at each position where
+// o's differ, their fixed flags, and the positions that were not a
+// Wildcard free to vary before; ok is false when a differing word is one
+// the grouper never lets vary, unless pinned by an operator's split.
+func wildcardDifferences(s, o grouping.Template, sPinned, oPinned map[int]bool) (tokens []string, fixed []bool, at []int, ok bool) {
 	tokens, fixed = slices.Clone(s.Tokens), slices.Clone(fixedOf(s))
 	of := fixedOf(o)
 	for i := range tokens {
@@ -199,11 +241,14 @@ func widenFor(s, o grouping.Template, sPinned, oPinned map[int]bool) (tokens []s
 		}
 		tokens[i], fixed[i] = grouping.Wildcard, false
 	}
-	shared := constantsOf(grouping.Template{Tokens: tokens})
-	if shared == 0 || 2*shared < constantsOf(s) || 2*shared < constantsOf(o) {
-		return nil, nil, nil, false
-	}
 	return tokens, fixed, at, true
+}
+
+// sharesConstants reports whether the widened tokens keep at least half of
+// s's constant words and half of o's.
+func sharesConstants(tokens []string, s, o grouping.Template) bool {
+	shared := constantsOf(grouping.Template{Tokens: tokens})
+	return shared > 0 && 2*shared >= constantsOf(s) && 2*shared >= constantsOf(o)
 }
 
 // SplitErrorGroup divides a group's letters by the word they have at one

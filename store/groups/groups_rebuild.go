@@ -1,12 +1,13 @@
 package groups
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"sort"
+	"slices"
 	"strconv"
 	"time"
 
@@ -128,24 +129,7 @@ func (s *Store) regroup(ctx context.Context, g *grouping.Grouper) (regrouped, er
 // new group, else its own. It returns the names and the redirects of old
 // ids no group kept: each to the group that took most of its letters.
 func nameGroups(old, groups []string, pinned map[string]bool) (map[string]string, map[string]string) {
-	type pair struct{ group, old string }
-	shares := map[pair]int{}
-	for i, o := range old {
-		shares[pair{groups[i], o}]++
-	}
-	pairs := make([]pair, 0, len(shares))
-	for p := range shares {
-		pairs = append(pairs, p)
-	}
-	sort.Slice(pairs, func(a, b int) bool {
-		if shares[pairs[a]] != shares[pairs[b]] {
-			return shares[pairs[a]] > shares[pairs[b]]
-		}
-		if pairs[a].group != pairs[b].group {
-			return pairs[a].group < pairs[b].group
-		}
-		return pairs[a].old < pairs[b].old
-	})
+	shares := sharesOf(old, groups)
 	names := map[string]string{}
 	taken := map[string]bool{}
 	// An operator's groups keep their ids, whatever their letters were
@@ -153,30 +137,67 @@ func nameGroups(old, groups []string, pinned map[string]bool) (map[string]string
 	for id := range pinned {
 		names[id], taken[id] = id, true
 	}
-	for _, p := range pairs {
-		if _, named := names[p.group]; !named && !taken[p.old] && p.old != "" {
-			names[p.group], taken[p.old] = p.old, true
+	for _, sh := range shares {
+		if _, named := names[sh.group]; !named && !taken[sh.old] && sh.old != "" {
+			names[sh.group], taken[sh.old] = sh.old, true
 		}
 	}
 	for _, id := range groups {
 		if _, named := names[id]; !named {
-			// Its own id, unless an old group's id it happens to share
-			// went to another new group: then a fresh one.
-			own := id
-			for n := 1; taken[own]; n++ {
-				sum := sha256.Sum256([]byte(id + "/" + strconv.Itoa(n)))
-				own = hex.EncodeToString(sum[:8])
-			}
+			own := unsharedID(id, taken)
 			names[id], taken[own] = own, true
 		}
 	}
+	return names, redirectsOf(shares, names, taken)
+}
+
+// groupShare is how many letters of the old group old went to the new
+// group group.
+type groupShare struct {
+	group, old string
+	letters    int
+}
+
+// sharesOf counts the letters each new group took from each old one
+// (groups[i] is the new group of the letter whose old group is old[i]),
+// biggest share first, then by group and old id.
+func sharesOf(old, groups []string) []groupShare {
+	type pair struct{ group, old string }
+	counts := map[pair]int{}
+	for i, o := range old {
+		counts[pair{groups[i], o}]++
+	}
+	shares := make([]groupShare, 0, len(counts))
+	for p, n := range counts {
+		shares = append(shares, groupShare{group: p.group, old: p.old, letters: n})
+	}
+	slices.SortFunc(shares, func(a, b groupShare) int {
+		return cmp.Or(cmp.Compare(b.letters, a.letters), cmp.Compare(a.group, b.group), cmp.Compare(a.old, b.old))
+	})
+	return shares
+}
+
+// unsharedID is a new group's own id, unless an old group's id it happens
+// to share went to another new group (taken): then a fresh one.
+func unsharedID(id string, taken map[string]bool) string {
+	own := id
+	for n := 1; taken[own]; n++ {
+		sum := sha256.Sum256([]byte(id + "/" + strconv.Itoa(n)))
+		own = hex.EncodeToString(sum[:8])
+	}
+	return own
+}
+
+// redirectsOf sends each old id no group kept (not taken) to the group
+// that took most of its letters.
+func redirectsOf(shares []groupShare, names map[string]string, taken map[string]bool) map[string]string {
 	redirects := map[string]string{}
-	for _, p := range pairs {
-		if _, done := redirects[p.old]; !done && !taken[p.old] && p.old != "" {
-			redirects[p.old] = names[p.group]
+	for _, sh := range shares {
+		if _, done := redirects[sh.old]; !done && !taken[sh.old] && sh.old != "" {
+			redirects[sh.old] = names[sh.group]
 		}
 	}
-	return names, redirects
+	return redirects
 }
 
 // operatorChoices is what an operator decided about groups, which a

@@ -56,54 +56,29 @@ func (s *Store) ReplayDeadLetter(ctx context.Context, p dlq.ReplayParams) (dlq.R
 	return res, err
 }
 
+// replayInTx is ReplayDeadLetter's work inside tx: claim the pending
+// letter, enqueue its replay with the args it runs with, and audit it (as
+// an edit and replay when the args changed).
 func replayInTx(ctx context.Context, tx *sqlx.Tx, p dlq.ReplayParams) (dlq.ReplayResult, error) {
-	var l dlq.DeadLetter
-	if err := tx.GetContext(ctx, &l, letterSQL, p.ID); err != nil {
-		return dlq.ReplayResult{}, fmt.Errorf("dead letter %d: %w", p.ID, postgres.Translate(err))
-	}
-	if l.Status != dlq.StatusPending {
-		return dlq.ReplayResult{}, &dlq.StateError{Letter: l, Action: "replay"}
-	}
-	if err := claimLetter(ctx, tx, claimPendingSQL, l, "replay"); err != nil {
+	l, err := claimForReplay(ctx, tx, p.ID)
+	if err != nil {
 		return dlq.ReplayResult{}, err
 	}
-	// What an editor showed was masked (mask.Policy); what it sends back may
-	// still hold placeholders, which stand for the stored values.
-	var err error
-	if p.Args != nil {
-		if p.Args, err = letters.RestoreMasked(p.Args, l.Args, "args"); err != nil {
-			return dlq.ReplayResult{}, err
-		}
-	}
-	if p.Kwargs != nil {
-		if p.Kwargs, err = letters.RestoreMasked(p.Kwargs, l.Kwargs, "kwargs"); err != nil {
-			return dlq.ReplayResult{}, err
-		}
-	}
-	args, kwargs, edited := l.Args, l.Kwargs, false
-	if p.Args != nil && !jsonEqual(p.Args, l.Args) {
-		args, edited = p.Args, true
-	}
-	if p.Kwargs != nil && !jsonEqual(p.Kwargs, l.Kwargs) {
-		kwargs, edited = p.Kwargs, true
-	}
-	id := l.ID
-	enq, err := queue.Enqueue(ctx, tx, dlq.EnqueueParams{
-		Task: l.Task, Queue: l.Queue, Args: args, Kwargs: kwargs,
-		MaxAttempts: l.MaxAttempts, RunAt: p.RunAt, ReplayOf: &id,
-	})
+	args, kwargs, edited, err := replayPayload(p, l)
 	if err != nil {
-		return dlq.ReplayResult{}, fmt.Errorf("replay dead letter %d: %w", l.ID, err)
+		return dlq.ReplayResult{}, err
 	}
-	if _, err := tx.ExecContext(ctx, insertReplayedSQL, l.ID, l.FailedAt, l.Task, l.Queue, p.Actor.Name, enq.Job.ID); err != nil {
-		return dlq.ReplayResult{}, fmt.Errorf("replay dead letter %d: %w", l.ID, postgres.Translate(err))
+	jobID, err := enqueueReplay(ctx, tx, l, args, kwargs, p)
+	if err != nil {
+		return dlq.ReplayResult{}, err
 	}
-	action, details := dlq.ActionReplay, map[string]any{"replay_job_id": enq.Job.ID, "task": l.Task}
+	action, details := dlq.ActionReplay, map[string]any{"replay_job_id": jobID, "task": l.Task}
 	if edited {
 		action = dlq.ActionEditReplay
 		details["before"] = map[string]json.RawMessage{"args": l.Args, "kwargs": l.Kwargs}
 		details["after"] = map[string]json.RawMessage{"args": args, "kwargs": kwargs}
 	}
+	id := l.ID
 	auditID, err := audit.AppendAudit(ctx, tx, dlq.AuditEntry{
 		At: p.Now, Actor: p.Actor.Name, Action: action, DeadLetterID: &id,
 		Counts: audit.MustJSON(map[string]int{"replayed": 1}), Reason: p.Reason,
@@ -113,7 +88,70 @@ func replayInTx(ctx context.Context, tx *sqlx.Tx, p dlq.ReplayParams) (dlq.Repla
 	if err != nil {
 		return dlq.ReplayResult{}, err
 	}
-	return dlq.ReplayResult{JobID: enq.Job.ID, AuditID: auditID}, nil
+	return dlq.ReplayResult{JobID: jobID, AuditID: auditID}, nil
+}
+
+// claimForReplay reads the letter id and claims it for a replay; a letter
+// that is not pending cannot be replayed.
+func claimForReplay(ctx context.Context, tx *sqlx.Tx, id int64) (dlq.DeadLetter, error) {
+	var l dlq.DeadLetter
+	if err := tx.GetContext(ctx, &l, letterSQL, id); err != nil {
+		return l, fmt.Errorf("dead letter %d: %w", id, postgres.Translate(err))
+	}
+	if l.Status != dlq.StatusPending {
+		return l, &dlq.StateError{Letter: l, Action: "replay"}
+	}
+	return l, claimLetter(ctx, tx, claimPendingSQL, l, "replay")
+}
+
+// replayPayload is the args and kwargs a replay of l runs with: the
+// letter's, or the edited ones p sends where they differ; edited reports
+// whether any did.
+func replayPayload(p dlq.ReplayParams, l dlq.DeadLetter) (args, kwargs json.RawMessage, edited bool, err error) {
+	args, argsEdited, err := editedField(p.Args, l.Args, "args")
+	if err != nil {
+		return nil, nil, false, err
+	}
+	kwargs, kwargsEdited, err := editedField(p.Kwargs, l.Kwargs, "kwargs")
+	if err != nil {
+		return nil, nil, false, err
+	}
+	return args, kwargs, argsEdited || kwargsEdited, nil
+}
+
+// editedField is the value of one field of the replay: stored, unless
+// sent (not nil) and different from it.
+func editedField(sent, stored json.RawMessage, field string) (json.RawMessage, bool, error) {
+	if sent == nil {
+		return stored, false, nil
+	}
+	// What an editor showed was masked (mask.Policy); what it sends back may
+	// still hold placeholders, which stand for the stored values.
+	sent, err := letters.RestoreMasked(sent, stored, field)
+	if err != nil {
+		return nil, false, err
+	}
+	if jsonEqual(sent, stored) {
+		return stored, false, nil
+	}
+	return sent, true, nil
+}
+
+// enqueueReplay enqueues the replay of l and records the letter replayed
+// by it, returning the job's id.
+func enqueueReplay(ctx context.Context, tx *sqlx.Tx, l dlq.DeadLetter, args, kwargs json.RawMessage, p dlq.ReplayParams) (int64, error) {
+	id := l.ID
+	enq, err := queue.Enqueue(ctx, tx, dlq.EnqueueParams{
+		Task: l.Task, Queue: l.Queue, Args: args, Kwargs: kwargs,
+		MaxAttempts: l.MaxAttempts, RunAt: p.RunAt, ReplayOf: &id,
+	})
+	if err != nil {
+		return 0, fmt.Errorf("replay dead letter %d: %w", l.ID, err)
+	}
+	if _, err := tx.ExecContext(ctx, insertReplayedSQL, l.ID, l.FailedAt, l.Task, l.Queue, p.Actor.Name, enq.Job.ID); err != nil {
+		return 0, fmt.Errorf("replay dead letter %d: %w", l.ID, postgres.Translate(err))
+	}
+	return enq.Job.ID, nil
 }
 
 // DiscardDeadLetter marks a pending letter discarded with a reason and

@@ -40,67 +40,117 @@ func (s *Store) ActOnJob(ctx context.Context, p dlq.JobActionParams) (dlq.JobAct
 	return res, nil
 }
 
+// actOnJobInTx is ActOnJob's work inside tx: lock the job as the
+// operator saw it, act on it, and audit what the action did.
 func (s *Store) actOnJobInTx(ctx context.Context, tx *sqlx.Tx, p dlq.JobActionParams) (dlq.JobActionResult, error) {
+	j, dbNow, err := lockJobAsSeen(ctx, tx, p)
+	if err != nil {
+		return dlq.JobActionResult{}, err
+	}
+	act := jobActed{
+		res:     dlq.JobActionResult{JobID: j.ID},
+		counts:  map[string]int{},
+		details: map[string]any{"job_id": j.ID, "task": j.Task, "queue": j.Queue, "state_before": j.State, "attempt": j.Attempt},
+	}
+	if err := s.applyJobAction(ctx, tx, p, j, dbNow, &act); err != nil {
+		return dlq.JobActionResult{}, err
+	}
+	auditID, err := audit.AppendAudit(ctx, tx, dlq.AuditEntry{
+		At: p.Now, Actor: p.Actor.Name, Action: p.Action.AuditAction(), DeadLetterID: act.res.DeadLetterID,
+		Counts: audit.MustJSON(act.counts), Reason: p.Reason,
+		RequestID: p.Actor.RequestID, RemoteAddr: p.Actor.RemoteAddr, UserAgent: p.Actor.UserAgent,
+		Details: audit.MustJSON(act.details),
+	})
+	if err != nil {
+		return dlq.JobActionResult{}, err
+	}
+	act.res.AuditID = auditID
+	return act.res, nil
+}
+
+// jobActed is what an action on one job did: its result, and the counts
+// and details of its audit entry.
+type jobActed struct {
+	res     dlq.JobActionResult
+	counts  map[string]int
+	details map[string]any
+}
+
+// lockJobAsSeen locks the job p.ID and returns it with the database's
+// clock, or a *dlq.JobStateError when it is no longer in the state and
+// attempt the operator saw, or in no state the action applies to.
+func lockJobAsSeen(ctx context.Context, tx *sqlx.Tx, p dlq.JobActionParams) (dlq.Job, time.Time, error) {
 	var row struct {
 		dlq.Job
 		DBNow time.Time `db:"db_now"`
 	}
 	if err := tx.GetContext(ctx, &row, jobForUpdateSQL, p.ID); err != nil {
-		return dlq.JobActionResult{}, postgres.Translate(err)
+		return dlq.Job{}, time.Time{}, postgres.Translate(err)
 	}
 	j := row.Job
 	if (p.SeenState != "" && j.State != p.SeenState) || (p.SeenAttempt != nil && j.Attempt != *p.SeenAttempt) {
-		return dlq.JobActionResult{}, &dlq.JobStateError{Job: j, Action: p.Action, Changed: true}
+		return dlq.Job{}, time.Time{}, &dlq.JobStateError{Job: j, Action: p.Action, Changed: true}
 	}
 	if !eligibleState(p.Action, j.State) {
-		return dlq.JobActionResult{}, &dlq.JobStateError{Job: j, Action: p.Action}
+		return dlq.Job{}, time.Time{}, &dlq.JobStateError{Job: j, Action: p.Action}
 	}
-	res := dlq.JobActionResult{JobID: j.ID}
-	details := map[string]any{"job_id": j.ID, "task": j.Task, "queue": j.Queue, "state_before": j.State, "attempt": j.Attempt}
-	counts := map[string]int{}
+	return j, row.DBNow, nil
+}
+
+// applyJobAction does p.Action to the locked job j, recording in act
+// what it did.
+func (s *Store) applyJobAction(ctx context.Context, tx *sqlx.Tx, p dlq.JobActionParams, j dlq.Job, dbNow time.Time, act *jobActed) error {
 	switch p.Action {
 	case dlq.JobRunNow:
-		if !j.RunAt.After(row.DBNow) {
-			return dlq.JobActionResult{}, &dlq.JobStateError{Job: j, Action: p.Action, NotDue: true}
-		}
-		n, err := runNowInTx(ctx, tx, []int64{j.ID})
-		if err != nil {
-			return dlq.JobActionResult{}, err
-		}
-		if n != 1 {
-			return dlq.JobActionResult{}, &dlq.JobStateError{Job: j, Action: p.Action, Changed: true}
-		}
-		res.State, counts["run_now"] = j.State, 1
-		details["run_at_before"] = j.RunAt
+		return runJobNow(ctx, tx, p, j, dbNow, act)
 	case dlq.JobKill:
-		letters, err := s.killInTx(ctx, tx, []int64{j.ID}, killEntry(p.Actor.Name, p.Reason, p.Now))
-		if err != nil {
-			return dlq.JobActionResult{}, err
-		}
-		if len(letters) != 1 {
-			return dlq.JobActionResult{}, &dlq.JobStateError{Job: j, Action: p.Action, Changed: true}
-		}
-		res.State, res.DeadLetterID, counts["killed"] = dlq.StateDead, &letters[0].LetterID, 1
+		return s.killJob(ctx, tx, p, j, act)
 	case dlq.JobCancel:
-		req := dlq.CancelRequest{JobID: j.ID, Attempt: j.Attempt, Worker: deref(j.LeaseOwner), By: p.Actor.Name,
-			Reason: p.Reason, Retry: p.Retry, At: p.Now}
-		if err := requestCancelInTx(ctx, tx, req); err != nil {
-			return dlq.JobActionResult{}, err
-		}
-		res.State, counts["cancel_requested"] = dlq.StateRunning, 1
-		details["worker"], details["retry"] = req.Worker, req.Retry
+		return cancelJob(ctx, tx, p, j, act)
 	}
-	auditID, err := audit.AppendAudit(ctx, tx, dlq.AuditEntry{
-		At: p.Now, Actor: p.Actor.Name, Action: p.Action.AuditAction(), DeadLetterID: res.DeadLetterID,
-		Counts: audit.MustJSON(counts), Reason: p.Reason,
-		RequestID: p.Actor.RequestID, RemoteAddr: p.Actor.RemoteAddr, UserAgent: p.Actor.UserAgent,
-		Details: audit.MustJSON(details),
-	})
+	return nil
+}
+
+// runJobNow moves a job due later to now; one already due is refused.
+func runJobNow(ctx context.Context, tx *sqlx.Tx, p dlq.JobActionParams, j dlq.Job, dbNow time.Time, act *jobActed) error {
+	if !j.RunAt.After(dbNow) {
+		return &dlq.JobStateError{Job: j, Action: p.Action, NotDue: true}
+	}
+	n, err := runNowInTx(ctx, tx, []int64{j.ID})
 	if err != nil {
-		return dlq.JobActionResult{}, err
+		return err
 	}
-	res.AuditID = auditID
-	return res, nil
+	if n != 1 {
+		return &dlq.JobStateError{Job: j, Action: p.Action, Changed: true}
+	}
+	act.res.State, act.counts["run_now"] = j.State, 1
+	act.details["run_at_before"] = j.RunAt
+	return nil
+}
+
+// killJob dead-letters the job at once.
+func (s *Store) killJob(ctx context.Context, tx *sqlx.Tx, p dlq.JobActionParams, j dlq.Job, act *jobActed) error {
+	letters, err := s.killInTx(ctx, tx, []int64{j.ID}, killEntry(p.Actor.Name, p.Reason, p.Now))
+	if err != nil {
+		return err
+	}
+	if len(letters) != 1 {
+		return &dlq.JobStateError{Job: j, Action: p.Action, Changed: true}
+	}
+	act.res.State, act.res.DeadLetterID, act.counts["killed"] = dlq.StateDead, &letters[0].LetterID, 1
+	return nil
+}
+
+// cancelJob asks the worker running the job to cancel it.
+func cancelJob(ctx context.Context, tx *sqlx.Tx, p dlq.JobActionParams, j dlq.Job, act *jobActed) error {
+	req := dlq.CancelRequest{JobID: j.ID, Attempt: j.Attempt, Worker: deref(j.LeaseOwner), By: p.Actor.Name,
+		Reason: p.Reason, Retry: p.Retry, At: p.Now}
+	if err := requestCancelInTx(ctx, tx, req); err != nil {
+		return err
+	}
+	act.res.State, act.counts["cancel_requested"] = dlq.StateRunning, 1
+	act.details["worker"], act.details["retry"] = req.Worker, req.Retry
+	return nil
 }
 
 func eligibleState(a dlq.JobAction, s dlq.State) bool {

@@ -110,82 +110,15 @@ WITH %s, acted AS (
 )` + batchSummarySQL
 
 // RunOperationBatch does the next batch of a running operation in one
-// transaction. Another process working on the same operation is skipped
-// (its row is locked), so two runners never interleave on one operation.
-// A canary operation stops after its first Canary letters in state canary.
+// transaction, after the operation's own cursor (opStream). Another
+// process working on the same operation is skipped (its row is locked), so
+// two runners never interleave on one operation. A canary operation stops
+// after its first Canary letters in state canary.
 func (s *Store) RunOperationBatch(ctx context.Context, opID int64, batchSize int, now time.Time) (dlq.BatchResult, error) {
 	var res dlq.BatchResult
-	err := postgres.InTx(ctx, s.db, func(tx *sqlx.Tx) error {
-		var op dlq.Operation
-		err := tx.GetContext(ctx, &op, `SELECT `+operationColumns+` FROM operations
-			WHERE id = $1 FOR UPDATE SKIP LOCKED`, opID)
-		if postgres.Translate(err) == dlq.ErrNotFound {
-			res.State = dlq.OpRunning // locked by another runner, or gone: nothing to do here
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("lock operation: %w", err)
-		}
-		res.State = op.State
-		if op.State != dlq.OpRunning {
-			res.Finished = op.State.Finished()
-			return nil
-		}
-		limit := batchSize
-		canaryStop := false
-		if op.Kind == dlq.OpReplay && op.Canary > 0 && op.Done < int64(op.Canary) {
-			limit = op.Canary - int(op.Done)
-			canaryStop = true
-		}
-		if op.GuardPending() {
-			// Until the guard has judged, at most GuardWindow replays are
-			// in flight: releasing them all at once would leave the guard
-			// nothing to stop (a paced replay hands every letter to the
-			// queue within seconds, its pace being in run_at).
-			c, err := replayCounts(ctx, tx, op.ID)
-			if err != nil {
-				return err
-			}
-			limit = min(limit, dlq.GuardWindow-int(op.Done-c.Settled()))
-			if limit <= 0 {
-				return nil // the runner comes back at its next poll
-			}
-		}
-		sel, err := op.StoredSelection()
-		if err != nil {
-			return err
-		}
-		last, seen, acted, err := runBatch(ctx, tx, op, sel, limit)
-		if err != nil {
-			return err
-		}
-		res.Acted, res.Skipped = acted, seen-acted
-		if seen == 0 {
-			res.State, err = finishOperation(ctx, tx, op, now)
-			res.Finished = res.State.Finished()
-			return err
-		}
-		next := dlq.OpRunning
-		if canaryStop && op.Done+int64(acted) >= int64(op.Canary) {
-			// The canary is Canary letters replayed, not seen: letters
-			// skipped (already handled) do not count towards it, and once
-			// it is complete a released operation never stops again.
-			next = dlq.OpCanary
-		}
-		res.State = next
-		// pace_origin moves with a pause, as the batch's start slot did
-		// (SET expressions read the row as it was: the old done_count).
-		_, err = tx.ExecContext(ctx, `UPDATE operations SET cursor_failed_at = $6, cursor_id = $2,
-			done_count = done_count + $3, skipped = skipped + $4, state = $5, updated_at = now(),
-			pace_origin = CASE WHEN rate_per_second IS NULL THEN pace_origin
-				ELSE greatest(now(), pace_origin + (done_count / rate_per_second) * interval '1 second')
-				     - (done_count / rate_per_second) * interval '1 second' END
-			WHERE id = $1`,
-			op.ID, last.ID, acted, seen-acted, next, last.FailedAt)
-		if err != nil {
-			return fmt.Errorf("advance operation: %w", err)
-		}
-		return nil
+	err := postgres.InTx(ctx, s.db, func(tx *sqlx.Tx) (err error) {
+		res, err = nextBatch(ctx, tx, opStream{opID: opID, size: batchSize}, now)
+		return err
 	})
 	if err != nil {
 		return dlq.BatchResult{}, fmt.Errorf("operation %d: %w", opID, err)
@@ -193,21 +126,175 @@ func (s *Store) RunOperationBatch(ctx context.Context, opID int64, batchSize int
 	return res, nil
 }
 
-// batchCursor is where a batch ended: the last letter it saw.
+// batchStream is a stream of an operation's batches, each taking the
+// next letters after the stream's cursor: the operation's one stream
+// (opStream, RunOperationBatch) or one of its lanes (laneStream,
+// RunOperationLane). nextBatch runs a batch of either.
+type batchStream interface {
+	// lock takes the stream for this transaction and reads the operation;
+	// false when another runner has it (or, for opStream, it is gone).
+	lock(ctx context.Context, tx *sqlx.Tx) (dlq.Operation, bool, error)
+	// next is where the running operation's next batch starts and how
+	// many letters it may take; false when the stream has nothing to do
+	// now.
+	next(ctx context.Context, tx *sqlx.Tx, op dlq.Operation) (from batchCursor, limit int, ok bool, err error)
+	// share is the part of the selection the stream walks: the letters of
+	// lane (its blocks of ids) when lanes > 1.
+	share() (lane, lanes int)
+	// advance commits the batch to the operation's row: its cursor and
+	// counts. It returns the operation as it now is, and whether its
+	// selection is exhausted, so that it is to be finished.
+	advance(ctx context.Context, tx *sqlx.Tx, op dlq.Operation, b batch) (after dlq.Operation, finish bool, err error)
+}
+
+// batch is what one batch did: where it started, the last letter it saw
+// (the new cursor), how many letters it saw and how many it changed.
+type batch struct {
+	from, last  batchCursor
+	seen, acted int
+}
+
+// batchCursor is a place in a batch walk's order: a letter's (failed_at,
+// id), or nil before the first letter.
 type batchCursor struct {
 	FailedAt *time.Time
 	ID       int64
 }
 
-func runBatch(ctx context.Context, tx *sqlx.Tx, op dlq.Operation, sel dlq.Selection, limit int) (last batchCursor, seen, acted int, err error) {
-	query, args, err := batchQuery(op, sel, limit, 0, 1)
+// nextBatch is the next batch of a stream's cursor, inside tx: lock the
+// operation (or the lane), read the next letters after the cursor and act
+// on them (one statement, batchQuery), advance the cursor, and finish the
+// operation once its selection is exhausted.
+func nextBatch(ctx context.Context, tx *sqlx.Tx, st batchStream, now time.Time) (dlq.BatchResult, error) {
+	op, ok, err := st.lock(ctx, tx)
+	if err != nil || !ok {
+		return dlq.BatchResult{State: dlq.OpRunning}, err // another runner has it: nothing to do here
+	}
+	if op.State != dlq.OpRunning {
+		return dlq.BatchResult{State: op.State, Finished: op.State.Finished()}, nil
+	}
+	from, limit, ok, err := st.next(ctx, tx, op)
+	if err != nil || !ok {
+		return dlq.BatchResult{State: op.State}, err
+	}
+	lane, lanes := st.share()
+	b, err := takeBatch(ctx, tx, op, from, limit, lane, lanes)
 	if err != nil {
-		return batchCursor{}, 0, 0, err
+		return dlq.BatchResult{}, err
 	}
-	if err := tx.QueryRowxContext(ctx, query, args...).Scan(&last.FailedAt, &last.ID, &seen, &acted); err != nil {
-		return batchCursor{}, 0, 0, fmt.Errorf("%s batch: %w", op.Kind, err)
+	after, finish, err := st.advance(ctx, tx, op, b)
+	res := dlq.BatchResult{State: after.State, Acted: b.acted, Skipped: b.seen - b.acted}
+	if err != nil || !finish {
+		return res, err
 	}
-	return last, seen, acted, nil
+	res.State, err = finishOperation(ctx, tx, after, now)
+	res.Finished = res.State.Finished()
+	return res, err
+}
+
+// takeBatch reads the next batch of at most limit letters of op's
+// selection (of lane's share of it) after from, and acts on them.
+func takeBatch(ctx context.Context, tx *sqlx.Tx, op dlq.Operation, from batchCursor, limit, lane, lanes int) (batch, error) {
+	sel, err := op.StoredSelection()
+	if err != nil {
+		return batch{}, err
+	}
+	op.CursorFailedAt, op.CursorID = from.FailedAt, from.ID
+	query, args, err := batchQuery(op, sel, limit, lane, lanes)
+	if err != nil {
+		return batch{}, err
+	}
+	b := batch{from: from}
+	if err := tx.QueryRowxContext(ctx, query, args...).Scan(&b.last.FailedAt, &b.last.ID, &b.seen, &b.acted); err != nil {
+		return batch{}, fmt.Errorf("%s batch: %w", op.Kind, err)
+	}
+	return b, nil
+}
+
+// opStream is an operation's one stream of batches (RunOperationBatch),
+// after the operation's own cursor. It holds the operation's row for the
+// whole batch.
+type opStream struct {
+	opID int64
+	size int
+}
+
+func (opStream) share() (lane, lanes int) { return 0, 1 }
+
+// lock locks the operation's row, skipping it if another runner holds it.
+func (o opStream) lock(ctx context.Context, tx *sqlx.Tx) (dlq.Operation, bool, error) {
+	var op dlq.Operation
+	err := tx.GetContext(ctx, &op, `SELECT `+operationColumns+` FROM operations
+			WHERE id = $1 FOR UPDATE SKIP LOCKED`, o.opID)
+	if postgres.Translate(err) == dlq.ErrNotFound {
+		return op, false, nil // locked by another runner, or gone
+	}
+	if err != nil {
+		return op, false, fmt.Errorf("lock operation: %w", err)
+	}
+	return op, true, nil
+}
+
+// next starts at the operation's cursor. A batch of a canary takes no
+// more than what is left of the canary, and while the died-again guard
+// has yet to judge no more than its window leaves room for.
+func (o opStream) next(ctx context.Context, tx *sqlx.Tx, op dlq.Operation) (batchCursor, int, bool, error) {
+	from := batchCursor{FailedAt: op.CursorFailedAt, ID: op.CursorID}
+	limit := o.size
+	if left := canaryLeft(op); left > 0 {
+		limit = left
+	}
+	if !op.GuardPending() {
+		return from, limit, true, nil
+	}
+	// Until the guard has judged, at most GuardWindow replays are in
+	// flight: releasing them all at once would leave the guard nothing to
+	// stop (a paced replay hands every letter to the queue within seconds,
+	// its pace being in run_at).
+	c, err := replayCounts(ctx, tx, op.ID)
+	if err != nil {
+		return from, 0, false, err
+	}
+	limit = min(limit, dlq.GuardWindow-int(op.Done-c.Settled()))
+	return from, limit, limit > 0, nil // none: the runner comes back at its next poll
+}
+
+// canaryLeft is how many letters of op's canary are yet to be replayed;
+// 0 for an operation without a canary or past it.
+func canaryLeft(op dlq.Operation) int {
+	if op.Kind == dlq.OpReplay && op.Canary > 0 && op.Done < int64(op.Canary) {
+		return op.Canary - int(op.Done)
+	}
+	return 0
+}
+
+// advance moves the operation's cursor past the batch and adds it to the
+// counts; a batch that found nothing leaves the row for finishOperation.
+func (o opStream) advance(ctx context.Context, tx *sqlx.Tx, op dlq.Operation, b batch) (dlq.Operation, bool, error) {
+	if b.seen == 0 {
+		return op, true, nil
+	}
+	next := dlq.OpRunning
+	if left := canaryLeft(op); left > 0 && b.acted >= left {
+		// The canary is Canary letters replayed, not seen: letters
+		// skipped (already handled) do not count towards it, and once
+		// it is complete a released operation never stops again.
+		next = dlq.OpCanary
+	}
+	// pace_origin moves with a pause, as the batch's start slot did
+	// (SET expressions read the row as it was: the old done_count).
+	_, err := tx.ExecContext(ctx, `UPDATE operations SET cursor_failed_at = $6, cursor_id = $2,
+			done_count = done_count + $3, skipped = skipped + $4, state = $5, updated_at = now(),
+			pace_origin = CASE WHEN rate_per_second IS NULL THEN pace_origin
+				ELSE greatest(now(), pace_origin + (done_count / rate_per_second) * interval '1 second')
+				     - (done_count / rate_per_second) * interval '1 second' END
+			WHERE id = $1`,
+		op.ID, b.last.ID, b.acted, b.seen-b.acted, next, b.last.FailedAt)
+	if err != nil {
+		return op, false, fmt.Errorf("advance operation: %w", err)
+	}
+	op.State = next
+	return op, false, nil
 }
 
 // batchQuery is the statement of op's next batch of at most limit letters.

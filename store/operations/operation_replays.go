@@ -82,70 +82,111 @@ func (s *Store) FollowOperations(ctx context.Context, now time.Time) (int, error
 	return changed, nil
 }
 
+// followOperation follows one operation in one transaction: lock it,
+// keep its replays' counts, and move it along on them.
 func (s *Store) followOperation(ctx context.Context, id int64, now time.Time) (bool, error) {
 	changed := false
 	err := postgres.InTx(ctx, s.db, func(tx *sqlx.Tx) error {
-		var op dlq.Operation
-		// SKIP LOCKED: a batch (or another console) holds it; next pass.
-		err := tx.GetContext(ctx, &op, `SELECT `+operationColumns+` FROM operations WHERE id = $1 FOR UPDATE SKIP LOCKED`, id)
-		if postgres.Translate(err) == dlq.ErrNotFound {
-			return nil
+		op, ok, err := lockFollowed(ctx, tx, id)
+		if err != nil || !ok {
+			return err
 		}
-		if err != nil {
-			return fmt.Errorf("lock operation: %w", err)
-		}
-		if op.State.Finished() || op.Kind != dlq.OpReplay {
-			return nil
-		}
-		c, err := replayCounts(ctx, tx, op.ID)
+		c, err := keepReplayCounts(ctx, tx, op)
 		if err != nil {
 			return err
 		}
-		if op.Replays == nil || *op.Replays != c {
-			// Only when they moved: a row version a second per operation
-			// is nothing, but a settled one need not write at all.
-			if _, err := tx.ExecContext(ctx, `UPDATE operations SET replays = $2 WHERE id = $1`, op.ID, audit.MustJSON(c)); err != nil {
-				return fmt.Errorf("keep replay counts: %w", err)
-			}
-		}
-		switch {
-		case op.State == dlq.OpSettling:
-			if c.Waiting+c.Running > 0 {
-				return nil
-			}
-			if _, err := tx.ExecContext(ctx, `UPDATE operations SET state = 'done', finished_at = now(), updated_at = now()
-				WHERE id = $1`, op.ID); err != nil {
-				return fmt.Errorf("settle operation: %w", err)
-			}
-			changed = true
-			return auditFinish(ctx, tx, op, &c, now)
-		case op.State == dlq.OpCanary && op.CanaryVerdict == nil:
-			verdict, next := canaryVerdict(c)
-			if verdict == "" {
-				return nil
-			}
-			changed = true
-			return setVerdict(ctx, tx, op, c, now, dlq.ActionCanaryVerdict, `canary_verdict = $3`, verdict, next,
-				map[string]any{"verdict": verdict, "canary": op.Canary})
-		case op.State == dlq.OpRunning && op.GuardPending():
-			died, sample, err := guardSample(ctx, tx, op.ID)
-			if err != nil || sample < dlq.GuardSample {
-				return err
-			}
-			changed = true
-			if !guardTripped(died, sample, *op.DiedAgainPercent) {
-				_, err := tx.ExecContext(ctx, `UPDATE operations SET guard_verdict = 'passed', updated_at = now() WHERE id = $1`, op.ID)
-				return err
-			}
-			return setVerdict(ctx, tx, op, c, now, dlq.ActionBulkAutoPause, `guard_verdict = $3`, "tripped", dlq.OpAutoPaused,
-				map[string]any{"died_again_percent": *op.DiedAgainPercent, "sample": sample, "sample_died_again": died})
-		}
-		return nil
+		changed, err = moveAlong(ctx, tx, op, c, now)
+		return err
 	})
 	if err != nil {
 		return false, fmt.Errorf("follow operation %d: %w", id, err)
 	}
 	return changed, nil
+}
+
+// lockFollowed locks the operation id; false when there is nothing to
+// follow: it is locked, gone, finished, or not a replay.
+func lockFollowed(ctx context.Context, tx *sqlx.Tx, id int64) (dlq.Operation, bool, error) {
+	var op dlq.Operation
+	// SKIP LOCKED: a batch (or another console) holds it; next pass.
+	err := tx.GetContext(ctx, &op, `SELECT `+operationColumns+` FROM operations WHERE id = $1 FOR UPDATE SKIP LOCKED`, id)
+	if postgres.Translate(err) == dlq.ErrNotFound {
+		return op, false, nil
+	}
+	if err != nil {
+		return op, false, fmt.Errorf("lock operation: %w", err)
+	}
+	return op, !op.State.Finished() && op.Kind == dlq.OpReplay, nil
+}
+
+// keepReplayCounts counts op's replays and keeps the counts in its row.
+func keepReplayCounts(ctx context.Context, tx *sqlx.Tx, op dlq.Operation) (dlq.ReplayCounts, error) {
+	c, err := replayCounts(ctx, tx, op.ID)
+	if err != nil {
+		return c, err
+	}
+	if op.Replays == nil || *op.Replays != c {
+		// Only when they moved: a row version a second per operation
+		// is nothing, but a settled one need not write at all.
+		if _, err := tx.ExecContext(ctx, `UPDATE operations SET replays = $2 WHERE id = $1`, op.ID, audit.MustJSON(c)); err != nil {
+			return c, fmt.Errorf("keep replay counts: %w", err)
+		}
+	}
+	return c, nil
+}
+
+// moveAlong moves op along on what its replays did (c), as
+// FollowOperations says, and reports whether its state changed.
+func moveAlong(ctx context.Context, tx *sqlx.Tx, op dlq.Operation, c dlq.ReplayCounts, now time.Time) (bool, error) {
+	switch {
+	case op.State == dlq.OpSettling:
+		return settle(ctx, tx, op, c, now)
+	case op.State == dlq.OpCanary && op.CanaryVerdict == nil:
+		return judgeCanary(ctx, tx, op, c, now)
+	case op.State == dlq.OpRunning && op.GuardPending():
+		return judgeGuard(ctx, tx, op, c, now)
+	}
+	return false, nil
+}
+
+// settle makes a settling operation done once none of its replays is
+// waiting or running, with its closing audit entry.
+func settle(ctx context.Context, tx *sqlx.Tx, op dlq.Operation, c dlq.ReplayCounts, now time.Time) (bool, error) {
+	if c.Waiting+c.Running > 0 {
+		return false, nil
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE operations SET state = 'done', finished_at = now(), updated_at = now()
+				WHERE id = $1`, op.ID); err != nil {
+		return false, fmt.Errorf("settle operation: %w", err)
+	}
+	return true, auditFinish(ctx, tx, op, &c, now)
+}
+
+// judgeCanary gives a canary its verdict once its replays have one
+// (canaryVerdict).
+func judgeCanary(ctx context.Context, tx *sqlx.Tx, op dlq.Operation, c dlq.ReplayCounts, now time.Time) (bool, error) {
+	verdict, next := canaryVerdict(c)
+	if verdict == "" {
+		return false, nil
+	}
+	return true, setVerdict(ctx, tx, op, c, now, dlq.ActionCanaryVerdict, `canary_verdict = $3`, verdict, next,
+		map[string]any{"verdict": verdict, "canary": op.Canary})
+}
+
+// judgeGuard gives the died-again guard its verdict once the first
+// GuardSample replays have settled: passed, or tripped, which pauses the
+// operation (auto_paused).
+func judgeGuard(ctx context.Context, tx *sqlx.Tx, op dlq.Operation, c dlq.ReplayCounts, now time.Time) (bool, error) {
+	died, sample, err := guardSample(ctx, tx, op.ID)
+	if err != nil || sample < dlq.GuardSample {
+		return false, err
+	}
+	if !guardTripped(died, sample, *op.DiedAgainPercent) {
+		_, err := tx.ExecContext(ctx, `UPDATE operations SET guard_verdict = 'passed', updated_at = now() WHERE id = $1`, op.ID)
+		return true, err
+	}
+	return true, setVerdict(ctx, tx, op, c, now, dlq.ActionBulkAutoPause, `guard_verdict = $3`, "tripped", dlq.OpAutoPaused,
+		map[string]any{"died_again_percent": *op.DiedAgainPercent, "sample": sample, "sample_died_again": died})
 }
 
 // canaryVerdict judges a canary from its replays: died as soon as one
