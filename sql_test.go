@@ -22,7 +22,6 @@ var sqlStatement = regexp.MustCompile(`(?s)^\s*(SELECT|INSERT|UPDATE|DELETE|WITH
 var sqlOutsideTheStore = map[string]string{
 	"worker/demo":      "the demo's tasks keep their own tables, as a team's tasks would",
 	"internal/localpg": "it creates the private cluster's role and database",
-	"dlq/dlqtest":      "tests clone their database from a migrated template",
 }
 
 // TestSQLLivesInTheStore fails on a statement written in Go outside the

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/redrive/redrive/dlq"
-	"github.com/redrive/redrive/dlq/dlqtest"
+	"github.com/redrive/redrive/store/storetest"
 )
 
 var update = flag.Bool("update", false, "rewrite docs/configuration.md's table of variables from the options table")
@@ -169,7 +169,7 @@ func TestConfigurationDocTable(t *testing.T) {
 // database: what they print and what they leave.
 func TestDatabaseCommands(t *testing.T) {
 	t.Parallel()
-	db := dlqtest.NewDB(t)
+	db := storetest.NewDB(t)
 	vars := map[string]string{"DATABASE_URL": db.DSN, "USER": "tester"}
 	ok := func(stdin string, args ...string) string {
 		t.Helper()

@@ -7,15 +7,15 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/redrive/redrive/dlq/dlqtest"
 	"github.com/redrive/redrive/store/letters"
+	"github.com/redrive/redrive/store/storetest"
 )
 
 // Stopping dev while the console reads the mask policy, at start, is not
 // an error: the search upkeep says nothing.
 func TestSearchUpkeepStoppedAtStartLogsNoError(t *testing.T) {
 	t.Parallel()
-	db := dlqtest.NewDB(t)
+	db := storetest.NewDB(t)
 	var logs bytes.Buffer
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()

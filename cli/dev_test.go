@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/redrive/redrive/dlq"
-	"github.com/redrive/redrive/dlq/dlqtest"
+	"github.com/redrive/redrive/store/storetest"
 	"github.com/redrive/redrive/worker/demo"
 )
 
@@ -21,8 +21,8 @@ import (
 // "stopped", and logs no error.
 func TestDevSignInQuietLettersAndCleanStop(t *testing.T) {
 	t.Parallel()
-	db := dlqtest.NewDB(t)
-	store := dlqtest.NewStores(db.DB)
+	db := storetest.NewDB(t)
+	store := storetest.NewStores(db.DB)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	if err := store.Queue.RegisterTasks(ctx, []string{demo.TaskAlwaysFail}); err != nil {
@@ -43,7 +43,7 @@ func TestDevSignInQuietLettersAndCleanStop(t *testing.T) {
 			t.Logf("stdout:\n%s\nstderr:\n%s", stdout, stderr)
 		}
 	})
-	dlqtest.WaitFor(t, 30*time.Second, "the banner", func() bool { return strings.Contains(stdout.String(), "Press Ctrl-C to stop.") })
+	storetest.WaitFor(t, 30*time.Second, "the banner", func() bool { return strings.Contains(stdout.String(), "Press Ctrl-C to stop.") })
 
 	signIn := filepath.Join(dataDir, devSignInFile)
 	if !strings.Contains(stdout.String(), "The sign-in is also in "+signIn+".") {
@@ -76,7 +76,7 @@ func TestDevSignInQuietLettersAndCleanStop(t *testing.T) {
 	}
 
 	logPath := filepath.Join(dataDir, devLogFile)
-	dlqtest.WaitFor(t, 30*time.Second, logPath+" to log a dead letter", func() bool {
+	storetest.WaitFor(t, 30*time.Second, logPath+" to log a dead letter", func() bool {
 		b, _ := os.ReadFile(logPath)
 		return strings.Contains(string(b), deadLetteredMsg)
 	})
@@ -144,9 +144,9 @@ func TestDevLogCountsDeadLettersOnTheTerminal(t *testing.T) {
 		defer close(stopped)
 		log.summarise(ctx, out, 10*time.Millisecond, "console http://x")
 	}()
-	dlqtest.WaitFor(t, 10*time.Second, "a count", func() bool { return strings.Contains(out.String(), "\n") })
+	storetest.WaitFor(t, 10*time.Second, "a count", func() bool { return strings.Contains(out.String(), "\n") })
 	jobLogger.Warn(deadLetteredMsg)
-	dlqtest.WaitFor(t, 10*time.Second, "a second count", func() bool { return strings.Count(out.String(), "\n") == 2 })
+	storetest.WaitFor(t, 10*time.Second, "a second count", func() bool { return strings.Count(out.String(), "\n") == 2 })
 	cancel()
 	<-stopped
 	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")

@@ -4,8 +4,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/redrive/redrive/dlq/dlqtest"
 	"github.com/redrive/redrive/migrations"
+	"github.com/redrive/redrive/store/storetest"
 )
 
 // A database migrated by a build from before the schema baseline is
@@ -13,7 +13,7 @@ import (
 // which migrate the same way), with what happened and what to do.
 func TestMigrateRefusesADatabaseFromBeforeTheBaseline(t *testing.T) {
 	t.Parallel()
-	db := dlqtest.NewDB(t)
+	db := storetest.NewDB(t)
 	db.MustExec(`DELETE FROM goose_db_version WHERE version_id >= $1`, migrations.Baseline)
 	db.MustExec(`INSERT INTO goose_db_version (version_id, is_applied) SELECT v, true FROM generate_series(1, 43) v`)
 

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/redrive/redrive/dlq"
-	"github.com/redrive/redrive/dlq/dlqtest"
+	"github.com/redrive/redrive/store/storetest"
 	"github.com/redrive/redrive/worker"
 	"github.com/redrive/redrive/worker/demo"
 )
@@ -44,8 +44,8 @@ func (b *syncBuffer) String() string {
 // stayed running until their leases ran out.
 func TestWorkerAndConsoleBehindPgBouncer(t *testing.T) {
 	t.Parallel()
-	db := dlqtest.NewDB(t)
-	bouncer, pooled := dlqtest.Bouncer(t, db, "transaction")
+	db := storetest.NewDB(t)
+	bouncer, pooled := storetest.Bouncer(t, db, "transaction")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	addr := freeAddr(t)
@@ -67,7 +67,7 @@ func TestWorkerAndConsoleBehindPgBouncer(t *testing.T) {
 		t.Fatalf("migrate with REDRIVE_MIGRATE_DATABASE_URL: %v", err)
 	}
 
-	store := dlqtest.NewStores(db.DB)
+	store := storetest.NewStores(db.DB)
 	reg := worker.NewRegistry()
 	demo.Register(reg, db.DB)
 	if err := store.Queue.RegisterTasks(ctx, reg.Tasks()); err != nil {
@@ -179,10 +179,10 @@ func TestWorkerAndConsoleBehindPgBouncer(t *testing.T) {
 
 // waitJobsEnd waits until n jobs have ended (succeeded or dead) and
 // returns the count of jobs in each state.
-func waitJobsEnd(t *testing.T, db *dlqtest.DB, n int, within time.Duration) map[string]int {
+func waitJobsEnd(t *testing.T, db *storetest.DB, n int, within time.Duration) map[string]int {
 	t.Helper()
 	counts := map[string]int{}
-	dlqtest.WaitFor(t, within, fmt.Sprintf("%d jobs to end", n), func() bool {
+	storetest.WaitFor(t, within, fmt.Sprintf("%d jobs to end", n), func() bool {
 		var rows []struct {
 			State string `db:"state"`
 			N     int    `db:"n"`
@@ -218,7 +218,7 @@ type consoleClient struct {
 
 func (c consoleClient) waitUp() {
 	c.t.Helper()
-	dlqtest.WaitFor(c.t, 30*time.Second, "the console to be up", func() bool {
+	storetest.WaitFor(c.t, 30*time.Second, "the console to be up", func() bool {
 		resp, err := http.Get(c.base + "/healthz")
 		if err != nil {
 			return false

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/redrive/redrive/dlq"
-	"github.com/redrive/redrive/dlq/dlqtest"
 	"github.com/redrive/redrive/store/postgres"
+	"github.com/redrive/redrive/store/storetest"
 )
 
 // The console with REDRIVE_READ_DATABASE_URL, against a real streaming
@@ -24,17 +24,17 @@ import (
 // notice, until it recovers.
 func TestConsoleReadsFromAStreamingReplica(t *testing.T) {
 	t.Parallel()
-	primary := dlqtest.NewPrivate(t)
-	replica, replicaDSN := dlqtest.Replica(t, primary)
+	primary := storetest.NewPrivate(t)
+	replica, replicaDSN := storetest.Replica(t, primary)
 	db := primary.DB
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	store := dlqtest.NewStores(db.DB)
+	store := storetest.NewStores(db.DB)
 	secret := adminToken(t, ctx, store)
 	if err := store.Queue.RegisterTasks(ctx, []string{"billing.charge", "billing.refund"}); err != nil {
 		t.Fatal(err)
 	}
-	dlqtest.InsertDeadLetter(t, db.DB, dlqtest.Letter{Task: "billing.charge"})
+	storetest.InsertDeadLetter(t, db.DB, storetest.Letter{Task: "billing.charge"})
 
 	addr := freeAddr(t)
 	vars := map[string]string{
@@ -69,8 +69,8 @@ func TestConsoleReadsFromAStreamingReplica(t *testing.T) {
 	if _, err := replicaDB.ExecContext(ctx, `SELECT pg_wal_replay_pause()`); err != nil {
 		t.Fatal(err)
 	}
-	fresh := dlqtest.InsertDeadLetter(t, db.DB, dlqtest.Letter{Task: "billing.refund"})
-	other := dlqtest.InsertDeadLetter(t, db.DB, dlqtest.Letter{Task: "billing.refund"})
+	fresh := storetest.InsertDeadLetter(t, db.DB, storetest.Letter{Task: "billing.refund"})
+	other := storetest.InsertDeadLetter(t, db.DB, storetest.Letter{Task: "billing.refund"})
 	waitMetric(t, api, "redrive_read_replica_lag_seconds", func(v float64) bool { return v > 1.5 })
 
 	// The reads come from the replica: the new letters are on none of them.
@@ -193,7 +193,7 @@ func TestConsoleReadsFromAStreamingReplica(t *testing.T) {
 
 // adminToken makes an admin and an API token for them, and returns the
 // token's secret.
-func adminToken(t *testing.T, ctx context.Context, store *dlqtest.Stores) string {
+func adminToken(t *testing.T, ctx context.Context, store *storetest.Stores) string {
 	t.Helper()
 	now := time.Now()
 	if _, err := store.Access.CreateUser(ctx, dlq.NewUser{Name: "ops", Role: dlq.RoleAdmin, PasswordHash: []byte("x"), Actor: dlq.Actor{Name: "t"}, Now: now}); err != nil {
@@ -223,7 +223,7 @@ func exported(t *testing.T, api consoleClient, task string) int {
 // accepts.
 func waitMetric(t *testing.T, api consoleClient, name string, ok func(float64) bool) {
 	t.Helper()
-	dlqtest.WaitFor(t, 30*time.Second, "the metric "+name, func() bool {
+	storetest.WaitFor(t, 30*time.Second, "the metric "+name, func() bool {
 		for _, line := range strings.Split(string(api.do(http.MethodGet, "/metrics", "", http.StatusOK)), "\n") {
 			if v, found := strings.CutPrefix(line, name+" "); found {
 				if f, err := strconv.ParseFloat(v, 64); err == nil && ok(f) {

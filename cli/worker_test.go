@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/redrive/redrive/dlq"
-	"github.com/redrive/redrive/dlq/dlqtest"
+	"github.com/redrive/redrive/store/storetest"
 	"github.com/redrive/redrive/worker/demo"
 )
 
@@ -40,8 +40,8 @@ func (b *lockedBuffer) String() string {
 // is there, not only the Go runtime's numbers.
 func TestWorkerServesJobMetrics(t *testing.T) {
 	t.Parallel()
-	db := dlqtest.NewDB(t)
-	store := dlqtest.NewStores(db.DB)
+	db := storetest.NewDB(t)
+	store := storetest.NewStores(db.DB)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	must := func(err error) {
@@ -66,7 +66,7 @@ func TestWorkerServesJobMetrics(t *testing.T) {
 		}
 	})
 	metricsURL := ""
-	dlqtest.WaitFor(t, 20*time.Second, "the worker to say where its metrics are", func() bool {
+	storetest.WaitFor(t, 20*time.Second, "the worker to say where its metrics are", func() bool {
 		sc := bufio.NewScanner(strings.NewReader(logs.String()))
 		for sc.Scan() {
 			var line struct{ Msg, URL string }
@@ -76,7 +76,7 @@ func TestWorkerServesJobMetrics(t *testing.T) {
 		}
 		return metricsURL != ""
 	})
-	dlqtest.WaitFor(t, 20*time.Second, fmt.Sprintf("job %d to succeed", job.Job.ID), func() bool {
+	storetest.WaitFor(t, 20*time.Second, fmt.Sprintf("job %d to succeed", job.Job.ID), func() bool {
 		var state dlq.State
 		must(db.GetContext(ctx, &state, `SELECT state FROM jobs WHERE id = $1`, job.Job.ID))
 		return state == dlq.StateSucceeded
@@ -91,7 +91,7 @@ func TestWorkerServesJobMetrics(t *testing.T) {
 			t.Logf("GET %s, last:\n%s", metricsURL, body)
 		}
 	})
-	dlqtest.WaitFor(t, 10*time.Second, fmt.Sprintf("GET %s to show %s", metricsURL, want), func() bool {
+	storetest.WaitFor(t, 10*time.Second, fmt.Sprintf("GET %s to show %s", metricsURL, want), func() bool {
 		resp, err := http.Get(metricsURL)
 		must(err)
 		b, err := io.ReadAll(resp.Body)

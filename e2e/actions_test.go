@@ -15,7 +15,7 @@ import (
 
 	redrive "github.com/redrive/redrive/cli"
 	"github.com/redrive/redrive/dlq"
-	"github.com/redrive/redrive/dlq/dlqtest"
+	"github.com/redrive/redrive/store/storetest"
 	"github.com/redrive/redrive/web/webtest"
 )
 
@@ -31,10 +31,10 @@ var actionTasks = []string{"billing.charge", "email.send", "reports.build"}
 // startActionServer is startServer with the tasks the fixtures' letters
 // belong to registered, and a runner that polls quickly. It returns the
 // base URL and the store.
-func startActionServer(t *testing.T, db *dlqtest.DB) (string, *dlqtest.Stores) {
+func startActionServer(t *testing.T, db *storetest.DB) (string, *storetest.Stores) {
 	t.Helper()
 	logger := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
-	store := dlqtest.NewStores(db.DB)
+	store := storetest.NewStores(db.DB)
 	if err := store.Queue.RegisterTasks(context.Background(), actionTasks); err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +44,7 @@ func startActionServer(t *testing.T, db *dlqtest.DB) (string, *dlqtest.Stores) {
 
 // succeedJobs does what a worker would with every job waiting: run it,
 // successfully (the action server runs the bulk runner, not a worker).
-func succeedJobs(t *testing.T, db *dlqtest.DB) {
+func succeedJobs(t *testing.T, db *storetest.DB) {
 	t.Helper()
 	if _, err := db.Exec(`UPDATE jobs SET state = 'succeeded', attempt = 1, finished_at = now() WHERE state IN ('available', 'retrying')`); err != nil {
 		t.Fatal(err)
@@ -52,18 +52,18 @@ func succeedJobs(t *testing.T, db *dlqtest.DB) {
 }
 
 // signInOlga signs the page in as olga, an operator.
-func signInOlga(t *testing.T, page playwright.Page, base string, db *dlqtest.DB) {
+func signInOlga(t *testing.T, page playwright.Page, base string, db *storetest.DB) {
 	t.Helper()
 	ensureUser(t, db, "olga", dlq.RoleOperator)
 	signInAs(t, page, base, "olga", webtest.Password)
 }
 
 // actionLetters inserts n pending letters of task and returns their ids.
-func actionLetters(t *testing.T, db *dlqtest.DB, n int, task string) []int64 {
+func actionLetters(t *testing.T, db *storetest.DB, n int, task string) []int64 {
 	t.Helper()
 	var ids []int64
 	for i := range n {
-		ids = append(ids, dlqtest.InsertDeadLetter(t, db.DB, dlqtest.Letter{Task: task, Queue: "payments",
+		ids = append(ids, storetest.InsertDeadLetter(t, db.DB, storetest.Letter{Task: task, Queue: "payments",
 			Args: fmt.Sprintf(`[%d, {"order": "ORD-%d"}]`, i+1, 1000+i), Kwargs: `{"region": "eu"}`,
 			ErrorClass: "CardDeclined", Message: fmt.Sprintf("card declined for order ORD-%d", 1000+i),
 			WorkerVersion: "v1.4.2", FailedAt: time.Now().UTC().Add(-time.Duration(n-i) * time.Minute)}))
@@ -71,7 +71,7 @@ func actionLetters(t *testing.T, db *dlqtest.DB, n int, task string) []int64 {
 	return ids
 }
 
-func countRows(t *testing.T, db *dlqtest.DB, query string, args ...any) int {
+func countRows(t *testing.T, db *storetest.DB, query string, args ...any) int {
 	t.Helper()
 	var n int
 	if err := db.Get(&n, query, args...); err != nil {
@@ -100,7 +100,7 @@ func expectAuditEntry(t *testing.T, page playwright.Page, base, action, actor st
 
 func TestBulkReplaySelectedRows(t *testing.T) {
 	t.Parallel()
-	db := dlqtest.NewDB(t)
+	db := storetest.NewDB(t)
 	ids := actionLetters(t, db, 6, "billing.charge")
 	base, _ := startActionServer(t, db)
 	page := newPage(t)
@@ -143,7 +143,7 @@ func TestBulkReplaySelectedRows(t *testing.T) {
 
 func TestReplayAllMatchingAFilter(t *testing.T) {
 	t.Parallel()
-	db := dlqtest.NewDB(t)
+	db := storetest.NewDB(t)
 	actionLetters(t, db, 4, "billing.charge")
 	reports := actionLetters(t, db, 60, "reports.build")
 	base, _ := startActionServer(t, db)
@@ -177,7 +177,7 @@ func TestReplayAllMatchingAFilter(t *testing.T) {
 
 func TestDiscardWithAReason(t *testing.T) {
 	t.Parallel()
-	db := dlqtest.NewDB(t)
+	db := storetest.NewDB(t)
 	id := actionLetters(t, db, 1, "billing.charge")[0]
 	base, store := startActionServer(t, db)
 	// A live worker still runs the build the letter failed on.
@@ -230,7 +230,7 @@ func resendForm(t *testing.T, page playwright.Page, selector string) {
 
 func TestDoubleClickReplaysOnce(t *testing.T) {
 	t.Parallel()
-	db := dlqtest.NewDB(t)
+	db := storetest.NewDB(t)
 	ids := actionLetters(t, db, 3, "billing.charge")
 	base, _ := startActionServer(t, db)
 	page := newPage(t)
@@ -286,7 +286,7 @@ func TestDoubleClickReplaysOnce(t *testing.T) {
 
 func TestEditAndReplay(t *testing.T) {
 	t.Parallel()
-	db := dlqtest.NewDB(t)
+	db := storetest.NewDB(t)
 	id := actionLetters(t, db, 1, "billing.charge")[0]
 	base, _ := startActionServer(t, db)
 	page := newPage(t)
@@ -321,7 +321,7 @@ func TestEditAndReplay(t *testing.T) {
 
 func TestCanaryThenRelease(t *testing.T) {
 	t.Parallel()
-	db := dlqtest.NewDB(t)
+	db := storetest.NewDB(t)
 	ids := actionLetters(t, db, 8, "email.send")
 	base, store := startActionServer(t, db)
 	page := newPage(t)

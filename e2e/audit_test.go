@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/redrive/redrive/dlq"
-	"github.com/redrive/redrive/dlq/dlqtest"
 	"github.com/redrive/redrive/replay"
+	"github.com/redrive/redrive/store/storetest"
 )
 
 // TestAuditTrail: the audit page after a morning of work — a replay, an
@@ -19,7 +19,7 @@ import (
 // letter, one entry opened to the letters it touched, and exported.
 func TestAuditTrail(t *testing.T) {
 	t.Parallel()
-	db := dlqtest.NewDB(t)
+	db := storetest.NewDB(t)
 	ids := actionLetters(t, db, 6, "billing.charge")
 	base, store := startActionServer(t, db)
 	ctx := context.Background()
@@ -39,7 +39,7 @@ func TestAuditTrail(t *testing.T) {
 		Selection: dlq.Selection{IDs: ids[2:]}})
 	must(t, err)
 	// Enqueued, then its replays run (as a worker would: none runs here).
-	dlqtest.WaitFor(t, 20*time.Second, "the operation to settle", func() bool {
+	storetest.WaitFor(t, 20*time.Second, "the operation to settle", func() bool {
 		op, err = store.Operations.Operation(ctx, op.ID)
 		must(t, err)
 		return op.State == dlq.OpSettling

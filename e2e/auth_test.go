@@ -11,22 +11,22 @@ import (
 	"github.com/playwright-community/playwright-go"
 
 	"github.com/redrive/redrive/dlq"
-	"github.com/redrive/redrive/dlq/dlqtest"
+	"github.com/redrive/redrive/store/storetest"
 	"github.com/redrive/redrive/web/webtest"
 )
 
 // signIn signs page in to the console at base as a user named after role,
 // creating the user in db first if needed (a test may open several pages
 // on one database).
-func signIn(t *testing.T, page playwright.Page, base string, db *dlqtest.DB, role dlq.Role) {
+func signIn(t *testing.T, page playwright.Page, base string, db *storetest.DB, role dlq.Role) {
 	t.Helper()
 	ensureUser(t, db, string(role), role)
 	signInAs(t, page, base, string(role), webtest.Password)
 }
 
-func ensureUser(t *testing.T, db *dlqtest.DB, name string, role dlq.Role) {
+func ensureUser(t *testing.T, db *storetest.DB, name string, role dlq.Role) {
 	t.Helper()
-	store := dlqtest.NewStores(db.DB)
+	store := storetest.NewStores(db.DB)
 	if _, err := store.Access.UserByName(context.Background(), name); err == nil {
 		return
 	} else if !errors.Is(err, dlq.ErrNotFound) {
@@ -58,7 +58,7 @@ func signInAs(t *testing.T, page playwright.Page, base, name, password string) {
 // signing out everywhere ends the session in another browser too.
 func TestSignInSeeYourNameSignOut(t *testing.T) {
 	t.Parallel()
-	db := dlqtest.NewDB(t)
+	db := storetest.NewDB(t)
 	ensureUser(t, db, "ann", dlq.RoleOperator)
 	base := startServer(t, db)
 	page := newPage(t)
@@ -98,10 +98,10 @@ func TestSignInSeeYourNameSignOut(t *testing.T) {
 // masked card number is replayed as stored.
 func TestViewerSeesNoActionButtonsOperatorReplays(t *testing.T) {
 	t.Parallel()
-	db := dlqtest.NewDB(t)
-	id := dlqtest.InsertDeadLetter(t, db.DB, dlqtest.Letter{Task: "billing.charge",
+	db := storetest.NewDB(t)
+	id := storetest.InsertDeadLetter(t, db.DB, storetest.Letter{Task: "billing.charge",
 		Kwargs: `{"card_number":"4111111111111111","amount":12}`})
-	must(t, dlqtest.NewStores(db.DB).Queue.RegisterTasks(context.Background(), []string{"billing.charge"}))
+	must(t, storetest.NewStores(db.DB).Queue.RegisterTasks(context.Background(), []string{"billing.charge"}))
 	base := startServer(t, db)
 	letter := base + "/dead-letters/" + itoa(id)
 

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/redrive/redrive/dlq"
-	"github.com/redrive/redrive/dlq/dlqtest"
+	"github.com/redrive/redrive/store/storetest"
 )
 
 // A chain cannot prove its own end: with the triggers bypassed, deleting
@@ -17,11 +17,11 @@ import (
 // a copy of it kept elsewhere.
 func TestCLIAuditExpectHead(t *testing.T) {
 	t.Parallel()
-	db := dlqtest.NewDB(t)
-	store := dlqtest.NewStores(db.DB)
+	db := storetest.NewDB(t)
+	store := storetest.NewStores(db.DB)
 	ctx := context.Background()
 	for range 116 {
-		id := dlqtest.InsertDeadLetter(t, db.DB, dlqtest.Letter{})
+		id := storetest.InsertDeadLetter(t, db.DB, storetest.Letter{})
 		if _, err := store.Operations.DiscardDeadLetter(ctx, dlq.DiscardParams{ID: id, Actor: dlq.Actor{Name: "olga"}, Reason: "dup", Now: time.Now()}); err != nil {
 			t.Fatal(err)
 		}

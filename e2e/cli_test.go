@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/redrive/redrive/dlq"
-	"github.com/redrive/redrive/dlq/dlqtest"
+	"github.com/redrive/redrive/store/storetest"
 )
 
 // The binary is built once for the CLI tests.
@@ -45,13 +45,13 @@ func redriveBinary(t *testing.T) string {
 }
 
 // cli runs the binary against db and returns its combined output and exit code.
-func cli(t *testing.T, db *dlqtest.DB, args ...string) (string, int) {
+func cli(t *testing.T, db *storetest.DB, args ...string) (string, int) {
 	t.Helper()
 	return cliWithInput(t, db, "", args...)
 }
 
 // cliWithInput is cli with stdin, for the commands that read a password.
-func cliWithInput(t *testing.T, db *dlqtest.DB, stdin string, args ...string) (string, int) {
+func cliWithInput(t *testing.T, db *storetest.DB, stdin string, args ...string) (string, int) {
 	t.Helper()
 	cmd := exec.Command(redriveBinary(t), args...)
 	cmd.Env = append(os.Environ(), "DATABASE_URL="+db.DSN)
@@ -68,7 +68,7 @@ func cliWithInput(t *testing.T, db *dlqtest.DB, stdin string, args ...string) (s
 
 func TestCLI(t *testing.T) {
 	t.Parallel()
-	db := dlqtest.NewDB(t)
+	db := storetest.NewDB(t)
 
 	out, code := cli(t, db, "migrate")
 	if code != 0 || !strings.Contains(out, "schema at version") {
@@ -126,7 +126,7 @@ func TestCLI(t *testing.T) {
 // every change audited.
 func TestCLIUsersAndTokens(t *testing.T) {
 	t.Parallel()
-	db := dlqtest.NewDB(t)
+	db := storetest.NewDB(t)
 
 	for name, c := range map[string]struct {
 		stdin string
@@ -165,7 +165,7 @@ func TestCLIUsersAndTokens(t *testing.T) {
 		t.Fatalf("token create: %v", err)
 	}
 	token := strings.TrimSpace(string(secret))
-	store := dlqtest.NewStores(db.DB)
+	store := storetest.NewStores(db.DB)
 	if u, _, err := store.Access.UserByToken(context.Background(), dlq.HashToken(token), time.Now()); err != nil || u.Name != "alice" {
 		t.Fatalf("the printed token does not authenticate alice: %v %+v", err, u)
 	}
@@ -185,7 +185,7 @@ func TestCLIUsersAndTokens(t *testing.T) {
 // Retention of processed event ids: old ones go, recent ones stay.
 func TestCLIPurgeProcessedEvents(t *testing.T) {
 	t.Parallel()
-	db := dlqtest.NewDB(t)
+	db := storetest.NewDB(t)
 	if _, err := db.Exec(`INSERT INTO processed_events (external_id, received_at) VALUES
 		('evt-old-1', now() - interval '100 days'), ('evt-old-2', now() - interval '91 days'),
 		('evt-recent', now() - interval '2 days')`); err != nil {

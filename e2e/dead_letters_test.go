@@ -11,7 +11,7 @@ import (
 	"github.com/playwright-community/playwright-go"
 
 	"github.com/redrive/redrive/dlq"
-	"github.com/redrive/redrive/dlq/dlqtest"
+	"github.com/redrive/redrive/store/storetest"
 )
 
 // Browser tests of the dead-letter pages: what a person does with them,
@@ -43,12 +43,12 @@ func letterRows(t *testing.T, page playwright.Page) []string {
 
 func TestDeadLettersFilterAndSearch(t *testing.T) {
 	t.Parallel()
-	db := dlqtest.NewDB(t)
+	db := storetest.NewDB(t)
 	now := time.Now().UTC()
-	must(t, dlqtest.SeedDeadLetters(context.Background(), db.DB, 300, now))
-	mail := dlqtest.InsertDeadLetter(t, db.DB, dlqtest.Letter{Task: "mailer.welcome", Queue: "email", ErrorClass: "SMTPRecipientsRefused",
+	must(t, storetest.SeedDeadLetters(context.Background(), db.DB, 300, now))
+	mail := storetest.InsertDeadLetter(t, db.DB, storetest.Letter{Task: "mailer.welcome", Queue: "email", ErrorClass: "SMTPRecipientsRefused",
 		Message: "mailbox unavailable for kiwi-fruit@example.com", FailedAt: now.Add(-time.Hour)})
-	dlqtest.InsertDeadLetter(t, db.DB, dlqtest.Letter{Task: "mailer.welcome", FailedAt: now.Add(-2 * time.Hour)})
+	storetest.InsertDeadLetter(t, db.DB, storetest.Letter{Task: "mailer.welcome", FailedAt: now.Add(-2 * time.Hour)})
 	base := startServer(t, db)
 	page := newPage(t)
 	signIn(t, page, base, db, dlq.RoleViewer)
@@ -89,12 +89,12 @@ func TestDeadLettersFilterAndSearch(t *testing.T) {
 
 func TestDeadLettersPagingVisitsEachOnce(t *testing.T) {
 	t.Parallel()
-	db := dlqtest.NewDB(t)
+	db := storetest.NewDB(t)
 	at := time.Now().UTC().Truncate(time.Second)
 	want := map[string]bool{}
 	for i := range 23 {
 		// Runs of three letters share a failure time: the id breaks ties.
-		id := dlqtest.InsertDeadLetter(t, db.DB, dlqtest.Letter{FailedAt: at.Add(-time.Duration(i/3) * time.Second)})
+		id := storetest.InsertDeadLetter(t, db.DB, storetest.Letter{FailedAt: at.Add(-time.Duration(i/3) * time.Second)})
 		want[fmt.Sprint(id)] = true
 	}
 	base := startServer(t, db)
@@ -139,7 +139,7 @@ func TestDeadLettersPagingVisitsEachOnce(t *testing.T) {
 
 func TestDeadLetterDetailShowsEverything(t *testing.T) {
 	t.Parallel()
-	db := dlqtest.NewDB(t)
+	db := storetest.NewDB(t)
 	var tb strings.Builder
 	tb.WriteString("Traceback (most recent call last):\n")
 	for i := range 55 {
@@ -150,8 +150,8 @@ func TestDeadLetterDetailShowsEverything(t *testing.T) {
 		{"attempt":1,"at":"2026-03-01T09:00:00Z","host":"worker-a","version":"v2.4.1","class":"TimeoutError","message":"inventory service timed out after 30s","outcome":"retry","retry_in_ms":2300,"duration_ms":30012},
 		{"attempt":2,"at":"2026-03-01T09:00:33Z","host":"worker-b","version":"v2.4.1","class":"TimeoutError","message":"inventory service timed out after 30s","outcome":"retry","retry_in_ms":9100,"duration_ms":30004},
 		{"attempt":3,"at":"2026-03-01T09:01:12Z","host":"worker-a","version":"v2.4.1","class":"InventoryConflict","message":"SKU 4411 reserved twice","outcome":"dead","duration_ms":84}]`
-	first := dlqtest.InsertDeadLetter(t, db.DB, dlqtest.Letter{Task: "inventory.reserve", Status: "replayed", ReplayJobID: 9001})
-	id := dlqtest.InsertDeadLetter(t, db.DB, dlqtest.Letter{JobID: 81234, Task: "inventory.reserve", Queue: "default",
+	first := storetest.InsertDeadLetter(t, db.DB, storetest.Letter{Task: "inventory.reserve", Status: "replayed", ReplayJobID: 9001})
+	id := storetest.InsertDeadLetter(t, db.DB, storetest.Letter{JobID: 81234, Task: "inventory.reserve", Queue: "default",
 		Args: `["ord_5521", {"sku": "4411", "qty": 2}]`, Kwargs: `{"warehouse": "ams-1", "dry_run": false}`,
 		ErrorClass: "shop.errors.InventoryConflict", Message: "SKU 4411 reserved twice", Traceback: tb.String(),
 		Attempts: 3, MaxAttempts: 3, Reason: "exhausted", History: history, WorkerVersion: "v2.4.1",
@@ -184,9 +184,9 @@ func TestDeadLetterDetailShowsEverything(t *testing.T) {
 // Markup in data is shown as text and never runs, on every page it reaches.
 func TestDeadLetterMarkupNeverRuns(t *testing.T) {
 	t.Parallel()
-	db := dlqtest.NewDB(t)
+	db := storetest.NewDB(t)
 	payload := `<script>window.__xss=1</script><img src=x onerror="window.__xss=2">`
-	id := dlqtest.InsertDeadLetter(t, db.DB, dlqtest.Letter{Task: "evil.task", ErrorClass: "Evil", Message: payload,
+	id := storetest.InsertDeadLetter(t, db.DB, storetest.Letter{Task: "evil.task", ErrorClass: "Evil", Message: payload,
 		Args: fmt.Sprintf(`[%q]`, payload), Kwargs: fmt.Sprintf(`{"note": %q}`, payload), Traceback: payload})
 	base := startServer(t, db)
 	page := newPage(t)
@@ -208,8 +208,8 @@ func TestDeadLetterMarkupNeverRuns(t *testing.T) {
 
 func TestDeadLettersBadFilterIsFriendly(t *testing.T) {
 	t.Parallel()
-	db := dlqtest.NewDB(t)
-	dlqtest.InsertDeadLetter(t, db.DB, dlqtest.Letter{})
+	db := storetest.NewDB(t)
+	storetest.InsertDeadLetter(t, db.DB, storetest.Letter{})
 	base := startServer(t, db)
 	page := newPage(t)
 	signIn(t, page, base, db, dlq.RoleViewer)
@@ -246,8 +246,8 @@ func TestDeadLettersBadFilterIsFriendly(t *testing.T) {
 
 func TestDeadLettersOnAPhone(t *testing.T) {
 	t.Parallel()
-	db := dlqtest.NewDB(t)
-	must(t, dlqtest.SeedDeadLetters(context.Background(), db.DB, 60, time.Now()))
+	db := storetest.NewDB(t)
+	must(t, storetest.SeedDeadLetters(context.Background(), db.DB, 60, time.Now()))
 	base := startServer(t, db)
 	page := newPageWith(t, playwright.BrowserNewContextOptions{Viewport: &playwright.Size{Width: 390, Height: 844}})
 	signIn(t, page, base, db, dlq.RoleViewer)
@@ -267,13 +267,13 @@ func TestDeadLettersOnAPhone(t *testing.T) {
 // pager plain links; htmx only makes them faster.
 func TestDeadLettersWorkWithoutJavaScript(t *testing.T) {
 	t.Parallel()
-	db := dlqtest.NewDB(t)
+	db := storetest.NewDB(t)
 	for i := range 7 {
 		task := "nojs.one"
 		if i%2 == 0 {
 			task = "nojs.two"
 		}
-		dlqtest.InsertDeadLetter(t, db.DB, dlqtest.Letter{Task: task, FailedAt: time.Now().Add(-time.Duration(i) * time.Minute)})
+		storetest.InsertDeadLetter(t, db.DB, storetest.Letter{Task: task, FailedAt: time.Now().Add(-time.Duration(i) * time.Minute)})
 	}
 	base := startServer(t, db)
 	page := newPageWith(t, playwright.BrowserNewContextOptions{JavaScriptEnabled: playwright.Bool(false)})

@@ -9,15 +9,15 @@ import (
 
 	redrive "github.com/redrive/redrive/cli"
 	"github.com/redrive/redrive/dlq"
-	"github.com/redrive/redrive/dlq/dlqtest"
+	"github.com/redrive/redrive/store/storetest"
 	"github.com/redrive/redrive/worker/demo"
 )
 
 // startDemoServer serves the console as `redrive dev` does, with the demo
 // incident's payments provider down since a minute ago.
-func startDemoServer(t *testing.T, db *dlqtest.DB) string {
+func startDemoServer(t *testing.T, db *storetest.DB) string {
 	t.Helper()
-	store := dlqtest.NewStores(db.DB)
+	store := storetest.NewStores(db.DB)
 	must(t, demo.EnsureSchema(context.Background(), db.DB))
 	outages := demo.NewOutages(db.DB, store.Audit)
 	now := time.Now()

@@ -9,16 +9,16 @@ import (
 	"github.com/playwright-community/playwright-go"
 
 	"github.com/redrive/redrive/dlq"
-	"github.com/redrive/redrive/dlq/dlqtest"
+	"github.com/redrive/redrive/store/storetest"
 )
 
 // fileShipment dead-letters a job of orders.ship rejected by carrier, as
 // a worker that has read every change to the groups does, and returns the
 // letter's group.
-func fileShipment(t *testing.T, db *dlqtest.DB, carrier string) string {
+func fileShipment(t *testing.T, db *storetest.DB, carrier string) string {
 	t.Helper()
 	ctx := context.Background()
-	store := dlqtest.NewStores(db.DB)
+	store := storetest.NewStores(db.DB)
 	must(t, store.Queue.RegisterTasks(ctx, []string{"orders.ship"}))
 	_, err := store.Queue.Enqueue(ctx, dlq.EnqueueParams{Task: "orders.ship", Queue: "shipping", MaxAttempts: 1})
 	must(t, err)
@@ -42,7 +42,7 @@ func fileShipment(t *testing.T, db *dlqtest.DB, carrier string) string {
 // same page, and sees the parts.
 func TestGroupEditMergeThenSplit(t *testing.T) {
 	t.Parallel()
-	db := dlqtest.NewDB(t)
+	db := storetest.NewDB(t)
 	var dhl, ups string
 	for _, c := range []string{"dhl", "ups", "dhl", "ups", "dhl"} {
 		if fp := fileShipment(t, db, c); c == "dhl" {

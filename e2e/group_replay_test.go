@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/redrive/redrive/dlq"
-	"github.com/redrive/redrive/dlq/dlqtest"
+	"github.com/redrive/redrive/store/storetest"
 )
 
 // TestGroupReplayStartsSafe: an on-call engineer opens a group of 30
@@ -19,11 +19,11 @@ import (
 // the operation stops after its first 10 letters.
 func TestGroupReplayStartsSafe(t *testing.T) {
 	t.Parallel()
-	db := dlqtest.NewDB(t)
+	db := storetest.NewDB(t)
 	const task, class, build = "billing.charge", "ProviderTimeout", "v2.3.1"
-	fp := dlqtest.GroupID(task, class, "payment provider timed out after 30s")
+	fp := storetest.GroupID(task, class, "payment provider timed out after 30s")
 	for i := range 30 {
-		dlqtest.InsertDeadLetter(t, db.DB, dlqtest.Letter{Task: task, Queue: "payments", ErrorClass: class,
+		storetest.InsertDeadLetter(t, db.DB, storetest.Letter{Task: task, Queue: "payments", ErrorClass: class,
 			Message: "payment provider timed out after 30s", Fingerprint: fp, WorkerVersion: build,
 			Args: fmt.Sprintf(`[{"order": "ORD-%d"}]`, 2000+i), FailedAt: time.Now().UTC().Add(-time.Duration(30-i) * time.Minute)})
 	}

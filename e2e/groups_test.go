@@ -10,13 +10,13 @@ import (
 	"github.com/playwright-community/playwright-go"
 
 	"github.com/redrive/redrive/dlq"
-	"github.com/redrive/redrive/dlq/dlqtest"
+	"github.com/redrive/redrive/store/storetest"
 )
 
 func TestGroupsLeadToTheirLetters(t *testing.T) {
 	t.Parallel()
-	db := dlqtest.NewDB(t)
-	must(t, dlqtest.SeedDeadLetters(context.Background(), db.DB, 400, time.Now()))
+	db := storetest.NewDB(t)
+	must(t, storetest.SeedDeadLetters(context.Background(), db.DB, 400, time.Now()))
 	base := startServer(t, db)
 	page := newPage(t)
 	signIn(t, page, base, db, dlq.RoleViewer)
@@ -66,7 +66,7 @@ func TestGroupsLeadToTheirLetters(t *testing.T) {
 func TestGroupPageShowsWhatVaries(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db := dlqtest.NewDB(t)
+	db := storetest.NewDB(t)
 	const task, class = "payments.charge", "ProviderTimeout"
 	message := func(i int) string {
 		host := []string{"payments-3.eu-west-1", "payments-3.eu-west-1", "payments-3.eu-west-1", "payments-1.eu-west-1"}[i%4]
@@ -78,7 +78,7 @@ func TestGroupPageShowsWhatVaries(t *testing.T) {
 	}
 	// The template the grouper learns from these letters, kept as it keeps
 	// it (the suite may not import the grouping package).
-	fp := dlqtest.GroupID(task, class, "request timed out")
+	fp := storetest.GroupID(task, class, "request timed out")
 	_, err := db.ExecContext(ctx, `INSERT INTO error_templates (id, task, error_class, place, tokens, fixed, seq)
 		SELECT $1, $2, $3, '', w, array_fill(false, ARRAY[cardinality(w)]), nextval('error_templates_seq')
 		FROM string_to_array($4, ' ') w`,
@@ -88,7 +88,7 @@ func TestGroupPageShowsWhatVaries(t *testing.T) {
 	now := time.Now().UTC()
 	for i := range 47 {
 		at := now.Add(-38*time.Minute + time.Duration(i*i)*time.Second)
-		dlqtest.InsertDeadLetter(t, db.DB, dlqtest.Letter{Task: task, Queue: "payments", ErrorClass: class,
+		storetest.InsertDeadLetter(t, db.DB, storetest.Letter{Task: task, Queue: "payments", ErrorClass: class,
 			Message: message(i), Fingerprint: fp, FailedAt: at, Args: fmt.Sprintf(`[{"order": "ord_%d"}]`, 5000+i)})
 	}
 	base := startServer(t, db)

@@ -15,7 +15,7 @@ import (
 	"github.com/playwright-community/playwright-go"
 
 	redrive "github.com/redrive/redrive/cli"
-	"github.com/redrive/redrive/dlq/dlqtest"
+	"github.com/redrive/redrive/store/storetest"
 )
 
 // Helpers every browser test uses: a server per test, a page per test,
@@ -96,7 +96,7 @@ func screenshot(t *testing.T, page playwright.Page, name string) {
 // as `redrive serve` builds it, and returns its base URL. The server stops
 // when the test ends. Warnings and errors the server logs go to the test's
 // output, so a 500 in a browser test comes with its cause.
-func startServer(t *testing.T, db *dlqtest.DB) string {
+func startServer(t *testing.T, db *storetest.DB) string {
 	t.Helper()
 	logger := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
 	base, _ := serveConsole(t, redrive.ConsoleConfig{DB: db.DB, Logger: logger, Version: "e2e"})
@@ -166,7 +166,7 @@ func serveConsoleOn(t *testing.T, ln net.Listener, cfg redrive.ConsoleConfig) (s
 // a test database, a browser page, a screenshot.
 func TestHarnessServesHealth(t *testing.T) {
 	t.Parallel()
-	base := startServer(t, dlqtest.NewDB(t))
+	base := startServer(t, storetest.NewDB(t))
 	page := newPage(t)
 	resp, err := page.Goto(base + "/healthz")
 	if err != nil {

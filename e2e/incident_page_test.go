@@ -17,7 +17,7 @@ import (
 
 	redrive "github.com/redrive/redrive/cli"
 	"github.com/redrive/redrive/dlq"
-	"github.com/redrive/redrive/dlq/dlqtest"
+	"github.com/redrive/redrive/store/storetest"
 	"github.com/redrive/redrive/worker"
 	"github.com/redrive/redrive/worker/demo"
 )
@@ -33,10 +33,10 @@ var outageTasks = []string{demo.TaskCharge, demo.TaskRefund}
 // refund) and run one at a time, so the letters keep that order. The
 // worker stops once every job is a letter, so that what replays them later
 // stays queued for the test to see. It returns each task's one group.
-func outageLetters(t *testing.T, db *dlqtest.DB, charges, refunds int) map[string]string {
+func outageLetters(t *testing.T, db *storetest.DB, charges, refunds int) map[string]string {
 	t.Helper()
 	ctx := context.Background()
-	store := dlqtest.NewStores(db.DB)
+	store := storetest.NewStores(db.DB)
 	must(t, demo.EnsureSchema(ctx, db.DB))
 	must(t, store.Queue.RegisterTasks(ctx, outageTasks))
 	now := time.Now()
@@ -64,7 +64,7 @@ func outageLetters(t *testing.T, db *dlqtest.DB, charges, refunds int) map[strin
 			PollInterval: 50 * time.Millisecond, Logger: logger, ShutdownGrace: 5 * time.Second})
 	}()
 	// Only the outage's own letters count: a fixture may hold others.
-	dlqtest.WaitFor(t, time.Minute, "every outage job dead-lettered", func() bool {
+	storetest.WaitFor(t, time.Minute, "every outage job dead-lettered", func() bool {
 		return countRows(t, db, `SELECT count(*) FROM dead_letters WHERE task = ANY($1)`, pq.Array(outageTasks)) >= charges+refunds
 	})
 	stop()
@@ -93,7 +93,7 @@ func outageLetters(t *testing.T, db *dlqtest.DB, charges, refunds int) map[strin
 // canary, whose letters are of both tasks.
 func TestIncidentAcrossTasks(t *testing.T) {
 	t.Parallel()
-	db := dlqtest.NewDB(t)
+	db := storetest.NewDB(t)
 	groups := outageLetters(t, db, 24, 8)
 	logger := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
 	base, _ := serveConsole(t, redrive.ConsoleConfig{DB: db.DB, Logger: logger, Version: "e2e",
@@ -160,7 +160,7 @@ func TestIncidentAcrossTasks(t *testing.T) {
 // expectOneReplayOfBothTasks checks that exactly one operation was
 // started, over the groups of both tasks (matched letters in all), and
 // that its canary's jobs replay letters of both tasks.
-func expectOneReplayOfBothTasks(t *testing.T, db *dlqtest.DB, groups map[string]string, matched int) {
+func expectOneReplayOfBothTasks(t *testing.T, db *storetest.DB, groups map[string]string, matched int) {
 	t.Helper()
 	if n := countRows(t, db, `SELECT count(*) FROM operations`); n != 1 {
 		t.Fatalf("%d operations, want 1", n)

@@ -19,7 +19,7 @@ import (
 
 	redrive "github.com/redrive/redrive/cli"
 	"github.com/redrive/redrive/dlq"
-	"github.com/redrive/redrive/dlq/dlqtest"
+	"github.com/redrive/redrive/store/storetest"
 	"github.com/redrive/redrive/worker"
 )
 
@@ -97,8 +97,8 @@ func (h *webhookReceiver) await(t *testing.T, event string, within time.Duration
 func TestIncidentJourney(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db := dlqtest.NewDB(t)
-	store := dlqtest.NewStores(db.DB)
+	db := storetest.NewDB(t)
+	store := storetest.NewStores(db.DB)
 	logger := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
 
 	hooks := &webhookReceiver{seen: make(chan struct{}, 1)}
@@ -283,5 +283,5 @@ func TestIncidentJourney(t *testing.T) {
 // waitFor polls cond until it holds, for at most 30 seconds.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	dlqtest.WaitFor(t, 30*time.Second, what, cond)
+	storetest.WaitFor(t, 30*time.Second, what, cond)
 }

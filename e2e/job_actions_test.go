@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/redrive/redrive/dlq/dlqtest"
+	"github.com/redrive/redrive/store/storetest"
 )
 
 // TestKillPoisonJobFromItsPage: an operator kills a poison job that would
@@ -14,7 +14,7 @@ import (
 func TestKillPoisonJobFromItsPage(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db := dlqtest.NewDB(t)
+	db := storetest.NewDB(t)
 	_, err := db.ExecContext(ctx, `INSERT INTO tasks (name) VALUES ('billing.charge') ON CONFLICT DO NOTHING`)
 	must(t, err)
 	var id int64

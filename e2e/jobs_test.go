@@ -8,13 +8,13 @@ import (
 	"github.com/playwright-community/playwright-go"
 
 	"github.com/redrive/redrive/dlq"
-	"github.com/redrive/redrive/dlq/dlqtest"
+	"github.com/redrive/redrive/store/storetest"
 )
 
 func TestJobsFilterAndDetail(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db := dlqtest.NewDB(t)
+	db := storetest.NewDB(t)
 	var retrying int64
 	_, err := db.ExecContext(ctx, `
 		INSERT INTO jobs (queue, task, args, kwargs, state, attempt, run_at, lease_owner, lease_expires_at, attempted_at, finished_at)

@@ -13,7 +13,7 @@ import (
 
 	redrive "github.com/redrive/redrive/cli"
 	"github.com/redrive/redrive/dlq"
-	"github.com/redrive/redrive/dlq/dlqtest"
+	"github.com/redrive/redrive/store/storetest"
 	"github.com/redrive/redrive/worker"
 )
 
@@ -34,8 +34,8 @@ func (providerDown) ErrorClass() string { return "ServiceUnavailable" }
 func TestRecoveryJourney(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db := dlqtest.NewDB(t)
-	store := dlqtest.NewStores(db.DB)
+	db := storetest.NewDB(t)
+	store := storetest.NewStores(db.DB)
 	logger := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
 	base, _ := serveConsole(t, redrive.ConsoleConfig{DB: store.DB, Logger: logger, Version: "e2e",
 		RunnerPollInterval: 100 * time.Millisecond})
@@ -68,7 +68,7 @@ func TestRecoveryJourney(t *testing.T) {
 		_, err := store.Queue.Enqueue(ctx, dlq.EnqueueParams{Task: "billing.charge", Queue: "payments", MaxAttempts: 1})
 		must(t, err)
 	}
-	dlqtest.WaitFor(t, 30*time.Second, "the charges to dead-letter", func() bool {
+	storetest.WaitFor(t, 30*time.Second, "the charges to dead-letter", func() bool {
 		return countRows(t, db, `SELECT count(*) FROM dead_letters`) >= charges
 	})
 	fixed.Store(true) // the fix ships

@@ -11,7 +11,7 @@ import (
 	"github.com/playwright-community/playwright-go"
 
 	"github.com/redrive/redrive/dlq"
-	"github.com/redrive/redrive/dlq/dlqtest"
+	"github.com/redrive/redrive/store/storetest"
 )
 
 // Keyboard use of the console: focus that survives refreshes, charts that
@@ -29,7 +29,7 @@ func countSwaps(t *testing.T, page playwright.Page) {
 func waitSwaps(t *testing.T, page playwright.Page, n int, timeout time.Duration) {
 	t.Helper()
 	// Polled from here: the console's CSP forbids the eval WaitForFunction needs.
-	dlqtest.WaitFor(t, timeout, fmt.Sprintf("%d htmx swaps", n), func() bool {
+	storetest.WaitFor(t, timeout, fmt.Sprintf("%d htmx swaps", n), func() bool {
 		got, err := page.Evaluate(`() => window.__swaps`)
 		must(t, err)
 		return num(got) >= float64(n)
@@ -73,7 +73,7 @@ func TestOverviewRefreshKeepsFocus(t *testing.T) {
 	markFocus(t, page)
 	_, err = page.Evaluate(`() => window.scrollTo(0, 200)`)
 	must(t, err)
-	dlqtest.InsertDeadLetter(t, db.DB, dlqtest.Letter{Task: "billing.charge", ErrorClass: "CardDeclined", Message: "card declined"})
+	storetest.InsertDeadLetter(t, db.DB, storetest.Letter{Task: "billing.charge", ErrorClass: "CardDeclined", Message: "card declined"})
 	waitSwaps(t, page, 2, 30*time.Second)
 	must(t, expect.Locator(page.GetByTestId("count-pending")).ToHaveText("4"))
 	expectSameFocus(t, page, "after two overview refreshes")
@@ -109,7 +109,7 @@ func TestWorkersRefreshKeepsDetailsAndFocus(t *testing.T) {
 // button focused inside the polled part keeps focus.
 func TestOperationPollKeepsFocus(t *testing.T) {
 	t.Parallel()
-	db := dlqtest.NewDB(t)
+	db := storetest.NewDB(t)
 	actionLetters(t, db, 4, "email.send")
 	base, _ := startActionServer(t, db)
 	page := newPage(t)
@@ -152,7 +152,7 @@ func TestOperationPollKeepsFocus(t *testing.T) {
 		htmx.process(control);
 	}`)
 	must(t, err)
-	dlqtest.WaitFor(t, 20*time.Second, "three polls of the control", func() bool {
+	storetest.WaitFor(t, 20*time.Second, "three polls of the control", func() bool {
 		n, err := page.Evaluate(`() => window.__control`)
 		must(t, err)
 		return num(n) >= 3
@@ -360,8 +360,8 @@ func TestKeyboardShortcuts(t *testing.T) {
 // database is back, the banner goes and the 503 page reloads by itself.
 func TestOutageBanner(t *testing.T) {
 	t.Parallel()
-	pg := dlqtest.NewPrivate(t)
-	dlqtest.InsertDeadLetter(t, pg.DB.DB, dlqtest.Letter{Task: "billing.charge", ErrorClass: "CardDeclined", Message: "card declined"})
+	pg := storetest.NewPrivate(t)
+	storetest.InsertDeadLetter(t, pg.DB.DB, storetest.Letter{Task: "billing.charge", ErrorClass: "CardDeclined", Message: "card declined"})
 	base := startServer(t, pg.DB)
 	// The console's CSP forbids inline scripts; axe is injected as one.
 	page := newPageWith(t, playwright.BrowserNewContextOptions{

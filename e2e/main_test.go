@@ -25,7 +25,7 @@ import (
 
 	"github.com/playwright-community/playwright-go"
 
-	"github.com/redrive/redrive/dlq/dlqtest"
+	"github.com/redrive/redrive/store/storetest"
 )
 
 // The one Playwright and the one browser of this test binary, started by
@@ -51,7 +51,7 @@ var chromiumArgs = []string{
 
 func TestMain(m *testing.M) { os.Exit(run(m)) }
 
-// run starts Playwright and Chromium, runs the tests through dlqtest.Main
+// run starts Playwright and Chromium, runs the tests through storetest.Main
 // (which owns the test databases), and stops everything. It returns the
 // exit code instead of exiting so that its defers run.
 func run(m *testing.M) int {
@@ -85,7 +85,7 @@ func run(m *testing.M) int {
 		return setupFailed("launch "+chromium, err)
 	}
 	defer browser.Close()
-	return dlqtest.Main(m)
+	return storetest.Main(m)
 }
 
 // setupFailed reports why the browser tests cannot run and returns the

@@ -16,10 +16,10 @@ import (
 
 	redrive "github.com/redrive/redrive/cli"
 	"github.com/redrive/redrive/dlq"
-	"github.com/redrive/redrive/dlq/dlqtest"
 	"github.com/redrive/redrive/handlers"
 	"github.com/redrive/redrive/replay"
 	"github.com/redrive/redrive/store/operations"
+	"github.com/redrive/redrive/store/storetest"
 	"github.com/redrive/redrive/worker"
 )
 
@@ -30,7 +30,7 @@ import (
 // audit entry then says what became of each letter.
 func TestOperationSettles(t *testing.T) {
 	t.Parallel()
-	db := dlqtest.NewDB(t)
+	db := storetest.NewDB(t)
 	ids := actionLetters(t, db, 12, "billing.charge")
 	// Test letters name job ids of their own; a replay that dies again
 	// becomes a letter naming its job, which must not be one of theirs.
@@ -38,7 +38,7 @@ func TestOperationSettles(t *testing.T) {
 		t.Fatal(err)
 	}
 	logger := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
-	store := dlqtest.NewStores(db.DB)
+	store := storetest.NewStores(db.DB)
 	// The fix works for most orders; every fourth still fails, for good.
 	reg := worker.NewRegistry()
 	reg.Register("billing.charge", func(ctx context.Context, j *worker.Job) error {
@@ -122,12 +122,12 @@ func TestFollowThroughWithARealWorker(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	db := dlqtest.NewDB(t)
+	db := storetest.NewDB(t)
 	actionLetters(t, db, 200, "billing.charge")
 	if _, err := db.Exec(`SELECT setval(pg_get_serial_sequence('jobs', 'id'), 1000000)`); err != nil {
 		t.Fatal(err)
 	}
-	store := dlqtest.NewStores(db.DB)
+	store := storetest.NewStores(db.DB)
 	passes := &countingOperationStore{Store: store.Operations}
 	runner := replay.NewRunner(replay.RunnerConfig{Store: passes, PollInterval: 20 * time.Millisecond})
 	svc := replay.NewService(replay.Config{Store: store.Operations, Workers: store.Queue, Wake: runner.Wake})
@@ -141,7 +141,7 @@ func TestFollowThroughWithARealWorker(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Enqueued, none run: settling, and it stays so while nothing runs.
-	dlqtest.WaitFor(t, 30*time.Second, "the operation to settle", func() bool {
+	storetest.WaitFor(t, 30*time.Second, "the operation to settle", func() bool {
 		op, err = store.Operations.Operation(ctx, op.ID)
 		must(t, err)
 		return op.State == dlq.OpSettling && op.Replays != nil
@@ -149,7 +149,7 @@ func TestFollowThroughWithARealWorker(t *testing.T) {
 	// Three more of each of the runner's passes, so that at least two of
 	// each began after the look above and the first ran to its end.
 	runs, follows := passes.runs.Load()+3, passes.follows.Load()+3
-	dlqtest.WaitFor(t, 30*time.Second, "three more passes of the runner", func() bool {
+	storetest.WaitFor(t, 30*time.Second, "three more passes of the runner", func() bool {
 		return passes.runs.Load() >= runs && passes.follows.Load() >= follows
 	})
 	if op, _ = store.Operations.Operation(ctx, op.ID); op.State != dlq.OpSettling || op.Replays == nil || *op.Replays != (dlq.ReplayCounts{Waiting: 200}) {

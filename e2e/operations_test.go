@@ -12,8 +12,8 @@ import (
 
 	redrive "github.com/redrive/redrive/cli"
 	"github.com/redrive/redrive/dlq"
-	"github.com/redrive/redrive/dlq/dlqtest"
 	"github.com/redrive/redrive/handlers"
+	"github.com/redrive/redrive/store/storetest"
 )
 
 // TestOperationsInFlight is the incident journey of two engineers: alice's
@@ -23,11 +23,11 @@ import (
 // her go ahead. /operations then lists both.
 func TestOperationsInFlight(t *testing.T) {
 	t.Parallel()
-	db := dlqtest.NewDB(t)
+	db := storetest.NewDB(t)
 	ids := actionLetters(t, db, 6, "billing.charge")
 	other := actionLetters(t, db, 2, "email.send")
 	logger := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
-	store := dlqtest.NewStores(db.DB)
+	store := storetest.NewStores(db.DB)
 	must(t, store.Queue.RegisterTasks(context.Background(), actionTasks))
 	// The runner looks for work it was not woken for once an hour: alice's
 	// operation, recorded straight in the store, stays running until
@@ -68,7 +68,7 @@ func TestOperationsInFlight(t *testing.T) {
 	// to the queue, the test runs the replays as a worker would, and both
 	// settle.
 	must(t, expect.Locator(byTestID(page, "op-state")).ToHaveText("Settling: replays still running"))
-	dlqtest.WaitFor(t, 30*time.Second, "the operations to hand their letters to the queue", func() bool {
+	storetest.WaitFor(t, 30*time.Second, "the operations to hand their letters to the queue", func() bool {
 		return countRows(t, db, `SELECT count(*) FROM operations WHERE state = 'running'`) == 0
 	})
 	succeedJobs(t, db)

@@ -8,17 +8,17 @@ import (
 	"github.com/playwright-community/playwright-go"
 
 	"github.com/redrive/redrive/dlq"
-	"github.com/redrive/redrive/dlq/dlqtest"
+	"github.com/redrive/redrive/store/storetest"
 )
 
 // overviewFixture: 5 dead letters (3 pending, 1 replayed, 1 discarded) in
 // two groups, a few jobs and two workers, one of them stale.
-func overviewFixture(t *testing.T) *dlqtest.DB {
+func overviewFixture(t *testing.T) *storetest.DB {
 	t.Helper()
 	ctx := context.Background()
-	db := dlqtest.NewDB(t)
+	db := storetest.NewDB(t)
 	now := time.Now().UTC()
-	for i, l := range []dlqtest.Letter{
+	for i, l := range []storetest.Letter{
 		{Task: "billing.charge", ErrorClass: "CardDeclined", Message: "card declined", FailedAt: now.Add(-10 * time.Minute)},
 		{Task: "billing.charge", ErrorClass: "CardDeclined", Message: "card declined", FailedAt: now.Add(-2 * time.Hour)},
 		{Task: "mail.send", Queue: "email", ErrorClass: "SMTPError", Message: "mailbox full", FailedAt: now.Add(-26 * time.Hour)},
@@ -26,7 +26,7 @@ func overviewFixture(t *testing.T) *dlqtest.DB {
 		{Task: "billing.charge", ErrorClass: "CardDeclined", Message: "card declined", FailedAt: now.Add(-5 * 24 * time.Hour), Status: "discarded"},
 	} {
 		l.ReplayJobID = int64(900 + i)
-		dlqtest.InsertDeadLetter(t, db.DB, l)
+		storetest.InsertDeadLetter(t, db.DB, l)
 	}
 	_, err := db.ExecContext(ctx, `
 		INSERT INTO jobs (queue, task, state, attempt, run_at, last_error)
@@ -61,7 +61,7 @@ func TestOverviewCountsAndAutoRefresh(t *testing.T) {
 	// a reload (the marker set on the window survives only without one).
 	_, err = page.Evaluate(`() => { window.__noReload = true }`)
 	must(t, err)
-	dlqtest.InsertDeadLetter(t, db.DB, dlqtest.Letter{Task: "billing.charge", ErrorClass: "CardDeclined", Message: "card declined"})
+	storetest.InsertDeadLetter(t, db.DB, storetest.Letter{Task: "billing.charge", ErrorClass: "CardDeclined", Message: "card declined"})
 	must(t, expect.Locator(page.GetByTestId("count-pending")).ToHaveText("4", playwright.LocatorAssertionsToHaveTextOptions{
 		Timeout: playwright.Float(12_000),
 	}))

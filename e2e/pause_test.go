@@ -7,7 +7,7 @@ import (
 	"github.com/playwright-community/playwright-go"
 
 	"github.com/redrive/redrive/dlq"
-	"github.com/redrive/redrive/dlq/dlqtest"
+	"github.com/redrive/redrive/store/storetest"
 )
 
 // TestPauseTaskFromItsGroup is the on-call move: from the failing group,
@@ -15,9 +15,9 @@ import (
 // on every page, then resume.
 func TestPauseTaskFromItsGroup(t *testing.T) {
 	t.Parallel()
-	db := dlqtest.NewDB(t)
+	db := storetest.NewDB(t)
 	actionLetters(t, db, 3, "billing.charge")
-	store := dlqtest.NewStores(db.DB)
+	store := storetest.NewStores(db.DB)
 	must(t, store.Queue.RegisterTasks(context.Background(), []string{"billing.charge"}))
 	for range 4 {
 		_, err := store.Queue.Enqueue(context.Background(), dlq.EnqueueParams{Task: "billing.charge", Queue: "default", MaxAttempts: 3})

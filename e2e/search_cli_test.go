@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redrive/redrive/dlq/dlqtest"
 	"github.com/redrive/redrive/handlers"
+	"github.com/redrive/redrive/store/storetest"
 )
 
 // `redrive search rebuild` stores the mask settings it is given and
@@ -16,9 +16,9 @@ import (
 // usage error that names it, and changes nothing.
 func TestCLISearchRebuild(t *testing.T) {
 	t.Parallel()
-	db := dlqtest.NewDB(t)
-	store := dlqtest.NewStores(db.DB)
-	dlqtest.InsertDeadLetter(t, db.DB, dlqtest.Letter{Message: "welcome mail to ann@example.com failed",
+	db := storetest.NewDB(t)
+	store := storetest.NewStores(db.DB)
+	storetest.InsertDeadLetter(t, db.DB, storetest.Letter{Message: "welcome mail to ann@example.com failed",
 		Kwargs: `{"note": "cli-note-value"}`})
 	search := func(q string) int {
 		f, err := handlers.ParseFilter(url.Values{"q": {q}, "status": {"all"}}, time.Now())

@@ -15,8 +15,8 @@ import (
 	"github.com/PuerkitoBio/goquery"
 
 	"github.com/redrive/redrive/dlq"
-	"github.com/redrive/redrive/dlq/dlqtest"
 	"github.com/redrive/redrive/replay"
+	"github.com/redrive/redrive/store/storetest"
 	"github.com/redrive/redrive/web"
 	"github.com/redrive/redrive/web/webtest"
 )
@@ -27,8 +27,8 @@ import (
 // API token.
 type actions struct {
 	h               http.Handler
-	db              *dlqtest.DB
-	store           *dlqtest.Stores
+	db              *storetest.DB
+	store           *storetest.Stores
 	olga            *webtest.Session
 	vic             *webtest.Session
 	olgaAPI, vicAPI string // bearer tokens
@@ -40,8 +40,8 @@ var fixtureTasks = []string{"billing.charge", "email.send", "reports.build"}
 
 func newActions(t *testing.T) actions {
 	t.Helper()
-	db := dlqtest.NewDB(t)
-	store := dlqtest.NewStores(db.DB)
+	db := storetest.NewDB(t)
+	store := storetest.NewStores(db.DB)
 	ctx, cancel := context.WithCancel(context.Background())
 	if err := store.Queue.RegisterTasks(ctx, fixtureTasks); err != nil {
 		t.Fatal(err)
@@ -71,7 +71,7 @@ func (a actions) letters(t *testing.T, n int, task string) []int64 {
 	t.Helper()
 	var ids []int64
 	for range n {
-		ids = append(ids, dlqtest.InsertDeadLetter(t, a.db.DB, dlqtest.Letter{Task: task, Args: `[1,{"order":"A-1"}]`,
+		ids = append(ids, storetest.InsertDeadLetter(t, a.db.DB, storetest.Letter{Task: task, Args: `[1,{"order":"A-1"}]`,
 			Kwargs: `{"region":"eu"}`, WorkerVersion: "v1.4.2"}))
 	}
 	return ids
@@ -192,7 +192,7 @@ func (a actions) api(t *testing.T, token, method, path, body string, header ...s
 func (a actions) waitOperation(t *testing.T, id int64, want dlq.OperationState) dlq.Operation {
 	t.Helper()
 	var op dlq.Operation
-	dlqtest.WaitFor(t, 20*time.Second, fmt.Sprintf("operation %d to be %s", id, want), func() bool {
+	storetest.WaitFor(t, 20*time.Second, fmt.Sprintf("operation %d to be %s", id, want), func() bool {
 		var err error
 		if op, err = a.store.Operations.Operation(context.Background(), id); err != nil {
 			t.Fatal(err)

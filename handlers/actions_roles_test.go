@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/redrive/redrive/dlq"
-	"github.com/redrive/redrive/dlq/dlqtest"
+	"github.com/redrive/redrive/store/storetest"
 )
 
 // A viewer reads everything and changes nothing: every action route, page
@@ -20,7 +20,7 @@ func TestViewerMayNotAct(t *testing.T) {
 	t.Parallel()
 	a := newActions(t)
 	ids := a.letters(t, 3, "billing.charge")
-	dlqtest.Settle(t, a.db, dlqtest.Outcome{Status: "discarded", By: "olga", Reason: "x"}, "id = $1", ids[2])
+	storetest.Settle(t, a.db, storetest.Outcome{Status: "discarded", By: "olga", Reason: "x"}, "id = $1", ids[2])
 	op, err := a.store.Operations.CreateOperation(context.Background(), dlq.OperationParams{Kind: dlq.OpReplay, Actor: dlq.Actor{Name: "olga"},
 		Selection: dlq.Selection{IDs: ids[:1]}, Canary: 1, Now: time.Now()})
 	if err != nil {

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redrive/redrive/dlq/dlqtest"
+	"github.com/redrive/redrive/store/storetest"
 )
 
 func (s letterServer) getJSON(t *testing.T, path string, into any) int {
@@ -39,9 +39,9 @@ func TestAPIDeadLetters(t *testing.T) {
 	s := newLetterServer(t)
 	at := time.Now().UTC().Truncate(time.Second)
 	for i := range 7 {
-		s.insert(t, dlqtest.Letter{Task: "t.a", FailedAt: at.Add(-time.Duration(i) * time.Minute), Args: fmt.Sprintf(`[%d]`, i)})
+		s.insert(t, storetest.Letter{Task: "t.a", FailedAt: at.Add(-time.Duration(i) * time.Minute), Args: fmt.Sprintf(`[%d]`, i)})
 	}
-	replayed := s.insert(t, dlqtest.Letter{Task: "t.b", Status: "replayed", ReplayJobID: 55, Traceback: "tb here",
+	replayed := s.insert(t, storetest.Letter{Task: "t.b", Status: "replayed", ReplayJobID: 55, Traceback: "tb here",
 		History: `[{"attempt":1,"at":"2026-03-01T00:00:00Z","class":"E","message":"m","outcome":"dead"}]`})
 
 	t.Run("PagesWithCursor", func(t *testing.T) {
@@ -133,9 +133,9 @@ func TestExportDeadLetters(t *testing.T) {
 	t.Parallel()
 	s := newLetterServer(t)
 	for i := range 1234 {
-		s.insert(t, dlqtest.Letter{Task: "t.export", Message: fmt.Sprintf("=HYPERLINK(\"evil\") %d", i)})
+		s.insert(t, storetest.Letter{Task: "t.export", Message: fmt.Sprintf("=HYPERLINK(\"evil\") %d", i)})
 	}
-	s.insert(t, dlqtest.Letter{Task: "t.other"})
+	s.insert(t, storetest.Letter{Task: "t.other"})
 
 	rec := httptest.NewRecorder()
 	s.h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/dead-letters/export.csv?task=t.export&limit=5&cursor=", nil))

@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/redrive/redrive/dlq"
-	"github.com/redrive/redrive/dlq/dlqtest"
 	"github.com/redrive/redrive/replay"
 	"github.com/redrive/redrive/seed"
+	"github.com/redrive/redrive/store/storetest"
 	"github.com/redrive/redrive/web"
 	"github.com/redrive/redrive/web/webtest"
 )
@@ -33,8 +33,8 @@ import (
 func BenchmarkBulkReplay100k(b *testing.B) {
 	const total, slice = 1_000_000, 100_000
 	ctx := context.Background()
-	db := dlqtest.NewDB(b)
-	store := dlqtest.NewStores(db.DB)
+	db := storetest.NewDB(b)
+	store := storetest.NewStores(db.DB)
 	start := time.Now()
 	if n, err := seed.DeadLetters(ctx, store.Letters, store.Groups, total, time.Now(), seed.Options{}); err != nil || n != total {
 		b.Fatalf("seeded %d of %d: %v", n, total, err)

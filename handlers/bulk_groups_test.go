@@ -15,7 +15,7 @@ import (
 	"github.com/PuerkitoBio/goquery"
 
 	"github.com/redrive/redrive/dlq"
-	"github.com/redrive/redrive/dlq/dlqtest"
+	"github.com/redrive/redrive/store/storetest"
 )
 
 // Error groups of the fixtures of this file: group ids are 16 hex digits.
@@ -35,11 +35,11 @@ func groupLetters(t *testing.T, a actions) map[string][]int64 {
 		n                 int
 	}{{groupCharge, "billing.charge", "v2.0.0", 21}, {groupRefund, "email.send", "v2.0.0", 20}, {groupReport, "reports.build", "v1.9.9", 25}} {
 		for i := range g.n {
-			ids[g.fp] = append(ids[g.fp], dlqtest.InsertDeadLetter(t, a.db.DB, dlqtest.Letter{Task: g.task, Fingerprint: g.fp,
+			ids[g.fp] = append(ids[g.fp], storetest.InsertDeadLetter(t, a.db.DB, storetest.Letter{Task: g.task, Fingerprint: g.fp,
 				WorkerVersion: g.version, FailedAt: time.Now().Add(-time.Duration(i) * time.Minute)}))
 		}
 	}
-	dlqtest.InsertDeadLetter(t, a.db.DB, dlqtest.Letter{Task: "email.send", Fingerprint: groupRefund, Status: "replayed"})
+	storetest.InsertDeadLetter(t, a.db.DB, storetest.Letter{Task: "email.send", Fingerprint: groupRefund, Status: "replayed"})
 	return ids
 }
 

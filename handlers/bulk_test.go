@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/redrive/redrive/dlq"
-	"github.com/redrive/redrive/dlq/dlqtest"
+	"github.com/redrive/redrive/store/storetest"
 )
 
 // Bulk actions from the list: selection, confirmation page, operation run
@@ -22,7 +22,7 @@ func TestBulkFromTheList(t *testing.T) {
 		t.Parallel()
 		a := newActions(t)
 		ids := a.letters(t, 3, "billing.charge")
-		done := dlqtest.InsertDeadLetter(t, a.db.DB, dlqtest.Letter{Task: "email.send", Status: "replayed"})
+		done := storetest.InsertDeadLetter(t, a.db.DB, storetest.Letter{Task: "email.send", Status: "replayed"})
 
 		// The list's form carries the CSRF token; tick three rows plus one
 		// already replayed (visible with status=all).

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redrive/redrive/dlq/dlqtest"
+	"github.com/redrive/redrive/store/storetest"
 	"github.com/redrive/redrive/web"
 )
 
@@ -72,7 +72,7 @@ func BenchmarkConsolePages(b *testing.B) {
 		}
 		b.Logf("seeded 200,000 jobs and vacuumed in %s", time.Since(start).Round(time.Second))
 	}
-	store := dlqtest.NewStores(db.DB)
+	store := storetest.NewStores(db.DB)
 	h, err := web.NewServer(web.Config{DB: store.DB})
 	if err != nil {
 		b.Fatal(err)

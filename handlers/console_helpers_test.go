@@ -11,7 +11,7 @@ import (
 	"github.com/PuerkitoBio/goquery"
 
 	"github.com/redrive/redrive/dlq"
-	"github.com/redrive/redrive/dlq/dlqtest"
+	"github.com/redrive/redrive/store/storetest"
 	"github.com/redrive/redrive/web"
 	"github.com/redrive/redrive/web/webtest"
 )
@@ -20,14 +20,14 @@ import (
 // workers and jobs API tests.
 type console struct {
 	h     http.Handler
-	db    *dlqtest.DB
-	store *dlqtest.Stores
+	db    *storetest.DB
+	store *storetest.Stores
 }
 
 func newConsole(t *testing.T, cfgs ...func(*web.Config)) console {
 	t.Helper()
-	db := dlqtest.NewDB(t)
-	store := dlqtest.NewStores(db.DB)
+	db := storetest.NewDB(t)
+	store := storetest.NewStores(db.DB)
 	cfg := web.Config{DB: store.DB}
 	for _, f := range cfgs {
 		f(&cfg)

@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/redrive/redrive/dlq"
-	"github.com/redrive/redrive/dlq/dlqtest"
 	"github.com/redrive/redrive/store/postgres"
+	"github.com/redrive/redrive/store/storetest"
 	"github.com/redrive/redrive/web"
 )
 
@@ -31,7 +31,7 @@ import (
 func BenchmarkDeadLetterPages(b *testing.B) {
 	db := benchLetters(b)
 	now := time.Now().UTC()
-	store := dlqtest.NewStores(db.DB)
+	store := storetest.NewStores(db.DB)
 	h, err := web.NewServer(web.Config{DB: store.DB})
 	if err != nil {
 		b.Fatal(err)
@@ -103,7 +103,7 @@ func BenchmarkDeadLetterPages(b *testing.B) {
 // benchSeed holds the database seeded by the first benchmark run of this
 // process: `go test -bench -count 5` runs BenchmarkDeadLetterPages five
 // times, and a million letters are seeded once. The database lives until
-// dlqtest.Main drops it at the end of the test binary.
+// storetest.Main drops it at the end of the test binary.
 var benchSeed struct {
 	once sync.Once
 	dsn  string
@@ -111,14 +111,14 @@ var benchSeed struct {
 
 // benchLetters returns a database of a million letters: the one
 // REDRIVE_BENCH_DSN names, or a test database seeded on first use.
-func benchLetters(b *testing.B) *dlqtest.DB {
+func benchLetters(b *testing.B) *storetest.DB {
 	ctx := context.Background()
 	dsn := os.Getenv("REDRIVE_BENCH_DSN")
 	if dsn == "" {
 		benchSeed.once.Do(func() {
-			db := dlqtest.NewDB(b)
+			db := storetest.NewDB(b)
 			start := time.Now()
-			if err := dlqtest.SeedDeadLetters(ctx, db.DB, 1_000_000, time.Now()); err != nil {
+			if err := storetest.SeedDeadLetters(ctx, db.DB, 1_000_000, time.Now()); err != nil {
 				b.Fatal(err)
 			}
 			b.Logf("seeded 1,000,000 letters in %s", time.Since(start).Round(time.Second))
@@ -133,5 +133,5 @@ func benchLetters(b *testing.B) *dlqtest.DB {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { db.Close() })
-	return &dlqtest.DB{DB: db, DSN: dsn}
+	return &storetest.DB{DB: db, DSN: dsn}
 }

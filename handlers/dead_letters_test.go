@@ -13,7 +13,7 @@ import (
 	"github.com/PuerkitoBio/goquery"
 
 	"github.com/redrive/redrive/dlq"
-	"github.com/redrive/redrive/dlq/dlqtest"
+	"github.com/redrive/redrive/store/storetest"
 	"github.com/redrive/redrive/web"
 	"github.com/redrive/redrive/web/webtest"
 )
@@ -21,15 +21,15 @@ import (
 // letterServer is the real console on a fresh database.
 type letterServer struct {
 	h  http.Handler
-	db *dlqtest.DB
+	db *storetest.DB
 }
 
 const testLogsTemplate = "https://logs.example/search?job={job_id}&task={task}&from={from}&to={to}"
 
 func newLetterServer(t *testing.T) letterServer {
 	t.Helper()
-	db := dlqtest.NewDB(t)
-	store := dlqtest.NewStores(db.DB)
+	db := storetest.NewDB(t)
+	store := storetest.NewStores(db.DB)
 	h, err := web.NewServer(web.Config{DB: store.DB, LogsURLTemplate: testLogsTemplate})
 	if err != nil {
 		t.Fatal(err)
@@ -38,9 +38,9 @@ func newLetterServer(t *testing.T) letterServer {
 	return letterServer{h: webtest.AsRole(t, h, store.Access, dlq.RoleViewer), db: db}
 }
 
-func (s letterServer) insert(t *testing.T, l dlqtest.Letter) int64 {
+func (s letterServer) insert(t *testing.T, l storetest.Letter) int64 {
 	t.Helper()
-	return dlqtest.InsertDeadLetter(t, s.db.DB, l)
+	return storetest.InsertDeadLetter(t, s.db.DB, l)
 }
 
 // get requests path and parses the answer as HTML.
@@ -92,7 +92,7 @@ func TestDeadLetterList(t *testing.T) {
 	t.Run("FilterThatMatchesNothingOffersToClear", func(t *testing.T) {
 		t.Parallel()
 		s := newLetterServer(t)
-		s.insert(t, dlqtest.Letter{Task: "billing.charge"})
+		s.insert(t, storetest.Letter{Task: "billing.charge"})
 		_, doc := s.get(t, "/dead-letters?task=email.send")
 		if got := text(doc, "empty"); !strings.Contains(got, "No dead letters match this filter") {
 			t.Fatalf("empty state %q", got)
@@ -109,10 +109,10 @@ func TestDeadLetterList(t *testing.T) {
 		t.Parallel()
 		s := newLetterServer(t)
 		now := time.Now().UTC()
-		a := s.insert(t, dlqtest.Letter{Task: "billing.charge", Queue: "payments", ErrorClass: "CardError",
+		a := s.insert(t, storetest.Letter{Task: "billing.charge", Queue: "payments", ErrorClass: "CardError",
 			Message: "card declined " + strings.Repeat("x", 300), Attempts: 1, MaxAttempts: 5, Reason: "permanent", FailedAt: now.Add(-time.Hour)})
-		b := s.insert(t, dlqtest.Letter{Task: "email.send", FailedAt: now.Add(-time.Minute)})
-		s.insert(t, dlqtest.Letter{Task: "email.send", Status: "replayed", FailedAt: now})
+		b := s.insert(t, storetest.Letter{Task: "email.send", FailedAt: now.Add(-time.Minute)})
+		s.insert(t, storetest.Letter{Task: "email.send", Status: "replayed", FailedAt: now})
 
 		_, doc := s.get(t, "/dead-letters")
 		if got, want := rowIDs(doc), []string{fmt.Sprint(b), fmt.Sprint(a)}; !slices.Equal(got, want) {
@@ -174,7 +174,7 @@ func TestDeadLetterList(t *testing.T) {
 		want := map[string]bool{}
 		for i := range 23 {
 			// Groups of four letters share a failure time.
-			id := s.insert(t, dlqtest.Letter{FailedAt: at.Add(-time.Duration(i/4) * time.Second)})
+			id := s.insert(t, storetest.Letter{FailedAt: at.Add(-time.Duration(i/4) * time.Second)})
 			want[fmt.Sprint(id)] = true
 		}
 		seen := map[string]int{}
@@ -213,7 +213,7 @@ func TestDeadLetterList(t *testing.T) {
 	t.Run("HTMXGetsTheResultsFragment", func(t *testing.T) {
 		t.Parallel()
 		s := newLetterServer(t)
-		s.insert(t, dlqtest.Letter{})
+		s.insert(t, storetest.Letter{})
 		rec, doc := s.get(t, "/dead-letters", "HX-Request", "true")
 		if rec.Code != http.StatusOK || strings.Contains(rec.Body.String(), "<html") || doc.Find(`[data-testid="filters"]`).Length() != 0 {
 			t.Fatalf("want a bare fragment, got %d:\n%.300s", rec.Code, rec.Body.String())
@@ -239,7 +239,7 @@ func TestDeadLetterList(t *testing.T) {
 func TestDeadLetterListRefusesBadInput(t *testing.T) {
 	t.Parallel()
 	s := newLetterServer(t)
-	s.insert(t, dlqtest.Letter{})
+	s.insert(t, storetest.Letter{})
 	good := dlq.Cursor{FailedAt: time.Now(), ID: 5}.String()
 	for _, tc := range []struct {
 		query, field string
@@ -282,7 +282,7 @@ func TestDeadLetterPagesEscapeData(t *testing.T) {
 	t.Parallel()
 	s := newLetterServer(t)
 	payload := `<script>window.__xss=1</script><img src=x onerror="window.__xss=2">`
-	id := s.insert(t, dlqtest.Letter{ErrorClass: "Evil<b>Class</b>", Message: payload,
+	id := s.insert(t, storetest.Letter{ErrorClass: "Evil<b>Class</b>", Message: payload,
 		Args: fmt.Sprintf(`[%q]`, payload), Kwargs: fmt.Sprintf(`{"html": %q}`, payload), Traceback: payload})
 	for _, path := range []string{"/dead-letters", fmt.Sprintf("/dead-letters/%d", id), "/groups"} {
 		rec, doc := s.get(t, path)
@@ -316,11 +316,11 @@ func TestDeadLetterDetail(t *testing.T) {
 		fmt.Fprintf(&tb, "  File \"/srv/app/mod%d.py\", line %d, in f\n", i, i)
 	}
 	tb.WriteString("ConnectionError: refused")
-	first := s.insert(t, dlqtest.Letter{Task: "orders.sync", Status: "replayed", ReplayJobID: 4242})
-	id := s.insert(t, dlqtest.Letter{JobID: 777, Task: "orders.sync", Queue: "bulk", Args: `[1,{"order":"A-1"}]`, Kwargs: `{"region":"eu"}`,
+	first := s.insert(t, storetest.Letter{Task: "orders.sync", Status: "replayed", ReplayJobID: 4242})
+	id := s.insert(t, storetest.Letter{JobID: 777, Task: "orders.sync", Queue: "bulk", Args: `[1,{"order":"A-1"}]`, Kwargs: `{"region":"eu"}`,
 		ErrorClass: "ConnectionError", Message: "refused", Traceback: tb.String(), Attempts: 3, MaxAttempts: 3,
 		Reason: "exhausted", History: history, FailedAt: at, WorkerVersion: "v1.3", Fingerprint: "fp-orders", ReplayOf: &first})
-	later := s.insert(t, dlqtest.Letter{Task: "orders.sync", ReplayOf: &id})
+	later := s.insert(t, storetest.Letter{Task: "orders.sync", ReplayOf: &id})
 
 	rec, doc := s.get(t, fmt.Sprintf("/dead-letters/%d", id))
 	if rec.Code != http.StatusOK {
@@ -402,12 +402,12 @@ func TestDeadLetterDetailWords(t *testing.T) {
 	t.Parallel()
 	s := newLetterServer(t)
 	for _, tc := range []struct {
-		l    dlqtest.Letter
+		l    storetest.Letter
 		want string
 	}{
-		{dlqtest.Letter{Reason: "permanent", Attempts: 1, MaxAttempts: 5}, "Permanent error at attempt 1"},
-		{dlqtest.Letter{Reason: "lease_expired", Attempts: 3, MaxAttempts: 3}, "Lease expired: the worker vanished on attempt 3/3"},
-		{dlqtest.Letter{Reason: "exhausted", Attempts: 5, MaxAttempts: 5}, "Exhausted 5/5 attempts"},
+		{storetest.Letter{Reason: "permanent", Attempts: 1, MaxAttempts: 5}, "Permanent error at attempt 1"},
+		{storetest.Letter{Reason: "lease_expired", Attempts: 3, MaxAttempts: 3}, "Lease expired: the worker vanished on attempt 3/3"},
+		{storetest.Letter{Reason: "exhausted", Attempts: 5, MaxAttempts: 5}, "Exhausted 5/5 attempts"},
 	} {
 		id := s.insert(t, tc.l)
 		_, doc := s.get(t, fmt.Sprintf("/dead-letters/%d", id))
@@ -416,7 +416,7 @@ func TestDeadLetterDetailWords(t *testing.T) {
 		}
 	}
 	// A huge traceback is cut before it is sent, with a note.
-	id := s.insert(t, dlqtest.Letter{Traceback: strings.Repeat("line of a deep recursion\n", 40_000)})
+	id := s.insert(t, storetest.Letter{Traceback: strings.Repeat("line of a deep recursion\n", 40_000)})
 	rec, doc := s.get(t, fmt.Sprintf("/dead-letters/%d", id))
 	if rec.Body.Len() > 3*dlq.TracebackCap {
 		t.Fatalf("page is %d bytes", rec.Body.Len())
@@ -431,10 +431,10 @@ func TestGroupsPage(t *testing.T) {
 	s := newLetterServer(t)
 	now := time.Now().UTC()
 	for i := range 4 {
-		s.insert(t, dlqtest.Letter{Task: "billing.charge", ErrorClass: "CardError", Message: "declined", Fingerprint: "fp-card",
+		s.insert(t, storetest.Letter{Task: "billing.charge", ErrorClass: "CardError", Message: "declined", Fingerprint: "fp-card",
 			FailedAt: now.Add(-time.Duration(i) * 24 * time.Hour)})
 	}
-	s.insert(t, dlqtest.Letter{Task: "email.send", Fingerprint: "fp-mail", Status: "replayed"})
+	s.insert(t, storetest.Letter{Task: "email.send", Fingerprint: "fp-mail", Status: "replayed"})
 
 	rec, doc := s.get(t, "/groups")
 	if rec.Code != http.StatusOK {

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/redrive/redrive/dlq/dlqtest"
+	"github.com/redrive/redrive/store/storetest"
 )
 
 // formulaStart is what a spreadsheet reads as the start of a formula.
@@ -37,7 +37,7 @@ func checkNoCellIsAFormula(t *testing.T, body string) [][]string {
 func TestExportDeadLettersGuardsEveryCell(t *testing.T) {
 	t.Parallel()
 	s := newLetterServer(t)
-	s.insert(t, dlqtest.Letter{Task: "-cmd", Queue: "-A1", Fingerprint: "@SUM(A1)", ErrorClass: "+RuntimeError", Message: "=1+1"})
+	s.insert(t, storetest.Letter{Task: "-cmd", Queue: "-A1", Fingerprint: "@SUM(A1)", ErrorClass: "+RuntimeError", Message: "=1+1"})
 
 	rec := httptest.NewRecorder()
 	s.h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/dead-letters/export.csv?status=all", nil))

@@ -15,9 +15,9 @@ import (
 	"github.com/labstack/echo/v4/middleware"
 
 	"github.com/redrive/redrive/dlq"
-	"github.com/redrive/redrive/dlq/dlqtest"
 	"github.com/redrive/redrive/handlers"
 	"github.com/redrive/redrive/store/letters"
+	"github.com/redrive/redrive/store/storetest"
 )
 
 // failingAfter reads the real store but fails once n letters have gone out,
@@ -42,14 +42,14 @@ func (s failingAfter) EachDeadLetter(ctx context.Context, f dlq.Filter, fn func(
 // client's read fails instead of ending cleanly on a row boundary.
 func TestExportFailingPartWayIsNotTakenForComplete(t *testing.T) {
 	t.Parallel()
-	db := dlqtest.NewDB(t)
+	db := storetest.NewDB(t)
 	if _, err := db.Exec(`INSERT INTO dead_letter_records (job_id, queue, task, args, kwargs, error_class, error_message,
 		attempts, max_attempts, reason, fingerprint, enqueued_at, failed_at)
 		SELECT g, 'default', 't.ok', '[]', '{}', 'E', 'boom', 1, 1, 'permanent', 'fp', now(), now() - g * interval '1 second'
 		FROM generate_series(1, 2500) g`); err != nil {
 		t.Fatal(err)
 	}
-	store := dlqtest.NewStores(db.DB)
+	store := storetest.NewStores(db.DB)
 	serve := func(exporter handlers.DeadLetterExporter) string {
 		e := echo.New()
 		e.Use(middleware.Recover())

@@ -11,7 +11,7 @@ import (
 	"github.com/PuerkitoBio/goquery"
 
 	"github.com/redrive/redrive/dlq"
-	"github.com/redrive/redrive/dlq/dlqtest"
+	"github.com/redrive/redrive/store/storetest"
 	"github.com/redrive/redrive/web"
 	"github.com/redrive/redrive/web/webtest"
 )
@@ -170,8 +170,8 @@ func TestGroupPageOfAMergedGroup(t *testing.T) {
 // cardLetter is a letter of the declined-card failure TestGroupPageShowsWhatVaries
 // reads: the card number is in its kwargs under a masked key, and in its
 // message.
-func cardLetter(fp, card, host, customer string) dlqtest.Letter {
-	return dlqtest.Letter{Task: "payments.charge", ErrorClass: "CardError", Fingerprint: fp,
+func cardLetter(fp, card, host, customer string) storetest.Letter {
+	return storetest.Letter{Task: "payments.charge", ErrorClass: "CardError", Fingerprint: fp,
 		Kwargs:  fmt.Sprintf(`{"card_number": %q}`, card),
 		Message: fmt.Sprintf("card %s declined at host %s for customer %s", card, host, customer)}
 }
@@ -186,7 +186,7 @@ func TestGroupPageShowsWhatVaries(t *testing.T) {
 	const card, otherCard = "4242424242424242", "5555555555554444"
 	// The template the grouper learns from these letters, kept as it
 	// keeps it (handlers do not import the grouping package).
-	fp := dlqtest.GroupID("declined cards")
+	fp := storetest.GroupID("declined cards")
 	c.exec(t, `INSERT INTO error_templates (id, task, error_class, place, tokens, fixed, seq)
 		SELECT $1, 'payments.charge', 'CardError', '', w, array_fill(false, ARRAY[cardinality(w)]), nextval('error_templates_seq')
 		FROM string_to_array($2, ' ') w`, fp, "card <*> declined at host <*> for customer <*>")
@@ -195,7 +195,7 @@ func TestGroupPageShowsWhatVaries(t *testing.T) {
 		if i%5 == 4 {
 			host, cc = "payments-1.eu-west-1", otherCard
 		}
-		dlqtest.InsertDeadLetter(t, c.db.DB, cardLetter(fp, cc, host, fmt.Sprintf("cus_K7RQ2M9X%02d", i)))
+		storetest.InsertDeadLetter(t, c.db.DB, cardLetter(fp, cc, host, fmt.Sprintf("cus_K7RQ2M9X%02d", i)))
 	}
 
 	rec, doc := c.page(t, "/groups/"+fp)
@@ -305,7 +305,7 @@ func TestGroupPageWithoutATemplate(t *testing.T) {
 func TestGroupPageCountsTheNewestLetters(t *testing.T) {
 	t.Parallel()
 	c := newConsole(t)
-	fp := dlqtest.GroupID("many charges")
+	fp := storetest.GroupID("many charges")
 	c.exec(t, `INSERT INTO error_templates (id, task, error_class, place, tokens, fixed, seq)
 		VALUES ($1, 'billing.charge', 'ChargeError', '', ARRAY['charge', '<*>', 'failed'], ARRAY[false, false, false], 1)`, fp)
 	c.exec(t, `INSERT INTO dead_letter_records (job_id, queue, task, args, kwargs, error_class, error_message,
@@ -333,12 +333,12 @@ func TestGroupPageCountsTheNewestLetters(t *testing.T) {
 func TestGroupPageNamesVariablesByTheirPlace(t *testing.T) {
 	t.Parallel()
 	c := newConsole(t)
-	fp := dlqtest.GroupID("charges in currencies")
+	fp := storetest.GroupID("charges in currencies")
 	c.exec(t, `INSERT INTO error_templates (id, task, error_class, place, tokens, fixed, seq)
 		VALUES ($1, 'billing.charge', 'ChargeError', '', ARRAY['<*>', 'charge', '<CODE>', '<*>', 'failed', 'onExtend:<*>'],
 			ARRAY[false, false, false, false, false, false], 1)`, fp)
 	for i, cur := range []string{"EUR", "EUR", "USD"} {
-		dlqtest.InsertDeadLetter(t, c.db.DB, dlqtest.Letter{Task: "billing.charge", ErrorClass: "ChargeError", Fingerprint: fp,
+		storetest.InsertDeadLetter(t, c.db.DB, storetest.Letter{Task: "billing.charge", ErrorClass: "ChargeError", Fingerprint: fp,
 			Message: fmt.Sprintf("ord_ABCDEFGH%d charge %s 12.5%d failed: onExtend:1514", i, cur, i)})
 	}
 	_, doc := c.page(t, "/groups/"+fp)

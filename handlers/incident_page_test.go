@@ -14,8 +14,8 @@ import (
 	"github.com/PuerkitoBio/goquery"
 
 	"github.com/redrive/redrive/dlq"
-	"github.com/redrive/redrive/dlq/dlqtest"
 	"github.com/redrive/redrive/handlers"
+	"github.com/redrive/redrive/store/storetest"
 	"github.com/redrive/redrive/views"
 )
 
@@ -41,9 +41,9 @@ func incidentLetters(t *testing.T, a actions, charges, refunds int) (charge, ref
 	if err := a.store.Queue.RegisterTasks(context.Background(), incidentTasks); err != nil {
 		t.Fatal(err)
 	}
-	charge, refund, alone = dlqtest.GroupID("payments.charge", "503"), dlqtest.GroupID("payments.refund", "503"), dlqtest.GroupID("reports.build")
+	charge, refund, alone = storetest.GroupID("payments.charge", "503"), storetest.GroupID("payments.refund", "503"), storetest.GroupID("reports.build")
 	fail := func(task, fp string, n int) {
-		dlqtest.InsertDeadLetter(t, a.db.DB, dlqtest.Letter{Task: task, Queue: "payments", ErrorClass: "ServiceUnavailable",
+		storetest.InsertDeadLetter(t, a.db.DB, storetest.Letter{Task: task, Queue: "payments", ErrorClass: "ServiceUnavailable",
 			Message: providerDown(task, n), Fingerprint: fp, Kwargs: `{"token": "zzsecretzz"}`, WorkerVersion: "v3.1.0",
 			FailedAt: time.Now().UTC().Add(-time.Duration(60-n) * time.Second)})
 	}
@@ -55,7 +55,7 @@ func incidentLetters(t *testing.T, a actions, charges, refunds int) (charge, ref
 			fail("payments.refund", refund, 2*n+1)
 		}
 	}
-	dlqtest.InsertDeadLetter(t, a.db.DB, dlqtest.Letter{Task: "reports.build", ErrorClass: "ServiceUnavailable",
+	storetest.InsertDeadLetter(t, a.db.DB, storetest.Letter{Task: "reports.build", ErrorClass: "ServiceUnavailable",
 		Message: "report store is read-only", Fingerprint: alone})
 	return charge, refund, alone
 }

@@ -7,14 +7,14 @@ import (
 	"testing"
 
 	"github.com/redrive/redrive/dlq"
-	"github.com/redrive/redrive/dlq/dlqtest"
 	"github.com/redrive/redrive/handlers"
+	"github.com/redrive/redrive/store/storetest"
 	"github.com/redrive/redrive/web/webtest"
 )
 
 // benchViewer signs a benchmark in as a viewer. Benchmark databases are
 // reused across runs and benchmarks, so the viewer may already exist.
-func benchViewer(b *testing.B, h http.Handler, store *dlqtest.Stores) http.Handler {
+func benchViewer(b *testing.B, h http.Handler, store *storetest.Stores) http.Handler {
 	b.Helper()
 	if _, err := store.Access.UserByName(context.Background(), "bench-viewer"); errors.Is(err, dlq.ErrNotFound) {
 		webtest.CreateUser(b, store.Access, "bench-viewer", dlq.RoleViewer)

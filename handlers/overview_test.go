@@ -13,8 +13,8 @@ import (
 	"github.com/PuerkitoBio/goquery"
 
 	"github.com/redrive/redrive/dlq"
-	"github.com/redrive/redrive/dlq/dlqtest"
 	"github.com/redrive/redrive/handlers"
+	"github.com/redrive/redrive/store/storetest"
 	"github.com/redrive/redrive/web"
 )
 
@@ -33,9 +33,9 @@ func overviewFixture(t *testing.T) console {
 		SELECT nextval(pg_get_serial_sequence('jobs', 'id')), 'default', 'mail.send', '[]', '{}', 'SMTPError',
 			'mailbox full for recipient ' || g, 3, 3, 'exhausted', 'fp-mail', now() - interval '3 days', now() - interval '3 days'
 		FROM generate_series(1, 4) g`)
-	dlqtest.Settle(t, c.db, dlqtest.Outcome{Status: "replayed", By: "a"},
+	storetest.Settle(t, c.db, storetest.Outcome{Status: "replayed", By: "a"},
 		`id IN (SELECT id FROM dead_letter_records WHERE task = 'billing.charge' ORDER BY id DESC LIMIT 2)`)
-	dlqtest.Settle(t, c.db, dlqtest.Outcome{Status: "discarded", By: "a", Reason: "noise"},
+	storetest.Settle(t, c.db, storetest.Outcome{Status: "discarded", By: "a", Reason: "noise"},
 		`id = (SELECT min(id) FROM dead_letter_records WHERE task = 'mail.send')`)
 	c.insertJobs(t, 3, "default", "billing.charge", "available")
 	c.insertJobs(t, 2, "payments", "billing.charge", "dead")
@@ -186,8 +186,8 @@ func TestOverview(t *testing.T) {
 		var charge, refund string
 		for i, task := range []string{"payments.charge", "payments.refund", "payments.charge", "payments.refund", "payments.charge"} {
 			msg := fmt.Sprintf("%s for job %d: payments-provider returned 503 Service Unavailable (request_id req_%06d)", task, 70+i, 314159+i)
-			fp := dlqtest.GroupID(task)
-			dlqtest.InsertDeadLetter(t, c.db.DB, dlqtest.Letter{Task: task, ErrorClass: "ServiceUnavailable", Message: msg, Fingerprint: fp})
+			fp := storetest.GroupID(task)
+			storetest.InsertDeadLetter(t, c.db.DB, storetest.Letter{Task: task, ErrorClass: "ServiceUnavailable", Message: msg, Fingerprint: fp})
 			if task == "payments.charge" {
 				charge = fp
 			} else {
@@ -283,8 +283,8 @@ func TestDemoPanelPointsAtTheOutage(t *testing.T) {
 	fail := func(task string, n int) string {
 		t.Helper()
 		msg := fmt.Sprintf("%s for job %d: payments-provider returned 503 Service Unavailable (request_id req_%06d)", task, n, 271828+n)
-		fp := dlqtest.GroupID(task)
-		dlqtest.InsertDeadLetter(t, c.db.DB, dlqtest.Letter{Task: task, ErrorClass: "ServiceUnavailable", Message: msg, Fingerprint: fp})
+		fp := storetest.GroupID(task)
+		storetest.InsertDeadLetter(t, c.db.DB, storetest.Letter{Task: task, ErrorClass: "ServiceUnavailable", Message: msg, Fingerprint: fp})
 		return fp
 	}
 	panel := func(t *testing.T) *goquery.Selection {

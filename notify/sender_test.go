@@ -15,12 +15,12 @@ import (
 	"time"
 
 	"github.com/redrive/redrive/dlq"
-	"github.com/redrive/redrive/dlq/dlqtest"
 	"github.com/redrive/redrive/mask"
 	"github.com/redrive/redrive/notify"
+	"github.com/redrive/redrive/store/storetest"
 )
 
-func TestMain(m *testing.M) { os.Exit(dlqtest.Main(m)) }
+func TestMain(m *testing.M) { os.Exit(storetest.Main(m)) }
 
 // receiver is a local webhook: it records every body and answers with what
 // answer says for the n-th request (1-based).
@@ -83,7 +83,7 @@ func (e env) newGroups(t *testing.T, task, prefix string, n int) []string {
 	var fps, classes []string
 	for i := range n {
 		class := fmt.Sprintf("%s%d", prefix, i)
-		classes, fps = append(classes, class), append(fps, dlqtest.GroupID(task, class, "boom"))
+		classes, fps = append(classes, class), append(fps, storetest.GroupID(task, class, "boom"))
 	}
 	// One transaction: the groups of a burst are new together, so a
 	// sender pass never sees part of them.
@@ -158,15 +158,15 @@ func sameSet(a, b []string) bool {
 }
 
 type env struct {
-	db    *dlqtest.DB
-	store *dlqtest.Stores
+	db    *storetest.DB
+	store *storetest.Stores
 	// passes counts the passes the test's senders made under the lease.
 	passes *atomic.Int64
 }
 
 func setup(t *testing.T) env {
-	db := dlqtest.NewDB(t)
-	return env{db: db, store: dlqtest.NewStores(db.DB), passes: new(atomic.Int64)}
+	db := storetest.NewDB(t)
+	return env{db: db, store: storetest.NewStores(db.DB), passes: new(atomic.Int64)}
 }
 
 // settled waits until the senders have made quietPasses more passes: all
@@ -219,7 +219,7 @@ func (e env) run(t *testing.T, holder string, endpoints string, tweak func(*noti
 
 func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
-	dlqtest.WaitFor(t, timeout, what, cond)
+	storetest.WaitFor(t, timeout, what, cond)
 }
 
 func (e env) deliveries(t *testing.T) []dlq.NotificationDelivery {
@@ -242,10 +242,10 @@ func TestNotifications(t *testing.T) {
 		e := setup(t)
 		r := newReceiver(t, ok)
 		old := time.Now().Add(-48 * time.Hour)
-		dlqtest.InsertDeadLetter(t, e.db.DB, dlqtest.Letter{Task: "billing.backfill", ErrorClass: "OldError", FailedAt: old})
-		fp := dlqtest.GroupID("payments.charge", "CardDeclined", "card declined for hunter2")
+		storetest.InsertDeadLetter(t, e.db.DB, storetest.Letter{Task: "billing.backfill", ErrorClass: "OldError", FailedAt: old})
+		fp := storetest.GroupID("payments.charge", "CardDeclined", "card declined for hunter2")
 		for range 3 {
-			dlqtest.InsertDeadLetter(t, e.db.DB, dlqtest.Letter{Task: "payments.charge", ErrorClass: "CardDeclined",
+			storetest.InsertDeadLetter(t, e.db.DB, storetest.Letter{Task: "payments.charge", ErrorClass: "CardDeclined",
 				Message: "card declined for hunter2", Kwargs: `{"password": "hunter2"}`, Fingerprint: fp})
 		}
 		e.run(t, "console-1", r.URL, nil)
@@ -286,7 +286,7 @@ func TestNotifications(t *testing.T) {
 			return http.StatusNoContent
 		})
 		e.run(t, "console-1", r.URL, nil)
-		dlqtest.InsertDeadLetter(t, e.db.DB, dlqtest.Letter{Task: "mail.send", ErrorClass: "SMTPError"})
+		storetest.InsertDeadLetter(t, e.db.DB, storetest.Letter{Task: "mail.send", ErrorClass: "SMTPError"})
 		waitFor(t, 10*time.Second, "the delivery", func() bool {
 			ds := e.deliveries(t)
 			return len(ds) == 1 && ds[0].State == dlq.DeliveryDelivered
@@ -313,7 +313,7 @@ func TestNotifications(t *testing.T) {
 			c.MaxAttempts = 3
 			c.Client = &http.Client{Timeout: 50 * time.Millisecond}
 		})
-		dlqtest.InsertDeadLetter(t, e.db.DB, dlqtest.Letter{Task: "mail.send", ErrorClass: "SMTPError"})
+		storetest.InsertDeadLetter(t, e.db.DB, storetest.Letter{Task: "mail.send", ErrorClass: "SMTPError"})
 		waitFor(t, 10*time.Second, "the delivery to be given up", func() bool {
 			ds := e.deliveries(t)
 			return len(ds) == 1 && ds[0].State == dlq.DeliveryFailed
@@ -571,7 +571,7 @@ func TestNotifications(t *testing.T) {
 		e := setup(t)
 		r := newReceiver(t, ok)
 		e.run(t, "console-1", "slack:"+r.URL, nil)
-		dlqtest.InsertDeadLetter(t, e.db.DB, dlqtest.Letter{Task: "mail.send", ErrorClass: "SMTPError", Message: "a <b> & c"})
+		storetest.InsertDeadLetter(t, e.db.DB, storetest.Letter{Task: "mail.send", ErrorClass: "SMTPError", Message: "a <b> & c"})
 		waitFor(t, 10*time.Second, "a notification", func() bool { return len(r.received()) == 1 })
 		var body map[string]string
 		if err := json.Unmarshal(r.received()[0], &body); err != nil {
@@ -589,10 +589,10 @@ func TestNotifications(t *testing.T) {
 		e := setup(t)
 		r := newReceiver(t, ok)
 		// The group exists already (announced long ago): only the spike is new.
-		dlqtest.InsertDeadLetter(t, e.db.DB, dlqtest.Letter{Task: "search.index", ErrorClass: "Timeout",
+		storetest.InsertDeadLetter(t, e.db.DB, storetest.Letter{Task: "search.index", ErrorClass: "Timeout",
 			FailedAt: time.Now().Add(-3 * time.Hour)})
 		for range 5 {
-			dlqtest.InsertDeadLetter(t, e.db.DB, dlqtest.Letter{Task: "search.index", ErrorClass: "Timeout"})
+			storetest.InsertDeadLetter(t, e.db.DB, storetest.Letter{Task: "search.index", ErrorClass: "Timeout"})
 		}
 		e.run(t, "console-1", r.URL, func(c *notify.Config) { c.Spike = dlq.Spike{Threshold: 4, Window: time.Minute} })
 		waitFor(t, 10*time.Second, "a notification", func() bool { return len(r.received()) >= 1 })

@@ -15,8 +15,8 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
-	"github.com/redrive/redrive/dlq/dlqtest"
 	"github.com/redrive/redrive/store/postgres"
+	"github.com/redrive/redrive/store/storetest"
 	"github.com/redrive/redrive/worker"
 )
 
@@ -32,7 +32,7 @@ func TestMain(m *testing.M) {
 	default:
 		os.Exit(runChild())
 	}
-	os.Exit(dlqtest.Main(m))
+	os.Exit(storetest.Main(m))
 }
 
 // The tasks every child registers.
@@ -46,7 +46,7 @@ const (
 	taskNoop         = "rel.noop"
 )
 
-// seedTasks are the tasks of dlqtest.SeedDeadLetters' letters; children
+// seedTasks are the tasks of storetest.SeedDeadLetters' letters; children
 // run them as no-ops, so that replayed letters have somewhere to go.
 var seedTasks = []string{"billing.charge", "email.send", "reports.generate", "search.index", "webhooks.deliver",
 	"images.resize", "orders.sync", "crm.push", "sms.send", "ledger.post", "exports.build", "inventory.reserve"}
@@ -98,7 +98,7 @@ func runChild() int {
 		queues = strings.Split(q, ",")
 	}
 	lease := ms("REDRIVE_REL_LEASE_MS", 2000)
-	w, err := worker.New(dlqtest.NewStores(db).Queue, worker.Config{
+	w, err := worker.New(storetest.NewStores(db).Queue, worker.Config{
 		Registry: reg, ID: id, Queues: queues, Concurrency: conc,
 		LeaseDuration: lease, HeartbeatInterval: lease / 5,
 		PollInterval: 50 * time.Millisecond, RescueInterval: 100 * time.Millisecond,

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/redrive/redrive/dlq"
-	"github.com/redrive/redrive/dlq/dlqtest"
+	"github.com/redrive/redrive/store/storetest"
 )
 
 // TestCrash SIGKILLs a random one of three worker processes about every
@@ -21,9 +21,9 @@ import (
 // time.
 func TestCrash(t *testing.T) {
 	t.Parallel()
-	db := dlqtest.NewDB(t)
+	db := storetest.NewDB(t)
 	setupEffects(t, db.DB)
-	store := dlqtest.NewStores(db.DB)
+	store := storetest.NewStores(db.DB)
 	ctx := context.Background()
 	jobs, accounts := size(2000, 8000), 50
 	maxVersion := map[int]int{}

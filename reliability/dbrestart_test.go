@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/redrive/redrive/dlq"
-	"github.com/redrive/redrive/dlq/dlqtest"
 	"github.com/redrive/redrive/store/postgres"
+	"github.com/redrive/redrive/store/storetest"
 )
 
 // TestDatabaseRestart restarts Postgres, in fast and in immediate mode,
@@ -22,10 +22,10 @@ import (
 // none with reason lease_expired while its worker was alive and beating.
 func TestDatabaseRestart(t *testing.T) {
 	t.Parallel()
-	pg := dlqtest.NewPrivate(t)
+	pg := storetest.NewPrivate(t)
 	db := pg.DB.DB
 	setupEffects(t, db)
-	store := dlqtest.NewStores(db)
+	store := storetest.NewStores(db)
 	ctx := context.Background()
 	jobs, letters := size(1500, 6000), size(1000, 5000)
 	seedEffectLetters(t, db, letters, "letter-")

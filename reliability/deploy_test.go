@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/redrive/redrive/dlq"
-	"github.com/redrive/redrive/dlq/dlqtest"
+	"github.com/redrive/redrive/store/storetest"
 )
 
 // TestRollingDeploy sends SIGTERM to each of three workers in turn, the way
@@ -20,9 +20,9 @@ import (
 // them. The worker exits within the grace and a little more.
 func TestRollingDeploy(t *testing.T) {
 	t.Parallel()
-	db := dlqtest.NewDB(t)
+	db := storetest.NewDB(t)
 	setupEffects(t, db.DB)
-	store := dlqtest.NewStores(db.DB)
+	store := storetest.NewStores(db.DB)
 	ctx := context.Background()
 	const grace = 1500 * time.Millisecond
 	fit, overlong := size(2, 4), size(2, 4)

@@ -33,6 +33,6 @@
 // Worker processes are this test binary run again with REDRIVE_RELIABILITY_CHILD
 // set (see child_test.go), so a suite can SIGKILL or SIGTERM them. Every
 // suite that stops the database runs its own private cluster
-// (dlqtest.NewPrivate); the others use a fresh database of the shared test
-// server (dlqtest.NewDB). Servers and loads listen on 127.0.0.1 only.
+// (storetest.NewPrivate); the others use a fresh database of the shared test
+// server (storetest.NewDB). Servers and loads listen on 127.0.0.1 only.
 package reliability

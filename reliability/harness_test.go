@@ -24,8 +24,8 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/redrive/redrive/dlq"
-	"github.com/redrive/redrive/dlq/dlqtest"
 	"github.com/redrive/redrive/replay"
+	"github.com/redrive/redrive/store/storetest"
 	"github.com/redrive/redrive/web"
 	"github.com/redrive/redrive/web/webtest"
 )
@@ -202,7 +202,7 @@ type console struct {
 // "ops" is created when absent, so two consoles can share a database.
 func startConsole(t *testing.T, db *sqlx.DB) *console {
 	t.Helper()
-	store := dlqtest.NewStores(db)
+	store := storetest.NewStores(db)
 	if _, err := store.Access.UserByName(context.Background(), "ops"); errors.Is(err, dlq.ErrNotFound) {
 		webtest.CreateUser(t, store.Access, "ops", dlq.RoleOperator)
 	} else if err != nil {
@@ -277,7 +277,7 @@ func (r response) String() string {
 // waitFor polls cond every 50 ms until it holds, failing after timeout.
 func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
-	dlqtest.WaitFor(t, timeout, what, cond)
+	storetest.WaitFor(t, timeout, what, cond)
 }
 
 // count runs a query that returns one integer; an error counts as -1, so
@@ -333,7 +333,7 @@ func setupEffects(t *testing.T, db *sqlx.DB) {
 	if _, err := db.Exec(effectTablesSQL); err != nil {
 		t.Fatal(err)
 	}
-	if err := dlqtest.NewStores(db).Queue.RegisterTasks(context.Background(), allTasks()); err != nil {
+	if err := storetest.NewStores(db).Queue.RegisterTasks(context.Background(), allTasks()); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redrive/redrive/dlq/dlqtest"
+	"github.com/redrive/redrive/store/storetest"
 )
 
 // TestLoad has 50 readers browse the console as fast as they can while a
@@ -17,12 +17,12 @@ import (
 // jobs. No request fails, and each page's p50 and p99 are reported.
 func TestLoad(t *testing.T) {
 	t.Parallel()
-	db := dlqtest.NewDB(t)
+	db := storetest.NewDB(t)
 	setupEffects(t, db.DB)
 	ctx := context.Background()
 	letters := size(2000, 20000)
-	// dlqtest's realistic mix is 80% pending: seed enough for the replay.
-	if err := dlqtest.SeedDeadLetters(ctx, db.DB, letters*5/4, time.Now()); err != nil {
+	// storetest's realistic mix is 80% pending: seed enough for the replay.
+	if err := storetest.SeedDeadLetters(ctx, db.DB, letters*5/4, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	pending := mustCount(t, db.DB, `SELECT count(*) FROM dead_letters WHERE status = 'pending'`)

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/redrive/redrive/dlq"
-	"github.com/redrive/redrive/dlq/dlqtest"
+	"github.com/redrive/redrive/store/storetest"
 )
 
 // TestPoison runs the jobs that hurt workers: one that panics, one that
@@ -16,9 +16,9 @@ import (
 // on the same one-slot worker still runs.
 func TestPoison(t *testing.T) {
 	t.Parallel()
-	db := dlqtest.NewDB(t)
+	db := storetest.NewDB(t)
 	setupEffects(t, db.DB)
-	store := dlqtest.NewStores(db.DB)
+	store := storetest.NewStores(db.DB)
 	ctx := context.Background()
 	const maxAttempts = 3
 	copies := size(1, 3)

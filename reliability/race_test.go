@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redrive/redrive/dlq/dlqtest"
 	"github.com/redrive/redrive/store/postgres"
+	"github.com/redrive/redrive/store/storetest"
 )
 
 // TestRaces runs operators against each other: the same letter replayed
@@ -41,9 +41,9 @@ func TestRaces(t *testing.T) {
 
 	t.Run("SingleReplaysWithOneKey", func(t *testing.T) {
 		t.Parallel()
-		db := dlqtest.NewDB(t)
+		db := storetest.NewDB(t)
 		setupEffects(t, db.DB)
-		id := dlqtest.InsertDeadLetter(t, db.DB, dlqtest.Letter{Task: taskNoop})
+		id := storetest.InsertDeadLetter(t, db.DB, storetest.Letter{Task: taskNoop})
 		c := startConsole(t, db.DB)
 		jobs := map[int64]bool{}
 		for _, r := range replayAll(t, c, id, "one-key") {
@@ -63,9 +63,9 @@ func TestRaces(t *testing.T) {
 
 	t.Run("SingleReplaysWithoutKey", func(t *testing.T) {
 		t.Parallel()
-		db := dlqtest.NewDB(t)
+		db := storetest.NewDB(t)
 		setupEffects(t, db.DB)
-		id := dlqtest.InsertDeadLetter(t, db.DB, dlqtest.Letter{Task: taskNoop})
+		id := storetest.InsertDeadLetter(t, db.DB, storetest.Letter{Task: taskNoop})
 		c := startConsole(t, db.DB)
 		won, conflicts := 0, 0
 		for _, r := range replayAll(t, c, id, "") {
@@ -94,7 +94,7 @@ func TestRaces(t *testing.T) {
 	}
 	// racing starts kinds at once, one per console, and waits for every
 	// operation to finish.
-	racing := func(t *testing.T, db *dlqtest.DB, kinds ...string) {
+	racing := func(t *testing.T, db *storetest.DB, kinds ...string) {
 		consoles := []*console{startConsole(t, db.DB), startConsole(t, db.DB)}
 		var wg sync.WaitGroup
 		ops := make([]int64, len(kinds))
@@ -127,7 +127,7 @@ func TestRaces(t *testing.T) {
 			t.Errorf("%d operations did not finish as done", n)
 		}
 	}
-	checkOnce := func(t *testing.T, db *dlqtest.DB) (replayed, discarded int) {
+	checkOnce := func(t *testing.T, db *storetest.DB) (replayed, discarded int) {
 		t.Helper()
 		if n := mustCount(t, db.DB, `SELECT count(*) FROM dead_letters WHERE status = 'pending'`); n != 0 {
 			t.Errorf("%d letters left pending", n)
@@ -151,7 +151,7 @@ func TestRaces(t *testing.T) {
 
 	t.Run("BulkReplaysThroughTwoConsoles", func(t *testing.T) {
 		t.Parallel()
-		db := dlqtest.NewDB(t)
+		db := storetest.NewDB(t)
 		setupEffects(t, db.DB)
 		seedEffectLetters(t, db.DB, letters, "bulk-")
 		racing(t, db, "replay", "replay")
@@ -163,7 +163,7 @@ func TestRaces(t *testing.T) {
 
 	t.Run("BulkReplayRacesBulkDiscard", func(t *testing.T) {
 		t.Parallel()
-		db := dlqtest.NewDB(t)
+		db := storetest.NewDB(t)
 		setupEffects(t, db.DB)
 		seedEffectLetters(t, db.DB, letters, "versus-")
 		racing(t, db, "replay", "discard")
@@ -175,7 +175,7 @@ func TestRaces(t *testing.T) {
 
 	t.Run("TwoMigrationsAtOnce", func(t *testing.T) {
 		t.Parallel()
-		db := dlqtest.NewDB(t)
+		db := storetest.NewDB(t)
 		// An empty database, as a first deploy finds it.
 		if _, err := db.Exec(`DROP SCHEMA public CASCADE; CREATE SCHEMA public`); err != nil {
 			t.Fatal(err)

@@ -11,23 +11,23 @@ import (
 	"time"
 
 	"github.com/redrive/redrive/dlq"
-	"github.com/redrive/redrive/dlq/dlqtest"
 	"github.com/redrive/redrive/handlers"
 	"github.com/redrive/redrive/replay"
+	"github.com/redrive/redrive/store/storetest"
 )
 
-func TestMain(m *testing.M) { os.Exit(dlqtest.Main(m)) }
+func TestMain(m *testing.M) { os.Exit(storetest.Main(m)) }
 
 type bundle struct {
-	store *dlqtest.Stores
-	db    *dlqtest.DB
+	store *storetest.Stores
+	db    *storetest.DB
 	svc   *replay.Service
 }
 
 func setup(t *testing.T) bundle {
 	t.Helper()
-	db := dlqtest.NewDB(t)
-	store := dlqtest.NewStores(db.DB)
+	db := storetest.NewDB(t)
+	store := storetest.NewStores(db.DB)
 	if err := store.Queue.RegisterTasks(context.Background(), []string{"t.ok"}); err != nil {
 		t.Fatal(err)
 	}
@@ -198,7 +198,7 @@ func TestRunnerCarriesOutOperations(t *testing.T) {
 	}
 	// Every letter handed to the queue; no worker runs here, so the
 	// operation settles (e2e's TestFollowThroughWithARealWorker runs one).
-	dlqtest.WaitFor(t, 30*time.Second, "the operation to settle", func() bool {
+	storetest.WaitFor(t, 30*time.Second, "the operation to settle", func() bool {
 		if op, err = b.store.Operations.Operation(ctx, op.ID); err != nil {
 			t.Fatal(err)
 		}

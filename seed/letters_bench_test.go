@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redrive/redrive/dlq/dlqtest"
 	"github.com/redrive/redrive/seed"
+	"github.com/redrive/redrive/store/storetest"
 )
 
 // BenchmarkDeadLetters measures bulk seeding into a migrated database
@@ -18,7 +18,7 @@ func BenchmarkDeadLetters(b *testing.B) {
 	ctx := context.Background()
 	for _, n := range []int{10_000, 100_000} {
 		b.Run(fmt.Sprintf("letters=%d", n), func(b *testing.B) {
-			store := dlqtest.NewStores(dlqtest.NewDB(b).DB)
+			store := storetest.NewStores(storetest.NewDB(b).DB)
 			now := time.Now()
 			for b.Loop() {
 				got, err := seed.DeadLetters(ctx, store.Letters, store.Groups, n, now, seed.Options{})

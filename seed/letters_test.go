@@ -10,11 +10,11 @@ import (
 	"time"
 
 	"github.com/redrive/redrive/dlq"
-	"github.com/redrive/redrive/dlq/dlqtest"
 	"github.com/redrive/redrive/seed"
+	"github.com/redrive/redrive/store/storetest"
 )
 
-func TestMain(m *testing.M) { os.Exit(dlqtest.Main(m)) }
+func TestMain(m *testing.M) { os.Exit(storetest.Main(m)) }
 
 func TestDeadLetters(t *testing.T) {
 	t.Parallel()
@@ -23,8 +23,8 @@ func TestDeadLetters(t *testing.T) {
 
 	t.Run("FiveThousandRealisticLetters", func(t *testing.T) {
 		t.Parallel()
-		db := dlqtest.NewDB(t)
-		store := dlqtest.NewStores(db.DB)
+		db := storetest.NewDB(t)
+		store := storetest.NewStores(db.DB)
 		n, err := seed.DeadLetters(ctx, store.Letters, store.Groups, 5000, now, seed.Options{})
 		if err != nil {
 			t.Fatal(err)
@@ -55,13 +55,13 @@ func TestDeadLetters(t *testing.T) {
 		}
 		// The settled letters' outcomes go in before the letters: the
 		// counts, groups, inflow and pending rows must still add up.
-		dlqtest.AssertSummariesMatch(t, db)
+		storetest.AssertSummariesMatch(t, db)
 	})
 
 	t.Run("RecentFailuresOutnumberOldOnes", func(t *testing.T) {
 		t.Parallel()
-		db := dlqtest.NewDB(t)
-		if _, err := seed.DeadLetters(ctx, dlqtest.NewStores(db.DB).Letters, dlqtest.NewStores(db.DB).Groups, 2000, now, seed.Options{}); err != nil {
+		db := storetest.NewDB(t)
+		if _, err := seed.DeadLetters(ctx, storetest.NewStores(db.DB).Letters, storetest.NewStores(db.DB).Groups, 2000, now, seed.Options{}); err != nil {
 			t.Fatal(err)
 		}
 		var lastDay, firstDay int
@@ -83,8 +83,8 @@ func TestDeadLetters(t *testing.T) {
 	// own, so 3,000 letters are two runs: in each, ids rise with failed_at.
 	t.Run("IDsRiseWithFailureTime", func(t *testing.T) {
 		t.Parallel()
-		db := dlqtest.NewDB(t)
-		if _, err := seed.DeadLetters(ctx, dlqtest.NewStores(db.DB).Letters, dlqtest.NewStores(db.DB).Groups, 3000, now, seed.Options{}); err != nil {
+		db := storetest.NewDB(t)
+		if _, err := seed.DeadLetters(ctx, storetest.NewStores(db.DB).Letters, storetest.NewStores(db.DB).Groups, 3000, now, seed.Options{}); err != nil {
 			t.Fatal(err)
 		}
 		var backwards, runs int
@@ -102,8 +102,8 @@ func TestDeadLetters(t *testing.T) {
 
 	t.Run("JobIDsNeverCollideWithLaterJobs", func(t *testing.T) {
 		t.Parallel()
-		db := dlqtest.NewDB(t)
-		store := dlqtest.NewStores(db.DB)
+		db := storetest.NewDB(t)
+		store := storetest.NewStores(db.DB)
 		for range 2 { // seeding twice must not reuse job ids either
 			if _, err := seed.DeadLetters(ctx, store.Letters, store.Groups, 50, now, seed.Options{}); err != nil {
 				t.Fatal(err)
@@ -129,7 +129,7 @@ func TestDeadLetters(t *testing.T) {
 
 	t.Run("NothingOrNegative", func(t *testing.T) {
 		t.Parallel()
-		store := dlqtest.NewStores(dlqtest.NewDB(t).DB)
+		store := storetest.NewStores(storetest.NewDB(t).DB)
 		if n, err := seed.DeadLetters(ctx, store.Letters, store.Groups, 0, now, seed.Options{}); n != 0 || err != nil {
 			t.Errorf("seed 0: %d, %v", n, err)
 		}

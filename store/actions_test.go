@@ -12,7 +12,7 @@ import (
 	"github.com/lib/pq"
 
 	"github.com/redrive/redrive/dlq"
-	"github.com/redrive/redrive/dlq/dlqtest"
+	"github.com/redrive/redrive/store/storetest"
 )
 
 func pqInt64s(ids []int64) any { return pq.Array(ids) }
@@ -21,7 +21,7 @@ func pqInt64s(ids []int64) any { return pq.Array(ids) }
 // lettersGroup is the error group of the letters insertLetters makes.
 const lettersGroup = "00000000000000f0"
 
-func insertLetters(t *testing.T, db *dlqtest.DB, n int) []int64 {
+func insertLetters(t *testing.T, db *storetest.DB, n int) []int64 {
 	t.Helper()
 	var ids []int64
 	err := db.Select(&ids, `
@@ -37,7 +37,7 @@ func insertLetters(t *testing.T, db *dlqtest.DB, n int) []int64 {
 	return ids
 }
 
-func count(t *testing.T, db *dlqtest.DB, query string, args ...any) int {
+func count(t *testing.T, db *storetest.DB, query string, args ...any) int {
 	t.Helper()
 	var n int
 	if err := db.Get(&n, query, args...); err != nil {

@@ -8,12 +8,12 @@ import (
 	"time"
 
 	"github.com/redrive/redrive/dlq"
-	"github.com/redrive/redrive/dlq/dlqtest"
+	"github.com/redrive/redrive/store/storetest"
 )
 
 // auditEntries writes n audit entries (one discard each) and returns the
 // head after them.
-func auditEntries(t *testing.T, store *dlqtest.Stores, db *dlqtest.DB, n int) dlq.AuditHead {
+func auditEntries(t *testing.T, store *storetest.Stores, db *storetest.DB, n int) dlq.AuditHead {
 	t.Helper()
 	ctx := context.Background()
 	for _, id := range insertLetters(t, db, n) {
@@ -30,7 +30,7 @@ func auditEntries(t *testing.T, store *dlqtest.Stores, db *dlqtest.DB, n int) dl
 
 // bypassTriggers runs q as a superuser who turned the append-only triggers
 // off for one transaction.
-func bypassTriggers(t *testing.T, db *dlqtest.DB, q string, args ...any) {
+func bypassTriggers(t *testing.T, db *storetest.DB, q string, args ...any) {
 	t.Helper()
 	tx, err := db.Beginx()
 	if err != nil {

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/redrive/redrive/dlq"
-	"github.com/redrive/redrive/dlq/dlqtest"
 	"github.com/redrive/redrive/store/queue"
+	"github.com/redrive/redrive/store/storetest"
 )
 
 // planNode is the part of EXPLAIN (ANALYZE, FORMAT JSON) the test reads.
@@ -34,7 +34,7 @@ func (n planNode) walk(visit func(planNode)) {
 // claimPlan runs the claim for limit jobs under EXPLAIN ANALYZE in a
 // transaction it rolls back, and returns the rows the scans of jobs read
 // and whether any node sorted more than the limit.
-func claimPlan(t *testing.T, db *dlqtest.DB, queues []string, limit int) (read float64, nodes []string) {
+func claimPlan(t *testing.T, db *storetest.DB, queues []string, limit int) (read float64, nodes []string) {
 	t.Helper()
 	ctx := context.Background()
 	tx, err := db.BeginTxx(ctx, nil)
@@ -71,7 +71,7 @@ func claimPlan(t *testing.T, db *dlqtest.DB, queues []string, limit int) (read f
 // backlog on every call (93 ms per claim at 200,000 waiting).
 func TestClaimCostIsFlat(t *testing.T) {
 	t.Parallel()
-	db := dlqtest.NewDB(t)
+	db := storetest.NewDB(t)
 	queues := []string{"default", "emails", "payments"}
 	for _, backlog := range []int{1_000, 200_000} {
 		db.MustExec(`TRUNCATE jobs CASCADE`)
@@ -97,8 +97,8 @@ func TestClaimCostIsFlat(t *testing.T) {
 func TestClaimReturnsEveryColumn(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db := dlqtest.NewDB(t)
-	store := dlqtest.NewStores(db.DB)
+	db := storetest.NewDB(t)
+	store := storetest.NewStores(db.DB)
 	if err := store.Queue.RegisterTasks(ctx, []string{"plan.test"}); err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +129,7 @@ func TestClaimReturnsEveryColumn(t *testing.T) {
 func TestClaimAfterSkipsTheDrainedHead(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db := dlqtest.NewDB(t)
+	db := storetest.NewDB(t)
 	const drained, waiting, limit = 50_000, 1_000, 50
 	db.MustExec(`INSERT INTO jobs (task, queue, run_at)
 		SELECT 'plan.test', 'default', now() - interval '1 hour' + i * interval '1 ms' FROM generate_series(1, $1) i`, drained+waiting)
@@ -160,7 +160,7 @@ func TestClaimAfterSkipsTheDrainedHead(t *testing.T) {
 	}
 
 	// The jobs it takes are the next due ones, the same the head's walk takes.
-	store := dlqtest.NewStores(db.DB)
+	store := storetest.NewStores(db.DB)
 	jobs, err := store.Queue.ClaimAfter(ctx, "w1", queues, after, limit, time.Minute)
 	if err != nil || len(jobs) != limit {
 		t.Fatalf("claim after: %d jobs, %v", len(jobs), err)
@@ -182,7 +182,7 @@ func TestClaimAfterSkipsTheDrainedHead(t *testing.T) {
 func TestClaimCommitsAsynchronously(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db := dlqtest.NewDB(t)
+	db := storetest.NewDB(t)
 	db.MustExec(`INSERT INTO jobs (task) SELECT 'plan.test' FROM generate_series(1, 3)`)
 	conn, err := db.Conn(ctx)
 	if err != nil {

@@ -4,7 +4,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/redrive/redrive/dlq/dlqtest"
+	"github.com/redrive/redrive/store/storetest"
 )
 
 // TestLargeValuesCompressWithLZ4: the schema has the server compress a
@@ -12,7 +12,7 @@ import (
 // built with lz4; and a letter written since reads back whole.
 func TestLargeValuesCompressWithLZ4(t *testing.T) {
 	t.Parallel()
-	db := dlqtest.NewDB(t)
+	db := storetest.NewDB(t)
 	var lz4 bool
 	if err := db.Get(&lz4, `SELECT 'lz4' = ANY (enumvals) FROM pg_settings WHERE name = 'default_toast_compression'`); err != nil {
 		t.Fatal(err)

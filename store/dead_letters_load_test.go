@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/redrive/redrive/dlq"
-	"github.com/redrive/redrive/dlq/dlqtest"
+	"github.com/redrive/redrive/store/storetest"
 )
 
 // loadedLetter is the i-th letter of a small bulk load.
@@ -60,7 +60,7 @@ func TestLoadDeadLettersKeepsTheirOutcomes(t *testing.T) {
 	if d := letters[2]; d.DiscardedAt == nil || !d.DiscardedAt.Equal(acted) || *d.DiscardedBy != tom || *d.DiscardReason != why || d.ReplayedAt != nil {
 		t.Errorf("discarded letter: %+v", d)
 	}
-	dlqtest.AssertSummariesMatch(t, db)
+	storetest.AssertSummariesMatch(t, db)
 }
 
 // A load writes every text as given, whatever COPY's text format would
@@ -140,7 +140,7 @@ func TestLoadDeadLettersWritesTextAsGiven(t *testing.T) {
 	if got := count(t, db, `SELECT count(*) FROM dead_letter_records`); got != n {
 		t.Fatalf("%d letters after the failed load, want the first load's %d", got, n)
 	}
-	dlqtest.AssertSummariesMatch(t, db)
+	storetest.AssertSummariesMatch(t, db)
 }
 
 // A load of settled letters writes them replayed or discarded without a
@@ -186,7 +186,7 @@ func TestLoadSettledDeadLetters(t *testing.T) {
 	if fmt.Sprint(got) != want {
 		t.Errorf("letters by status (count, pending rows, replay jobs): %v, want %v", got, want)
 	}
-	dlqtest.AssertSummariesMatch(t, db)
+	storetest.AssertSummariesMatch(t, db)
 
 	// The setting that spares the pending rows lasts only for its load: a
 	// plain load after it writes pending rows again.
@@ -210,5 +210,5 @@ func TestLoadSettledDeadLetters(t *testing.T) {
 	if got := count(t, db, `SELECT count(*) FROM dead_letter_records`); got != 16 {
 		t.Fatalf("%d letters after the refused load, want 16", got)
 	}
-	dlqtest.AssertSummariesMatch(t, db)
+	storetest.AssertSummariesMatch(t, db)
 }

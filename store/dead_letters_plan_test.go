@@ -10,8 +10,8 @@ import (
 	"github.com/lib/pq"
 
 	"github.com/redrive/redrive/dlq"
-	"github.com/redrive/redrive/dlq/dlqtest"
 	"github.com/redrive/redrive/store/letters"
+	"github.com/redrive/redrive/store/storetest"
 )
 
 // letterScan is the part of EXPLAIN (ANALYZE, FORMAT JSON) that
@@ -85,9 +85,9 @@ func fingerprintWalks(scans []letterScan) []letterScan {
 func TestPendingFingerprintReadsUseTheFingerprintIndex(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db := dlqtest.NewDB(t)
-	store := dlqtest.NewStores(db.DB)
-	if err := dlqtest.SeedDeadLetters(ctx, db.DB, 20_000, time.Now()); err != nil {
+	db := storetest.NewDB(t)
+	store := storetest.NewStores(db.DB)
+	if err := storetest.SeedDeadLetters(ctx, db.DB, 20_000, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	var fp string
@@ -155,9 +155,9 @@ func TestPendingFingerprintReadsUseTheFingerprintIndex(t *testing.T) {
 func TestSeveralGroupsWalkEachGroupsIndex(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db := dlqtest.NewDB(t)
-	store := dlqtest.NewStores(db.DB)
-	if err := dlqtest.SeedDeadLetters(ctx, db.DB, 20_000, time.Now()); err != nil {
+	db := storetest.NewDB(t)
+	store := storetest.NewStores(db.DB)
+	if err := storetest.SeedDeadLetters(ctx, db.DB, 20_000, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	var groups []string

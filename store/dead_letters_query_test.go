@@ -12,16 +12,16 @@ import (
 	"time"
 
 	"github.com/redrive/redrive/dlq"
-	"github.com/redrive/redrive/dlq/dlqtest"
 	"github.com/redrive/redrive/handlers"
 	"github.com/redrive/redrive/mask"
+	"github.com/redrive/redrive/store/storetest"
 )
 
 // letterStore is a store on a fresh database with no letters yet.
-func letterStore(t *testing.T) (*dlqtest.Stores, *dlqtest.DB) {
+func letterStore(t *testing.T) (*storetest.Stores, *storetest.DB) {
 	t.Helper()
-	db := dlqtest.NewDB(t)
-	return dlqtest.NewStores(db.DB), db
+	db := storetest.NewDB(t)
+	return storetest.NewStores(db.DB), db
 }
 
 func mustLetterFilter(t *testing.T, query string, now time.Time) dlq.Filter {
@@ -50,22 +50,22 @@ func TestListDeadLetters(t *testing.T) {
 	ctx := context.Background()
 	store, db := letterStore(t)
 	now := time.Now().UTC().Truncate(time.Second)
-	ins := func(l dlqtest.Letter) int64 { return dlqtest.InsertDeadLetter(t, db.DB, l) }
+	ins := func(l storetest.Letter) int64 { return storetest.InsertDeadLetter(t, db.DB, l) }
 	const fpCard, fpSMTP, fpLease, fpKey = "00000000000000ca", "0000000000000517", "00000000000000ea", "00000000000000ee"
 
-	charge := ins(dlqtest.Letter{Task: "billing.charge", Queue: "payments", ErrorClass: "CardError", Message: "card declined for order 17",
+	charge := ins(storetest.Letter{Task: "billing.charge", Queue: "payments", ErrorClass: "CardError", Message: "card declined for order 17",
 		Reason: "permanent", FailedAt: now.Add(-3 * time.Hour), Fingerprint: fpCard})
-	email := ins(dlqtest.Letter{Task: "email.send", Queue: "email", ErrorClass: "TimeoutError", Message: "smtp timed out",
+	email := ins(storetest.Letter{Task: "email.send", Queue: "email", ErrorClass: "TimeoutError", Message: "smtp timed out",
 		Args: `["ann@example.com"]`, FailedAt: now.Add(-2 * time.Hour), Fingerprint: fpSMTP})
-	lease := ins(dlqtest.Letter{Task: "reports.generate", ErrorClass: "LeaseExpired", Message: "worker vanished",
+	lease := ins(storetest.Letter{Task: "reports.generate", ErrorClass: "LeaseExpired", Message: "worker vanished",
 		Reason: "lease_expired", FailedAt: now.Add(-1 * time.Hour), Fingerprint: fpLease})
-	replayed := ins(dlqtest.Letter{Task: "billing.charge", Queue: "payments", ErrorClass: "CardError", Message: "card declined for order 99",
+	replayed := ins(storetest.Letter{Task: "billing.charge", Queue: "payments", ErrorClass: "CardError", Message: "card declined for order 99",
 		Reason: "permanent", FailedAt: now.Add(-30 * time.Minute), Status: "replayed", Fingerprint: fpCard})
-	discarded := ins(dlqtest.Letter{Task: "email.send", Queue: "email", ErrorClass: "TimeoutError", Message: "100% of retries used",
+	discarded := ins(storetest.Letter{Task: "email.send", Queue: "email", ErrorClass: "TimeoutError", Message: "100% of retries used",
 		FailedAt: now.Add(-10 * time.Minute), Status: "discarded", Fingerprint: fpSMTP})
-	underscore := ins(dlqtest.Letter{Task: "email.send", Queue: "email", ErrorClass: "KeyError", Message: "missing key a_b",
+	underscore := ins(storetest.Letter{Task: "email.send", Queue: "email", ErrorClass: "KeyError", Message: "missing key a_b",
 		FailedAt: now.Add(-5 * time.Minute), Fingerprint: fpKey})
-	likeBait := ins(dlqtest.Letter{Task: "email.send", Queue: "email", ErrorClass: "KeyError", Message: "missing key axb and 1000 of retries",
+	likeBait := ins(storetest.Letter{Task: "email.send", Queue: "email", ErrorClass: "KeyError", Message: "missing key axb and 1000 of retries",
 		FailedAt: now.Add(-4 * time.Minute), Fingerprint: fpKey})
 
 	cases := []struct {
@@ -134,7 +134,7 @@ func TestListDeadLettersKeysetVisitsEachOnce(t *testing.T) {
 	for i := range 137 {
 		// Seven distinct times: runs of about 20 letters tie on failed_at.
 		at := base.Add(-time.Duration(i%7) * time.Minute)
-		dlqtest.InsertDeadLetter(t, db.DB, dlqtest.Letter{FailedAt: at, Task: "t." + fmt.Sprint(i%3)})
+		storetest.InsertDeadLetter(t, db.DB, storetest.Letter{FailedAt: at, Task: "t." + fmt.Sprint(i%3)})
 	}
 	for _, query := range []string{"limit=10", "limit=1&task=t.1", "limit=500"} {
 		f := mustLetterFilter(t, query, base)
@@ -180,7 +180,7 @@ func TestCountDeadLetters(t *testing.T) {
 	ctx := context.Background()
 	store, db := letterStore(t)
 	now := time.Now().UTC()
-	if err := dlqtest.SeedDeadLetters(ctx, db.DB, dlq.LetterCountCap+500, now); err != nil {
+	if err := storetest.SeedDeadLetters(ctx, db.DB, dlq.LetterCountCap+500, now); err != nil {
 		t.Fatal(err)
 	}
 	var pending, all int64
@@ -251,7 +251,7 @@ func TestCountGivesUpPastItsBudget(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	store, db := letterStore(t)
-	if err := dlqtest.SeedDeadLetters(ctx, db.DB, 12_000, time.Now()); err != nil {
+	if err := storetest.SeedDeadLetters(ctx, db.DB, 12_000, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	// Finding 10,001 search matches cannot finish in a millisecond.
@@ -284,7 +284,7 @@ func TestGetDeadLetter(t *testing.T) {
 		huge := strings.Repeat("frame line\n", 30_000) // 330,000 characters
 		history := fmt.Sprintf(`[{"attempt":1,"at":"2026-03-01T00:00:00Z","class":"E","message":"m","outcome":"retry","traceback":%q},
 			{"attempt":2,"at":"2026-03-01T00:01:00Z","class":"E","message":"m","outcome":"dead","traceback":"short"}]`, huge)
-		id := dlqtest.InsertDeadLetter(t, db.DB, dlqtest.Letter{Traceback: huge, History: history, Attempts: 2})
+		id := storetest.InsertDeadLetter(t, db.DB, storetest.Letter{Traceback: huge, History: history, Attempts: 2})
 		d, err := store.Letters.GetDeadLetter(ctx, id)
 		if err != nil {
 			t.Fatal(err)
@@ -298,8 +298,8 @@ func TestGetDeadLetter(t *testing.T) {
 	})
 
 	t.Run("Lineage", func(t *testing.T) {
-		first := dlqtest.InsertDeadLetter(t, db.DB, dlqtest.Letter{Status: "replayed", ReplayJobID: 77})
-		second := dlqtest.InsertDeadLetter(t, db.DB, dlqtest.Letter{ReplayOf: &first})
+		first := storetest.InsertDeadLetter(t, db.DB, storetest.Letter{Status: "replayed", ReplayJobID: 77})
+		second := storetest.InsertDeadLetter(t, db.DB, storetest.Letter{ReplayOf: &first})
 		d, err := store.Letters.GetDeadLetter(ctx, first)
 		if err != nil {
 			t.Fatal(err)
@@ -322,7 +322,7 @@ func TestEachDeadLetterStreamsTheWholeSet(t *testing.T) {
 	ctx := context.Background()
 	store, db := letterStore(t)
 	now := time.Now().UTC()
-	if err := dlqtest.SeedDeadLetters(ctx, db.DB, 2600, now); err != nil {
+	if err := storetest.SeedDeadLetters(ctx, db.DB, 2600, now); err != nil {
 		t.Fatal(err)
 	}
 	f := mustLetterFilter(t, "status=all&limit=5", now)
@@ -359,12 +359,12 @@ func TestGroups(t *testing.T) {
 	store, db := letterStore(t)
 	now := time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC)
 	for i := range 5 {
-		dlqtest.InsertDeadLetter(t, db.DB, dlqtest.Letter{Fingerprint: "big", Task: "a.big", FailedAt: now.Add(-time.Duration(i)*24*time.Hour - time.Hour)})
+		storetest.InsertDeadLetter(t, db.DB, storetest.Letter{Fingerprint: "big", Task: "a.big", FailedAt: now.Add(-time.Duration(i)*24*time.Hour - time.Hour)})
 	}
 	for range 3 {
-		dlqtest.InsertDeadLetter(t, db.DB, dlqtest.Letter{Fingerprint: "old", Task: "b.old", FailedAt: now.Add(-20 * 24 * time.Hour), Status: "replayed"})
+		storetest.InsertDeadLetter(t, db.DB, storetest.Letter{Fingerprint: "old", Task: "b.old", FailedAt: now.Add(-20 * 24 * time.Hour), Status: "replayed"})
 	}
-	dlqtest.InsertDeadLetter(t, db.DB, dlqtest.Letter{Fingerprint: "new", Task: "b.new", FailedAt: now.Add(-time.Minute)})
+	storetest.InsertDeadLetter(t, db.DB, storetest.Letter{Fingerprint: "new", Task: "b.new", FailedAt: now.Add(-time.Minute)})
 
 	order := func(sort, task string) []string {
 		groups, err := store.Groups.ListGroups(ctx, dlq.GroupFilter{Sort: sort, Task: task, Limit: 10})
@@ -413,7 +413,7 @@ func TestInflowDailyFollowsHourly(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	_, db := letterStore(t)
-	if err := dlqtest.SeedDeadLetters(ctx, db.DB, 3000, time.Now()); err != nil {
+	if err := storetest.SeedDeadLetters(ctx, db.DB, 3000, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	check := func(stage string) {
@@ -433,13 +433,13 @@ func TestInflowDailyFollowsHourly(t *testing.T) {
 		}
 	}
 	check("after insert")
-	dlqtest.Settle(t, db, dlqtest.Outcome{Status: "discarded", By: "t", Reason: "r"}, "id % 5 = 0")
+	storetest.Settle(t, db, storetest.Outcome{Status: "discarded", By: "t", Reason: "r"}, "id % 5 = 0")
 	check("after discard")
 	if _, err := db.Exec(`DELETE FROM dead_letter_records WHERE id % 3 = 0`); err != nil {
 		t.Fatal(err)
 	}
 	check("after purge")
-	if err := dlqtest.SeedDeadLetters(ctx, db.DB, 500, time.Now()); err != nil {
+	if err := storetest.SeedDeadLetters(ctx, db.DB, 500, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	check("after more letters")
@@ -454,7 +454,7 @@ func TestListRowsMatchTheDetail(t *testing.T) {
 	ctx := context.Background()
 	store, db := letterStore(t)
 	now := time.Now()
-	if err := dlqtest.SeedDeadLetters(ctx, db.DB, 400, now); err != nil {
+	if err := storetest.SeedDeadLetters(ctx, db.DB, 400, now); err != nil {
 		t.Fatal(err)
 	}
 	page, err := store.Letters.ListDeadLetters(ctx, mustLetterFilter(t, "status=all&limit=500", now))
@@ -493,7 +493,7 @@ func TestGetDeadLetterCutSecretMasked(t *testing.T) {
 	long := strings.Repeat("x", dlq.AttemptTracebackCap-6) + card + "\n"
 	history := fmt.Sprintf(`[{"attempt":1,"at":"2026-03-01T00:00:00Z","class":"E","message":"m","outcome":"dead","traceback":%q}]`, long)
 	final := strings.Repeat("y", dlq.TracebackCap-6) + card
-	id := dlqtest.InsertDeadLetter(t, db.DB, dlqtest.Letter{Kwargs: `{"card_number": "` + card + `"}`, Traceback: final, History: history})
+	id := storetest.InsertDeadLetter(t, db.DB, storetest.Letter{Kwargs: `{"card_number": "` + card + `"}`, Traceback: final, History: history})
 	d, err := store.Letters.GetDeadLetter(ctx, id)
 	if err != nil {
 		t.Fatal(err)

@@ -11,9 +11,9 @@ import (
 
 	"github.com/lib/pq"
 	"github.com/redrive/redrive/dlq"
-	"github.com/redrive/redrive/dlq/dlqtest"
 	"github.com/redrive/redrive/store/postgres"
 	"github.com/redrive/redrive/store/queue"
+	"github.com/redrive/redrive/store/storetest"
 )
 
 // copyBatch is a batch big enough for COPY, without idempotency keys, with
@@ -166,13 +166,13 @@ func TestEnqueueManyByCopyThroughATransactionPooler(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	_, db := setup(t)
-	_, dsn := dlqtest.Bouncer(t, db, "transaction")
+	_, dsn := storetest.Bouncer(t, db, "transaction")
 	pooled, err := postgres.Open(ctx, dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer pooled.Close()
-	ps := dlqtest.NewStores(pooled)
+	ps := storetest.NewStores(pooled)
 	var mu sync.Mutex
 	seen := map[int64]bool{}
 	var errs []error

@@ -9,13 +9,13 @@ import (
 	"testing"
 
 	"github.com/redrive/redrive/dlq"
-	"github.com/redrive/redrive/dlq/dlqtest"
+	"github.com/redrive/redrive/store/storetest"
 )
 
-func setup(t *testing.T) (*dlqtest.Stores, *dlqtest.DB) {
+func setup(t *testing.T) (*storetest.Stores, *storetest.DB) {
 	t.Helper()
-	db := dlqtest.NewDB(t)
-	store := dlqtest.NewStores(db.DB)
+	db := storetest.NewDB(t)
+	store := storetest.NewStores(db.DB)
 	if err := store.Queue.RegisterTasks(context.Background(), []string{"t.ok", "t.other"}); err != nil {
 		t.Fatal(err)
 	}

@@ -8,16 +8,16 @@ import (
 	"time"
 
 	"github.com/redrive/redrive/dlq"
-	"github.com/redrive/redrive/dlq/dlqtest"
 	"github.com/redrive/redrive/store/operations"
+	"github.com/redrive/redrive/store/storetest"
 )
 
 // groupsFixture is three error groups whose letters failed interleaved in
 // time, so that a read of two of them has to merge their walks: every
 // letter pending except every fourth of each group, replayed.
 type groupsFixture struct {
-	store *dlqtest.Stores
-	db    *dlqtest.DB
+	store *storetest.Stores
+	db    *storetest.DB
 	// pending and all are the letters of groups A and B, newest first.
 	pending, all []int64
 	// otherPending counts group C's pending letters, which nothing here
@@ -52,14 +52,14 @@ func newGroupsFixture(t *testing.T) groupsFixture {
 			// A's and B's letters alternate, pairs sharing a failure time:
 			// the order then falls back to the id, across the walks too.
 			at := now.Add(-time.Duration(3*i+g/2) * time.Minute)
-			l := dlqtest.Letter{Task: "t.ok", Fingerprint: fp, FailedAt: at, Message: fmt.Sprintf("%s #%d", fp, i)}
+			l := storetest.Letter{Task: "t.ok", Fingerprint: fp, FailedAt: at, Message: fmt.Sprintf("%s #%d", fp, i)}
 			if fp == groupB {
 				l.Task = "t.other" // an incident spans tasks
 			}
 			if i%4 == 3 {
 				l.Status = "replayed"
 			}
-			id := dlqtest.InsertDeadLetter(t, db.DB, l)
+			id := storetest.InsertDeadLetter(t, db.DB, l)
 			switch {
 			case fp != groupC:
 				ab = append(ab, letter{id, at, l.Status == ""})
@@ -186,7 +186,7 @@ func TestSeveralGroupsSelectExactlyTheirLetters(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		runLanes(t, []*dlqtest.Stores{fx.store}, op.ID, 5)
+		runLanes(t, []*storetest.Stores{fx.store}, op.ID, 5)
 		fx.assertHandled(t, op.ID, "discarded")
 	})
 }
@@ -213,5 +213,5 @@ func (fx groupsFixture) assertHandled(t *testing.T, opID int64, status string) {
 	if n := count(t, fx.db, `SELECT count(*) FROM dead_letters WHERE fingerprint = $1 AND status = 'pending'`, groupC); n != fx.otherPending {
 		t.Errorf("group C has %d pending letters left, want all %d", n, fx.otherPending)
 	}
-	dlqtest.AssertSummariesMatch(t, fx.db)
+	storetest.AssertSummariesMatch(t, fx.db)
 }

@@ -12,32 +12,32 @@ import (
 	"time"
 
 	"github.com/redrive/redrive/dlq"
-	"github.com/redrive/redrive/dlq/dlqtest"
 	"github.com/redrive/redrive/grouping"
 	"github.com/redrive/redrive/mask"
+	"github.com/redrive/redrive/store/storetest"
 )
 
 // editFixture files letters as the worker does: grouped by the store's
 // grouper, under the group their id means now (merges redirect).
 type editFixture struct {
-	db    *dlqtest.DB
-	store *dlqtest.Stores
+	db    *storetest.DB
+	store *storetest.Stores
 	at    time.Time
 	n     int
 }
 
 func newEditFixture(t *testing.T) *editFixture {
-	db := dlqtest.NewDB(t)
-	return &editFixture{db: db, store: dlqtest.NewStores(db.DB), at: time.Now().UTC().Add(-6 * time.Hour).Truncate(time.Second)}
+	db := storetest.NewDB(t)
+	return &editFixture{db: db, store: storetest.NewStores(db.DB), at: time.Now().UTC().Add(-6 * time.Hour).Truncate(time.Second)}
 }
 
 // letter dead-letters one letter of task and class with msg through a
 // fresh grouper (a worker that has read every change) and returns its
 // group. Each letter fails a minute after the last; o sets the rest.
-func (f *editFixture) letter(t *testing.T, task, class, msg string, o dlqtest.Letter) string {
+func (f *editFixture) letter(t *testing.T, task, class, msg string, o storetest.Letter) string {
 	t.Helper()
 	ctx := context.Background()
-	fp, err := dlqtest.NewStores(f.db.DB).Groups.GroupLetter(ctx, grouping.Letter{Task: task, Class: class, Message: msg, Traceback: o.Traceback})
+	fp, err := storetest.NewStores(f.db.DB).Groups.GroupLetter(ctx, grouping.Letter{Task: task, Class: class, Message: msg, Traceback: o.Traceback})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +49,7 @@ func (f *editFixture) letter(t *testing.T, task, class, msg string, o dlqtest.Le
 	if o.FailedAt.IsZero() {
 		o.FailedAt = f.at.Add(time.Duration(f.n) * time.Minute)
 	}
-	dlqtest.InsertDeadLetter(t, f.db.DB, o)
+	storetest.InsertDeadLetter(t, f.db.DB, o)
 	return fp
 }
 
@@ -59,7 +59,7 @@ func carrierMsg(carrier string) string {
 
 // shipments files n letters per carrier, in turns, and returns each
 // carrier's group.
-func (f *editFixture) shipments(t *testing.T, n map[string]int, o dlqtest.Letter) map[string]string {
+func (f *editFixture) shipments(t *testing.T, n map[string]int, o storetest.Letter) map[string]string {
 	t.Helper()
 	out := map[string]string{}
 	for left := true; left; {
@@ -84,9 +84,9 @@ func (f *editFixture) shipments(t *testing.T, n map[string]int, o dlqtest.Letter
 // assertRecounted compares every group's summary row and the hourly
 // inflow with a recount from the letters: totals, pending, first and last
 // seen and the sample (the newest letter's message).
-func assertRecounted(t *testing.T, db *dlqtest.DB) {
+func assertRecounted(t *testing.T, db *storetest.DB) {
 	t.Helper()
-	dlqtest.AssertSummariesMatch(t, db)
+	storetest.AssertSummariesMatch(t, db)
 	var n int
 	err := db.Get(&n, `
 		SELECT count(*) FROM (
@@ -117,7 +117,7 @@ func assertRecounted(t *testing.T, db *dlqtest.DB) {
 	}
 }
 
-func audits(t *testing.T, db *dlqtest.DB, action string) int {
+func audits(t *testing.T, db *storetest.DB, action string) int {
 	t.Helper()
 	var n int
 	if err := db.Get(&n, `SELECT count(*) FROM audit_events WHERE action = $1`, action); err != nil {
@@ -147,7 +147,7 @@ func TestMergeErrorGroups(t *testing.T) {
 	t.Run("SameShapeWidensTheOlderSurvivor", func(t *testing.T) {
 		t.Parallel()
 		f := newEditFixture(t)
-		g := f.shipments(t, map[string]int{"dhl": 3, "ups": 2}, dlqtest.Letter{})
+		g := f.shipments(t, map[string]int{"dhl": 3, "ups": 2}, storetest.Letter{})
 		if g["dhl"] == g["ups"] {
 			t.Fatalf("two carriers are one group before the merge: %v", g)
 		}
@@ -168,7 +168,7 @@ func TestMergeErrorGroups(t *testing.T) {
 		// Workers file new letters of both, and of a new carrier, in the
 		// survivor: its template covers them.
 		for _, c := range []string{"ups", "dhl", "fedex"} {
-			if got := f.letter(t, "orders.ship", "CarrierError", carrierMsg(c), dlqtest.Letter{}); got != g["dhl"] {
+			if got := f.letter(t, "orders.ship", "CarrierError", carrierMsg(c), storetest.Letter{}); got != g["dhl"] {
 				t.Errorf("a new %s letter went to %s, want %s", c, got, g["dhl"])
 			}
 		}
@@ -197,8 +197,8 @@ func TestMergeErrorGroups(t *testing.T) {
 	t.Run("FixedWordsKeepTheMergedTemplateMatching", func(t *testing.T) {
 		t.Parallel()
 		f := newEditFixture(t)
-		sku := f.letter(t, "orders.pack", "KeyError", "'sku'", dlqtest.Letter{})
-		qty := f.letter(t, "orders.pack", "KeyError", "'quantity'", dlqtest.Letter{})
+		sku := f.letter(t, "orders.pack", "KeyError", "'sku'", storetest.Letter{})
+		qty := f.letter(t, "orders.pack", "KeyError", "'quantity'", storetest.Letter{})
 		if sku == qty {
 			t.Fatalf("two missing keys are one group before the merge")
 		}
@@ -211,10 +211,10 @@ func TestMergeErrorGroups(t *testing.T) {
 		}
 		// A missing key is a different bug: the survivor did not widen,
 		// but the merged key's letters still go to it.
-		if got := f.letter(t, "orders.pack", "KeyError", "'sku'", dlqtest.Letter{}); got != qty {
+		if got := f.letter(t, "orders.pack", "KeyError", "'sku'", storetest.Letter{}); got != qty {
 			t.Errorf("a new 'sku' letter went to %s, want %s", got, qty)
 		}
-		if got := f.letter(t, "orders.pack", "KeyError", "'price'", dlqtest.Letter{}); got == qty || got == sku {
+		if got := f.letter(t, "orders.pack", "KeyError", "'price'", storetest.Letter{}); got == qty || got == sku {
 			t.Errorf("a third missing key joined the merged groups (%s)", got)
 		}
 		assertRecounted(t, f.db)
@@ -223,8 +223,8 @@ func TestMergeErrorGroups(t *testing.T) {
 	t.Run("DifferentMessagesDoNotWidenIntoACatchAll", func(t *testing.T) {
 		t.Parallel()
 		f := newEditFixture(t)
-		label := f.letter(t, "orders.ship", "CarrierError", "label printer offline at depot", dlqtest.Letter{})
-		quota := f.letter(t, "orders.ship", "CarrierError", "daily quota exceeded for account", dlqtest.Letter{})
+		label := f.letter(t, "orders.ship", "CarrierError", "label printer offline at depot", storetest.Letter{})
+		quota := f.letter(t, "orders.ship", "CarrierError", "daily quota exceeded for account", storetest.Letter{})
 		res, err := f.store.Groups.MergeErrorGroups(ctx, dlq.GroupMergeParams{Group: label, Groups: []string{quota}, Actor: priya, Reason: "one dashboard"})
 		if err != nil {
 			t.Fatal(err)
@@ -234,11 +234,11 @@ func TestMergeErrorGroups(t *testing.T) {
 		}
 		// Both still lead to the survivor; a third message does not.
 		for _, msg := range []string{"label printer offline at depot", "daily quota exceeded for account"} {
-			if got := f.letter(t, "orders.ship", "CarrierError", msg, dlqtest.Letter{}); got != res.Survivor {
+			if got := f.letter(t, "orders.ship", "CarrierError", msg, storetest.Letter{}); got != res.Survivor {
 				t.Errorf("a new %q letter went to %s, want %s", msg, got, res.Survivor)
 			}
 		}
-		if got := f.letter(t, "orders.ship", "CarrierError", "customs form rejected by broker", dlqtest.Letter{}); got == res.Survivor {
+		if got := f.letter(t, "orders.ship", "CarrierError", "customs form rejected by broker", storetest.Letter{}); got == res.Survivor {
 			t.Errorf("an unrelated message of the same length joined the merged group")
 		}
 		assertRecounted(t, f.db)
@@ -247,8 +247,8 @@ func TestMergeErrorGroups(t *testing.T) {
 	t.Run("BadRequestsAreRefused", func(t *testing.T) {
 		t.Parallel()
 		f := newEditFixture(t)
-		g := f.shipments(t, map[string]int{"dhl": 1, "ups": 1}, dlqtest.Letter{})
-		other := f.letter(t, "orders.refund", "CarrierError", carrierMsg("dhl"), dlqtest.Letter{})
+		g := f.shipments(t, map[string]int{"dhl": 1, "ups": 1}, storetest.Letter{})
+		other := f.letter(t, "orders.refund", "CarrierError", carrierMsg("dhl"), storetest.Letter{})
 		for _, c := range []struct {
 			name  string
 			p     dlq.GroupMergeParams
@@ -287,16 +287,16 @@ func TestSplitErrorGroup(t *testing.T) {
 		for i, c := range []string{"dhl", "ups", "fedex", "dhl", "ups", "fedex", "dhl", "ups", "fedex", "dhl", "ups", "dhl", "dhl"} {
 			queue := []string{"default", "priority"}[i%2]
 			groups = append(groups, f.letter(t, "orders.ship", "CarrierError", carrierMsg(c),
-				dlqtest.Letter{Queue: queue, FailedAt: f.at.Add(time.Duration(i) * 25 * time.Minute)}))
+				storetest.Letter{Queue: queue, FailedAt: f.at.Add(time.Duration(i) * 25 * time.Minute)}))
 		}
 		f.store.Groups.SweepMergedGroups(ctx)
 		group := groups[len(groups)-1]
 		if n := groupOfLetter(t, f, carrierMsg("ups")); n != group {
 			t.Fatalf("three carriers in groups %v, want one", groups)
 		}
-		dlqtest.Settle(t, f.db.DB, dlqtest.Outcome{Status: "discarded"}, "error_message = $1 AND id % 2 = 0", carrierMsg("ups"))
-		dlqtest.Settle(t, f.db.DB, dlqtest.Outcome{Status: "replayed"}, "error_message = $1 AND id % 2 = 1", carrierMsg("dhl"))
-		dlqtest.InsertDeadLetter(t, f.db.DB, dlqtest.Letter{Task: "orders.ship", ErrorClass: "CarrierError",
+		storetest.Settle(t, f.db.DB, storetest.Outcome{Status: "discarded"}, "error_message = $1 AND id % 2 = 0", carrierMsg("ups"))
+		storetest.Settle(t, f.db.DB, storetest.Outcome{Status: "replayed"}, "error_message = $1 AND id % 2 = 1", carrierMsg("dhl"))
+		storetest.InsertDeadLetter(t, f.db.DB, storetest.Letter{Task: "orders.ship", ErrorClass: "CarrierError",
 			Fingerprint: group, Message: "carrier api unreachable", FailedAt: f.at.Add(-time.Hour)})
 		assertRecounted(t, f.db)
 		tpl, err := f.store.Groups.GroupTemplate(ctx, group)
@@ -366,20 +366,20 @@ func TestSplitErrorGroup(t *testing.T) {
 		t.Parallel()
 		f, _, res := split(t)
 		for _, part := range res.Parts {
-			if got := f.letter(t, "orders.ship", "CarrierError", carrierMsg(part.Word), dlqtest.Letter{}); got != part.Group {
+			if got := f.letter(t, "orders.ship", "CarrierError", carrierMsg(part.Word), storetest.Letter{}); got != part.Group {
 				t.Errorf("a new %s letter went to %s, want %s", part.Word, got, part.Group)
 			}
 		}
 		// Three new carriers would make a variable of any other word:
 		// they stay out of the parts.
 		for _, c := range []string{"dpd", "gls", "hermes", "tnt"} {
-			got := f.letter(t, "orders.ship", "CarrierError", carrierMsg(c), dlqtest.Letter{})
+			got := f.letter(t, "orders.ship", "CarrierError", carrierMsg(c), storetest.Letter{})
 			if slices.ContainsFunc(res.Parts, func(p dlq.GroupSplitPart) bool { return p.Group == got }) {
 				t.Errorf("new carrier %s went to part %s", c, got)
 			}
 		}
 		for _, part := range res.Parts {
-			if got := f.letter(t, "orders.ship", "CarrierError", carrierMsg(part.Word), dlqtest.Letter{}); got != part.Group {
+			if got := f.letter(t, "orders.ship", "CarrierError", carrierMsg(part.Word), storetest.Letter{}); got != part.Group {
 				t.Errorf("after new carriers, a %s letter went to %s, want %s", part.Word, got, part.Group)
 			}
 		}
@@ -389,7 +389,7 @@ func TestSplitErrorGroup(t *testing.T) {
 	t.Run("AWorkerOnItsOldCopyCannotUndoIt", func(t *testing.T) {
 		t.Parallel()
 		f := newEditFixture(t)
-		worker := dlqtest.NewStores(f.db.DB) // learns before the split, re-reads later
+		worker := storetest.NewStores(f.db.DB) // learns before the split, re-reads later
 		var group string
 		for _, c := range []string{"dhl", "ups", "fedex", "dhl"} {
 			id, err := worker.Groups.GroupLetter(ctx, grouping.Letter{Task: "orders.ship", Class: "CarrierError", Message: carrierMsg(c)})
@@ -397,7 +397,7 @@ func TestSplitErrorGroup(t *testing.T) {
 				t.Fatal(err)
 			}
 			group = id
-			dlqtest.InsertDeadLetter(t, f.db.DB, dlqtest.Letter{Task: "orders.ship", ErrorClass: "CarrierError", Message: carrierMsg(c), Fingerprint: id})
+			storetest.InsertDeadLetter(t, f.db.DB, storetest.Letter{Task: "orders.ship", ErrorClass: "CarrierError", Message: carrierMsg(c), Fingerprint: id})
 		}
 		f.store.Groups.SweepMergedGroups(ctx)
 		tpl, err := f.store.Groups.GroupTemplate(ctx, group)
@@ -445,7 +445,7 @@ func TestSplitErrorGroup(t *testing.T) {
 			t.Errorf("the merged position is still fixed")
 		}
 		assertRecounted(t, f.db)
-		if got := f.letter(t, "orders.ship", "CarrierError", carrierMsg("gls"), dlqtest.Letter{}); got != group {
+		if got := f.letter(t, "orders.ship", "CarrierError", carrierMsg("gls"), storetest.Letter{}); got != group {
 			t.Errorf("a new carrier went to %s, want %s", got, group)
 		}
 		// Splitting again is a new split, which gives the parts their
@@ -465,8 +465,8 @@ func TestSplitErrorGroup(t *testing.T) {
 	t.Run("BadRequestsAreRefused", func(t *testing.T) {
 		t.Parallel()
 		f := newEditFixture(t)
-		g := f.shipments(t, map[string]int{"dhl": 2, "ups": 1, "fedex": 1}, dlqtest.Letter{})
-		one := f.letter(t, "orders.pack", "KeyError", "'sku'", dlqtest.Letter{})
+		g := f.shipments(t, map[string]int{"dhl": 2, "ups": 1, "fedex": 1}, storetest.Letter{})
+		one := f.letter(t, "orders.pack", "KeyError", "'sku'", storetest.Letter{})
 		tpl, err := f.store.Groups.GroupTemplate(ctx, g["dhl"])
 		if err != nil {
 			t.Fatal(err)
@@ -492,7 +492,7 @@ func TestSplitErrorGroup(t *testing.T) {
 	t.Run("ConcurrentDeadLetteringLosesNothing", func(t *testing.T) {
 		t.Parallel()
 		f := newEditFixture(t)
-		g := f.shipments(t, map[string]int{"dhl": 200, "ups": 150, "fedex": 100}, dlqtest.Letter{})
+		g := f.shipments(t, map[string]int{"dhl": 200, "ups": 150, "fedex": 100}, storetest.Letter{})
 		group := g["dhl"]
 		tpl, err := f.store.Groups.GroupTemplate(ctx, group)
 		if err != nil {
@@ -558,12 +558,12 @@ func TestUnmergeErrorGroup(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	f := newEditFixture(t)
-	g := f.shipments(t, map[string]int{"dhl": 3, "ups": 2}, dlqtest.Letter{})
+	g := f.shipments(t, map[string]int{"dhl": 3, "ups": 2}, storetest.Letter{})
 	if _, err := f.store.Groups.MergeErrorGroups(ctx, dlq.GroupMergeParams{Group: g["dhl"], Groups: []string{g["ups"]}, Actor: priya, Reason: "one outage"}); err != nil {
 		t.Fatal(err)
 	}
-	f.letter(t, "orders.ship", "CarrierError", carrierMsg("ups"), dlqtest.Letter{}) // into the survivor now
-	f.letter(t, "orders.ship", "CarrierError", carrierMsg("gls"), dlqtest.Letter{})
+	f.letter(t, "orders.ship", "CarrierError", carrierMsg("ups"), storetest.Letter{}) // into the survivor now
+	f.letter(t, "orders.ship", "CarrierError", carrierMsg("gls"), storetest.Letter{})
 
 	edit, err := f.store.Groups.GroupForEdit(ctx, g["dhl"], mask.Policy{})
 	if err != nil {
@@ -590,7 +590,7 @@ func TestUnmergeErrorGroup(t *testing.T) {
 		t.Errorf("gls letters in %s, want %s", got, g["dhl"])
 	}
 	assertRecounted(t, f.db)
-	if got := f.letter(t, "orders.ship", "CarrierError", carrierMsg("ups"), dlqtest.Letter{}); got != g["ups"] {
+	if got := f.letter(t, "orders.ship", "CarrierError", carrierMsg("ups"), storetest.Letter{}); got != g["ups"] {
 		t.Errorf("a new ups letter went to %s, want %s", got, g["ups"])
 	}
 	again, err := f.store.Groups.UnmergeErrorGroup(ctx, p)
@@ -601,7 +601,7 @@ func TestUnmergeErrorGroup(t *testing.T) {
 		t.Errorf("%d unmerge audit entries, want 1", n)
 	}
 	// Refusals: not merged into it, merged by the grouper, no reason.
-	other := f.letter(t, "orders.ship", "CarrierError", "carrier api unreachable", dlqtest.Letter{})
+	other := f.letter(t, "orders.ship", "CarrierError", "carrier api unreachable", storetest.Letter{})
 	for name, q := range map[string]dlq.GroupUnmergeParams{
 		"NeverMerged": {Group: g["dhl"], From: other, Reason: "x"},
 		"Itself":      {Group: g["dhl"], From: g["dhl"], Reason: "x"},

@@ -10,10 +10,10 @@ import (
 	"time"
 
 	"github.com/redrive/redrive/dlq"
-	"github.com/redrive/redrive/dlq/dlqtest"
 	"github.com/redrive/redrive/grouping"
 	"github.com/redrive/redrive/mask"
 	"github.com/redrive/redrive/store/groups"
+	"github.com/redrive/redrive/store/storetest"
 )
 
 // outageMessage is a letter of the payments outage the tests of a group's
@@ -24,7 +24,7 @@ func outageMessage(host, order, email string) string {
 
 // learnGroup has store learn the group of a payments.charge letter with
 // message, as a worker would, and returns its id.
-func learnGroup(t *testing.T, store *dlqtest.Stores, message string) string {
+func learnGroup(t *testing.T, store *storetest.Stores, message string) string {
 	t.Helper()
 	id, err := store.Groups.GroupLetter(context.Background(), grouping.Letter{Task: "billing.charge", Class: "ConnectionError", Message: message})
 	if err != nil {
@@ -36,7 +36,7 @@ func learnGroup(t *testing.T, store *dlqtest.Stores, message string) string {
 // insertGroupLetters inserts n letters of group fp in one statement:
 // letter g (1..n) has the message msgSQL and failed at failedSQL, SQL
 // expressions of g.
-func insertGroupLetters(t *testing.T, db *dlqtest.DB, fp string, n int, msgSQL, failedSQL string) {
+func insertGroupLetters(t *testing.T, db *storetest.DB, fp string, n int, msgSQL, failedSQL string) {
 	t.Helper()
 	_, err := db.Exec(`INSERT INTO dead_letter_records (job_id, queue, task, args, kwargs, error_class, error_message,
 		traceback, attempts, max_attempts, history, reason, fingerprint, enqueued_at, failed_at)
@@ -56,8 +56,8 @@ func TestGroupVariables(t *testing.T) {
 
 	t.Run("CountsEachVariablesValuesAndMasksWhatTheLetterPageMasks", func(t *testing.T) {
 		t.Parallel()
-		db := dlqtest.NewDB(t)
-		store := dlqtest.NewStores(db.DB)
+		db := storetest.NewDB(t)
+		store := storetest.NewStores(db.DB)
 		fp := learnGroup(t, store, outageMessage("payments-3.eu-west-1", "ord_3DZ6VXS7", "someone@example.com"))
 		for i := range 47 {
 			host := "payments-3.eu-west-1"
@@ -65,12 +65,12 @@ func TestGroupVariables(t *testing.T) {
 				host = "payments-1.eu-west-1"
 			}
 			email := fmt.Sprintf("customer%d@example.com", i%5)
-			dlqtest.InsertDeadLetter(t, db.DB, dlqtest.Letter{Task: "billing.charge", ErrorClass: "ConnectionError",
+			storetest.InsertDeadLetter(t, db.DB, storetest.Letter{Task: "billing.charge", ErrorClass: "ConnectionError",
 				Fingerprint: fp, Kwargs: fmt.Sprintf(`{"email": %q}`, email),
 				Message: outageMessage(host, fmt.Sprintf("ord_%08X", 0x3D000+i), email)})
 		}
 		// One letter filed under the group that its template does not fit.
-		dlqtest.InsertDeadLetter(t, db.DB, dlqtest.Letter{Task: "billing.charge", ErrorClass: "ConnectionError",
+		storetest.InsertDeadLetter(t, db.DB, storetest.Letter{Task: "billing.charge", ErrorClass: "ConnectionError",
 			Fingerprint: fp, Message: "payments-api is down"})
 
 		got, err := store.Groups.GroupVariables(ctx, fp, policy)
@@ -107,8 +107,8 @@ func TestGroupVariables(t *testing.T) {
 
 	t.Run("ReadsTheNewestLettersOnly", func(t *testing.T) {
 		t.Parallel()
-		db := dlqtest.NewDB(t)
-		store := dlqtest.NewStores(db.DB)
+		db := storetest.NewDB(t)
+		store := storetest.NewStores(db.DB)
 		fp := learnGroup(t, store, outageMessage("payments-3.eu-west-1", "ord_3DZ6VXS7", "someone@example.com"))
 		// 100 old letters from another host, then a full sample of new ones.
 		insertGroupLetters(t, db, fp, 100, `'connect to old-7.eu-west-1:443 failed for order ord_' || g || ' of x' || g || '@example.com'`,
@@ -129,10 +129,10 @@ func TestGroupVariables(t *testing.T) {
 
 	t.Run("AGroupWithoutATemplateHasNoVariables", func(t *testing.T) {
 		t.Parallel()
-		db := dlqtest.NewDB(t)
-		store := dlqtest.NewStores(db.DB)
-		fp := dlqtest.GroupID("before templates")
-		dlqtest.InsertDeadLetter(t, db.DB, dlqtest.Letter{Fingerprint: fp, Message: "card declined for order 42"})
+		db := storetest.NewDB(t)
+		store := storetest.NewStores(db.DB)
+		fp := storetest.GroupID("before templates")
+		storetest.InsertDeadLetter(t, db.DB, storetest.Letter{Fingerprint: fp, Message: "card declined for order 42"})
 		got, err := store.Groups.GroupVariables(ctx, fp, policy)
 		if err != nil {
 			t.Fatal(err)
@@ -146,12 +146,12 @@ func TestGroupVariables(t *testing.T) {
 func TestGroupMinutely(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db := dlqtest.NewDB(t)
-	store := dlqtest.NewStores(db.DB)
+	db := storetest.NewDB(t)
+	store := storetest.NewStores(db.DB)
 	now := time.Date(2026, 12, 7, 3, 30, 20, 0, time.UTC)
-	fp, other := dlqtest.GroupID("minutely"), dlqtest.GroupID("another")
+	fp, other := storetest.GroupID("minutely"), storetest.GroupID("another")
 	at := func(fp string, t0 time.Time) {
-		dlqtest.InsertDeadLetter(t, db.DB, dlqtest.Letter{Fingerprint: fp, FailedAt: t0})
+		storetest.InsertDeadLetter(t, db.DB, storetest.Letter{Fingerprint: fp, FailedAt: t0})
 	}
 	at(fp, now.Add(-5*time.Second))                  // this minute, so far
 	at(fp, now.Add(-4*time.Minute))                  // 03:26
@@ -187,9 +187,9 @@ func TestGroupMinutely(t *testing.T) {
 func TestGroupPageReadsAreBounded(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db := dlqtest.NewDB(t)
-	store := dlqtest.NewStores(db.DB)
-	insertGroupLetters(t, db, dlqtest.GroupID("newer"), 15_000, `'payments-api is down'`, `now() - g * interval '5 seconds'`)
+	db := storetest.NewDB(t)
+	store := storetest.NewStores(db.DB)
+	insertGroupLetters(t, db, storetest.GroupID("newer"), 15_000, `'payments-api is down'`, `now() - g * interval '5 seconds'`)
 	fp := learnGroup(t, store, outageMessage("payments-3.eu-west-1", "ord_3DZ6VXS7", "someone@example.com"))
 	insertGroupLetters(t, db, fp, 20_000, `'connect to payments-' || (g % 4) || '.eu-west-1:443 failed for order ord_' || g || ' of x' || g || '@example.com'`,
 		`now() - interval '7 days' - g * interval '1 second'`)

@@ -7,8 +7,8 @@ import (
 	"testing"
 
 	"github.com/redrive/redrive/dlq"
-	"github.com/redrive/redrive/dlq/dlqtest"
 	"github.com/redrive/redrive/grouping"
+	"github.com/redrive/redrive/store/storetest"
 )
 
 // TestGroupsLearned: letters grouped through the store share what the
@@ -20,8 +20,8 @@ func TestGroupsLearned(t *testing.T) {
 
 	t.Run("AnotherStoreOnTheDatabaseGivesTheSameGroup", func(t *testing.T) {
 		t.Parallel()
-		db := dlqtest.NewDB(t)
-		a, b := dlqtest.NewStores(db.DB), dlqtest.NewStores(db.DB)
+		db := storetest.NewDB(t)
+		a, b := storetest.NewStores(db.DB), storetest.NewStores(db.DB)
 		outage := func(id string) grouping.Letter {
 			return grouping.Letter{Task: "payments.charge", Class: "ServiceUnavailable",
 				Message: "payments-api returned 503 Service Unavailable for POST /v1/charges (request_id req_" + id + ")"}
@@ -48,18 +48,18 @@ func TestGroupsLearned(t *testing.T) {
 
 	t.Run("AMergeMovesLettersKeepsCountsAndRedirects", func(t *testing.T) {
 		t.Parallel()
-		db := dlqtest.NewDB(t)
-		store := dlqtest.NewStores(db.DB)
+		db := storetest.NewDB(t)
+		store := storetest.NewStores(db.DB)
 		for i := range 3 {
-			dlqtest.InsertDeadLetter(t, db.DB, dlqtest.Letter{Fingerprint: "aaaaaaaaaaaaaaaa", Message: fmt.Sprint("a", i)})
+			storetest.InsertDeadLetter(t, db.DB, storetest.Letter{Fingerprint: "aaaaaaaaaaaaaaaa", Message: fmt.Sprint("a", i)})
 		}
 		for i := range 2 {
-			dlqtest.InsertDeadLetter(t, db.DB, dlqtest.Letter{Fingerprint: "bbbbbbbbbbbbbbbb", Message: fmt.Sprint("b", i), Status: "discarded"})
+			storetest.InsertDeadLetter(t, db.DB, storetest.Letter{Fingerprint: "bbbbbbbbbbbbbbbb", Message: fmt.Sprint("b", i), Status: "discarded"})
 		}
 		if err := store.Groups.MergeGroupsUnchecked(ctx, []string{"bbbbbbbbbbbbbbbb"}, "aaaaaaaaaaaaaaaa", dlq.Actor{Name: "priya"}, "one outage"); err != nil {
 			t.Fatal(err)
 		}
-		dlqtest.AssertSummariesMatch(t, db)
+		storetest.AssertSummariesMatch(t, db)
 		var total, pending int
 		if err := db.QueryRow(`SELECT total, pending FROM error_groups WHERE fingerprint = 'aaaaaaaaaaaaaaaa'`).Scan(&total, &pending); err != nil {
 			t.Fatal(err)
@@ -76,20 +76,20 @@ func TestGroupsLearned(t *testing.T) {
 		}
 		// A worker that has not heard of the merge still files its letter
 		// under the survivor.
-		dlqtest.InsertDeadLetter(t, db.DB, dlqtest.Letter{Fingerprint: "bbbbbbbbbbbbbbbb", Message: "late"})
+		storetest.InsertDeadLetter(t, db.DB, storetest.Letter{Fingerprint: "bbbbbbbbbbbbbbbb", Message: "late"})
 		if n, err := store.Groups.SweepMergedGroups(ctx); err != nil || n != 1 {
 			t.Errorf("swept %d letters (%v), want 1", n, err)
 		}
-		dlqtest.AssertSummariesMatch(t, db)
+		storetest.AssertSummariesMatch(t, db)
 	})
 
 	t.Run("TheGrouperNeverUndoesAnOperatorsMerge", func(t *testing.T) {
 		t.Parallel()
-		db := dlqtest.NewDB(t)
-		store := dlqtest.NewStores(db.DB)
-		a, b, x := dlqtest.GroupID("a"), dlqtest.GroupID("b"), dlqtest.GroupID("x")
+		db := storetest.NewDB(t)
+		store := storetest.NewStores(db.DB)
+		a, b, x := storetest.GroupID("a"), storetest.GroupID("b"), storetest.GroupID("x")
 		for i, id := range []string{a, b, x} {
-			dlqtest.InsertDeadLetter(t, db.DB, dlqtest.Letter{Fingerprint: id, Message: fmt.Sprint("m", i)})
+			storetest.InsertDeadLetter(t, db.DB, storetest.Letter{Fingerprint: id, Message: fmt.Sprint("m", i)})
 			db.MustExec(`INSERT INTO error_templates (id, task, error_class, place, tokens, fixed, seq) VALUES ($1, 'billing.charge', 'RuntimeError', '', $2, '{false}', $3)`,
 				id, "{m"+fmt.Sprint(i)+"}", i+1)
 		}
@@ -112,15 +112,15 @@ func TestGroupsLearned(t *testing.T) {
 		if _, err := store.Groups.GroupTemplate(ctx, x); !errors.Is(err, dlq.ErrNotFound) {
 			t.Errorf("x's template after the grouper merged it: %v, want none", err)
 		}
-		dlqtest.AssertSummariesMatch(t, db)
+		storetest.AssertSummariesMatch(t, db)
 	})
 
 	t.Run("TwoWorkersLearningOneMergeAuditItOnce", func(t *testing.T) {
 		t.Parallel()
-		db := dlqtest.NewDB(t)
-		a, b := dlqtest.NewStores(db.DB), dlqtest.NewStores(db.DB)
+		db := storetest.NewDB(t)
+		a, b := storetest.NewStores(db.DB), storetest.NewStores(db.DB)
 		for _, carrier := range []string{"dhl", "ups", "fedex"} {
-			for _, worker := range []*dlqtest.Stores{a, b} {
+			for _, worker := range []*storetest.Stores{a, b} {
 				if _, err := worker.Groups.GroupLetter(ctx, grouping.Letter{Task: "orders.ship", Class: "CarrierError",
 					Message: "shipment rejected by carrier " + carrier + ": address not verified"}); err != nil {
 					t.Fatal(err)
@@ -135,17 +135,17 @@ func TestGroupsLearned(t *testing.T) {
 
 	t.Run("RebuildRegroupsKeepsIdsAndSummaries", func(t *testing.T) {
 		t.Parallel()
-		db := dlqtest.NewDB(t)
-		store := dlqtest.NewStores(db.DB)
+		db := storetest.NewDB(t)
+		store := storetest.NewStores(db.DB)
 		// One outage stored under a fresh id per letter, as the old
 		// fingerprint did, and two different missing keys under one id.
 		for i := range 6 {
-			dlqtest.InsertDeadLetter(t, db.DB, dlqtest.Letter{Task: "payments.charge", ErrorClass: "ServiceUnavailable",
+			storetest.InsertDeadLetter(t, db.DB, storetest.Letter{Task: "payments.charge", ErrorClass: "ServiceUnavailable",
 				Fingerprint: fmt.Sprintf("%016x", 0xa0+i), Status: map[bool]string{true: "replayed"}[i == 5],
 				Message: fmt.Sprintf("payments-api returned 503 for POST /v1/charges (request_id req_%08x)", 7919*i+1)})
 		}
 		for _, key := range []string{"'sku'", "'quantity'", "'sku'"} {
-			dlqtest.InsertDeadLetter(t, db.DB, dlqtest.Letter{Task: "orders.ship", ErrorClass: "KeyError",
+			storetest.InsertDeadLetter(t, db.DB, storetest.Letter{Task: "orders.ship", ErrorClass: "KeyError",
 				Fingerprint: "cccccccccccccccc", Message: key})
 		}
 		res, err := store.Groups.RebuildGroups(ctx)
@@ -155,7 +155,7 @@ func TestGroupsLearned(t *testing.T) {
 		if res.Letters != 9 || res.Groups != 3 {
 			t.Errorf("rebuild %+v, want 9 letters in 3 groups", res)
 		}
-		dlqtest.AssertSummariesMatch(t, db)
+		storetest.AssertSummariesMatch(t, db)
 		var outage []string
 		if err := db.Select(&outage, `SELECT DISTINCT fingerprint FROM dead_letters WHERE task = 'payments.charge'`); err != nil {
 			t.Fatal(err)

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/redrive/redrive/dlq"
-	"github.com/redrive/redrive/dlq/dlqtest"
 	"github.com/redrive/redrive/grouping"
+	"github.com/redrive/redrive/store/storetest"
 )
 
 // TestRebuildKeepsOperatorChoices: `redrive groups rebuild` relearns
@@ -23,9 +23,9 @@ func TestRebuildKeepsOperatorChoices(t *testing.T) {
 
 	// Merged by hand: two missing keys the operator knows are one bug
 	// (their templates cannot widen: quoted keys are fixed words).
-	sku := f.letter(t, "orders.pack", "KeyError", "'sku'", dlqtest.Letter{})
-	qty := f.letter(t, "orders.pack", "KeyError", "'quantity'", dlqtest.Letter{})
-	f.letter(t, "orders.pack", "KeyError", "'sku'", dlqtest.Letter{})
+	sku := f.letter(t, "orders.pack", "KeyError", "'sku'", storetest.Letter{})
+	qty := f.letter(t, "orders.pack", "KeyError", "'quantity'", storetest.Letter{})
+	f.letter(t, "orders.pack", "KeyError", "'sku'", storetest.Letter{})
 	if _, err := f.store.Groups.MergeErrorGroups(ctx, dlq.GroupMergeParams{Group: sku, Groups: []string{qty}, Survivor: qty, Actor: operator, Reason: "one bad import"}); err != nil {
 		t.Fatal(err)
 	}
@@ -33,7 +33,7 @@ func TestRebuildKeepsOperatorChoices(t *testing.T) {
 	// Split by hand: one learned group of three carriers, split by carrier.
 	var group string
 	for i, c := range []string{"dhl", "ups", "fedex", "dhl", "ups", "fedex", "dhl"} {
-		group = f.letter(t, "orders.ship", "CarrierError", carrierMsg(c), dlqtest.Letter{FailedAt: f.at.Add(time.Duration(i) * time.Minute)})
+		group = f.letter(t, "orders.ship", "CarrierError", carrierMsg(c), storetest.Letter{FailedAt: f.at.Add(time.Duration(i) * time.Minute)})
 	}
 	if _, err := f.store.Groups.SweepMergedGroups(ctx); err != nil {
 		t.Fatal(err)
@@ -72,11 +72,11 @@ func TestRebuildKeepsOperatorChoices(t *testing.T) {
 		}
 	}
 	// And the grouper after it still honours both.
-	if got := f.letter(t, "orders.pack", "KeyError", "'sku'", dlqtest.Letter{}); got != qty {
+	if got := f.letter(t, "orders.pack", "KeyError", "'sku'", storetest.Letter{}); got != qty {
 		t.Errorf("a new 'sku' letter went to %s, want %s", got, qty)
 	}
 	for _, part := range split.Parts {
-		if got := f.letter(t, "orders.ship", "CarrierError", carrierMsg(part.Word), dlqtest.Letter{}); got != part.Group {
+		if got := f.letter(t, "orders.ship", "CarrierError", carrierMsg(part.Word), storetest.Letter{}); got != part.Group {
 			t.Errorf("a new %s letter went to %s, want %s", part.Word, got, part.Group)
 		}
 	}

@@ -9,21 +9,21 @@ import (
 	"time"
 
 	"github.com/redrive/redrive/dlq"
-	"github.com/redrive/redrive/dlq/dlqtest"
 	"github.com/redrive/redrive/grouping"
+	"github.com/redrive/redrive/store/storetest"
 )
 
 // incidentFixture is a store on its own database whose letters are grouped
 // by the store's grouper, as a worker's are.
 type incidentFixture struct {
-	db    *dlqtest.DB
-	store *dlqtest.Stores
+	db    *storetest.DB
+	store *storetest.Stores
 }
 
 func newIncidentFixture(t *testing.T) incidentFixture {
 	t.Helper()
-	db := dlqtest.NewDB(t)
-	return incidentFixture{db: db, store: dlqtest.NewStores(db.DB)}
+	db := storetest.NewDB(t)
+	return incidentFixture{db: db, store: storetest.NewStores(db.DB)}
 }
 
 // fail dead-letters one letter of task, grouped through the grouper (which
@@ -34,7 +34,7 @@ func (f incidentFixture) fail(t *testing.T, task, class, message string, ago tim
 	if err != nil {
 		t.Fatal(err)
 	}
-	dlqtest.InsertDeadLetter(t, f.db.DB, dlqtest.Letter{Task: task, ErrorClass: class, Message: message, Fingerprint: fp,
+	storetest.InsertDeadLetter(t, f.db.DB, storetest.Letter{Task: task, ErrorClass: class, Message: message, Fingerprint: fp,
 		FailedAt: time.Now().UTC().Add(-ago)})
 	return fp
 }
@@ -149,8 +149,8 @@ func TestIncidents(t *testing.T) {
 		// Letters written with group ids of their own, as a bulk load or
 		// an older version did: no template is kept for them.
 		for i, task := range []string{"payments.charge", "payments.refund"} {
-			dlqtest.InsertDeadLetter(t, f.db.DB, dlqtest.Letter{Task: task, ErrorClass: "ServiceUnavailable",
-				Message: outage(task, i), Fingerprint: dlqtest.GroupID(task)})
+			storetest.InsertDeadLetter(t, f.db.DB, storetest.Letter{Task: task, ErrorClass: "ServiceUnavailable",
+				Message: outage(task, i), Fingerprint: storetest.GroupID(task)})
 		}
 		incs := incidents(t, f.store)
 		if len(incs) != 1 || len(incs[0].Groups) != 2 {
@@ -163,8 +163,8 @@ func TestIncidents(t *testing.T) {
 		f := newIncidentFixture(t)
 		// The same failure at two places of one task: two groups, which
 		// only the grouper (or an operator's merge) may join.
-		for _, fp := range []string{dlqtest.GroupID("a"), dlqtest.GroupID("b")} {
-			dlqtest.InsertDeadLetter(t, f.db.DB, dlqtest.Letter{Task: "payments.charge", ErrorClass: "ServiceUnavailable",
+		for _, fp := range []string{storetest.GroupID("a"), storetest.GroupID("b")} {
+			storetest.InsertDeadLetter(t, f.db.DB, storetest.Letter{Task: "payments.charge", ErrorClass: "ServiceUnavailable",
 				Message: outage("payments.charge", 1), Fingerprint: fp})
 		}
 		if incs := incidents(t, f.store); len(incs) != 0 {
@@ -177,14 +177,14 @@ func TestIncidents(t *testing.T) {
 		f := newIncidentFixture(t)
 		f.fail(t, "payments.charge", "ServiceUnavailable", outage("payments.charge", 1), time.Minute)
 		refund := f.fail(t, "payments.refund", "ServiceUnavailable", outage("payments.refund", 1), 3*time.Hour)
-		dlqtest.Settle(t, f.db.DB, dlqtest.Outcome{Status: "discarded"}, "fingerprint = $1", refund)
+		storetest.Settle(t, f.db.DB, storetest.Outcome{Status: "discarded"}, "fingerprint = $1", refund)
 		if incs := incidents(t, f.store); len(incs) != 0 {
 			t.Errorf("%d incidents, want none (the refunds were settled 3 hours ago): %+v", len(incs), incs)
 		}
 		// A letter of the last hour makes it live again, even with
 		// nothing pending.
 		late := f.fail(t, "payments.refund", "ServiceUnavailable", outage("payments.refund", 2), 10*time.Minute)
-		dlqtest.Settle(t, f.db.DB, dlqtest.Outcome{Status: "replayed"}, "fingerprint = $1", late)
+		storetest.Settle(t, f.db.DB, storetest.Outcome{Status: "replayed"}, "fingerprint = $1", late)
 		if incs := incidents(t, f.store); len(incs) != 1 {
 			t.Errorf("%d incidents, want 1 (a refund failed 10 minutes ago)", len(incs))
 		}
@@ -195,15 +195,15 @@ func TestIncidents(t *testing.T) {
 		f := newIncidentFixture(t)
 		charge := f.fail(t, "payments.charge", "ServiceUnavailable", outage("payments.charge", 1), 5*time.Minute)
 		refund := f.fail(t, "payments.refund", "ServiceUnavailable", outage("payments.refund", 1), 4*time.Minute)
-		stray := dlqtest.GroupID("refund", "stray")
-		dlqtest.InsertDeadLetter(t, f.db.DB, dlqtest.Letter{Task: "payments.refund", ErrorClass: "ServiceUnavailable",
+		stray := storetest.GroupID("refund", "stray")
+		storetest.InsertDeadLetter(t, f.db.DB, storetest.Letter{Task: "payments.refund", ErrorClass: "ServiceUnavailable",
 			Message: outage("payments.refund", 2), Fingerprint: stray})
 		if err := f.store.Groups.MergeGroupsUnchecked(ctx, []string{stray}, refund, dlq.Actor{Name: "priya"}, "one outage"); err != nil {
 			t.Fatal(err)
 		}
 		// A worker that has not heard of the merge files one more letter
 		// under the merged id: its summary row is back until the sweep.
-		dlqtest.InsertDeadLetter(t, f.db.DB, dlqtest.Letter{Task: "payments.refund", ErrorClass: "ServiceUnavailable",
+		storetest.InsertDeadLetter(t, f.db.DB, storetest.Letter{Task: "payments.refund", ErrorClass: "ServiceUnavailable",
 			Message: outage("payments.refund", 3), Fingerprint: stray})
 		incs := incidents(t, f.store)
 		if len(incs) != 1 {
@@ -219,7 +219,7 @@ func TestIncidents(t *testing.T) {
 	})
 }
 
-func incidents(t *testing.T, store *dlqtest.Stores) []dlq.Incident {
+func incidents(t *testing.T, store *storetest.Stores) []dlq.Incident {
 	t.Helper()
 	incs, err := store.Groups.Incidents(context.Background())
 	if err != nil {

@@ -8,11 +8,11 @@ import (
 	"time"
 
 	"github.com/redrive/redrive/dlq"
-	"github.com/redrive/redrive/dlq/dlqtest"
+	"github.com/redrive/redrive/store/storetest"
 )
 
 // retryingJob makes a job of t.ok that failed twice and retries in an hour.
-func retryingJob(t *testing.T, db *dlqtest.DB) int64 {
+func retryingJob(t *testing.T, db *storetest.DB) int64 {
 	t.Helper()
 	var id int64
 	err := db.Get(&id, `

@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"github.com/redrive/redrive/dlq"
-	"github.com/redrive/redrive/dlq/dlqtest"
 	"github.com/redrive/redrive/store/queue"
+	"github.com/redrive/redrive/store/storetest"
 )
 
 func TestJobList(t *testing.T) {
@@ -371,7 +371,7 @@ func TestSucceededJobListCostIsFlat(t *testing.T) {
 		}
 	}
 	// A count stops at the cap, read the same way: the rare pair's 20.
-	store := dlqtest.NewStores(db.DB)
+	store := storetest.NewStores(db.DB)
 	for _, f := range []dlq.JobFilter{{State: dlq.StateSucceeded, Task: "t.rare"}, {Queue: "rare"}} {
 		total, err := store.Queue.CountJobs(ctx, f)
 		if err != nil || total != (dlq.JobTotal{N: 20}) {
@@ -383,7 +383,7 @@ func TestSucceededJobListCostIsFlat(t *testing.T) {
 // insertJobs inserts n jobs of one queue, task and state straight into the
 // table (the worker's transitions are tested elsewhere) and returns their
 // ids in insertion order.
-func insertJobs(t *testing.T, db *dlqtest.DB, n int, queue, task string, state dlq.State) []int64 {
+func insertJobs(t *testing.T, db *storetest.DB, n int, queue, task string, state dlq.State) []int64 {
 	t.Helper()
 	var ids []int64
 	err := db.SelectContext(context.Background(), &ids, `

@@ -7,12 +7,12 @@ import (
 	"time"
 
 	"github.com/redrive/redrive/dlq"
-	"github.com/redrive/redrive/dlq/dlqtest"
+	"github.com/redrive/redrive/store/storetest"
 )
 
 // recordVersions is each letter's row version in dead_letter_records: its
 // ctid and xmin change whenever the row is rewritten or locked.
-func recordVersions(t *testing.T, db *dlqtest.DB) map[int64]string {
+func recordVersions(t *testing.T, db *storetest.DB) map[int64]string {
 	t.Helper()
 	var rows []struct {
 		ID      int64  `db:"id"`
@@ -79,7 +79,7 @@ func TestActionsLeaveTheLetterRowAlone(t *testing.T) {
 	if restored.Status != dlq.StatusPending {
 		t.Fatalf("restored letter is %s, want pending", restored.Status)
 	}
-	dlqtest.AssertSummariesMatch(t, db)
+	storetest.AssertSummariesMatch(t, db)
 }
 
 // A single action that loses the race for a letter says what the winner
@@ -107,7 +107,7 @@ func TestSecondActionOnALetterConflicts(t *testing.T) {
 	if n := count(t, db, `SELECT count(*) FROM jobs`); n != 0 {
 		t.Fatalf("%d jobs enqueued by a refused replay", n)
 	}
-	dlqtest.AssertSummariesMatch(t, db)
+	storetest.AssertSummariesMatch(t, db)
 }
 
 // A purge deletes a settled letter with its outcome, and the job that
@@ -124,9 +124,9 @@ func TestPurgeTakesTheOutcomeAndUnlinksTheReplay(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The replay failed again: its letter is pending, and stays.
-	again := dlqtest.InsertDeadLetter(t, db.DB, dlqtest.Letter{Task: "t.ok", ReplayOf: &ids[0]})
+	again := storetest.InsertDeadLetter(t, db.DB, storetest.Letter{Task: "t.ok", ReplayOf: &ids[0]})
 	// A letter replaying one that stays keeps its link.
-	kept := dlqtest.InsertDeadLetter(t, db.DB, dlqtest.Letter{Task: "t.ok", ReplayOf: &ids[2]})
+	kept := storetest.InsertDeadLetter(t, db.DB, storetest.Letter{Task: "t.ok", ReplayOf: &ids[2]})
 	if _, err := store.Operations.DiscardDeadLetter(ctx, dlq.DiscardParams{ID: ids[1], Actor: alice, Reason: "noise", Now: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +152,7 @@ func TestPurgeTakesTheOutcomeAndUnlinksTheReplay(t *testing.T) {
 	if linked := count(t, db, `SELECT count(*) FROM dead_letters WHERE id = $1 AND replay_of = $2`, kept, ids[2]); linked != 1 {
 		t.Fatal("a letter lost its link to a letter the purge kept")
 	}
-	dlqtest.AssertSummariesMatch(t, db)
+	storetest.AssertSummariesMatch(t, db)
 }
 
 // A selection's pending letters are counted, sampled and acted on from
@@ -163,8 +163,8 @@ func TestSelectionsCountTheirPendingLetters(t *testing.T) {
 	ctx := context.Background()
 	store, db := setup(t)
 	ids := insertLetters(t, db, 30)
-	dlqtest.Settle(t, db, dlqtest.Outcome{Status: "replayed"}, "id = ANY($1)", ids[:10])
-	dlqtest.Settle(t, db, dlqtest.Outcome{Status: "discarded"}, "id = ANY($1)", ids[10:15])
+	storetest.Settle(t, db, storetest.Outcome{Status: "replayed"}, "id = ANY($1)", ids[:10])
+	storetest.Settle(t, db, storetest.Outcome{Status: "discarded"}, "id = ANY($1)", ids[10:15])
 	for _, c := range []struct {
 		query          string
 		matched, other int64
@@ -211,5 +211,5 @@ func TestSelectionsCountTheirPendingLetters(t *testing.T) {
 			t.Errorf("%q: the discard acted on %d letters, want %d", c.query, op.Done, c.done)
 		}
 	}
-	dlqtest.AssertSummariesMatch(t, db)
+	storetest.AssertSummariesMatch(t, db)
 }

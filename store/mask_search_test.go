@@ -6,14 +6,14 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/redrive/redrive/dlq/dlqtest"
 	"github.com/redrive/redrive/mask"
+	"github.com/redrive/redrive/store/storetest"
 )
 
 // secretLetter is a letter whose arguments hide values at every depth,
 // inside arrays too, and whose error message and traceback quote them,
 // as a careless decode error does.
-var secretLetter = dlqtest.Letter{
+var secretLetter = storetest.Letter{
 	Task:   "billing.charge",
 	Args:   `[{"customer": "c-9", "Password": "hunter2-SECRETPW"}, [{"ssn": "078-05-1120"}]]`,
 	Kwargs: `{"payment": {"card_last4": "7552", "amount": 12}, "auth": {"Authorization": {"bearer": "nested-bearer-xyz"}}, "note": "visible-note", "pin_token": 98765}`,
@@ -27,10 +27,10 @@ var secretLetter = dlqtest.Letter{
 // arguments or in the error message; what is shown still matches.
 func TestSearchFindsNoMaskedValue(t *testing.T) {
 	t.Parallel()
-	db := dlqtest.NewDB(t)
-	store := dlqtest.NewStores(db.DB)
-	id := dlqtest.InsertDeadLetter(t, db.DB, secretLetter)
-	dlqtest.InsertDeadLetter(t, db.DB, dlqtest.Letter{Message: "unrelated"})
+	db := storetest.NewDB(t)
+	store := storetest.NewStores(db.DB)
+	id := storetest.InsertDeadLetter(t, db.DB, secretLetter)
+	storetest.InsertDeadLetter(t, db.DB, storetest.Letter{Message: "unrelated"})
 
 	hidden := []string{
 		"hunter2-SECRETPW", "SECRETPW", "078-05-1120", `"ssn": "0`, `"ssn": "07`, "nested-bearer", "98765",
@@ -66,9 +66,9 @@ func TestSearchFindsNoMaskedValue(t *testing.T) {
 func TestSearchFollowsMaskPolicy(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db := dlqtest.NewDB(t)
-	store := dlqtest.NewStores(db.DB)
-	id := dlqtest.InsertDeadLetter(t, db.DB, secretLetter)
+	db := storetest.NewDB(t)
+	store := storetest.NewStores(db.DB)
+	id := storetest.InsertDeadLetter(t, db.DB, secretLetter)
 
 	// The stored defaults are the console's defaults: nothing to do.
 	changed, err := store.Letters.ApplyMaskPolicy(ctx, mask.ForKeys(mask.DefaultKeys))
@@ -88,7 +88,7 @@ func TestSearchFollowsMaskPolicy(t *testing.T) {
 		t.Errorf("before the rebuild, search found %v by a value the new policy hides", got)
 	}
 	// Written under the new policy at once.
-	later := dlqtest.InsertDeadLetter(t, db.DB, dlqtest.Letter{Message: "mail bob@example.com", Kwargs: `{"note": "later-note"}`})
+	later := storetest.InsertDeadLetter(t, db.DB, storetest.Letter{Message: "mail bob@example.com", Kwargs: `{"note": "later-note"}`})
 	if got := searchIDs(t, store, "mail •••"); !sameIDs(got, later) {
 		t.Errorf("a letter written after the change: search found %v, want [%d]", got, later)
 	}
@@ -127,7 +127,7 @@ func TestSearchFollowsMaskPolicy(t *testing.T) {
 func TestApplyMaskPolicyRefusesPatterns(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	store := dlqtest.NewStores(dlqtest.NewDB(t).DB)
+	store := storetest.NewStores(storetest.NewDB(t).DB)
 	before, err := store.Letters.MaskPolicy(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -155,12 +155,12 @@ func firstRunes(s string, n int) string {
 // search leaves the new letters out rather than match them unmasked.
 func TestSearchWithoutPolicyFailsClosed(t *testing.T) {
 	t.Parallel()
-	db := dlqtest.NewDB(t)
+	db := storetest.NewDB(t)
 	if _, err := db.Exec(`DELETE FROM mask_policy`); err != nil {
 		t.Fatal(err)
 	}
-	dlqtest.InsertDeadLetter(t, db.DB, secretLetter)
-	if got := searchIDs(t, dlqtest.NewStores(db.DB), "hunter2"); len(got) != 0 {
+	storetest.InsertDeadLetter(t, db.DB, secretLetter)
+	if got := searchIDs(t, storetest.NewStores(db.DB), "hunter2"); len(got) != 0 {
 		t.Fatalf("search found %v", got)
 	}
 }
@@ -168,7 +168,7 @@ func TestSearchWithoutPolicyFailsClosed(t *testing.T) {
 // escapedLetter quotes its secrets as jsonb prints them: a secret with a
 // quote or a backslash is then written escaped in the message, and the
 // pages hide that spelling too (TextMask), so search must not find it.
-var escapedLetter = dlqtest.Letter{
+var escapedLetter = storetest.Letter{
 	Task:   "probe.leak",
 	Kwargs: `{"user": "erin", "password": "p\"q\\r<s>&t-Erin-77", "api_token": "=HYPERLINK(\"http://evil\")"}`,
 	Message: `LeakError: invalid kwargs {"user": "erin", "password": "p\"q\\r<s>&t-Erin-77", ` +
@@ -180,10 +180,10 @@ var escapedLetter = dlqtest.Letter{
 // escaped spelling or any prefix of them; what the pages show still is.
 func TestSearchFindsNoEscapedSecret(t *testing.T) {
 	t.Parallel()
-	db := dlqtest.NewDB(t)
-	store := dlqtest.NewStores(db.DB)
-	id := dlqtest.InsertDeadLetter(t, db.DB, escapedLetter)
-	cut := dlqtest.InsertDeadLetter(t, db.DB, dlqtest.Letter{
+	db := storetest.NewDB(t)
+	store := storetest.NewStores(db.DB)
+	id := storetest.InsertDeadLetter(t, db.DB, escapedLetter)
+	cut := storetest.InsertDeadLetter(t, db.DB, storetest.Letter{
 		Kwargs:  `{"card_number": "4000056655665556"}`,
 		Message: "charge failed after card 400005" + mask.TruncatedMark,
 	})

@@ -11,8 +11,8 @@ import (
 
 	"github.com/lib/pq"
 
-	"github.com/redrive/redrive/dlq/dlqtest"
 	"github.com/redrive/redrive/mask"
+	"github.com/redrive/redrive/store/storetest"
 )
 
 // maskCases are error texts with the arguments of their letter: the pages
@@ -86,8 +86,8 @@ func TestMaskText(t *testing.T) {
 // hide, or search would find (or miss) what a page shows.
 func TestMaskTextSameInSQL(t *testing.T) {
 	t.Parallel()
-	db := dlqtest.NewDB(t)
-	store := dlqtest.NewStores(db.DB)
+	db := storetest.NewDB(t)
+	store := storetest.NewStores(db.DB)
 	for _, tc := range maskCases {
 		m, err := mask.New(mask.DefaultKeys, tc.patterns)
 		if err != nil {
@@ -118,7 +118,7 @@ func orEmpty(s, def string) string {
 // nothing else, however the pairs nest or resemble each other.
 func TestSearchTextMasksPairs(t *testing.T) {
 	t.Parallel()
-	db := dlqtest.NewDB(t)
+	db := storetest.NewDB(t)
 	for _, tc := range []struct{ in, want string }{
 		{`{"pin_token": 1, "x": {"pin_token": 12}}`, `{"x": {"pin_token": "•••"}, "pin_token": "•••"}`},
 		{`{"a\": b": 1, "a\": token": 2}`, `{"a\": b": 1, "a\": token": "•••"}`},
@@ -146,7 +146,7 @@ func TestSearchTextMasksPairs(t *testing.T) {
 // dead_letter_go_unprintable with the ranges it prints.
 func TestSQLKnowsGoUnprintableRunes(t *testing.T) {
 	t.Parallel()
-	db := dlqtest.NewDB(t)
+	db := storetest.NewDB(t)
 	var ranges []string
 	from := rune(-1)
 	for r := rune(0x80); r <= unicode.MaxRune+1; r++ {

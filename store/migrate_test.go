@@ -6,9 +6,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/redrive/redrive/dlq/dlqtest"
 	"github.com/redrive/redrive/migrations"
 	"github.com/redrive/redrive/store/postgres"
+	"github.com/redrive/redrive/store/storetest"
 )
 
 // The baseline's Downs undo its Ups: all the way down, with letters in the
@@ -17,10 +17,10 @@ import (
 func TestBaselineRoundTrip(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db := dlqtest.NewDB(t)
-	store := dlqtest.NewStores(db.DB)
-	dlqtest.InsertDeadLetter(t, db.DB, dlqtest.Letter{Message: "timeout talking to ledger-7"})
-	dlqtest.InsertDeadLetter(t, db.DB, dlqtest.Letter{Message: "timeout talking to ledger-7", Status: "replayed"})
+	db := storetest.NewDB(t)
+	store := storetest.NewStores(db.DB)
+	storetest.InsertDeadLetter(t, db.DB, storetest.Letter{Message: "timeout talking to ledger-7"})
+	storetest.InsertDeadLetter(t, db.DB, storetest.Letter{Message: "timeout talking to ledger-7", Status: "replayed"})
 
 	p := migrationsOf(t, db)
 	if _, err := p.DownTo(ctx, 0); err != nil {
@@ -51,7 +51,7 @@ func TestBaselineRoundTrip(t *testing.T) {
 	if err := postgres.Ready(ctx, store.DB); err != nil {
 		t.Fatalf("ready after the round trip: %v", err)
 	}
-	id := dlqtest.InsertDeadLetter(t, db.DB, dlqtest.Letter{Message: "timeout talking to ledger-7"})
+	id := storetest.InsertDeadLetter(t, db.DB, storetest.Letter{Message: "timeout talking to ledger-7"})
 	if got := searchIDs(t, store, "ledger-7"); !sameIDs(got, id) {
 		t.Fatalf("search after a round trip found %v, want [%d]", got, id)
 	}
@@ -68,7 +68,7 @@ func TestBaselineRoundTrip(t *testing.T) {
 func TestMigrateRefusesTheHistoryBeforeTheBaseline(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db := dlqtest.NewDB(t)
+	db := storetest.NewDB(t)
 	// What the last build before the baseline left: versions 1 to 43.
 	db.MustExec(`DELETE FROM goose_db_version WHERE version_id >= $1`, migrations.Baseline)
 	db.MustExec(`INSERT INTO goose_db_version (version_id, is_applied) SELECT v, true FROM generate_series(1, 43) v`)
@@ -87,7 +87,7 @@ func TestMigrateRefusesTheHistoryBeforeTheBaseline(t *testing.T) {
 
 	// A database of the baseline is not mistaken for one: goose's own row
 	// of version 0 is not the history.
-	fresh := dlqtest.NewDB(t)
+	fresh := storetest.NewDB(t)
 	if _, err := postgres.Migrate(ctx, fresh.DB, nil); err != nil {
 		t.Fatalf("migrate a baseline database: %v", err)
 	}

@@ -11,22 +11,22 @@ import (
 	"github.com/lib/pq"
 
 	"github.com/redrive/redrive/dlq"
-	"github.com/redrive/redrive/dlq/dlqtest"
 	"github.com/redrive/redrive/grouping"
+	"github.com/redrive/redrive/store/storetest"
 )
 
 // digestEnv is a database with two webhooks, a and b, and helpers to make
 // new error groups and move its notification clock.
 type digestEnv struct {
-	db    *dlqtest.DB
-	store *dlqtest.Stores
+	db    *storetest.DB
+	store *storetest.Stores
 	eps   []dlq.NotificationEndpoint
 	n     int
 }
 
 func newDigestEnv(t *testing.T) *digestEnv {
-	db := dlqtest.NewDB(t)
-	return &digestEnv{db: db, store: dlqtest.NewStores(db.DB),
+	db := storetest.NewDB(t)
+	return &digestEnv{db: db, store: storetest.NewStores(db.DB),
 		eps: []dlq.NotificationEndpoint{{Hash: "a", Redacted: "json https://a.example/…"}, {Hash: "b", Redacted: "json https://b.example/…"}}}
 }
 
@@ -38,8 +38,8 @@ func (e *digestEnv) newGroups(t *testing.T, n int) []int64 {
 	for range n {
 		e.n++
 		class := fmt.Sprintf("Error%d", e.n)
-		fps = append(fps, dlqtest.GroupID("mail.send", class, "boom"))
-		dlqtest.InsertDeadLetter(t, e.db.DB, dlqtest.Letter{Task: "mail.send", ErrorClass: class, Fingerprint: fps[len(fps)-1]})
+		fps = append(fps, storetest.GroupID("mail.send", class, "boom"))
+		storetest.InsertDeadLetter(t, e.db.DB, storetest.Letter{Task: "mail.send", ErrorClass: class, Fingerprint: fps[len(fps)-1]})
 	}
 	e.fanOut(t)
 	var ids []int64
@@ -220,7 +220,7 @@ func TestNotificationDigests(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			dlqtest.InsertDeadLetter(t, e.db.DB, dlqtest.Letter{Task: task, ErrorClass: class, Message: msg, Fingerprint: fp})
+			storetest.InsertDeadLetter(t, e.db.DB, storetest.Letter{Task: task, ErrorClass: class, Message: msg, Fingerprint: fp})
 			return fp
 		}
 		outage := func(path, req string) string {
@@ -423,9 +423,9 @@ func TestNotificationDigests(t *testing.T) {
 		e := newDigestEnv(t)
 		e.newGroups(t, 2)
 		e.seal(t) // both windows open
-		dlqtest.InsertDeadLetter(t, e.db.DB, dlqtest.Letter{Task: "search.index", ErrorClass: "Timeout", FailedAt: time.Now().Add(-3 * time.Hour)})
+		storetest.InsertDeadLetter(t, e.db.DB, storetest.Letter{Task: "search.index", ErrorClass: "Timeout", FailedAt: time.Now().Add(-3 * time.Hour)})
 		for range 4 {
-			dlqtest.InsertDeadLetter(t, e.db.DB, dlqtest.Letter{Task: "search.index", ErrorClass: "Timeout"})
+			storetest.InsertDeadLetter(t, e.db.DB, storetest.Letter{Task: "search.index", ErrorClass: "Timeout"})
 		}
 		if n, err := e.store.Outbox.DetectSpikes(ctx, dlq.Spike{Threshold: 4, Window: time.Minute, Quiet: time.Hour}); err != nil || n != 1 {
 			t.Fatalf("spikes: %d, %v", n, err)

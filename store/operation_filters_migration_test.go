@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/redrive/redrive/dlq"
-	"github.com/redrive/redrive/dlq/dlqtest"
+	"github.com/redrive/redrive/store/storetest"
 )
 
 // 00108 rewrites the filters operations stored as query-string values into
@@ -17,7 +17,7 @@ import (
 func TestOperationFiltersMigration(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db := dlqtest.NewDB(t)
+	db := storetest.NewDB(t)
 	p := migrationsOf(t, db)
 	if _, err := p.DownTo(ctx, 107); err != nil {
 		t.Fatalf("down to 107: %v", err)

@@ -7,14 +7,14 @@ import (
 	"time"
 
 	"github.com/redrive/redrive/dlq"
-	"github.com/redrive/redrive/dlq/dlqtest"
 	"github.com/redrive/redrive/store/operations"
+	"github.com/redrive/redrive/store/storetest"
 )
 
 // runLanes runs every lane of an operation, each batch after batch, until
 // each lane stops, as the runner does; procs copies of the lanes run side
 // by side, as in that many console processes.
-func runLanes(t *testing.T, stores []*dlqtest.Stores, opID int64, batch int) {
+func runLanes(t *testing.T, stores []*storetest.Stores, opID int64, batch int) {
 	t.Helper()
 	var wg sync.WaitGroup
 	for _, store := range stores {
@@ -46,13 +46,13 @@ func TestOperationLanes(t *testing.T) {
 		store, db := setup(t)
 		ids := insertLetters(t, db, 600)
 		// Some letters are already handled: they are skipped, not counted twice.
-		dlqtest.Settle(t, db, dlqtest.Outcome{Status: "discarded", By: "bob", Reason: "x"}, "id = ANY($1)", ids[100:110])
+		storetest.Settle(t, db, storetest.Outcome{Status: "discarded", By: "bob", Reason: "x"}, "id = ANY($1)", ids[100:110])
 		op, err := store.Operations.CreateOperation(ctx, dlq.OperationParams{Kind: dlq.OpReplay, Actor: alice, Now: time.Now(),
 			Selection: dlq.Selection{Filter: filterOf(t, "task=t.ok&status=all")}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		runLanes(t, []*dlqtest.Stores{store, dlqtest.NewStores(db.DB)}, op.ID, 23)
+		runLanes(t, []*storetest.Stores{store, storetest.NewStores(db.DB)}, op.ID, 23)
 		assertEachReplayedOnce(t, db, 590)
 		op, _ = store.Operations.Operation(ctx, op.ID)
 		if op.State != dlq.OpSettling || op.Done != 590 || op.Matched != 600 || op.Skipped != 10 {
@@ -91,7 +91,7 @@ func TestOperationLanes(t *testing.T) {
 		if _, err := store.Operations.CancelOperation(ctx, dlq.ChangeOperationParams{ID: op.ID, Actor: alice, Now: time.Now()}); err != nil {
 			t.Fatal(err)
 		}
-		runLanes(t, []*dlqtest.Stores{store}, op.ID, 10)
+		runLanes(t, []*storetest.Stores{store}, op.ID, 10)
 		if n := count(t, db, `SELECT count(*) FROM dead_letters WHERE status = 'discarded'`); n != 10 {
 			t.Fatalf("%d discarded, want the one batch of 10 before the cancel", n)
 		}
@@ -127,7 +127,7 @@ func TestOperationLanes(t *testing.T) {
 			}
 			done <- res
 		}()
-		dlqtest.WaitFor(t, 10*time.Second, "the lane to reach the operation's row", func() bool {
+		storetest.WaitFor(t, 10*time.Second, "the lane to reach the operation's row", func() bool {
 			return count(t, db, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()
 				AND wait_event_type = 'Lock' AND query LIKE '%lane_cursors = jsonb_set%'`) > 0
 		})
@@ -154,14 +154,14 @@ func TestOperationLanes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		runLanes(t, []*dlqtest.Stores{store}, op.ID, 100)
+		runLanes(t, []*storetest.Stores{store}, op.ID, 100)
 		if op, _ = store.Operations.Operation(ctx, op.ID); op.State != dlq.OpCanary || op.Done != 5 {
 			t.Fatalf("after the canary: %s, %d done; want canary, 5", op.State, op.Done)
 		}
 		if _, err := store.Operations.ReleaseCanary(ctx, dlq.ChangeOperationParams{ID: op.ID, Actor: alice, Now: time.Now()}); err != nil {
 			t.Fatal(err)
 		}
-		runLanes(t, []*dlqtest.Stores{store}, op.ID, 4)
+		runLanes(t, []*storetest.Stores{store}, op.ID, 4)
 		assertEachReplayedOnce(t, db, 30)
 		if op, _ = store.Operations.Operation(ctx, op.ID); op.State != dlq.OpSettling || op.Done != 30 {
 			t.Fatalf("after release: %s, %d done; want settling, 30", op.State, op.Done)

@@ -7,14 +7,14 @@ import (
 	"time"
 
 	"github.com/redrive/redrive/dlq"
-	"github.com/redrive/redrive/dlq/dlqtest"
+	"github.com/redrive/redrive/store/storetest"
 )
 
 // workReplays does what a worker does with the due jobs, through the
 // store's own claim and acknowledgement: up to n of them (0: all), in id
 // order; a job for which die says so is dead-lettered (it died again),
 // the others succeed.
-func workReplays(t *testing.T, store *dlqtest.Stores, n int, die func(dlq.Job) bool) (succeeded, died int) {
+func workReplays(t *testing.T, store *storetest.Stores, n int, die func(dlq.Job) bool) (succeeded, died int) {
 	t.Helper()
 	ctx := context.Background()
 	limit := n
@@ -52,7 +52,7 @@ func never(dlq.Job) bool { return false }
 
 // runBatches runs batches until one acts on nothing or the operation
 // leaves running.
-func runBatches(t *testing.T, store *dlqtest.Stores, opID int64, batch int) dlq.BatchResult {
+func runBatches(t *testing.T, store *storetest.Stores, opID int64, batch int) dlq.BatchResult {
 	t.Helper()
 	for range 1000 {
 		res, err := store.Operations.RunOperationBatch(context.Background(), opID, batch, time.Now())
@@ -67,7 +67,7 @@ func runBatches(t *testing.T, store *dlqtest.Stores, opID int64, batch int) dlq.
 	return dlq.BatchResult{}
 }
 
-func follow(t *testing.T, store *dlqtest.Stores, opID int64) dlq.Operation {
+func follow(t *testing.T, store *storetest.Stores, opID int64) dlq.Operation {
 	t.Helper()
 	if _, err := store.Operations.FollowOperations(context.Background(), time.Now()); err != nil {
 		t.Fatal(err)
@@ -79,7 +79,7 @@ func follow(t *testing.T, store *dlqtest.Stores, opID int64) dlq.Operation {
 	return op
 }
 
-func replays(t *testing.T, store *dlqtest.Stores, opID int64) dlq.ReplayCounts {
+func replays(t *testing.T, store *storetest.Stores, opID int64) dlq.ReplayCounts {
 	t.Helper()
 	c, err := store.Operations.OperationReplays(context.Background(), opID)
 	if err != nil {
@@ -88,7 +88,7 @@ func replays(t *testing.T, store *dlqtest.Stores, opID int64) dlq.ReplayCounts {
 	return c
 }
 
-func lastAudit(t *testing.T, store *dlqtest.Stores, opID int64, action string) (dlq.AuditEntry, map[string]int64) {
+func lastAudit(t *testing.T, store *storetest.Stores, opID int64, action string) (dlq.AuditEntry, map[string]int64) {
 	t.Helper()
 	entries, err := store.Audit.ListAudit(context.Background(), dlq.AuditFilter{Action: action, Limit: 50})
 	if err != nil {

@@ -10,15 +10,15 @@ import (
 	"github.com/lib/pq"
 
 	"github.com/redrive/redrive/dlq"
-	"github.com/redrive/redrive/dlq/dlqtest"
 	"github.com/redrive/redrive/store/operations"
+	"github.com/redrive/redrive/store/storetest"
 )
 
 var bob = dlq.Actor{Name: "Bob", RequestID: "req-2"}
 
 // startOp starts a bulk operation over sel, bounded at the highest id that
 // matches now.
-func startOp(t *testing.T, store *dlqtest.Stores, kind dlq.OperationKind, who dlq.Actor, sel dlq.Selection) dlq.Operation {
+func startOp(t *testing.T, store *storetest.Stores, kind dlq.OperationKind, who dlq.Actor, sel dlq.Selection) dlq.Operation {
 	t.Helper()
 	op, err := store.Operations.CreateOperation(context.Background(), dlq.OperationParams{Kind: kind, Actor: who, Reason: "test",
 		Now: time.Now(), Selection: sel})
@@ -28,7 +28,7 @@ func startOp(t *testing.T, store *dlqtest.Stores, kind dlq.OperationKind, who dl
 	return op
 }
 
-func cancelOp(t *testing.T, store *dlqtest.Stores, id int64) {
+func cancelOp(t *testing.T, store *storetest.Stores, id int64) {
 	t.Helper()
 	if _, err := store.Operations.CancelOperation(context.Background(), dlq.ChangeOperationParams{ID: id, Actor: alice, Now: time.Now()}); err != nil {
 		t.Fatal(err)
@@ -153,7 +153,7 @@ func TestSelectionOverlaps(t *testing.T) {
 	// 30 letters: 1-10 task t.ok / lettersGroup, 11-20 task t.other /
 	// lettersGroup, 21-30 task t.ok / groupB.
 	const groupB = "00000000000000fb"
-	fixture := func(t *testing.T) (*dlqtest.Stores, *dlqtest.DB, []int64) {
+	fixture := func(t *testing.T) (*storetest.Stores, *storetest.DB, []int64) {
 		t.Helper()
 		store, db := setup(t)
 		ids := insertLetters(t, db, 30)
@@ -169,7 +169,7 @@ func TestSelectionOverlaps(t *testing.T) {
 		}
 		return store, db, ids
 	}
-	overlaps := func(t *testing.T, store *dlqtest.Stores, sel dlq.Selection) map[int64]int64 {
+	overlaps := func(t *testing.T, store *storetest.Stores, sel dlq.Selection) map[int64]int64 {
 		t.Helper()
 		got, err := store.Operations.SelectionOverlaps(ctx, sel)
 		if err != nil {

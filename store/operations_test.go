@@ -9,12 +9,12 @@ import (
 	"time"
 
 	"github.com/redrive/redrive/dlq"
-	"github.com/redrive/redrive/dlq/dlqtest"
 	"github.com/redrive/redrive/handlers"
+	"github.com/redrive/redrive/store/storetest"
 )
 
 // runToEnd runs an operation's batches until it stops being runnable.
-func runToEnd(t *testing.T, store *dlqtest.Stores, opID int64, batch int) dlq.BatchResult {
+func runToEnd(t *testing.T, store *storetest.Stores, opID int64, batch int) dlq.BatchResult {
 	t.Helper()
 	for range 10_000 {
 		res, err := store.Operations.RunOperationBatch(context.Background(), opID, batch, time.Now())
@@ -42,7 +42,7 @@ func filterOf(t *testing.T, q string) *dlq.Filter {
 	return &f
 }
 
-func assertEachReplayedOnce(t *testing.T, db *dlqtest.DB, want int) {
+func assertEachReplayedOnce(t *testing.T, db *storetest.DB, want int) {
 	t.Helper()
 	if n := count(t, db, `SELECT count(*) FROM (SELECT replay_of FROM jobs GROUP BY replay_of HAVING count(*) > 1) x`); n != 0 {
 		t.Fatalf("%d letters were replayed more than once", n)
@@ -188,7 +188,7 @@ func TestBulkOperations(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer other.Rollback()
-			dlqtest.Settle(t, other, dlqtest.Outcome{Status: "discarded", By: "bob", Reason: "by hand"}, "id = $1", ids[7])
+			storetest.Settle(t, other, storetest.Outcome{Status: "discarded", By: "bob", Reason: "by hand"}, "id = $1", ids[7])
 			done := make(chan dlq.BatchResult, 1)
 			go func() {
 				res, err := store.Operations.RunOperationBatch(ctx, op.ID, 100, time.Now())
@@ -198,7 +198,7 @@ func TestBulkOperations(t *testing.T) {
 				done <- res
 			}()
 			// Wait until the batch is blocked on the letter's row lock.
-			dlqtest.WaitFor(t, 10*time.Second, "the batch to wait for the letter", func() bool {
+			storetest.WaitFor(t, 10*time.Second, "the batch to wait for the letter", func() bool {
 				return count(t, db, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()
 					AND wait_event_type = 'Lock' AND query LIKE '%batch AS%'`) > 0
 			})
@@ -247,7 +247,7 @@ func TestBulkOperations(t *testing.T) {
 			t.Fatal("a batch on a cancelled context succeeded")
 		}
 		// A new process picks the operation up again.
-		fresh := dlqtest.NewStores(db.DB)
+		fresh := storetest.NewStores(db.DB)
 		runToEnd(t, fresh, op.ID, 100)
 		assertEachReplayedOnce(t, db, 300)
 	})
@@ -339,7 +339,7 @@ func TestBulkOperations(t *testing.T) {
 		store, db := setup(t)
 		ids := insertLetters(t, db, 20)
 		// Two of the first five were replayed by someone else already.
-		dlqtest.Settle(t, db, dlqtest.Outcome{Status: "replayed", By: "bob", ReplayJobID: 999999},
+		storetest.Settle(t, db, storetest.Outcome{Status: "replayed", By: "bob", ReplayJobID: 999999},
 			"id = ANY($1)", []int64{ids[0], ids[2]})
 		op, err := store.Operations.CreateOperation(ctx, dlq.OperationParams{Kind: dlq.OpReplay, Actor: alice, Now: time.Now(),
 			Canary: 5, Selection: dlq.Selection{IDs: ids}})

@@ -8,8 +8,8 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/redrive/redrive/dlq"
-	"github.com/redrive/redrive/dlq/dlqtest"
 	"github.com/redrive/redrive/store/queue"
+	"github.com/redrive/redrive/store/storetest"
 )
 
 // bufferNode is the part of EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) the
@@ -79,7 +79,7 @@ type claimCost struct {
 
 // pausedClaimCost runs the claim under EXPLAIN (ANALYZE, BUFFERS) in a
 // transaction it rolls back.
-func pausedClaimCost(t *testing.T, db *dlqtest.DB, queues []string, limit int) claimCost {
+func pausedClaimCost(t *testing.T, db *storetest.DB, queues []string, limit int) claimCost {
 	t.Helper()
 	// The fastest of three runs: the machine is shared.
 	best := explainClaim(t, db, queues, nil, limit)
@@ -94,7 +94,7 @@ func pausedClaimCost(t *testing.T, db *dlqtest.DB, queues []string, limit int) c
 // explainClaim runs the claim of limit jobs from queues, each walked after
 // its position in after, under EXPLAIN (ANALYZE, BUFFERS) in a transaction
 // it rolls back.
-func explainClaim(t *testing.T, db *dlqtest.DB, queues []string, after map[string]dlq.Position, limit int) claimCost {
+func explainClaim(t *testing.T, db *storetest.DB, queues []string, after map[string]dlq.Position, limit int) claimCost {
 	t.Helper()
 	ctx := context.Background()
 	tx, err := db.BeginTxx(ctx, nil)
@@ -125,7 +125,7 @@ func explainClaim(t *testing.T, db *dlqtest.DB, queues []string, after map[strin
 // first job it may take; docs/performance.md quotes the figures this logs.
 func TestClaimCostOfPauses(t *testing.T) {
 	t.Parallel()
-	db := dlqtest.NewDB(t)
+	db := storetest.NewDB(t)
 	const paused, others, limit = 100_000, 1_000, 100
 	// The paused task's jobs are the oldest: the worst case, every one of
 	// them due ahead of every other job.

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/redrive/redrive/dlq"
-	"github.com/redrive/redrive/dlq/dlqtest"
+	"github.com/redrive/redrive/store/storetest"
 )
 
 func pauseParams(kind, name string) dlq.PauseParams {
@@ -21,7 +21,7 @@ func TestPauseWork(t *testing.T) {
 
 	t.Run("RefusesBadInputWithWords", func(t *testing.T) {
 		t.Parallel()
-		store := dlqtest.NewStores(dlqtest.NewDB(t).DB)
+		store := storetest.NewStores(storetest.NewDB(t).DB)
 		past, far := time.Now().Add(-time.Minute), time.Now().Add(40*24*time.Hour)
 		for name, tc := range map[string]struct {
 			p     dlq.PauseParams
@@ -59,7 +59,7 @@ func TestPauseWork(t *testing.T) {
 
 	t.Run("SecondPauseIsAConflictNamingTheFirst", func(t *testing.T) {
 		t.Parallel()
-		store := dlqtest.NewStores(dlqtest.NewDB(t).DB)
+		store := storetest.NewStores(storetest.NewDB(t).DB)
 		first, err := store.Queue.PauseWork(context.Background(), pauseParams("task", "payments.charge"))
 		if err != nil {
 			t.Fatal(err)
@@ -79,7 +79,7 @@ func TestPauseWork(t *testing.T) {
 
 	t.Run("SameKeyTwicePausesOnce", func(t *testing.T) {
 		t.Parallel()
-		store := dlqtest.NewStores(dlqtest.NewDB(t).DB)
+		store := storetest.NewStores(storetest.NewDB(t).DB)
 		p := pauseParams("queue", "payments")
 		p.Key = "k-1"
 		a, err := store.Queue.PauseWork(context.Background(), p)
@@ -97,8 +97,8 @@ func TestPauseWork(t *testing.T) {
 	// ends it or is told it ended; the chain holds one entry per change.
 	t.Run("ConcurrentPausesAndResumesAreSafe", func(t *testing.T) {
 		t.Parallel()
-		db := dlqtest.NewDB(t)
-		store := dlqtest.NewStores(db.DB)
+		db := storetest.NewDB(t)
+		store := storetest.NewStores(db.DB)
 		ctx := context.Background()
 		var mu sync.Mutex
 		opened, resumed := map[int64]bool{}, map[int64]int{}
@@ -158,8 +158,8 @@ func TestPauseWork(t *testing.T) {
 
 	t.Run("ResumeOfAnEndedPauseSaysHowItEnded", func(t *testing.T) {
 		t.Parallel()
-		db := dlqtest.NewDB(t)
-		store := dlqtest.NewStores(db.DB)
+		db := storetest.NewDB(t)
+		store := storetest.NewStores(db.DB)
 		ctx := context.Background()
 		res, err := store.Queue.PauseWork(ctx, pauseParams("task", "payments.charge"))
 		if err != nil {
@@ -192,8 +192,8 @@ func TestPauseWork(t *testing.T) {
 
 	t.Run("ClaimSkipsPausedWorkAndLeavesItUntouched", func(t *testing.T) {
 		t.Parallel()
-		db := dlqtest.NewDB(t)
-		store := dlqtest.NewStores(db.DB)
+		db := storetest.NewDB(t)
+		store := storetest.NewStores(db.DB)
 		ctx := context.Background()
 		if err := store.Queue.RegisterTasks(ctx, []string{"payments.charge", "emails.send"}); err != nil {
 			t.Fatal(err)

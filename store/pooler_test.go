@@ -10,16 +10,16 @@ import (
 	"time"
 
 	"github.com/redrive/redrive/dlq"
-	"github.com/redrive/redrive/dlq/dlqtest"
 	"github.com/redrive/redrive/store/postgres"
+	"github.com/redrive/redrive/store/storetest"
 )
 
 func TestBehindTransactionPooler(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db := dlqtest.NewDB(t)
-	_, txDSN := dlqtest.Bouncer(t, db, "transaction")
-	_, sessionDSN := dlqtest.Bouncer(t, db, "session")
+	db := storetest.NewDB(t)
+	_, txDSN := storetest.Bouncer(t, db, "transaction")
+	_, sessionDSN := storetest.Bouncer(t, db, "session")
 	for _, c := range []struct {
 		name, dsn string
 		want      bool
@@ -46,13 +46,13 @@ func TestQueriesThroughATransactionPooler(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	store, db := setup(t)
-	_, dsn := dlqtest.Bouncer(t, db, "transaction")
+	_, dsn := storetest.Bouncer(t, db, "transaction")
 	pooled, err := postgres.Open(ctx, dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer pooled.Close()
-	ps := dlqtest.NewStores(pooled)
+	ps := storetest.NewStores(pooled)
 	now := time.Now()
 	if _, err := store.Access.CreateUser(ctx, dlq.NewUser{Name: "ci", Role: dlq.RoleAdmin, PasswordHash: []byte("x"), Actor: dlq.Actor{Name: "t"}, Now: now}); err != nil {
 		t.Fatal(err)
@@ -104,8 +104,8 @@ func TestQueriesThroughATransactionPooler(t *testing.T) {
 func TestMigrateRefusesATransactionPooler(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db := dlqtest.NewDB(t)
-	_, dsn := dlqtest.Bouncer(t, db, "transaction")
+	db := storetest.NewDB(t)
+	_, dsn := storetest.Bouncer(t, db, "transaction")
 	pooled, err := postgres.Open(ctx, dsn)
 	if err != nil {
 		t.Fatal(err)

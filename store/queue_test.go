@@ -8,11 +8,11 @@ import (
 	"time"
 
 	"github.com/redrive/redrive/dlq"
-	"github.com/redrive/redrive/dlq/dlqtest"
+	"github.com/redrive/redrive/store/storetest"
 )
 
 // runningJob inserts a job running under worker's lease on its last attempt.
-func runningJob(t *testing.T, db *dlqtest.DB, worker string, leaseLeft time.Duration) int64 {
+func runningJob(t *testing.T, db *storetest.DB, worker string, leaseLeft time.Duration) int64 {
 	t.Helper()
 	var id int64
 	err := db.Get(&id, `INSERT INTO jobs (task, state, attempt, max_attempts, lease_owner, lease_expires_at, run_at)
@@ -27,8 +27,8 @@ func runningJob(t *testing.T, db *dlqtest.DB, worker string, leaseLeft time.Dura
 func TestRescueSaysWhatHappened(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db := dlqtest.NewDB(t)
-	store := dlqtest.NewStores(db.DB)
+	db := storetest.NewDB(t)
+	store := storetest.NewStores(db.DB)
 	// Both workers' jobs have leases that ran out a second ago. "alive"
 	// heartbeated since (it was up, but could not renew or record in
 	// time); "silent" stopped heartbeating before its lease ran out.
@@ -63,8 +63,8 @@ func TestRescueSaysWhatHappened(t *testing.T) {
 func TestHandBackKeepsItsPlace(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db := dlqtest.NewDB(t)
-	store := dlqtest.NewStores(db.DB)
+	db := storetest.NewDB(t)
+	store := storetest.NewStores(db.DB)
 	id := runningJob(t, db, "w1", time.Minute)
 	handed, err := store.Queue.HandBack(ctx, dlq.Lease{Worker: "w1", JobID: id, Attempt: 1}, dlq.Attempt{Attempt: 1, At: time.Now()})
 	if err != nil || !handed {
@@ -85,7 +85,7 @@ func TestHandBackKeepsItsPlace(t *testing.T) {
 
 // expiredClaim inserts a job on its first attempt, running under worker's
 // claim, whose lease ran out a second ago.
-func expiredClaim(t *testing.T, db *dlqtest.DB, worker string, maxAttempts int) int64 {
+func expiredClaim(t *testing.T, db *storetest.DB, worker string, maxAttempts int) int64 {
 	t.Helper()
 	var id int64
 	err := db.Get(&id, `INSERT INTO jobs (task, state, attempt, max_attempts, lease_owner, lease_expires_at, attempted_at)
@@ -105,8 +105,8 @@ func expiredClaim(t *testing.T, db *dlqtest.DB, worker string, maxAttempts int) 
 func TestAnOutcomeIsWrittenWhileNobodyTookTheJob(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db := dlqtest.NewDB(t)
-	store := dlqtest.NewStores(db.DB)
+	db := storetest.NewDB(t)
+	store := storetest.NewStores(db.DB)
 	lease := func(id int64) dlq.Lease { return dlq.Lease{Worker: "w1", JobID: id, Attempt: 1} }
 	state := func(id int64) (s string) {
 		if err := db.Get(&s, `SELECT state FROM jobs WHERE id = $1`, id); err != nil {
@@ -162,8 +162,8 @@ func TestAnOutcomeIsWrittenWhileNobodyTookTheJob(t *testing.T) {
 func TestRecordLostOutcomes(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db := dlqtest.NewDB(t)
-	store := dlqtest.NewStores(db.DB)
+	db := storetest.NewDB(t)
+	store := storetest.NewStores(db.DB)
 	lease := func(id int64) dlq.Lease { return dlq.Lease{Worker: "w1", JobID: id, Attempt: 1} }
 	rescue := func() {
 		if _, err := store.Queue.RescueExpired(ctx, 10, "rescuer", time.Now(), 0); err != nil {

@@ -11,8 +11,8 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/redrive/redrive/dlq"
-	"github.com/redrive/redrive/dlq/dlqtest"
 	"github.com/redrive/redrive/handlers"
+	"github.com/redrive/redrive/store/storetest"
 )
 
 // A letter the worker writes gets its search row afterwards, from the
@@ -23,8 +23,8 @@ import (
 func TestSearchIndexesNewLettersAfterwards(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db := dlqtest.NewDB(t)
-	store := dlqtest.NewStores(db.DB)
+	db := storetest.NewDB(t)
+	store := storetest.NewStores(db.DB)
 	if err := store.Queue.RegisterTasks(ctx, []string{"billing.charge"}); err != nil {
 		t.Fatal(err)
 	}

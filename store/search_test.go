@@ -8,12 +8,12 @@ import (
 	"time"
 
 	"github.com/redrive/redrive/dlq"
-	"github.com/redrive/redrive/dlq/dlqtest"
 	"github.com/redrive/redrive/handlers"
+	"github.com/redrive/redrive/store/storetest"
 )
 
 // searchIDs lists the ids of the letters (any status) whose text holds q.
-func searchIDs(t *testing.T, store *dlqtest.Stores, q string) []int64 {
+func searchIDs(t *testing.T, store *storetest.Stores, q string) []int64 {
 	t.Helper()
 	f, err := handlers.ParseFilter(url.Values{"q": {q}, "status": {"all"}}, time.Now())
 	if err != nil {
@@ -36,15 +36,15 @@ func searchIDs(t *testing.T, store *dlqtest.Stores, q string) []int64 {
 func TestSearchFollowsLetters(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db := dlqtest.NewDB(t)
-	store := dlqtest.NewStores(db.DB)
+	db := storetest.NewDB(t)
+	store := storetest.NewStores(db.DB)
 	now := time.Now()
 
-	inMessage := dlqtest.InsertDeadLetter(t, db.DB, dlqtest.Letter{Message: "card ch_needle declined"})
-	inArgs := dlqtest.InsertDeadLetter(t, db.DB, dlqtest.Letter{Args: `["ch_needle"]`, Status: "replayed",
+	inMessage := storetest.InsertDeadLetter(t, db.DB, storetest.Letter{Message: "card ch_needle declined"})
+	inArgs := storetest.InsertDeadLetter(t, db.DB, storetest.Letter{Args: `["ch_needle"]`, Status: "replayed",
 		FailedAt: now.Add(-48 * time.Hour)})
-	inKwargs := dlqtest.InsertDeadLetter(t, db.DB, dlqtest.Letter{Kwargs: `{"charge": "ch_needle"}`})
-	dlqtest.InsertDeadLetter(t, db.DB, dlqtest.Letter{Message: "unrelated"})
+	inKwargs := storetest.InsertDeadLetter(t, db.DB, storetest.Letter{Kwargs: `{"charge": "ch_needle"}`})
+	storetest.InsertDeadLetter(t, db.DB, storetest.Letter{Message: "unrelated"})
 
 	if got := searchIDs(t, store, "CH_NEEDLE"); !sameIDs(got, inKwargs, inMessage, inArgs) {
 		t.Fatalf("search found %v, want %v", got, []int64{inKwargs, inMessage, inArgs})

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/redrive/redrive/dlq"
-	"github.com/redrive/redrive/dlq/dlqtest"
+	"github.com/redrive/redrive/store/storetest"
 )
 
 func TestOverview(t *testing.T) {
@@ -29,8 +29,8 @@ func TestOverview(t *testing.T) {
 			'boom ' || g, 1, 1, 'permanent', CASE WHEN g <= 6 THEN 'fp-charge' ELSE 'fp-mail' END, now(),
 			now() - CASE g WHEN 1 THEN interval '0' WHEN 2 THEN interval '3 hours' ELSE interval '3 days' END
 		FROM generate_series(1, 10) g`)
-	dlqtest.Settle(t, db, dlqtest.Outcome{Status: "replayed", By: "a"}, "job_id IN (3, 4)")
-	dlqtest.Settle(t, db, dlqtest.Outcome{Status: "discarded", By: "a", Reason: "r"}, "job_id = 10")
+	storetest.Settle(t, db, storetest.Outcome{Status: "replayed", By: "a"}, "job_id IN (3, 4)")
+	storetest.Settle(t, db, storetest.Outcome{Status: "discarded", By: "a", Reason: "r"}, "job_id = 10")
 	exec(`INSERT INTO workers (id, host, pid, queues, concurrency, heartbeat_at) VALUES
 		('w-live', 'h1', 1, '{default}', 4, now() - interval '5 seconds'),
 		('w-stale', 'h2', 2, '{default}', 4, now() - interval '5 minutes')`)
@@ -103,7 +103,7 @@ func TestOverviewLeavesErrorGroupsAlone(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	store, db := setup(t)
-	dlqtest.InsertDeadLetter(t, db.DB, dlqtest.Letter{Task: "billing.charge", Fingerprint: "fp-charge"})
+	storetest.InsertDeadLetter(t, db.DB, storetest.Letter{Task: "billing.charge", Fingerprint: "fp-charge"})
 	lock, err := db.BeginTxx(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -170,7 +170,7 @@ func TestInflowTotalsFollowTheLetters(t *testing.T) {
 		max_attempts, reason, fingerprint, enqueued_at)
 		VALUES (5000, 'default', 't1', '[]', '{}', 'E', 'boom', 1, 1, 'permanent', 'fp1', now())`)
 	check("after one more letter now")
-	dlqtest.Settle(t, db, dlqtest.Outcome{Status: "replayed", By: "a"}, "id % 7 = 0")
+	storetest.Settle(t, db, storetest.Outcome{Status: "replayed", By: "a"}, "id % 7 = 0")
 	check("after replaying some")
 	exec(`DELETE FROM dead_letter_records WHERE id % 3 = 0 OR failed_at < now() - interval '2 days'`)
 	check("after a purge")

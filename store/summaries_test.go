@@ -4,7 +4,7 @@ import (
 	"context"
 	"testing"
 
-	"github.com/redrive/redrive/dlq/dlqtest"
+	"github.com/redrive/redrive/store/storetest"
 )
 
 // The summary tables must always equal what a full scan of dead_letters
@@ -31,8 +31,8 @@ func TestSummariesFollowDeadLetters(t *testing.T) {
 	// Replays and discards move letters from pending_dead_letters to
 	// dead_letter_outcomes (00101_letters.sql); a letter replayed already
 	// (id 77) is no longer pending, so the discard leaves it replayed.
-	dlqtest.Settle(t, db, dlqtest.Outcome{Status: "replayed", By: "a"}, "id % 7 = 0")
-	dlqtest.Settle(t, db, dlqtest.Outcome{Status: "discarded", By: "a", Reason: "r"}, "id % 11 = 0")
+	storetest.Settle(t, db, storetest.Outcome{Status: "replayed", By: "a"}, "id % 7 = 0")
+	storetest.Settle(t, db, storetest.Outcome{Status: "discarded", By: "a", Reason: "r"}, "id % 11 = 0")
 	// A restore, as RestoreDeadLetter does it: the discard's outcome goes
 	// and the letter is pending again.
 	exec(`WITH undone AS (

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/redrive/redrive/dlq"
-	"github.com/redrive/redrive/dlq/dlqtest"
+	"github.com/redrive/redrive/store/storetest"
 )
 
 // TestValidatePassword: length is not enough; one character repeated, the
@@ -44,8 +44,8 @@ func TestValidatePassword(t *testing.T) {
 
 func TestUsersAndTokens(t *testing.T) {
 	t.Parallel()
-	db := dlqtest.NewDB(t)
-	s := dlqtest.NewStores(db.DB)
+	db := storetest.NewDB(t)
+	s := storetest.NewStores(db.DB)
 	ctx, now := context.Background(), time.Now()
 	change := dlq.UserChange{Actor: dlq.Actor{Name: "test"}, Now: now}
 	hash, err := dlq.HashPassword("root", "a long enough password", 4)

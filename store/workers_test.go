@@ -4,14 +4,14 @@ import (
 	"context"
 	"testing"
 
-	"github.com/redrive/redrive/dlq/dlqtest"
+	"github.com/redrive/redrive/store/storetest"
 )
 
 func TestForgetVanishedWorkers(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db := dlqtest.NewDB(t)
-	store := dlqtest.NewStores(db.DB)
+	db := storetest.NewDB(t)
+	store := storetest.NewStores(db.DB)
 	_, err := db.Exec(`
 		INSERT INTO workers (id, host, pid, version, queues, tasks, concurrency, in_flight, heartbeat_at) VALUES
 			('live', 'h1', 1, 'v1', '{default}', '{t}', 4, 0, now()),

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/redrive/redrive/dlq"
-	"github.com/redrive/redrive/dlq/dlqtest"
+	"github.com/redrive/redrive/store/storetest"
 	"github.com/redrive/redrive/web"
 )
 
@@ -27,13 +27,13 @@ func (r records) WithAttrs([]slog.Attr) slog.Handler { return r }
 func (r records) WithGroup(string) slog.Handler      { return r }
 
 // auditedStore is a store whose trail holds n entries, and its head.
-func auditedStore(t *testing.T, n int) (*dlqtest.Stores, dlq.AuditHead) {
+func auditedStore(t *testing.T, n int) (*storetest.Stores, dlq.AuditHead) {
 	t.Helper()
-	db := dlqtest.NewDB(t)
-	store := dlqtest.NewStores(db.DB)
+	db := storetest.NewDB(t)
+	store := storetest.NewStores(db.DB)
 	ctx := context.Background()
 	for range n {
-		id := dlqtest.InsertDeadLetter(t, db.DB, dlqtest.Letter{})
+		id := storetest.InsertDeadLetter(t, db.DB, storetest.Letter{})
 		if _, err := store.Operations.DiscardDeadLetter(ctx, dlq.DiscardParams{ID: id, Actor: dlq.Actor{Name: "olga"}, Reason: "dup", Now: time.Now()}); err != nil {
 			t.Fatal(err)
 		}

@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/redrive/redrive/dlq"
-	"github.com/redrive/redrive/dlq/dlqtest"
+	"github.com/redrive/redrive/store/storetest"
 	"github.com/redrive/redrive/web"
 	"github.com/redrive/redrive/web/webtest"
 )
@@ -36,7 +36,7 @@ func TestCSRFBoundToSession(t *testing.T) {
 
 	s := webtest.SignIn(t, e.h, "pat", webtest.Password)
 	other := webtest.SignIn(t, e.h, "pat", webtest.Password)
-	id := dlqtest.InsertDeadLetter(t, e.db.DB, dlqtest.Letter{})
+	id := storetest.InsertDeadLetter(t, e.db.DB, storetest.Letter{})
 	discard := func(s *webtest.Session, header ...string) int {
 		req := request("POST", fmt.Sprintf("/api/v1/dead-letters/%d/discard", id), `{"reason":"noise"}`)
 		for i := 0; i+1 < len(header); i += 2 {
@@ -76,7 +76,7 @@ func TestCSRFBoundToSession(t *testing.T) {
 	})
 	webtest.CreateUser(t, proxied.store.Access, "pat", dlq.RoleOperator)
 	ps := webtest.SignIn(t, proxied.h, "pat", webtest.Password)
-	idp := dlqtest.InsertDeadLetter(t, proxied.db.DB, dlqtest.Letter{})
+	idp := storetest.InsertDeadLetter(t, proxied.db.DB, storetest.Letter{})
 	viaProxy := func(remote string) int {
 		req := request("POST", fmt.Sprintf("/api/v1/dead-letters/%d/discard", idp), `{"reason":"noise"}`)
 		req.Host = "127.0.0.1:8080"
@@ -93,7 +93,7 @@ func TestCSRFBoundToSession(t *testing.T) {
 	}
 
 	// An API client is not a browser: no CSRF token, whatever Origin says.
-	id = dlqtest.InsertDeadLetter(t, e.db.DB, dlqtest.Letter{})
+	id = storetest.InsertDeadLetter(t, e.db.DB, storetest.Letter{})
 	tok := webtest.Token(t, e.store.Access, "pat")
 	rec = e.do("POST", fmt.Sprintf("/api/v1/dead-letters/%d/discard", id), `{"reason":"noise"}`,
 		"Authorization", "Bearer "+tok, "Origin", "http://evil.example")

@@ -12,13 +12,13 @@ import (
 	"time"
 
 	"github.com/redrive/redrive/dlq"
-	"github.com/redrive/redrive/dlq/dlqtest"
+	"github.com/redrive/redrive/store/storetest"
 	"github.com/redrive/redrive/web"
 	"github.com/redrive/redrive/web/auth"
 	"github.com/redrive/redrive/web/webtest"
 )
 
-func TestMain(m *testing.M) { os.Exit(dlqtest.Main(m)) }
+func TestMain(m *testing.M) { os.Exit(storetest.Main(m)) }
 
 // clock is a settable test clock for sessions and throttling.
 type clock struct {
@@ -41,15 +41,15 @@ func (c *clock) Add(d time.Duration) {
 // env is the real console on a fresh database, with a settable clock.
 type env struct {
 	h     http.Handler
-	db    *dlqtest.DB
-	store *dlqtest.Stores
+	db    *storetest.DB
+	store *storetest.Stores
 	clock *clock
 }
 
 func newEnv(t *testing.T, opts ...func(*web.Config)) env {
 	t.Helper()
-	db := dlqtest.NewDB(t)
-	store := dlqtest.NewStores(db.DB)
+	db := storetest.NewDB(t)
+	store := storetest.NewStores(db.DB)
 	clk := &clock{t: time.Now()}
 	cfg := web.Config{DB: store.DB, Auth: auth.Config{Now: clk.Now}}
 	for _, o := range opts {

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/redrive/redrive/dlq"
-	"github.com/redrive/redrive/dlq/dlqtest"
+	"github.com/redrive/redrive/store/storetest"
 	"github.com/redrive/redrive/web/webtest"
 )
 
@@ -25,7 +25,7 @@ func TestMaskedArguments(t *testing.T) {
 		t.Fatal(err)
 	}
 	const card, pw = "4111111111111111", "hunter2-hunter2"
-	id := dlqtest.InsertDeadLetter(t, e.db.DB, dlqtest.Letter{Task: "billing.charge",
+	id := storetest.InsertDeadLetter(t, e.db.DB, storetest.Letter{Task: "billing.charge",
 		Args:   `[{"customer":"c-9","Password":"` + pw + `"}]`,
 		Kwargs: `{"payment":{"card_number":"` + card + `","amount":12},"items":[{"api_token":"tok-xyz"}]}`})
 	viewer := e.as(t, "vic", dlq.RoleViewer)

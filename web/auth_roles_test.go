@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/redrive/redrive/dlq"
-	"github.com/redrive/redrive/dlq/dlqtest"
+	"github.com/redrive/redrive/store/storetest"
 	"github.com/redrive/redrive/web/webtest"
 )
 
@@ -148,9 +148,9 @@ func TestEveryRoleAgainstEveryRoute(t *testing.T) {
 			webtest.CreateUser(t, e.store.Access, "victim", dlq.RoleViewer)
 			webtest.CreateUser(t, e.store.Access, "keeper", dlq.RoleAdmin)
 			l := letters{
-				pending:   dlqtest.InsertDeadLetter(t, e.db.DB, dlqtest.Letter{Kwargs: `{"password":"hunter2"}`}),
-				discard:   dlqtest.InsertDeadLetter(t, e.db.DB, dlqtest.Letter{}),
-				discarded: dlqtest.InsertDeadLetter(t, e.db.DB, dlqtest.Letter{Status: "discarded"}),
+				pending:   storetest.InsertDeadLetter(t, e.db.DB, storetest.Letter{Kwargs: `{"password":"hunter2"}`}),
+				discard:   storetest.InsertDeadLetter(t, e.db.DB, storetest.Letter{}),
+				discarded: storetest.InsertDeadLetter(t, e.db.DB, storetest.Letter{Status: "discarded"}),
 			}
 			send := w.login(t, e)
 			for _, r := range routeTable(l) {

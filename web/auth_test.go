@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/redrive/redrive/dlq"
-	"github.com/redrive/redrive/dlq/dlqtest"
+	"github.com/redrive/redrive/store/storetest"
 	"github.com/redrive/redrive/web"
 	"github.com/redrive/redrive/web/auth"
 	"github.com/redrive/redrive/web/webtest"
@@ -25,7 +25,7 @@ import (
 func TestCSRF(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	id := dlqtest.InsertDeadLetter(t, e.db.DB, dlqtest.Letter{})
+	id := storetest.InsertDeadLetter(t, e.db.DB, storetest.Letter{})
 	s := e.as(t, "op", dlq.RoleOperator)
 	discard := func(header ...string) *httptest.ResponseRecorder {
 		req := request("POST", fmt.Sprintf("/api/v1/dead-letters/%d/discard", id), `{"reason":"noise"}`)
@@ -66,7 +66,7 @@ func TestCSRF(t *testing.T) {
 	}
 
 	// A bearer token carries no ambient authority: no CSRF token needed.
-	id2 := dlqtest.InsertDeadLetter(t, e.db.DB, dlqtest.Letter{})
+	id2 := storetest.InsertDeadLetter(t, e.db.DB, storetest.Letter{})
 	tok := webtest.Token(t, e.store.Access, "op")
 	rec := e.do("POST", fmt.Sprintf("/api/v1/dead-letters/%d/discard", id2), `{"reason":"noise"}`, "Authorization", "Bearer "+tok)
 	if rec.Code != http.StatusOK {
@@ -210,7 +210,7 @@ func TestLiveSessionsEnd(t *testing.T) {
 	if _, err := e.store.Access.SetRole(ctx, "carl", dlq.RoleViewer, change); err != nil {
 		t.Fatal(err)
 	}
-	id := dlqtest.InsertDeadLetter(t, e.db.DB, dlqtest.Letter{})
+	id := storetest.InsertDeadLetter(t, e.db.DB, storetest.Letter{})
 	if code := s.Do(e.h, request("POST", fmt.Sprintf("/api/v1/dead-letters/%d/discard", id), `{"reason":"x"}`)).Code; code != http.StatusForbidden {
 		t.Errorf("demoted to viewer, yet a discard answered %d", code)
 	}
@@ -391,7 +391,7 @@ func TestSecurityHeaders(t *testing.T) {
 	e := newEnv(t, func(c *web.Config) {
 		c.Auth.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}
 	})
-	id := dlqtest.InsertDeadLetter(t, e.db.DB, dlqtest.Letter{})
+	id := storetest.InsertDeadLetter(t, e.db.DB, storetest.Letter{})
 	s := e.as(t, "admin", dlq.RoleAdmin)
 	paths := []string{"/", "/dead-letters", fmt.Sprintf("/dead-letters/%d", id), "/groups", "/jobs", "/workers",
 		"/audit", "/admin/users", "/dead-letters/999999", "/api/v1/dead-letters"}

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/redrive/redrive/dlq/dlqtest"
+	"github.com/redrive/redrive/store/storetest"
 	"github.com/redrive/redrive/web"
 )
 
@@ -14,7 +14,7 @@ import (
 // /favicon.ico browsers ask for by themselves leads to it instead of a 404.
 func TestFavicon(t *testing.T) {
 	t.Parallel()
-	h, err := web.NewServer(web.Config{DB: dlqtest.NewDB(t).DB})
+	h, err := web.NewServer(web.Config{DB: storetest.NewDB(t).DB})
 	if err != nil {
 		t.Fatal(err)
 	}

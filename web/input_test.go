@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/redrive/redrive/dlq"
-	"github.com/redrive/redrive/dlq/dlqtest"
+	"github.com/redrive/redrive/store/storetest"
 )
 
 // Text Postgres cannot store (a NUL byte, bytes that are not UTF-8) is a
@@ -20,7 +20,7 @@ import (
 func TestUnstorableTextIsRefused(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	id := dlqtest.InsertDeadLetter(t, e.db.DB, dlqtest.Letter{})
+	id := storetest.InsertDeadLetter(t, e.db.DB, storetest.Letter{})
 	s := e.as(t, "op", dlq.RoleOperator)
 	admin := e.as(t, "root", dlq.RoleAdmin)
 	attempts := e.count(t, `SELECT count(*) FROM login_attempts`)

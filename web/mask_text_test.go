@@ -10,8 +10,8 @@ import (
 	"testing"
 
 	"github.com/redrive/redrive/dlq"
-	"github.com/redrive/redrive/dlq/dlqtest"
 	"github.com/redrive/redrive/mask"
+	"github.com/redrive/redrive/store/storetest"
 	"github.com/redrive/redrive/web"
 	"github.com/redrive/redrive/web/auth"
 )
@@ -49,7 +49,7 @@ func TestErrorTextMasked(t *testing.T) {
 	}
 	kwargs := `{"password": "` + leakPW + `", "payment": {"card_last4": "` + leakCard + `"}, "order": "ord_42"}`
 	msg := `card ending ` + leakCard + ` declined for ord_42 via ` + leakToken + `: invalid kwargs {"password": "` + leakPW + `"}`
-	id := dlqtest.InsertDeadLetter(t, e.db.DB, dlqtest.Letter{
+	id := storetest.InsertDeadLetter(t, e.db.DB, storetest.Letter{
 		Task: "billing.charge", Kwargs: kwargs, Message: msg,
 		Traceback: "Traceback:\n  decode(" + leakPW + ")\n  charge(card=" + leakCard + ")",
 		History: fmt.Sprintf(`[{"attempt": 1, "at": "2026-01-01T00:00:00Z", "class": "ValueError", "message": %q, "traceback": %q, "outcome": "dead"}]`,
@@ -110,7 +110,7 @@ func TestErrorTextMasked(t *testing.T) {
 // of masking less than asked.
 func TestMaskPatternRefused(t *testing.T) {
 	t.Parallel()
-	store := dlqtest.NewStores(dlqtest.NewDB(t).DB)
+	store := storetest.NewStores(storetest.NewDB(t).DB)
 	for _, p := range []string{`(unclosed`, `x*`} {
 		_, err := web.NewServer(web.Config{DB: store.DB, Auth: auth.Config{MaskPatterns: []string{p}}})
 		if err == nil || !strings.Contains(err.Error(), p) {
@@ -127,7 +127,7 @@ func TestSearchHidesEscapedSecrets(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	kwargs := `{"user": "erin", "password": "p\"q\\r<s>&t-Erin-77", "card_number": "4000056655665556"}`
-	id := dlqtest.InsertDeadLetter(t, e.db.DB, dlqtest.Letter{
+	id := storetest.InsertDeadLetter(t, e.db.DB, storetest.Letter{
 		Task: "probe.leak", Kwargs: kwargs,
 		Message: `LeakError: invalid kwargs {"user": "erin", "password": "p\"q\\r<s>&t-Erin-77"} charged 400005` + mask.TruncatedMark,
 	})

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/redrive/redrive/dlq"
-	"github.com/redrive/redrive/dlq/dlqtest"
+	"github.com/redrive/redrive/store/storetest"
 	"github.com/redrive/redrive/web"
 )
 
@@ -20,7 +20,7 @@ func TestNotificationsPage(t *testing.T) {
 	const redacted = "slack https://hooks.slack.com/services/… (#3fa2c1)"
 	e := newEnv(t, func(c *web.Config) { c.NotifyEndpoints = []string{redacted} })
 	ctx := context.Background()
-	dlqtest.InsertDeadLetter(t, e.db.DB, dlqtest.Letter{Task: "mail.send", ErrorClass: "SMTPError"})
+	storetest.InsertDeadLetter(t, e.db.DB, storetest.Letter{Task: "mail.send", ErrorClass: "SMTPError"})
 	ep := dlq.NotificationEndpoint{Hash: "h1", Redacted: redacted}
 	if n, err := e.store.Outbox.FanOutNotifications(ctx, []dlq.NotificationEndpoint{ep}, 10); err != nil || n != 1 {
 		t.Fatalf("fan out: %d, %v; want the new group's event", n, err)

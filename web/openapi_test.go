@@ -20,8 +20,8 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/redrive/redrive/dlq"
-	"github.com/redrive/redrive/dlq/dlqtest"
 	"github.com/redrive/redrive/replay"
+	"github.com/redrive/redrive/store/storetest"
 	"github.com/redrive/redrive/web"
 	"github.com/redrive/redrive/web/webtest"
 )
@@ -34,15 +34,15 @@ import (
 type apiConsole struct {
 	url, operator, viewer string
 	h                     http.Handler
-	db                    *dlqtest.DB
+	db                    *storetest.DB
 	doc                   *openapi3.T
 	router                routers.Router
 }
 
 func newAPIConsole(t *testing.T) *apiConsole {
 	t.Helper()
-	db := dlqtest.NewDB(t)
-	store := dlqtest.NewStores(db.DB)
+	db := storetest.NewDB(t)
+	store := storetest.NewStores(db.DB)
 	ctx, cancel := context.WithCancel(context.Background())
 	if err := store.Queue.RegisterTasks(ctx, []string{"billing.charge", "email.send"}); err != nil {
 		t.Fatal(err)
@@ -223,7 +223,7 @@ func TestOpenAPIResponsesMatch(t *testing.T) {
 	seen := map[string][]int{}
 	op, vic := c.operator, c.viewer
 	letter := func(task string) int64 {
-		return dlqtest.InsertDeadLetter(t, c.db.DB, dlqtest.Letter{Task: task, Args: `[1, {"order": "A-1"}]`, Kwargs: `{"region": "eu"}`})
+		return storetest.InsertDeadLetter(t, c.db.DB, storetest.Letter{Task: task, Args: `[1, {"order": "A-1"}]`, Kwargs: `{"region": "eu"}`})
 	}
 	a, b, d := letter("billing.charge"), letter("billing.charge"), letter("email.send")
 	bulk := []int64{letter("email.send"), letter("email.send"), letter("email.send")}
@@ -383,7 +383,7 @@ func TestOpenAPIResponsesMatch(t *testing.T) {
 // waitForState polls the operation until it reaches state.
 func waitForState(t *testing.T, c *apiConsole, id int64, state string) {
 	t.Helper()
-	dlqtest.WaitFor(t, 10*time.Second, fmt.Sprintf("operation %d to be %s", id, state), func() bool {
+	storetest.WaitFor(t, 10*time.Second, fmt.Sprintf("operation %d to be %s", id, state), func() bool {
 		req, _ := http.NewRequest("GET", fmt.Sprintf("%s/api/v1/operations/%d", c.url, id), nil)
 		req.Header.Set("Authorization", "Bearer "+c.viewer)
 		resp, err := http.DefaultClient.Do(req)
@@ -608,7 +608,7 @@ func exerciseGroupEdits(t *testing.T, c *apiConsole, seen map[string][]int) {
 	t.Helper()
 	ctx := context.Background()
 	op, vic := c.operator, c.viewer
-	store := dlqtest.NewStores(c.db.DB)
+	store := storetest.NewStores(c.db.DB)
 	// file dead-letters a job as a worker does: grouped, filed under the
 	// group its id means now.
 	file := func(task, carrier string) string {

@@ -7,15 +7,15 @@ import (
 	"time"
 
 	"github.com/redrive/redrive/dlq"
-	"github.com/redrive/redrive/dlq/dlqtest"
+	"github.com/redrive/redrive/store/storetest"
 )
 
 // TestPauseCollector reads a real database: the open pause is exported,
 // and so is the age of the oldest job held behind it.
 func TestPauseCollector(t *testing.T) {
 	t.Parallel()
-	db := dlqtest.NewDB(t)
-	store := dlqtest.NewStores(db.DB)
+	db := storetest.NewDB(t)
+	store := storetest.NewStores(db.DB)
 	ctx := context.Background()
 	c := newPauseCollector(store.Queue, slog.New(slog.DiscardHandler))
 	if got := gather(t, c); len(got) != 0 {

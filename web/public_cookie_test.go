@@ -5,7 +5,7 @@ import (
 	"net/http/httptest"
 	"testing"
 
-	"github.com/redrive/redrive/dlq/dlqtest"
+	"github.com/redrive/redrive/store/storetest"
 	"github.com/redrive/redrive/web"
 )
 
@@ -15,7 +15,7 @@ import (
 // request.
 func TestPublicDocumentsSetNoCookie(t *testing.T) {
 	t.Parallel()
-	db := dlqtest.NewDB(t)
+	db := storetest.NewDB(t)
 	h, err := web.NewServer(web.Config{DB: db.DB})
 	if err != nil {
 		t.Fatal(err)

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/redrive/redrive/dlq"
-	"github.com/redrive/redrive/dlq/dlqtest"
 	"github.com/redrive/redrive/handlers"
+	"github.com/redrive/redrive/store/storetest"
 	"github.com/redrive/redrive/web"
 	"github.com/redrive/redrive/web/webtest"
 )
@@ -22,8 +22,8 @@ import (
 // database is back.
 func TestDatabaseOutageAnswers503(t *testing.T) {
 	t.Parallel()
-	pg := dlqtest.NewPrivate(t)
-	store := dlqtest.NewStores(pg.DB.DB)
+	pg := storetest.NewPrivate(t)
+	store := storetest.NewStores(pg.DB.DB)
 	ctx := context.Background()
 	if err := store.Queue.RegisterTasks(ctx, []string{"outage.task"}); err != nil {
 		t.Fatal(err)

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/redrive/redrive/dlq"
-	"github.com/redrive/redrive/dlq/dlqtest"
+	"github.com/redrive/redrive/store/storetest"
 	"github.com/redrive/redrive/worker"
 )
 
@@ -407,7 +407,7 @@ func TestListenNotify(t *testing.T) {
 
 func TestNew(t *testing.T) {
 	t.Parallel()
-	store := dlqtest.NewStores(nil)
+	store := storetest.NewStores(nil)
 
 	t.Run("DefaultIDIsHostPidRandom", func(t *testing.T) {
 		t.Parallel()

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/redrive/redrive/dlq"
-	"github.com/redrive/redrive/dlq/dlqtest"
 	"github.com/redrive/redrive/store/postgres"
+	"github.com/redrive/redrive/store/storetest"
 	"github.com/redrive/redrive/worker"
 )
 
@@ -113,8 +113,8 @@ func historyHas(history dlq.Attempts, attempt int, outcome dlq.Outcome) bool {
 func TestAJobThatRanIsNeverHandedBackUnrun(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pg := dlqtest.NewPrivate(t)
-	b := &bundle{db: pg.DB, store: dlqtest.NewStores(pg.DB.DB), reg: worker.NewRegistry(), logs: &syncBuffer{}}
+	pg := storetest.NewPrivate(t)
+	b := &bundle{db: pg.DB, store: storetest.NewStores(pg.DB.DB), reg: worker.NewRegistry(), logs: &syncBuffer{}}
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("worker logs:\n%s", b.logs.String())
@@ -213,7 +213,7 @@ func TestAnOutcomeAfterTheRescuerTookTheJob(t *testing.T) {
 
 			owner := b.config("lost-owner")
 			owner.HeartbeatInterval, owner.RestartGrace = 500*time.Millisecond, 2*time.Second
-			w, err := worker.New(dlqtest.NewStores(cutDB).Queue, owner)
+			w, err := worker.New(storetest.NewStores(cutDB).Queue, owner)
 			if err != nil {
 				t.Fatal(err)
 			}

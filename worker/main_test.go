@@ -19,8 +19,8 @@ import (
 
 	"github.com/redrive/redrive/cli"
 	"github.com/redrive/redrive/dlq"
-	"github.com/redrive/redrive/dlq/dlqtest"
 	"github.com/redrive/redrive/store/postgres"
+	"github.com/redrive/redrive/store/storetest"
 	"github.com/redrive/redrive/worker"
 )
 
@@ -33,7 +33,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv(childEnv) != "" {
 		os.Exit(runChild())
 	}
-	code := dlqtest.Main(m)
+	code := storetest.Main(m)
 	if code == 0 && !noLeakedGoroutines() {
 		code = 1
 	}
@@ -114,7 +114,7 @@ var testTaskNames = []string{"test.sleep", "test.hang_first_attempt", "test.kill
 // goroutine of the worker package or of a lib/pq listener is left: Run must
 // stop everything it starts.
 func noLeakedGoroutines() bool {
-	// Polled (no t here for dlqtest.WaitFor): goroutines may still be
+	// Polled (no t here for storetest.WaitFor): goroutines may still be
 	// finishing their last instructions.
 	var stacks string
 	deadline := time.Now().Add(3 * time.Second)
@@ -146,16 +146,16 @@ func leaked(stacks string) string {
 // bundle is what most tests need: a private database, its store and a
 // registry to fill.
 type bundle struct {
-	db    *dlqtest.DB
-	store *dlqtest.Stores
+	db    *storetest.DB
+	store *storetest.Stores
 	reg   *worker.Registry
 	logs  *syncBuffer
 }
 
 func setup(t *testing.T) *bundle {
 	t.Helper()
-	db := dlqtest.NewDB(t)
-	store := dlqtest.NewStores(db.DB)
+	db := storetest.NewDB(t)
+	store := storetest.NewStores(db.DB)
 	if err := store.Queue.RegisterTasks(context.Background(), testTaskNames); err != nil {
 		t.Fatal(err)
 	}
@@ -290,7 +290,7 @@ func (b *bundle) count(t *testing.T, query string, args ...any) int {
 // waitFor polls cond until it holds, failing the test after timeout.
 func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
-	dlqtest.WaitFor(t, timeout, what, cond)
+	storetest.WaitFor(t, timeout, what, cond)
 }
 
 func kwargs(v any) json.RawMessage {

@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/redrive/redrive/dlq"
-	"github.com/redrive/redrive/dlq/dlqtest"
 	"github.com/redrive/redrive/internal/localpg"
 	"github.com/redrive/redrive/store/postgres"
+	"github.com/redrive/redrive/store/storetest"
 	"github.com/redrive/redrive/worker"
 )
 
@@ -47,7 +47,7 @@ func TestNoJobMisjudged(t *testing.T) {
 		if _, err := postgres.Migrate(ctx, db, slog.New(slog.DiscardHandler)); err != nil {
 			t.Fatal(err)
 		}
-		b := &bundle{store: dlqtest.NewStores(db), reg: worker.NewRegistry(), logs: &syncBuffer{}}
+		b := &bundle{store: storetest.NewStores(db), reg: worker.NewRegistry(), logs: &syncBuffer{}}
 		t.Cleanup(func() {
 			if t.Failed() {
 				t.Logf("worker logs:\n%s", b.logs.String())

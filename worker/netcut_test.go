@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/redrive/redrive/dlq"
-	"github.com/redrive/redrive/dlq/dlqtest"
 	"github.com/redrive/redrive/store/postgres"
+	"github.com/redrive/redrive/store/storetest"
 	"github.com/redrive/redrive/worker"
 )
 
@@ -147,7 +147,7 @@ func TestLeasesLapsedInANetworkCutStayWithTheirWorkers(t *testing.T) {
 	rescuer := b.config("cut-rescuer")
 	rescuer.Queues, rescuer.RestartGrace = []string{"elsewhere"}, 2*time.Second
 	for _, cfg := range []worker.Config{owner, rescuer} {
-		w, err := worker.New(dlqtest.NewStores(db).Queue, cfg)
+		w, err := worker.New(storetest.NewStores(db).Queue, cfg)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/redrive/redrive/dlq"
-	"github.com/redrive/redrive/dlq/dlqtest"
 	"github.com/redrive/redrive/store/queue"
+	"github.com/redrive/redrive/store/storetest"
 )
 
 // The heartbeat's look for orphaned claims used to hold off claiming for
@@ -18,10 +18,10 @@ import (
 func TestOrphanLookLeavesClaimsAlone(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db := dlqtest.NewDB(t)
+	db := storetest.NewDB(t)
 	reg := NewRegistry()
 	reg.Register("test.task", func(context.Context, *Job) error { return nil }, TaskOptions{})
-	w, err := New(dlqtest.NewStores(db.DB).Queue, Config{Registry: reg, ID: "look-1", Logger: slog.New(slog.DiscardHandler)})
+	w, err := New(storetest.NewStores(db.DB).Queue, Config{Registry: reg, ID: "look-1", Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,10 +66,10 @@ func TestOrphanLookLeavesClaimsAlone(t *testing.T) {
 func TestAGivenUpClaimIsNeverHandedBack(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db := dlqtest.NewDB(t)
+	db := storetest.NewDB(t)
 	reg := NewRegistry()
 	reg.Register("test.task", func(context.Context, *Job) error { return nil }, TaskOptions{})
-	w, err := New(dlqtest.NewStores(db.DB).Queue, Config{Registry: reg, ID: "gave-up-1", Logger: slog.New(slog.DiscardHandler)})
+	w, err := New(storetest.NewStores(db.DB).Queue, Config{Registry: reg, ID: "gave-up-1", Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,28 +16,28 @@ import (
 	"github.com/lib/pq"
 
 	"github.com/redrive/redrive/dlq"
-	"github.com/redrive/redrive/dlq/dlqtest"
 	"github.com/redrive/redrive/replay"
+	"github.com/redrive/redrive/store/storetest"
 	"github.com/redrive/redrive/web"
 	"github.com/redrive/redrive/web/webtest"
 	"github.com/redrive/redrive/worker"
 )
 
-func TestMain(m *testing.M) { os.Exit(dlqtest.Main(m)) }
+func TestMain(m *testing.M) { os.Exit(storetest.Main(m)) }
 
 // console is a real console on 127.0.0.1 over a real database, with the
 // bulk runner, a worker that runs billing.charge and email.send (they
 // succeed), and an operator's API token.
 type console struct {
 	url, token string
-	db         *dlqtest.DB
-	store      *dlqtest.Stores
+	db         *storetest.DB
+	store      *storetest.Stores
 }
 
 func newConsole(t *testing.T) console {
 	t.Helper()
-	db := dlqtest.NewDB(t)
-	store := dlqtest.NewStores(db.DB)
+	db := storetest.NewDB(t)
+	store := storetest.NewStores(db.DB)
 	ctx, cancel := context.WithCancel(context.Background())
 	reg := worker.NewRegistry()
 	for _, task := range []string{"billing.charge", "email.send"} {
@@ -88,7 +88,7 @@ func (c console) letters(t *testing.T, n int, task, fp string, failedAt time.Tim
 		if err := c.db.Get(&jobID, `SELECT 1000000 + count(*) FROM dead_letters`); err != nil {
 			t.Fatal(err)
 		}
-		ids = append(ids, dlqtest.InsertDeadLetter(t, c.db.DB, dlqtest.Letter{JobID: jobID, Task: task, Fingerprint: fp, FailedAt: failedAt,
+		ids = append(ids, storetest.InsertDeadLetter(t, c.db.DB, storetest.Letter{JobID: jobID, Task: task, Fingerprint: fp, FailedAt: failedAt,
 			Message: "card declined for order 42", Traceback: "Traceback (most recent call last):\n  charge()"}))
 	}
 	return ids
@@ -497,5 +497,5 @@ func TestProgressBarOnATerminal(t *testing.T) {
 
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
-	dlqtest.WaitFor(t, 10*time.Second, "the condition", cond)
+	storetest.WaitFor(t, 10*time.Second, "the condition", cond)
 }

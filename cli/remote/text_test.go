@@ -10,7 +10,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/redrive/redrive/dlq/dlqtest"
+	"github.com/redrive/redrive/store/storetest"
 )
 
 // hostile holds what a payload quoted in an error can carry to a
@@ -26,7 +26,7 @@ func TestControlCharactersAreShownVisibly(t *testing.T) {
 	t.Parallel()
 	c := newConsole(t)
 	task := "billing.charge" + hostile
-	id := dlqtest.InsertDeadLetter(t, c.db.DB, dlqtest.Letter{JobID: 5000000, Task: task, Queue: "q" + hostile,
+	id := storetest.InsertDeadLetter(t, c.db.DB, storetest.Letter{JobID: 5000000, Task: task, Queue: "q" + hostile,
 		ErrorClass: "Err" + hostile, Message: "order ord_1 " + hostile, Fingerprint: "fp" + hostile,
 		Args: `["\u001b]52;c;ZXZpbA==\u0007", "` + "\u009b" + `2J"]`, Kwargs: `{"k": "\u001b[2J"}`,
 		Traceback: "Traceback (most recent call last):\n  File \"a.py\", line 1\n" + hostile + "\nKeyError",

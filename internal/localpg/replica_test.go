@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redrive/redrive/dlq/dlqtest"
 	"github.com/redrive/redrive/internal/localpg"
+	"github.com/redrive/redrive/store/storetest"
 )
 
 // A replica started from a running cluster is a hot standby that follows
@@ -100,7 +100,7 @@ func waitRows(t *testing.T, db *sql.DB, n int) {
 			t.Logf("replica has %d rows (%v), want %d", got, err, n)
 		}
 	}()
-	dlqtest.WaitFor(t, 30*time.Second, fmt.Sprintf("the replica to have %d rows", n), func() bool {
+	storetest.WaitFor(t, 30*time.Second, fmt.Sprintf("the replica to have %d rows", n), func() bool {
 		err = db.QueryRow(`SELECT count(*) FROM t`).Scan(&got)
 		return err == nil && got == n
 	})

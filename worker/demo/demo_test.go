@@ -13,26 +13,26 @@ import (
 	"time"
 
 	"github.com/redrive/redrive/dlq"
-	"github.com/redrive/redrive/dlq/dlqtest"
+	"github.com/redrive/redrive/store/storetest"
 	"github.com/redrive/redrive/worker"
 	"github.com/redrive/redrive/worker/demo"
 )
 
-func TestMain(m *testing.M) { os.Exit(dlqtest.Main(m)) }
+func TestMain(m *testing.M) { os.Exit(storetest.Main(m)) }
 
 type bundle struct {
-	db    *dlqtest.DB
-	store *dlqtest.Stores
+	db    *storetest.DB
+	store *storetest.Stores
 	logs  *syncBuffer
 }
 
 func setup(t *testing.T) *bundle {
 	t.Helper()
-	db := dlqtest.NewDB(t)
+	db := storetest.NewDB(t)
 	if err := demo.EnsureSchema(context.Background(), db.DB); err != nil {
 		t.Fatal(err)
 	}
-	store := dlqtest.NewStores(db.DB)
+	store := storetest.NewStores(db.DB)
 	if err := store.Queue.RegisterTasks(context.Background(), demo.TaskNames()); err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +89,7 @@ func (b *bundle) enqueue(t *testing.T, task string, maxAttempts int, kw map[stri
 func (b *bundle) wait(t *testing.T, id int64, state dlq.State) dlq.Job {
 	t.Helper()
 	var j dlq.Job
-	dlqtest.WaitFor(t, 10*time.Second, fmt.Sprintf("job %d to be %s", id, state), func() bool {
+	storetest.WaitFor(t, 10*time.Second, fmt.Sprintf("job %d to be %s", id, state), func() bool {
 		var err error
 		if j, err = b.store.Queue.Job(context.Background(), id); err != nil {
 			t.Fatal(err)

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/redrive/redrive/dlq"
-	"github.com/redrive/redrive/dlq/dlqtest"
 	"github.com/redrive/redrive/replay"
+	"github.com/redrive/redrive/store/storetest"
 	"github.com/redrive/redrive/worker/demo"
 )
 
@@ -86,7 +86,7 @@ func TestIncidentEndsWithTheFixDeployedAndTheGroupReplayed(t *testing.T) {
 	if op, err = svc.Wait(ctx, op.ID, 10*time.Second); err != nil || op.State != dlq.OpDone || op.Done != 3 {
 		t.Fatalf("operation: %+v, %v", op, err)
 	}
-	dlqtest.WaitFor(t, 10*time.Second, "the 3 replayed jobs to succeed", func() bool {
+	storetest.WaitFor(t, 10*time.Second, "the 3 replayed jobs to succeed", func() bool {
 		jobs, err := b.store.Operations.OperationJobs(ctx, op.ID, 100)
 		if err != nil {
 			t.Fatal(err)

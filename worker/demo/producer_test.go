@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redrive/redrive/dlq/dlqtest"
 	"github.com/redrive/redrive/store/queue"
+	"github.com/redrive/redrive/store/storetest"
 	"github.com/redrive/redrive/worker"
 	"github.com/redrive/redrive/worker/demo"
 )
@@ -28,7 +28,7 @@ func TestProducer(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
 		go func() { done <- p.Run(ctx) }()
-		dlqtest.WaitFor(t, 10*time.Second, "200 jobs enqueued", func() bool {
+		storetest.WaitFor(t, 10*time.Second, "200 jobs enqueued", func() bool {
 			var n int
 			if err := b.db.Get(&n, `SELECT count(*) FROM jobs`); err != nil {
 				t.Fatal(err)
@@ -84,7 +84,7 @@ func TestProducer(t *testing.T) {
 		if err := p.Run(ctx); err != nil {
 			t.Fatal(err)
 		}
-		dlqtest.WaitFor(t, 20*time.Second, "every job to end", func() bool {
+		storetest.WaitFor(t, 20*time.Second, "every job to end", func() bool {
 			var open int
 			if err := b.db.Get(&open, `SELECT count(*) FROM jobs WHERE state NOT IN ('succeeded', 'dead')`); err != nil {
 				t.Fatal(err)

@@ -1,4 +1,4 @@
-package dlqtest
+package storetest
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package dlqtest
+package storetest
 
 import (
 	"github.com/jmoiron/sqlx"

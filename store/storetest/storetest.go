@@ -1,12 +1,12 @@
-// Package dlqtest gives each test its own real Postgres database, cloned
+// Package storetest gives each test its own real Postgres database, cloned
 // from a migrated template so a fresh schema costs milliseconds.
 //
 // When DATABASE_URL is set it names a server (and a user allowed to create
 // databases) to use; otherwise the first test to ask starts a private
 // throwaway cluster with localpg. A test package wires it up in TestMain:
 //
-//	func TestMain(m *testing.M) { os.Exit(dlqtest.Main(m)) }
-package dlqtest
+//	func TestMain(m *testing.M) { os.Exit(storetest.Main(m)) }
+package storetest
 
 import (
 	"context"
