@@ -13,35 +13,6 @@ import (
 	"github.com/redrive/redrive/handlers"
 )
 
-func FuzzParseAuditFilter(f *testing.F) {
-	for _, s := range []string{"", "actor=olga", "action=replay&cursor=10", "dead_letter_id=9&since=7d&until=1h",
-		"limit=0", "cursor=9223372036854775808", "since=2026-01-02T15:04:05Z"} {
-		f.Add(s)
-	}
-	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	f.Fuzz(func(t *testing.T, q string) {
-		v, err := url.ParseQuery(q)
-		if err != nil {
-			return
-		}
-		got, err := handlers.ParseAuditFilter(v, now)
-		if err != nil {
-			var ve *dlq.ValidationError
-			if !errors.As(err, &ve) || len(ve.Fields) == 0 {
-				t.Fatalf("an error that is not a ValidationError naming a field: %v", err)
-			}
-			return
-		}
-		if got.Limit < 1 || got.Limit > dlq.MaxAuditLimit || got.DeadLetterID < 0 || got.Before < 0 {
-			t.Fatalf("out of range: %+v", got)
-		}
-		again, err := handlers.ParseAuditFilter(got.Values(), now)
-		if err != nil || again != got {
-			t.Fatalf("round trip of %q: %+v, %v; want %+v", q, again, err, got)
-		}
-	})
-}
-
 func TestListAudit(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
