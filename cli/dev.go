@@ -131,7 +131,11 @@ func serveDev(ctx context.Context, f flags, ac auth.Config, dataDir, databaseURL
 	// One registry: the console's /metrics also shows the dev worker's job
 	// outcomes and durations, as worker/metrics.go promises.
 	metrics := newMetricsRegistry()
-	console, err := NewConsole(ctx, ConsoleConfig{DB: db, Logger: logger, Registry: metrics, Auth: ac,
+	srcs, err := parseSources(f.str("sources"))
+	if err != nil {
+		return err
+	}
+	console, err := NewConsole(ctx, ConsoleConfig{DB: db, Logger: logger, Registry: metrics, Auth: ac, Sources: srcs,
 		LogsURLTemplate: f.str("logs-url-template"), Notify: notifyConfig(f), Reads: readConfig(f, databaseURL),
 		Demo: NewDemoOutage(outages)})
 	if err != nil {

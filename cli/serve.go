@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/redrive/redrive/dlq"
 	"github.com/redrive/redrive/mask"
 	"github.com/redrive/redrive/notify"
 	"github.com/redrive/redrive/replay"
@@ -27,6 +28,7 @@ import (
 	"github.com/redrive/redrive/store/outbox"
 	"github.com/redrive/redrive/store/postgres"
 	"github.com/redrive/redrive/store/queue"
+	"github.com/redrive/redrive/store/sources"
 	"github.com/redrive/redrive/web"
 	"github.com/redrive/redrive/web/auth"
 )
@@ -56,11 +58,16 @@ func runServe(ctx context.Context, args []string, e env) error {
 			return err
 		}
 	}
+	srcs, err := parseSources(f.str("sources"))
+	if err != nil {
+		return err
+	}
 	if err := adviseFirstAdmin(ctx, access.New(db), logger); err != nil {
 		return err
 	}
 	c, err := NewConsole(ctx, ConsoleConfig{DB: db, Logger: logger, Registry: newMetricsRegistry(), Auth: auth,
-		LogsURLTemplate: f.str("logs-url-template"), Notify: notifyConfig(f), Reads: readConfig(f, f.str("database-url"))})
+		LogsURLTemplate: f.str("logs-url-template"), Notify: notifyConfig(f), Reads: readConfig(f, f.str("database-url")),
+		Sources: srcs})
 	if err != nil {
 		return err
 	}
@@ -87,6 +94,9 @@ type ConsoleConfig struct {
 	Reads ReadConfig
 	// Demo is the demo incident's outage (`redrive dev` only); nil: none.
 	Demo web.DemoOutage
+	// Sources are the other systems whose letters the console takes in
+	// (--sources); Redrive's own queue is always one.
+	Sources []dlq.Source
 }
 
 // NotifyConfig is the console's webhook notifications.
@@ -178,6 +188,10 @@ func NewConsole(ctx context.Context, cfg ConsoleConfig) (*Console, error) {
 	if cfg.Version == "" {
 		cfg.Version = Version()
 	}
+	g := groups.New(cfg.DB)
+	if err := sources.New(cfg.DB, g).Configure(ctx, cfg.Sources); err != nil {
+		return nil, err
+	}
 	rebuild, err := applyMaskPolicy(ctx, letters.New(cfg.DB), cfg.Auth, cfg.Logger)
 	if err != nil {
 		return nil, err
@@ -198,7 +212,6 @@ func NewConsole(ctx context.Context, cfg ConsoleConfig) (*Console, error) {
 			return nil, fmt.Errorf("REDRIVE_READ_DATABASE_URL: %w", err)
 		}
 	}
-	g := groups.New(cfg.DB)
 	ops := operations.New(cfg.DB, g)
 	runner := replay.NewRunner(replay.RunnerConfig{Store: ops, Logger: cfg.Logger, PollInterval: cfg.RunnerPollInterval})
 	handler, err := web.NewServer(web.Config{

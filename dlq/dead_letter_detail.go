@@ -22,6 +22,19 @@ type DeadLetterDetail struct {
 	// LaterLetters are the letters that replays of this one produced: each
 	// has replay_of = this letter's id.
 	LaterLetters []int64 `db:"-" json:"later_letters"`
+	// Source is where the letter came from (RedriveSource: Redrive's own
+	// queue), ExternalID its id there, for a letter another system sent,
+	// and SourceKind what that source is.
+	Source     string     `db:"source" json:"source"`
+	ExternalID *string    `db:"external_id" json:"external_id,omitempty"`
+	SourceKind SourceKind `db:"source_kind" json:"-"`
+}
+
+// CanReplay says whether the letter can be replayed from the console, and
+// why not when it cannot: a letter another system sent is replayed by its
+// source, where the source names a way to.
+func (d DeadLetterDetail) CanReplay() (bool, string) {
+	return Source{Name: d.Source, Kind: d.SourceKind}.CanReplay()
 }
 
 // TracebackTruncated reports whether Traceback was cut at TracebackCap.

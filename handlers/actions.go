@@ -129,6 +129,9 @@ func renderLetter(ctx context.Context, c echo.Context, p LetterPage, d dlq.DeadL
 	if st.args != nil {
 		a.EditArgs = *st.args
 	}
+	if ok, why := d.CanReplay(); !ok {
+		a.ReplayRefused = why
+	}
 	if st.kwargs != nil {
 		a.EditKwargs = *st.kwargs
 	}

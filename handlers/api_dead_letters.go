@@ -50,6 +50,10 @@ type LetterDetailJSON struct {
 	WorkerVersion      string        `json:"worker_version"`
 	History            []dlq.Attempt `json:"history"`
 	LaterLetters       []int64       `json:"later_letters"`
+	// Source is where the letter came from (redrive: Redrive's own queue),
+	// ExternalID its id there, for a letter another system sent.
+	Source     string  `json:"source"`
+	ExternalID *string `json:"external_id,omitempty"`
 }
 
 func apiLetter(d dlq.DeadLetter) LetterJSON {
@@ -120,7 +124,7 @@ func APIDeadLetter(store DeadLetterGetter) echo.HandlerFunc {
 		}
 		return c.JSON(http.StatusOK, LetterDetailJSON{
 			LetterJSON: apiLetter(d.DeadLetter), Traceback: d.Traceback, TracebackTruncated: d.TracebackTruncated(),
-			WorkerVersion: d.WorkerVersion, History: history, LaterLetters: later,
+			WorkerVersion: d.WorkerVersion, History: history, LaterLetters: later, Source: d.Source, ExternalID: d.ExternalID,
 		})
 	}
 }

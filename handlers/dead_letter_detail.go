@@ -57,6 +57,9 @@ func detailView(d dlq.DeadLetterDetail, logsTemplate string) views.DeadLetterDet
 	if d.IdempotencyKey != nil {
 		v.IdempotencyKey = *d.IdempotencyKey
 	}
+	if d.ExternalID != nil {
+		v.Source, v.ExternalID = d.Source, *d.ExternalID
+	}
 	v.Args, v.ArgsNote = prettyJSON(d.Args)
 	v.Kwargs, v.KwargsNote = prettyJSON(d.Kwargs)
 	v.ArgsMasked = strings.Contains(v.Args, mask.Placeholder) || strings.Contains(v.Kwargs, mask.Placeholder)

@@ -27,6 +27,9 @@ type LetterActionsView struct {
 	NoActNote string
 	// VersionWarning: the letter failed on a build live workers still run.
 	VersionWarning string
+	// ReplayRefused says why the letter cannot be replayed from here (a
+	// letter another system sent); empty when it can.
+	ReplayRefused string
 	// Result reports the action just done (after the redirect); Problem an
 	// action refused (409: already replayed, discarded).
 	Result  *Notice

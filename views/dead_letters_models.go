@@ -86,8 +86,12 @@ type DeadLetterResults struct {
 
 // DeadLetterDetailView is the page of one dead letter.
 type DeadLetterDetailView struct {
-	ID             int64
-	JobID          int64
+	ID    int64
+	JobID int64
+	// Source and ExternalID say where a letter another system sent came
+	// from, and its id there; empty for Redrive's own, whose job JobID is.
+	Source         string
+	ExternalID     string
 	Task           string
 	Queue          string
 	Status         string

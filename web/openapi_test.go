@@ -64,6 +64,9 @@ func newAPIConsole(t *testing.T) *apiConsole {
 	t.Cleanup(srv.Close)
 	webtest.CreateUser(t, store.Access, "olga", dlq.RoleOperator)
 	webtest.CreateUser(t, store.Access, "vic", dlq.RoleViewer)
+	if err := store.Sources.Configure(ctx, []dlq.Source{{Name: "legacy", Kind: dlq.SourceKindHTTP}}); err != nil {
+		t.Fatal(err)
+	}
 	c := &apiConsole{url: srv.URL, h: h, db: db, operator: webtest.Token(t, store.Access, "olga"), viewer: webtest.Token(t, store.Access, "vic")}
 
 	// The document as the server serves it, to anyone.
@@ -365,6 +368,7 @@ func TestOpenAPIResponsesMatch(t *testing.T) {
 	c.call(t, seen, vic, "GET", "/api/v1/audit?hide_sign_ins=yes", "", 400)
 
 	exercisePauses(t, c, seen)
+	exerciseIngest(t, c, seen)
 	exerciseJobActions(t, c, seen)
 	exerciseGroupEdits(t, c, seen)
 
@@ -378,6 +382,26 @@ func TestOpenAPIResponsesMatch(t *testing.T) {
 			}
 		}
 	}
+}
+
+// exerciseIngest sends letters of another system: new (201), the same
+// again (200), one whose fields are wrong (400, nothing stored), to a
+// source nobody configured (400), and as a viewer (403).
+func exerciseIngest(t *testing.T, c *apiConsole, seen map[string][]int) {
+	t.Helper()
+	letter := `{"external_id": "celery-7f3a", "task": "billing.charge", "queue": "payments", "args": [42],
+		"error_class": "ConnectionError", "error": "upstream reset the connection", "traceback": "Traceback ...",
+		"attempts": 3, "max_attempts": 3, "failed_at": "2026-12-07T06:00:00Z",
+		"history": [{"class": "ConnectionError", "message": "upstream reset the connection", "at": "2026-12-07T05:59:00Z"}]}`
+	body := `{"source": "legacy", "letters": [` + letter + `]}`
+	first := c.call(t, seen, c.operator, "POST", "/api/v1/letters", body, 201)
+	again := c.call(t, seen, c.operator, "POST", "/api/v1/letters", body, 200)
+	if first["created"] != float64(1) || again["existing"] != float64(1) {
+		t.Errorf("sent twice: %v then %v; want one letter, created then existing", first, again)
+	}
+	c.call(t, seen, c.operator, "POST", "/api/v1/letters", `{"source": "legacy", "letters": [{"external_id": "x", "task": "bad task"}]}`, 400)
+	c.call(t, seen, c.operator, "POST", "/api/v1/letters", `{"source": "nobody", "letters": [`+letter+`]}`, 400)
+	c.call(t, seen, c.viewer, "POST", "/api/v1/letters", body, 403)
 }
 
 // waitForState polls the operation until it reaches state.

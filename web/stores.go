@@ -15,6 +15,7 @@ import (
 	"github.com/redrive/redrive/store/outbox"
 	"github.com/redrive/redrive/store/postgres"
 	"github.com/redrive/redrive/store/queue"
+	"github.com/redrive/redrive/store/sources"
 )
 
 // stores are the rooms of the store on the primary. Routes take the room
@@ -28,12 +29,14 @@ type stores struct {
 	access     *access.Store
 	audit      *audit.Store
 	outbox     *outbox.Store
+	sources    *sources.Store
 }
 
 func openStores(db *sqlx.DB) stores {
 	g := groups.New(db)
 	return stores{db: db, queue: queue.New(db, g), letters: letters.New(db), groups: g,
-		operations: operations.New(db, g), access: access.New(db), audit: audit.New(db), outbox: outbox.New(db)}
+		operations: operations.New(db, g), access: access.New(db), audit: audit.New(db), outbox: outbox.New(db),
+		sources: sources.New(db, g)}
 }
 
 // masked returns the masked reads over the stores.

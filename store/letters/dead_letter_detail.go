@@ -14,8 +14,8 @@ import (
 // history, in the database, so a huge one never leaves Postgres whole. A
 // history (json, its text as stored: 00101_letters.sql) shorter than the cap
 // as a whole has no attempt to cut, and goes out as it is stored, without
-// taking it apart. The letters its replays produced come in the same
-// statement: one round trip per page view. A cut text ends in
+// taking it apart. The letters its replays produced, and its source, come
+// in the same statement: one round trip per page view. A cut text ends in
 // mask.TruncatedMark, as the worker's own cuts do: the reader
 // sees that it goes on, and masking hides a secret the cut split in two
 // (the part before the cut would otherwise show).
@@ -29,8 +29,13 @@ SELECT id, job_id, queue, task, args, kwargs, idempotency_key, error_class, erro
 			THEN jsonb_set(e, '{traceback}', to_jsonb(left(e->>'traceback', $3) || $5))
 			ELSE e END ORDER BY ord), '[]'::jsonb)::json
 	 FROM jsonb_array_elements(history::jsonb) WITH ORDINALITY AS h(e, ord)) END AS history,
-	ARRAY(SELECT l.id FROM dead_letters l WHERE l.replay_of = d.id ORDER BY l.id LIMIT $4) AS later_letters
-FROM dead_letters d WHERE id = $1`
+	ARRAY(SELECT l.id FROM dead_letters l WHERE l.replay_of = d.id ORDER BY l.id LIMIT $4) AS later_letters,
+	coalesce(src.source, '` + dlq.RedriveSource + `') AS source, src.external_id,
+	coalesce(sk.kind, '` + string(dlq.SourceKindRedrive) + `') AS source_kind
+FROM dead_letters d
+LEFT JOIN letter_sources src ON src.dead_letter_id = d.id
+LEFT JOIN sources sk ON sk.name = src.source
+WHERE d.id = $1`
 
 // GetDeadLetter returns one letter with its (capped) traceback, history and
 // lineage, or ErrNotFound.

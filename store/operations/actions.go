@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/jmoiron/sqlx"
@@ -101,7 +102,28 @@ func claimForReplay(ctx context.Context, tx *sqlx.Tx, id int64) (dlq.DeadLetter,
 	if l.Status != dlq.StatusPending {
 		return l, &dlq.StateError{Letter: l, Action: "replay"}
 	}
+	if err := refuseOtherSource(ctx, tx, l.ID); err != nil {
+		return l, err
+	}
 	return l, claimLetter(ctx, tx, claimPendingSQL, l, "replay")
+}
+
+// refuseOtherSource refuses to replay a letter another system sent: its
+// task is that system's, and Redrive's queue would run a task of the same
+// name, or none. Such a letter is replayed by its source, where it names a
+// way to (dlq.Source.CanReplay).
+func refuseOtherSource(ctx context.Context, tx *sqlx.Tx, id int64) error {
+	var src dlq.Source
+	err := tx.GetContext(ctx, &src, `SELECT s.name, s.kind FROM letter_sources l JOIN sources s ON s.name = l.source
+		WHERE l.dead_letter_id = $1`, id)
+	switch err := postgres.Translate(err); {
+	case errors.Is(err, dlq.ErrNotFound):
+		return nil
+	case err != nil:
+		return fmt.Errorf("dead letter %d: source: %w", id, err)
+	}
+	_, why := src.CanReplay()
+	return dlq.Errorf(dlq.EConflict, "dead letter %d cannot be replayed: %s", id, why)
 }
 
 // replayPayload is the args and kwargs a replay of l runs with: the

@@ -55,13 +55,23 @@ import (
 // for several error groups one walk of it per group, merged), which is
 // itself a template of the relation the batch reads, the selection's
 // condition and, once the operation has a position, the keyset condition
-// after it.
+// after it; then what the kind leaves untaken (takeAll, or
+// takeOwnLettersOnly).
 const batchSelectSQL = `batch AS MATERIALIZED (
 	%s
 ), taken AS (
-	DELETE FROM pending_dead_letters p USING batch b WHERE p.id = b.id
+	DELETE FROM pending_dead_letters p USING batch b WHERE p.id = b.id%s
 	RETURNING p.id, p.failed_at, p.task, p.queue
 )`
+
+// A discard takes every letter of its batch. A replay leaves the letters
+// other systems sent (letter_sources) pending: their tasks are those
+// systems', which Redrive's queue cannot run, so they count as skipped,
+// never as replayed.
+const (
+	takeAll            = ``
+	takeOwnLettersOnly = ` AND NOT EXISTS (SELECT 1 FROM letter_sources s WHERE s.dead_letter_id = p.id)`
+)
 
 // batchLettersSQL reads the next letters of a batch, oldest first.
 const batchLettersSQL = `SELECT id, failed_at FROM %s
@@ -302,9 +312,10 @@ func (o opStream) advance(ctx context.Context, tx *sqlx.Tx, op dlq.Operation, b 
 func batchQuery(op dlq.Operation, sel dlq.Selection, limit, lane, lanes int) (string, []any, error) {
 	var query string
 	var args []any
+	take := takeAll
 	switch op.Kind {
 	case dlq.OpReplay:
-		query = replayBatchSQL
+		query, take = replayBatchSQL, takeOwnLettersOnly
 		args = []any{op.MaxID, limit, op.RatePerSecond, op.PaceOrigin, op.Done, op.Actor, op.AuditEventID, op.ID}
 	case dlq.OpDiscard:
 		query = discardBatchSQL
@@ -337,7 +348,7 @@ func batchQuery(op dlq.Operation, sel dlq.Selection, limit, lane, lanes int) (st
 	} else {
 		batch, args = read(pending, args)
 	}
-	return fmt.Sprintf(query, fmt.Sprintf(batchSelectSQL, batch)), args, nil
+	return fmt.Sprintf(query, fmt.Sprintf(batchSelectSQL, batch, take)), args, nil
 }
 
 // finishOperation closes the first phase of an operation whose selection

@@ -1,6 +1,6 @@
 package postgres
 
-// jobsSequenceSQL and lettersSequenceSQL name the identity sequences of
+// JobsSequenceSQL and LettersSequenceSQL name the identity sequences of
 // jobs and dead_letter_records for nextval. Each is a subquery, so
 // Postgres looks the sequence up once per statement (an InitPlan):
 // written as nextval(pg_get_serial_sequence(...)::regclass), or as a

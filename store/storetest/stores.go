@@ -10,6 +10,7 @@ import (
 	"github.com/redrive/redrive/store/operations"
 	"github.com/redrive/redrive/store/outbox"
 	"github.com/redrive/redrive/store/queue"
+	"github.com/redrive/redrive/store/sources"
 )
 
 // Stores are every room of the store on one database, for the tests that
@@ -24,6 +25,7 @@ type Stores struct {
 	Access     *access.Store
 	Audit      *audit.Store
 	Outbox     *outbox.Store
+	Sources    *sources.Store
 }
 
 // NewStores opens every room on db; the queue and the operations share
@@ -31,5 +33,6 @@ type Stores struct {
 func NewStores(db *sqlx.DB) *Stores {
 	g := groups.New(db)
 	return &Stores{DB: db, Queue: queue.New(db, g), Letters: letters.New(db), Groups: g,
-		Operations: operations.New(db, g), Access: access.New(db), Audit: audit.New(db), Outbox: outbox.New(db)}
+		Operations: operations.New(db, g), Access: access.New(db), Audit: audit.New(db), Outbox: outbox.New(db),
+		Sources: sources.New(db, g)}
 }

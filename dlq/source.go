@@ -1,0 +1,245 @@
+package dlq
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// A source is where letters come from and where their replays go.
+// Redrive's own queue is the source RedriveSource; every other source is
+// named by the operator (REDRIVE_SOURCES), never by what a letter says.
+
+// RedriveSource is Redrive's own queue: its worker's letters, replayed by
+// enqueueing a job.
+const RedriveSource = "redrive"
+
+// SourceKind is what a source is, which decides what the console can do
+// with its letters.
+type SourceKind string
+
+// The kinds of source.
+const (
+	// SourceKindRedrive is Redrive's own queue.
+	SourceKindRedrive SourceKind = "redrive"
+	// SourceKindHTTP is any system that sends its letters over HTTP
+	// (POST /api/v1/letters).
+	SourceKindHTTP SourceKind = "http"
+)
+
+// Valid reports whether k is a kind an operator may configure.
+func (k SourceKind) Valid() bool { return k == SourceKindHTTP }
+
+// Source is one configured source and its state.
+type Source struct {
+	Name string     `db:"name" json:"name"`
+	Kind SourceKind `db:"kind" json:"kind"`
+	// Imported counts the letters it has brought in; LastImportAt is when
+	// the last came.
+	Imported     int64      `db:"imported" json:"imported"`
+	LastImportAt *time.Time `db:"last_import_at" json:"last_import_at"`
+	CreatedAt    time.Time  `db:"created_at" json:"created_at"`
+}
+
+// CanReplay says whether a letter of this source can be replayed from the
+// console, and why not when it cannot.
+func (s Source) CanReplay() (bool, string) {
+	if s.Kind == SourceKindRedrive || s.Name == "" {
+		return true, ""
+	}
+	return false, fmt.Sprintf("a letter of %s arrived over HTTP, and the source names no way to replay it", s.Name)
+}
+
+// MaxSourceNameLen is the longest source name.
+const MaxSourceNameLen = 100
+
+// SourceNameProblem says what is wrong with a source's name, "" when
+// nothing: the rule of queue names.
+func SourceNameProblem(name string) string { return nameProblem(name, MaxSourceNameLen) }
+
+// Limits on a letter another system sends.
+const (
+	// MaxIngestBatch is the most letters one request may carry.
+	MaxIngestBatch = 1_000
+	// MaxExternalIDLen bounds a letter's id in its source.
+	MaxExternalIDLen = 200
+	// MaxIngestMessage bounds an error message; MaxIngestTraceback the
+	// final traceback; MaxIngestHistory the attempts kept.
+	MaxIngestMessage   = 64 << 10
+	MaxIngestTraceback = 1 << 20
+	MaxIngestHistory   = MaxMaxAttempts
+)
+
+// IngestLetter is a letter another system sends (POST /api/v1/letters):
+// a task of its own that failed for good, with everything needed to
+// diagnose it. ExternalID is its identity in the source, which makes the
+// same failure sent twice one letter.
+type IngestLetter struct {
+	ExternalID  string          `json:"external_id"`
+	Task        string          `json:"task"`
+	Queue       string          `json:"queue"`
+	Args        json.RawMessage `json:"args"`
+	Kwargs      json.RawMessage `json:"kwargs"`
+	ErrorClass  string          `json:"error_class"`
+	Message     string          `json:"error"`
+	Traceback   string          `json:"traceback"`
+	Attempts    int             `json:"attempts"`
+	MaxAttempts int             `json:"max_attempts"`
+	History     Attempts        `json:"history"`
+	Reason      Reason          `json:"reason"`
+	EnqueuedAt  time.Time       `json:"enqueued_at,omitzero"`
+	FailedAt    time.Time       `json:"failed_at"`
+}
+
+// Normalise fills the defaults of what the sender left out (queue
+// "default", args [], kwargs {}, attempts 1, max attempts its attempts,
+// reason exhausted when the attempts ran out and permanent otherwise,
+// enqueued when it failed) and returns the problems of what it sent, as a
+// *ValidationError keyed by field. now bounds failed_at: a letter cannot
+// fail in the future.
+func (l IngestLetter) Normalise(now time.Time) (IngestLetter, error) {
+	l = l.withDefaults()
+	problems := map[string]string{}
+	l.identityProblems(problems)
+	l.errorProblems(problems)
+	l.attemptProblems(problems)
+	switch {
+	case l.FailedAt.IsZero():
+		problems["failed_at"] = "is required: when the task failed for good, RFC 3339"
+	case l.FailedAt.After(now.Add(time.Minute)):
+		problems["failed_at"] = "must not be in the future"
+	case l.FailedAt.Before(cursorMinTime):
+		problems["failed_at"] = "must be after 1970"
+	case l.EnqueuedAt.After(l.FailedAt):
+		problems["enqueued_at"] = "must not be after failed_at"
+	}
+	if len(problems) > 0 {
+		return l, &ValidationError{Fields: problems}
+	}
+	return l, nil
+}
+
+// withDefaults fills what the sender may leave out.
+func (l IngestLetter) withDefaults() IngestLetter {
+	if l.Queue == "" {
+		l.Queue = DefaultQueue
+	}
+	l.Args, l.Kwargs = orJSON(l.Args, `[]`), orJSON(l.Kwargs, `{}`)
+	if l.Attempts == 0 {
+		l.Attempts = 1
+	}
+	if l.MaxAttempts == 0 {
+		l.MaxAttempts = l.Attempts
+	}
+	if l.Reason == "" {
+		l.Reason = ReasonPermanent
+		if l.Attempts >= l.MaxAttempts {
+			l.Reason = ReasonExhausted
+		}
+	}
+	if l.EnqueuedAt.IsZero() {
+		l.EnqueuedAt = l.FailedAt
+	}
+	l.History = l.historyWithDefaults()
+	return l
+}
+
+// historyWithDefaults numbers the attempts the sender left unnumbered,
+// dates the undated when the letter failed, and says what came of each
+// that does not say: a retry, and for the last, the dead letter.
+func (l IngestLetter) historyWithDefaults() Attempts {
+	h := slices.Clone(l.History)
+	for i := range h {
+		if h[i].Attempt == 0 {
+			h[i].Attempt = i + 1
+		}
+		if h[i].At.IsZero() {
+			h[i].At = l.FailedAt
+		}
+		if h[i].Outcome == "" {
+			h[i].Outcome = OutcomeRetry
+			if i == len(h)-1 {
+				h[i].Outcome = OutcomeDead
+			}
+		}
+	}
+	return h
+}
+
+// identityProblems adds what is wrong with the letter's id, names and
+// arguments.
+func (l IngestLetter) identityProblems(problems map[string]string) {
+	switch {
+	case l.ExternalID == "":
+		problems["external_id"] = "is required: the letter's id in its source, so that sending it twice makes one letter"
+	case len(l.ExternalID) > MaxExternalIDLen || !printable(l.ExternalID):
+		problems["external_id"] = fmt.Sprintf("must be at most %d printable characters", MaxExternalIDLen)
+	}
+	EnqueueParams{Task: l.Task, Queue: l.Queue, MaxAttempts: 1}.nameProblems(problems)
+	EnqueueParams{Args: l.Args, Kwargs: l.Kwargs}.payloadProblems(problems)
+}
+
+// errorProblems adds what is wrong with the error the letter reports.
+func (l IngestLetter) errorProblems(problems map[string]string) {
+	switch {
+	case l.ErrorClass == "":
+		problems["error_class"] = "is required: the exception's class, which error groups are made of"
+	case len(l.ErrorClass) > 200 || !printable(l.ErrorClass):
+		problems["error_class"] = "must be at most 200 printable characters"
+	}
+	if len(l.Message) > MaxIngestMessage || !utf8.ValidString(l.Message) || strings.ContainsRune(l.Message, 0) {
+		problems["error"] = fmt.Sprintf("must be UTF-8 text of at most %d KiB", MaxIngestMessage>>10)
+	}
+	if len(l.Traceback) > MaxIngestTraceback || !utf8.ValidString(l.Traceback) || strings.ContainsRune(l.Traceback, 0) {
+		problems["traceback"] = fmt.Sprintf("must be UTF-8 text of at most %d MiB", MaxIngestTraceback>>20)
+	}
+}
+
+// attemptProblems adds what is wrong with the attempts, the history and
+// the reason.
+func (l IngestLetter) attemptProblems(problems map[string]string) {
+	if l.Attempts < 1 || l.Attempts > MaxMaxAttempts {
+		problems["attempts"] = fmt.Sprintf("must be between 1 and %d", MaxMaxAttempts)
+	}
+	if l.MaxAttempts < l.Attempts || l.MaxAttempts > MaxMaxAttempts {
+		problems["max_attempts"] = fmt.Sprintf("must be between attempts and %d", MaxMaxAttempts)
+	}
+	if len(l.History) > MaxIngestHistory {
+		problems["history"] = fmt.Sprintf("must hold at most %d attempts", MaxIngestHistory)
+	}
+	for _, a := range l.History {
+		text := a.Class + a.Message + a.Traceback + a.Worker + a.Host + a.Version
+		if !utf8.ValidString(text) || strings.ContainsRune(text, 0) {
+			problems["history"] = "each attempt's class, message, traceback, worker, host and version must be UTF-8 text"
+		}
+		if !slices.Contains(ingestOutcomes, a.Outcome) {
+			problems["history"] = fmt.Sprintf("an attempt's outcome is one of %s", joinOutcomes(ingestOutcomes))
+		}
+	}
+	if l.Reason != ReasonExhausted && l.Reason != ReasonPermanent {
+		problems["reason"] = "must be exhausted (its attempts ran out) or permanent (it failed in a way no retry mends)"
+	}
+}
+
+// ingestOutcomes are what an attempt of another system may have come to.
+var ingestOutcomes = []Outcome{OutcomeRetry, OutcomeDead, OutcomeLeaseExpired, OutcomeInterrupted, OutcomeKilled, OutcomeCancelled}
+
+// joinOutcomes lists outcomes for a message.
+func joinOutcomes(os []Outcome) string {
+	parts := make([]string, len(os))
+	for i, o := range os {
+		parts[i] = string(o)
+	}
+	return strings.Join(parts, ", ")
+}
+
+// IngestResult is what became of one letter sent: its letter, new or
+// the one the same external id made before.
+type IngestResult struct {
+	ExternalID string `json:"external_id"`
+	ID         int64  `json:"id"`
+	Created    bool   `json:"created"`
+}
