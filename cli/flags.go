@@ -86,6 +86,7 @@ var options = []option{
 	{"role", "", "", "viewer, operator or admin"},
 	{"user", "", "", "the user the token acts as (create)"},
 	{"name", "", "", "a label to recognise the token by (create; default: user and time)"},
+	{"send-letters-of", "", "", "limit the token to sending the letters of these sources, comma-separated, and nothing else (create; POST /api/v1/letters)"},
 	// audit.
 	{"expect-head", "", "", "a head recorded earlier, ID:HASH (or a bare ID): the trail must still hold it"},
 	// purge.

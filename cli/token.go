@@ -13,11 +13,14 @@ import (
 )
 
 const tokenUsage = `Usage:
-  redrive token create --user NAME [--name LABEL]   print a new API token, once
+  redrive token create --user NAME [--name LABEL] [--send-letters-of SOURCES]
+                                                    print a new API token, once
   redrive token revoke ID|LABEL                     revoke a token
   redrive token list                                list active tokens
 
 A token acts with its user's role: send it as Authorization: Bearer TOKEN.
+With --send-letters-of it may only send the letters of those sources
+(POST /api/v1/letters), nothing else: the token another system keeps.
 Only its SHA-256 hash is stored, so it cannot be shown again.`
 
 // runToken runs `redrive token`: create, revoke or list API tokens.
@@ -35,7 +38,8 @@ func runToken(ctx context.Context, args []string, e env) error {
 	actor := cliActor(e.getenv)
 	switch cmd.sub {
 	case "create":
-		return createToken(ctx, store, dlq.NewToken{UserName: cmd.flags.str("user"), Label: cmd.flags.str("name"), Actor: actor, Now: time.Now()}, e)
+		return createToken(ctx, store, dlq.NewToken{UserName: cmd.flags.str("user"), Label: cmd.flags.str("name"),
+			Sources: splitList(cmd.flags.str("send-letters-of")), Actor: actor, Now: time.Now()}, e)
 	case "revoke":
 		return revokeToken(ctx, store, cmd.ref, actor, e.stdout)
 	default:
@@ -61,7 +65,7 @@ func parseTokenArgs(args []string, e env) (tokenCommand, error) {
 	cmd := tokenCommand{sub: args[0]}
 	args = args[1:]
 	fs := newFlagSet("token "+cmd.sub, tokenUsage, e.stderr)
-	register(fs, databaseOptions, []string{"user", "name"})
+	register(fs, databaseOptions, []string{"user", "name", "send-letters-of"})
 	if cmd.sub == "revoke" {
 		var err error
 		if cmd.ref, args, err = tokenRef(args, e); err != nil {
@@ -126,13 +130,28 @@ func listTokens(ctx context.Context, store *access.Store, w io.Writer) error {
 		return err
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tLABEL\tUSER\tCREATED\tLAST USED")
+	fmt.Fprintln(tw, "ID\tLABEL\tUSER\tCREATED\tLAST USED\tMAY")
 	for _, t := range tokens {
 		last := "never"
 		if t.LastUsedAt != nil {
 			last = t.LastUsedAt.UTC().Format(time.RFC3339)
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", t.ID, t.Label, t.UserName, t.CreatedAt.UTC().Format(time.RFC3339), last)
+		may := "act as its user"
+		if len(t.Sources) > 0 {
+			may = "send letters of " + strings.Join(t.Sources, ",")
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.Label, t.UserName, t.CreatedAt.UTC().Format(time.RFC3339), last, may)
 	}
 	return tw.Flush()
+}
+
+// splitList reads a comma-separated list, dropping blanks.
+func splitList(s string) []string {
+	var out []string
+	for part := range strings.SplitSeq(s, ",") {
+		if part = strings.TrimSpace(part); part != "" {
+			out = append(out, part)
+		}
+	}
+	return out
 }

@@ -6,6 +6,8 @@ import (
 	"encoding/base64"
 	"fmt"
 	"time"
+
+	"github.com/lib/pq"
 )
 
 // TokenPrefix starts every API token, so one pasted into the wrong place
@@ -23,6 +25,9 @@ type Token struct {
 	CreatedAt  time.Time  `db:"created_at" json:"created_at"`
 	LastUsedAt *time.Time `db:"last_used_at" json:"last_used_at"`
 	RevokedAt  *time.Time `db:"revoked_at" json:"revoked_at"`
+	// Sources, when set, limits the token to sending the letters of these
+	// sources (POST /api/v1/letters), and nothing else.
+	Sources pq.StringArray `db:"sources" json:"sources,omitempty"`
 }
 
 // NewTokenSecret returns a fresh token: 256 random bits, URL-safe.
@@ -46,7 +51,10 @@ func HashToken(token string) []byte {
 type NewToken struct {
 	UserName string
 	Label    string // default: the user's name and the time
-	Hash     []byte
-	Actor    Actor
-	Now      time.Time
+	// Sources limits the token to sending the letters of these sources;
+	// none: an ordinary token of its user's role.
+	Sources []string
+	Hash    []byte
+	Actor   Actor
+	Now     time.Time
 }

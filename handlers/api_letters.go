@@ -5,12 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
 
 	"github.com/redrive/redrive/dlq"
+	"github.com/redrive/redrive/principal"
 )
 
 // LetterIngester takes in the letters another system sends (the store's
@@ -42,12 +45,16 @@ type ingestResponse struct {
 // of every letter, and nothing is stored), grouped, masked on every read
 // like Redrive's own, and written once: a letter whose external id its
 // source sent before is the same letter (201 when any is new, 200 when
-// none is).
+// none is). A token limited to some sources sends theirs only.
 func APIIngestLetters(store LetterIngester, now func() time.Time) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		var req ingestRequest
 		if err := decodeJSON(c, &req, ingestFields); err != nil {
 			return err
+		}
+		if p, ok := principal.From(c); ok && p.SendsOnly() && !slices.Contains(p.Sources, req.Source) {
+			return &dlq.Error{Code: "forbidden", Message: fmt.Sprintf("This token sends the letters of %s only, not of %q.",
+				strings.Join(p.Sources, ", "), dlq.ClipRunes(req.Source, 40))}
 		}
 		letters, err := req.normalise(now())
 		if err != nil {

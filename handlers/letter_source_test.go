@@ -2,10 +2,12 @@ package handlers_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/redrive/redrive/dlq"
 )
@@ -55,5 +57,52 @@ func TestLetterOfAnotherSource(t *testing.T) {
 	rec, detail := a.api(t, a.vicAPI, "GET", fmt.Sprintf("/api/v1/dead-letters/%d", id), "")
 	if rec.Code != http.StatusOK || detail["source"] != "legacy" || detail["external_id"] != "celery-7f3a" {
 		t.Errorf("API detail: %d source %v external id %v", rec.Code, detail["source"], detail["external_id"])
+	}
+}
+
+// A token limited to some sources (the credential another system keeps)
+// sends their letters and does nothing else: another source's letters, a
+// read and an action are refused. Such a token is made only for an
+// operator or an admin, and only for configured http sources.
+func TestTokenThatSendsLettersOnly(t *testing.T) {
+	t.Parallel()
+	a := newActions(t)
+	ctx := context.Background()
+	if err := a.store.Sources.Configure(ctx, []dlq.Source{{Name: "legacy", Kind: dlq.SourceKindHTTP}, {Name: "other", Kind: dlq.SourceKindHTTP}}); err != nil {
+		t.Fatal(err)
+	}
+	secret, err := dlq.NewTokenSecret()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.store.Access.CreateToken(ctx, dlq.NewToken{UserName: "olga", Label: "legacy-sender", Sources: []string{"legacy"},
+		Hash: dlq.HashToken(secret), Actor: dlq.Actor{Name: "test"}, Now: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	letter := func(source string) string {
+		return `{"source": "` + source + `", "letters": [{"external_id": "1", "task": "billing.charge", "error_class": "E",
+			"error": "boom", "failed_at": "2026-12-07T06:00:00Z"}]}`
+	}
+	if rec, _ := a.api(t, secret, "POST", "/api/v1/letters", letter("legacy")); rec.Code != http.StatusCreated {
+		t.Fatalf("its own source: %d %s", rec.Code, rec.Body)
+	}
+	for _, c := range []struct{ method, path, body string }{
+		{"POST", "/api/v1/letters", letter("other")},
+		{"GET", "/api/v1/dead-letters", ""},
+		{"POST", "/api/v1/dead-letters/1/discard", `{"reason": "x"}`},
+	} {
+		if rec, _ := a.api(t, secret, c.method, c.path, c.body); rec.Code != http.StatusForbidden {
+			t.Errorf("%s %s: %d %s; want 403", c.method, c.path, rec.Code, rec.Body)
+		}
+	}
+	for name, nt := range map[string]dlq.NewToken{
+		"a viewer's":        {UserName: "vic", Sources: []string{"legacy"}},
+		"an unknown source": {UserName: "olga", Sources: []string{"nobody"}},
+		"Redrive's queue":   {UserName: "olga", Sources: []string{dlq.RedriveSource}},
+	} {
+		nt.Hash, nt.Now, nt.Actor, nt.Label = dlq.HashToken(name), time.Now(), dlq.Actor{Name: "test"}, name
+		if _, err := a.store.Access.CreateToken(ctx, nt); !errors.Is(err, dlq.ErrInvalid) {
+			t.Errorf("%s token: %v, want refused", name, err)
+		}
 	}
 }

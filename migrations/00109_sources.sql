@@ -27,6 +27,12 @@ CREATE TABLE letter_sources (
     CONSTRAINT letter_sources_external_id_len CHECK (length(external_id) BETWEEN 1 AND 200)
 );
 
+-- A token may be limited to sending the letters of some sources, and
+-- nothing else (no read, no action): the credential a system that sends
+-- its letters keeps. NULL is an ordinary token, of its user's role.
+ALTER TABLE api_tokens ADD COLUMN sources text[];
+
 -- +goose Down
+ALTER TABLE api_tokens DROP COLUMN sources;
 DROP TABLE letter_sources;
 DROP TABLE sources;

@@ -19,7 +19,14 @@ type Principal struct {
 	// Via says how the principal was established: ViaSession, ViaToken
 	// or ViaProxy.
 	Via string
+	// Sources, for a token limited to them, are the sources whose letters
+	// it may send (POST /api/v1/letters), the one thing it may do; nil for
+	// everyone else.
+	Sources []string
 }
+
+// SendsOnly reports whether p may only send the letters of its sources.
+func (p Principal) SendsOnly() bool { return len(p.Sources) > 0 }
 
 // How a principal was established.
 const (

@@ -4,17 +4,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/jmoiron/sqlx"
+	"github.com/lib/pq"
 	"github.com/redrive/redrive/dlq"
 	"github.com/redrive/redrive/store/audit"
 	"github.com/redrive/redrive/store/postgres"
 )
 
-const tokenColumns = `t.id, t.user_id, u.name AS user_name, t.label, t.created_by, t.created_at, t.last_used_at, t.revoked_at`
+const tokenColumns = `t.id, t.user_id, u.name AS user_name, t.label, t.created_by, t.created_at, t.last_used_at, t.revoked_at, t.sources`
 
 // CreateToken stores a token's hash for an active user and audits it. A
 // label already used by an active token is ErrConflict.
@@ -42,12 +44,19 @@ func (s *Store) CreateToken(ctx context.Context, p dlq.NewToken) (dlq.Token, err
 		if !u.Active() {
 			return &dlq.ValidationError{Fields: map[string]string{"user": u.Name + " is disabled"}}
 		}
+		if err := checkTokenSources(ctx, tx, u, p.Sources); err != nil {
+			return err
+		}
+		var sources any // NULL: an ordinary token
+		if len(p.Sources) > 0 {
+			sources = pq.Array(p.Sources)
+		}
 		err = tx.GetContext(ctx, &t, `
 			WITH t AS (
-				INSERT INTO api_tokens (user_id, label, token_hash, created_by, created_at)
-				VALUES ($1, $2, $3, $4, $5) RETURNING *)
+				INSERT INTO api_tokens (user_id, label, token_hash, created_by, created_at, sources)
+				VALUES ($1, $2, $3, $4, $5, $6) RETURNING *)
 			SELECT `+tokenColumns+` FROM t JOIN users u ON u.id = t.user_id`,
-			u.ID, p.Label, postgres.Bytea(p.Hash), p.Actor.Name, p.Now)
+			u.ID, p.Label, postgres.Bytea(p.Hash), p.Actor.Name, p.Now, sources)
 		if err != nil {
 			if errors.Is(postgres.Translate(err), dlq.ErrConflict) {
 				return dlq.Errorf(dlq.EConflict, "a token labelled %q already exists", p.Label)
@@ -60,6 +69,31 @@ func (s *Store) CreateToken(ctx context.Context, p dlq.NewToken) (dlq.Token, err
 		return dlq.Token{}, fmt.Errorf("create token: %w", err)
 	}
 	return t, nil
+}
+
+// checkTokenSources refuses a token for sources that are not configured
+// ones of kind http, or for a user who may not send letters (sending is an
+// operator's POST).
+func checkTokenSources(ctx context.Context, tx *sqlx.Tx, u dlq.User, sources []string) error {
+	if len(sources) == 0 {
+		return nil
+	}
+	if !u.Role.CanAct() {
+		return &dlq.ValidationError{Fields: map[string]string{"user": u.Name + " is a " + string(u.Role) +
+			": a token that sends letters acts as an operator or an admin"}}
+	}
+	var known []string
+	if err := tx.SelectContext(ctx, &known, `SELECT name FROM sources WHERE kind = $1 AND name = ANY($2)`,
+		dlq.SourceKindHTTP, pq.Array(sources)); err != nil {
+		return postgres.Translate(err)
+	}
+	for _, s := range sources {
+		if !slices.Contains(known, s) {
+			return &dlq.ValidationError{Fields: map[string]string{"sources": fmt.Sprintf(
+				"%q is not a configured source that sends its letters over HTTP (the console's --sources)", s)}}
+		}
+	}
+	return nil
 }
 
 // RevokeToken revokes the active token whose id (when ref is a number) or

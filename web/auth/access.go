@@ -109,6 +109,10 @@ func (a *accessPolicy) middleware(next echo.HandlerFunc) echo.HandlerFunc {
 		if !ok {
 			return unauthenticated(c)
 		}
+		if p.SendsOnly() && routeKey(r.Method, c.Path()) != SendLettersRoute {
+			return &dlq.Error{Code: "forbidden",
+				Message: "This token may only send the letters of " + strings.Join(p.Sources, ", ") + " (POST /api/v1/letters)."}
+		}
 		if need := required(r.Method, c.Path()); !allows(p.Role, need) {
 			return &dlq.Error{Code: "forbidden",
 				Message: "You are signed in as " + p.Name + " (" + string(p.Role) + "); this needs the " + string(need) + " role."}
@@ -116,6 +120,10 @@ func (a *accessPolicy) middleware(next echo.HandlerFunc) echo.HandlerFunc {
 		return next(c)
 	}
 }
+
+// SendLettersRoute is the one route a token limited to some sources may
+// call (principal.Principal.SendsOnly).
+var SendLettersRoute = routeKey("POST", "/api/v1/letters")
 
 // RequireRole is access's rule as route middleware, for a group whose
 // need is higher than its methods say (the admin pages' GETs).

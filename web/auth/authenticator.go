@@ -87,14 +87,14 @@ var errBadToken = &dlq.Error{Code: "invalid_token",
 // fromToken: a token that was sent but does not work is an error, never a
 // fall back to anonymous, so a client learns at once its token is bad.
 func (a *authenticator) fromToken(ctx context.Context, token string) (principal.Principal, error) {
-	u, _, err := a.store.UserByToken(ctx, dlq.HashToken(token), a.cfg.Now())
+	u, t, err := a.store.UserByToken(ctx, dlq.HashToken(token), a.cfg.Now())
 	if errors.Is(err, dlq.ErrNotFound) {
 		return principal.Principal{}, errBadToken
 	}
 	if err != nil {
 		return principal.Principal{}, err
 	}
-	return principal.Principal{Name: u.Name, Role: u.Role, Via: principal.ViaToken}, nil
+	return principal.Principal{Name: u.Name, Role: u.Role, Via: principal.ViaToken, Sources: t.Sources}, nil
 }
 
 // fromProxy believes the SSO header only from a trusted proxy's address.
