@@ -50,9 +50,12 @@ type Filter struct {
 	Fingerprints []string `json:"fingerprints,omitempty"`
 	// Q is a substring searched for, case-insensitively, in the error
 	// message, args and kwargs.
-	Q     string    `json:"q,omitempty"`
-	Since TimeBound `json:"since,omitzero"`
-	Until TimeBound `json:"until,omitzero"`
+	Q string `json:"q,omitempty"`
+	// Source selects the letters of one source: RedriveSource for
+	// Redrive's own, or a system that sends its letters.
+	Source string    `json:"source,omitempty"`
+	Since  TimeBound `json:"since,omitzero"`
+	Until  TimeBound `json:"until,omitzero"`
 	// Limit is the page size; 0 is DefaultLimit.
 	Limit int `json:"-"`
 	// After continues the list after this position; nil is the newest page.
@@ -104,6 +107,9 @@ const MaxFilterGroups = 50
 func (f Filter) Validate() error {
 	problems := map[string]string{}
 	f.fieldProblems(problems)
+	if msg := SourceNameProblem(f.Source); f.Source != "" && msg != "" {
+		problems["source"] = msg
+	}
 	if msg := searchProblem(f.Q); msg != "" {
 		problems["q"] = msg
 	}
@@ -245,6 +251,7 @@ func (f Filter) Values() url.Values {
 	set("error_class", f.ErrorClass)
 	set("fingerprint", strings.Join(f.Groups(), ","))
 	set("q", f.Q)
+	set("source", f.Source)
 	set("since", f.Since.Raw)
 	set("until", f.Until.Raw)
 	if f.Limit != DefaultLimit && f.Limit != 0 {
@@ -260,7 +267,7 @@ func (f Filter) Values() url.Values {
 // status: an empty list then means "nothing matched", not "nothing is dead".
 func (f Filter) Narrowed() bool {
 	return f.Task != "" || f.Queue != "" || f.Reason != "" || f.ErrorClass != "" || len(f.Groups()) > 0 ||
-		f.Q != "" || !f.Since.IsZero() || !f.Until.IsZero() || f.Status != StatusPending
+		f.Q != "" || f.Source != "" || !f.Since.IsZero() || !f.Until.IsZero() || f.Status != StatusPending
 }
 
 // Pinned encodes f as a bulk operation selects by it: no page size, no

@@ -42,6 +42,9 @@ type Source struct {
 	Imported     int64      `db:"imported" json:"imported"`
 	LastImportAt *time.Time `db:"last_import_at" json:"last_import_at"`
 	CreatedAt    time.Time  `db:"created_at" json:"created_at"`
+	// Letters and Pending count its letters kept now, and those pending.
+	Letters int64 `db:"letters" json:"letters"`
+	Pending int64 `db:"pending" json:"pending"`
 }
 
 // CanReplay says whether a letter of this source can be replayed from the

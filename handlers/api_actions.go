@@ -159,6 +159,7 @@ type bulkFilter struct {
 	Since       string `json:"since"`
 	Until       string `json:"until"`
 	Fingerprint string `json:"fingerprint"`
+	Source      string `json:"source"`
 }
 
 const bulkFields = "ids, filter, dry_run, rate_per_second, canary, reason, wait_seconds"
@@ -191,7 +192,7 @@ func (b bulkFilter) filter(now time.Time) (dlq.Filter, error) {
 	trim := strings.TrimSpace
 	problems := map[string]string{}
 	f := dlq.Filter{Task: trim(b.Task), Queue: trim(b.Queue), Reason: dlq.Reason(trim(b.Reason)), Status: dlq.StatusPending,
-		ErrorClass: trim(b.ErrorClass), Q: trim(b.Q)}
+		ErrorClass: trim(b.ErrorClass), Q: trim(b.Q), Source: trim(b.Source)}
 	if fp := trim(b.Fingerprint); fp != "" {
 		groups, _ := parseGroups([]string{fp}) // one parameter: no problem to report
 		if len(groups) == 1 {

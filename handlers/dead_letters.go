@@ -115,7 +115,7 @@ func filterForm(q map[string][]string) views.DeadLetterFilterForm {
 	}
 	return views.DeadLetterFilterForm{
 		Task: get("task"), Queue: get("queue"), Reason: get("reason"), Status: status,
-		ErrorClass: get("error_class"), Fingerprint: get("fingerprint"), Q: get("q"),
+		ErrorClass: get("error_class"), Fingerprint: get("fingerprint"), Q: get("q"), Source: get("source"),
 		Since: get("since"), Until: get("until"), Limit: limit,
 	}
 }

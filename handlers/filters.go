@@ -28,7 +28,7 @@ func ParseFilter(v url.Values, now time.Time) (dlq.Filter, error) {
 	get := func(k string) string { return strings.TrimSpace(v.Get(k)) }
 	problems := map[string]string{}
 	f := dlq.Filter{Task: get("task"), Queue: get("queue"), Reason: dlq.Reason(get("reason")),
-		ErrorClass: get("error_class"), Q: get("q"), Limit: dlq.DefaultLimit}
+		ErrorClass: get("error_class"), Q: get("q"), Source: get("source"), Limit: dlq.DefaultLimit}
 	groups, msg := parseGroups(v["fingerprint"])
 	if msg != "" {
 		problems["fingerprint"] = msg

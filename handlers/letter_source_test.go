@@ -9,7 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/PuerkitoBio/goquery"
 	"github.com/redrive/redrive/dlq"
+	"github.com/redrive/redrive/web/webtest"
 )
 
 // A letter another system sent, on its page and through the API: it says
@@ -104,5 +106,53 @@ func TestTokenThatSendsLettersOnly(t *testing.T) {
 		if _, err := a.store.Access.CreateToken(ctx, nt); !errors.Is(err, dlq.ErrInvalid) {
 			t.Errorf("%s token: %v, want refused", name, err)
 		}
+	}
+}
+
+// The list narrows to one source's letters (Redrive's own are those no
+// other source sent), and the admin page of sources counts each one's
+// letters and links them to that list.
+func TestSourcesListAndPage(t *testing.T) {
+	t.Parallel()
+	a := newActions(t)
+	ctx := context.Background()
+	if err := a.store.Sources.Configure(ctx, []dlq.Source{{Name: "legacy", Kind: dlq.SourceKindHTTP}}); err != nil {
+		t.Fatal(err)
+	}
+	own := a.letters(t, 2, "email.send")
+	rec, _ := a.api(t, a.olgaAPI, "POST", "/api/v1/letters", `{"source": "legacy", "letters": [{"external_id": "1", "task": "billing.charge",
+		"error_class": "E", "error": "boom", "failed_at": "2026-12-07T06:00:00Z"}]}`)
+	if rec.Code != http.StatusCreated {
+		t.Fatalf("ingest: %d %s", rec.Code, rec.Body)
+	}
+	for source, want := range map[string]int{"legacy": 1, dlq.RedriveSource: len(own)} {
+		_, doc := a.page(t, a.vic, "/dead-letters?status=all&source="+source)
+		if n := doc.Find(`tr[data-testid="letter-row"]`).Length(); n != want {
+			t.Errorf("source %s: %d rows, want %d", source, n, want)
+		}
+		if v, _ := doc.Find(`input[name="source"]`).Attr("value"); v != source {
+			t.Errorf("source %s: the filter shows %q", source, v)
+		}
+	}
+	if res, _ := a.page(t, a.vic, "/dead-letters?source=bad%20name"); res.Code != http.StatusBadRequest {
+		t.Errorf("a bad source name: %d, want 400", res.Code)
+	}
+
+	webtest.CreateUser(t, a.store.Access, "ada", dlq.RoleAdmin)
+	ada := webtest.SignIn(t, a.h, "ada", webtest.Password)
+	res, doc := a.page(t, ada, "/admin/sources")
+	if res.Code != http.StatusOK {
+		t.Fatalf("sources page: %d", res.Code)
+	}
+	rows := map[string]string{}
+	doc.Find(`tr[data-testid="source-row"]`).Each(func(_ int, r *goquery.Selection) {
+		name, _ := r.Attr("data-source")
+		rows[name] = strings.TrimSpace(r.Find(`[data-testid="source-letters"]`).Text()) + "/" + strings.TrimSpace(r.Find(`[data-testid="source-pending"]`).Text())
+	})
+	if rows[dlq.RedriveSource] != "2/2" || rows["legacy"] != "1/1" {
+		t.Errorf("letters/pending by source: %v", rows)
+	}
+	if res, _ := a.page(t, a.olga, "/admin/sources"); res.Code != http.StatusForbidden {
+		t.Errorf("an operator on the sources page: %d, want 403", res.Code)
 	}
 }

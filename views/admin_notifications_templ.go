@@ -66,7 +66,7 @@ func Notifications(v NotificationsView) templ.Component {
 		}
 		ctx = templ.InitializeContext(ctx)
 		ctx = templ.ClearChildren(ctx)
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 1, "<h1>Notifications</h1><p class=\"muted note\"><a href=\"/admin/users\">Users and API tokens</a></p><section class=\"panel admin-section\" aria-labelledby=\"endpoints-h\"><h2 id=\"endpoints-h\">Webhooks</h2>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 1, "<h1>Notifications</h1><p class=\"muted note\"><a href=\"/admin/users\">Users and API tokens</a> · <a href=\"/admin/sources\">Sources</a></p><section class=\"panel admin-section\" aria-labelledby=\"endpoints-h\"><h2 id=\"endpoints-h\">Webhooks</h2>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}

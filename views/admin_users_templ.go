@@ -79,7 +79,7 @@ func Admin(v AdminView) templ.Component {
 		}
 		ctx = templ.InitializeContext(ctx)
 		ctx = templ.ClearChildren(ctx)
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 1, "<h1>Users and API tokens</h1><p class=\"muted note\"><a href=\"/admin/notifications\">Notifications</a>: where the team is told about new error groups, and how deliveries went.</p>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 1, "<h1>Users and API tokens</h1><p class=\"muted note\"><a href=\"/admin/notifications\">Notifications</a>: where the team is told about new error groups, and how deliveries went. <a href=\"/admin/sources\">Sources</a>: where letters come from.</p>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}

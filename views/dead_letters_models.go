@@ -14,7 +14,7 @@ type Option struct {
 // DeadLetterFilterForm holds the filter inputs as the user typed them, so a
 // refused filter comes back with its text intact and the problem named.
 type DeadLetterFilterForm struct {
-	Task, Queue, Reason, Status, ErrorClass, Fingerprint, Q, Since, Until, Limit string
+	Task, Queue, Reason, Status, ErrorClass, Fingerprint, Q, Source, Since, Until, Limit string
 	// Problems maps a field name to what is wrong with it.
 	Problems map[string]string
 }

@@ -141,5 +141,6 @@ func routes(e *echo.Echo, cfg Config, sec *auth.Security, st stores) error {
 	admin.POST("/tokens", handlers.AdminCreateToken(st.access, now, cfg.Version))
 	admin.POST("/tokens/:id/revoke", handlers.AdminRevokeToken(st.access, now))
 	admin.GET("/notifications", handlers.AdminNotifications(st.outbox, cfg.NotifyEndpoints, cfg.Version))
+	admin.GET("/sources", handlers.AdminSources(st.sources, cfg.Version))
 	return nil
 }

@@ -10,7 +10,7 @@ import (
 )
 
 // filterKeys are the keys --filter takes: the list's filters.
-var filterKeys = []string{"task", "queue", "reason", "error_class", "q", "since", "until", "fingerprint"}
+var filterKeys = []string{"task", "queue", "reason", "error_class", "q", "since", "until", "fingerprint", "source"}
 
 // multiFlag collects a repeated flag.
 type multiFlag []string
@@ -91,7 +91,7 @@ func parseIDList(ids string) ([]int64, error) {
 func (f bulkFlags) filter() (*BulkFilter, error) {
 	bf := &BulkFilter{Fingerprint: f.group}
 	fields := map[string]*string{"task": &bf.Task, "queue": &bf.Queue, "reason": &bf.Reason, "error_class": &bf.ErrorClass,
-		"q": &bf.Q, "since": &bf.Since, "until": &bf.Until, "fingerprint": &bf.Fingerprint}
+		"q": &bf.Q, "since": &bf.Since, "until": &bf.Until, "fingerprint": &bf.Fingerprint, "source": &bf.Source}
 	for _, kv := range f.filters {
 		k, v, ok := strings.Cut(kv, "=")
 		k = strings.ReplaceAll(strings.TrimSpace(k), "-", "_")

@@ -34,6 +34,7 @@ var letterFilters = []struct{ flag, param, help string }{
 	{"error-class", "error_class", "only this error class"},
 	{"group", "fingerprint", "only this error group (fingerprint), or these: FP,FP,..."},
 	{"q", "q", "search the error text and arguments"},
+	{"source", "source", "only the letters of this source (redrive, or a system that sends its letters)"},
 	{"since", "since", "since a time (RFC 3339) or a duration ago (24h, 7d)"},
 	{"until", "until", "until a time or a duration ago"},
 	{"limit", "limit", "letters per page (default 50, at most 500)"},

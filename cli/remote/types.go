@@ -83,6 +83,7 @@ type BulkFilter struct {
 	Since       string `json:"since,omitempty"`
 	Until       string `json:"until,omitempty"`
 	Fingerprint string `json:"fingerprint,omitempty"`
+	Source      string `json:"source,omitempty"`
 }
 
 // BulkRequest starts a bulk replay or discard.

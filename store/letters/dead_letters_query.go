@@ -149,6 +149,15 @@ func FilterWhere(f dlq.Filter, src LetterSource, withCursor bool, argOffset int)
 		clauses = append(clauses, `id IN (SELECT dead_letter_id FROM dead_letter_search WHERE search_text ILIKE `+
 			arg("%"+escapeLike(f.Q)+"%")+` ESCAPE '\' AND policy_version = (SELECT version FROM mask_policy))`)
 	}
+	switch f.Source {
+	case "":
+	case dlq.RedriveSource:
+		// Redrive's own letters are those no other source sent: the few
+		// letters of other sources are each one probe of their key.
+		clauses = append(clauses, "NOT EXISTS (SELECT 1 FROM letter_sources s WHERE s.dead_letter_id = id)")
+	default:
+		clauses = append(clauses, "id IN (SELECT dead_letter_id FROM letter_sources WHERE source = "+arg(f.Source)+")")
+	}
 	if !f.Since.IsZero() {
 		clauses = append(clauses, "failed_at >= "+arg(f.Since.At))
 	}

@@ -57,11 +57,25 @@ func (s *Store) Configure(ctx context.Context, sources []dlq.Source) error {
 	return nil
 }
 
-// Sources lists every source with its state, Redrive's own first.
+// Sources lists every source with its state and how many of its letters
+// are kept and pending, Redrive's own first (its counts are every letter
+// no other source sent).
 func (s *Store) Sources(ctx context.Context) ([]dlq.Source, error) {
 	var out []dlq.Source
-	if err := s.db.SelectContext(ctx, &out, `SELECT name, kind, imported, last_import_at, created_at FROM sources
-		ORDER BY name <> $1, name`, dlq.RedriveSource); err != nil {
+	if err := s.db.SelectContext(ctx, &out, `
+		WITH theirs AS (
+			SELECT l.source, count(*) AS letters, count(p.id) AS pending
+			FROM letter_sources l LEFT JOIN pending_dead_letters p ON p.id = l.dead_letter_id
+			GROUP BY l.source
+		), everyone AS (
+			SELECT (SELECT coalesce(sum(n), 0) FROM dead_letter_counts)::bigint AS letters,
+				(SELECT coalesce(sum(n), 0) FROM dead_letter_counts WHERE status = 'pending')::bigint AS pending
+		)
+		SELECT s.name, s.kind, s.imported, s.last_import_at, s.created_at,
+			CASE WHEN s.name = $1 THEN e.letters - (SELECT coalesce(sum(letters), 0) FROM theirs) ELSE coalesce(t.letters, 0) END AS letters,
+			CASE WHEN s.name = $1 THEN e.pending - (SELECT coalesce(sum(pending), 0) FROM theirs) ELSE coalesce(t.pending, 0) END AS pending
+		FROM sources s CROSS JOIN everyone e LEFT JOIN theirs t ON t.source = s.name
+		ORDER BY s.name <> $1, s.name`, dlq.RedriveSource); err != nil {
 		return nil, fmt.Errorf("sources: %w", postgres.Translate(err))
 	}
 	return out, nil

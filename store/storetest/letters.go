@@ -15,7 +15,7 @@ import (
 // Letter describes a dead letter for a test to insert. Zero values take
 // defaults, so a test names only what it is about (River's testfactory).
 type Letter struct {
-	JobID       int64 // default: one more than the largest so far
+	JobID       int64 // default: the next of the jobs' ids, as a real letter's job has
 	Task        string
 	Queue       string
 	Args        string // JSON array
@@ -41,7 +41,7 @@ type Letter struct {
 const insertLetterSQL = `
 INSERT INTO dead_letter_records (job_id, queue, task, args, kwargs, error_class, error_message, traceback,
 	attempts, max_attempts, history, reason, fingerprint, worker_version, enqueued_at, failed_at, replay_of)
-VALUES (coalesce($1, (SELECT coalesce(max(job_id), 0) + 1 FROM dead_letter_records)), $2, $3, $4, $5, $6, $7, $8,
+VALUES (coalesce($1, nextval(pg_get_serial_sequence('jobs', 'id'))), $2, $3, $4, $5, $6, $7, $8,
 	$9, $10, $11, $12, $13, $14, $15, $16, $17)
 RETURNING id`
 
