@@ -39,8 +39,9 @@ type server struct {
 }
 
 // serve starts `redrive serve` on a free loopback port, signed in with an
-// API token of the bench user, and waits until /readyz says it is ready.
-func (s *suite) serve(ctx context.Context, dsn string) (*server, error) {
+// API token of the bench user, and waits until /readyz says it is ready;
+// env is added to the console's environment.
+func (s *suite) serve(ctx context.Context, dsn string, env ...string) (*server, error) {
 	if _, err := s.redrive(ctx, dsn, benchPassword+"\n", "user", "add", benchUser, "--role", "operator"); err != nil {
 		return nil, err
 	}
@@ -56,7 +57,7 @@ func (s *suite) serve(ctx context.Context, dsn string) (*server, error) {
 	_, _ = rand.Read(key)
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	proc, err := startProcess("redrive serve", s.redriveBin, []string{"serve", "--addr", addr},
-		[]string{"DATABASE_URL=" + dsn, "REDRIVE_SESSION_KEYS=" + hex.EncodeToString(key), "REDRIVE_LOG_LEVEL=warn"},
+		append([]string{"DATABASE_URL=" + dsn, "REDRIVE_SESSION_KEYS=" + hex.EncodeToString(key), "REDRIVE_LOG_LEVEL=warn"}, env...),
 		nil, io.Discard, syscall.SIGTERM)
 	if err != nil {
 		return nil, err

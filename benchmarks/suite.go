@@ -135,6 +135,7 @@ func (s *suite) steps() []step {
 		step{name: "latency", run: s.latency},
 		step{name: "batch enqueue", run: s.enqueue},
 		step{name: "batch enqueue HTTP", run: s.enqueueHTTP, redriveOnly: true},
+		step{name: "letters over HTTP", run: s.ingestHTTP, redriveOnly: true},
 		step{name: "dead-lettering", run: s.deadLetter},
 	)
 }

@@ -44,6 +44,8 @@ func metrics(sz Sizes) []metric {
 			label: fmt.Sprintf("Batch enqueue through the Go API, %s per batch", count(sz.EnqueueBatch))},
 		metric{key: "enqueue.http", unit: "jobs/s",
 			label: fmt.Sprintf("Batch enqueue through the HTTP API (POST /api/v1/jobs/batch), %s per request", count(sz.EnqueueBatch))},
+		metric{key: "ingest.http", unit: "letters/s",
+			label: fmt.Sprintf("Letters another system sends (POST /api/v1/letters), %s per request", count(sz.EnqueueBatch))},
 		metric{key: "deadletter.rate", river: true, unit: "letters/s",
 			label: fmt.Sprintf("Dead-letter %s permanently failing jobs (%s, 1 process)", count(sz.DeadLetterJobs), deadLetterProfile().Name)},
 		metric{key: "deadletter.misjudged", river: true, unit: "letters", lowerBetter: true,
