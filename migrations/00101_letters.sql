@@ -464,68 +464,57 @@ CREATE TRIGGER dead_letter_outcomes_summarise_delete AFTER DELETE ON dead_letter
 -- CONFLICT DO UPDATE on the hourly table fires the insert trigger with the
 -- rows it inserted and the update trigger with the rows it updated, so
 -- between them every change is counted once.
--- Each function keeps both rollups, the daily one per group and the
--- hourly total, from the same transition rows.
+-- One function applies a statement's changes of the hourly rows to both
+-- rollups, the daily one per group and the hourly total: each key gets the
+-- sum of its deltas (the new rows' n, less the old rows'), and a row left
+-- at zero goes. The trigger function turns each kind of statement into
+-- deltas.
 -- +goose StatementBegin
-CREATE FUNCTION dead_letter_inflow_rollup_insert() RETURNS trigger LANGUAGE plpgsql AS $$
+CREATE FUNCTION dead_letter_inflow_apply(fps text[], hours timestamptz[], ns bigint[]) RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
     INSERT INTO dead_letter_inflow_daily AS d (fingerprint, day, n)
-    SELECT fingerprint, (hour AT TIME ZONE 'UTC')::date, sum(n) FROM new_rows GROUP BY 1, 2 ORDER BY 1, 2
+    SELECT fp, (h AT TIME ZONE 'UTC')::date, sum(n) FROM unnest(fps, hours, ns) AS x(fp, h, n)
+    GROUP BY 1, 2 HAVING sum(n) <> 0 ORDER BY 1, 2
     ON CONFLICT (fingerprint, day) DO UPDATE SET n = d.n + EXCLUDED.n;
     INSERT INTO dead_letter_inflow_totals AS t (hour, n)
-    SELECT hour, sum(n) FROM new_rows GROUP BY 1 ORDER BY 1
+    SELECT h, sum(n) FROM unnest(hours, ns) AS x(h, n) GROUP BY 1 HAVING sum(n) <> 0 ORDER BY 1
     ON CONFLICT (hour) DO UPDATE SET n = t.n + EXCLUDED.n;
-    RETURN NULL;
+    -- Only a statement that took counts off can leave a row at zero.
+    IF EXISTS (SELECT 1 FROM unnest(ns) AS x(n) WHERE n < 0) THEN
+        DELETE FROM dead_letter_inflow_daily d WHERE d.n <= 0
+            AND (d.fingerprint, d.day) IN (SELECT fp, (h AT TIME ZONE 'UTC')::date FROM unnest(fps, hours) AS x(fp, h));
+        DELETE FROM dead_letter_inflow_totals t WHERE t.n <= 0 AND t.hour = ANY (hours);
+    END IF;
 END;
 $$;
 -- +goose StatementEnd
 
--- An update moves counts: each key gets its new rows' n less its old
--- rows' n, and keys whose sum did not change are left alone.
 -- +goose StatementBegin
-CREATE FUNCTION dead_letter_inflow_rollup_update() RETURNS trigger LANGUAGE plpgsql AS $$
+CREATE FUNCTION dead_letter_inflow_rollup() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    INSERT INTO dead_letter_inflow_daily AS d (fingerprint, day, n)
-    SELECT fingerprint, (hour AT TIME ZONE 'UTC')::date, sum(delta) FROM (
-        SELECT fingerprint, hour, -n AS delta FROM old_rows UNION ALL SELECT fingerprint, hour, n FROM new_rows
-    ) x GROUP BY 1, 2 HAVING sum(delta) <> 0 ORDER BY 1, 2
-    ON CONFLICT (fingerprint, day) DO UPDATE SET n = d.n + EXCLUDED.n;
-    INSERT INTO dead_letter_inflow_totals AS t (hour, n)
-    SELECT hour, sum(delta) FROM (SELECT hour, -n AS delta FROM old_rows UNION ALL SELECT hour, n FROM new_rows) x
-    GROUP BY 1 HAVING sum(delta) <> 0 ORDER BY 1
-    ON CONFLICT (hour) DO UPDATE SET n = t.n + EXCLUDED.n;
-    RETURN NULL;
-END;
-$$;
--- +goose StatementEnd
-
--- A delete takes its counts off, and a row left at zero goes.
--- +goose StatementBegin
-CREATE FUNCTION dead_letter_inflow_rollup_delete() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    UPDATE dead_letter_inflow_daily d SET n = d.n - x.n
-    FROM (SELECT fingerprint, (hour AT TIME ZONE 'UTC')::date AS day, sum(n) AS n FROM old_rows GROUP BY 1, 2) x
-    WHERE d.fingerprint = x.fingerprint AND d.day = x.day;
-    DELETE FROM dead_letter_inflow_daily d WHERE d.n <= 0
-        AND (d.fingerprint, d.day) IN (SELECT fingerprint, (hour AT TIME ZONE 'UTC')::date FROM old_rows);
-    UPDATE dead_letter_inflow_totals t SET n = t.n - x.n
-    FROM (SELECT hour, sum(n) AS n FROM old_rows GROUP BY 1) x WHERE t.hour = x.hour;
-    DELETE FROM dead_letter_inflow_totals t WHERE t.n <= 0 AND t.hour IN (SELECT hour FROM old_rows);
+    IF TG_OP = 'INSERT' THEN
+        PERFORM dead_letter_inflow_apply(array_agg(fingerprint), array_agg(hour), array_agg(n)) FROM new_rows;
+    ELSIF TG_OP = 'DELETE' THEN
+        PERFORM dead_letter_inflow_apply(array_agg(fingerprint), array_agg(hour), array_agg(-n)) FROM old_rows;
+    ELSE
+        PERFORM dead_letter_inflow_apply(array_agg(fingerprint), array_agg(hour), array_agg(n))
+        FROM (SELECT fingerprint, hour, -n AS n FROM old_rows UNION ALL SELECT fingerprint, hour, n FROM new_rows) x;
+    END IF;
     RETURN NULL;
 END;
 $$;
 -- +goose StatementEnd
 
 CREATE TRIGGER dead_letter_inflow_rollup_insert AFTER INSERT ON dead_letter_inflow
-    REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION dead_letter_inflow_rollup_insert();
+    REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION dead_letter_inflow_rollup();
 CREATE TRIGGER dead_letter_inflow_rollup_update AFTER UPDATE ON dead_letter_inflow
-    REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION dead_letter_inflow_rollup_update();
+    REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION dead_letter_inflow_rollup();
 CREATE TRIGGER dead_letter_inflow_rollup_delete AFTER DELETE ON dead_letter_inflow
-    REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION dead_letter_inflow_rollup_delete();
+    REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION dead_letter_inflow_rollup();
 
 -- +goose Down
 -- IF EXISTS on the rollup functions: a database migrated by a build of this
--- baseline from before they were merged (pre-release, throwaway) has six
+-- baseline from before they were merged (pre-release, throwaway) has
 -- functions of other names doing the same, which this leaves.
 DROP TABLE dead_letter_inflow_totals;
 DROP TABLE dead_letter_inflow_daily;
@@ -536,9 +525,8 @@ DROP VIEW dead_letters;
 DROP TABLE dead_letter_outcomes;
 DROP TABLE pending_dead_letters;
 DROP TABLE dead_letter_records;
-DROP FUNCTION IF EXISTS dead_letter_inflow_rollup_delete();
-DROP FUNCTION IF EXISTS dead_letter_inflow_rollup_update();
-DROP FUNCTION IF EXISTS dead_letter_inflow_rollup_insert();
+DROP FUNCTION IF EXISTS dead_letter_inflow_rollup();
+DROP FUNCTION IF EXISTS dead_letter_inflow_apply(text[], timestamptz[], bigint[]);
 DROP FUNCTION dead_letter_outcomes_summarise();
 DROP FUNCTION pending_dead_letters_summarise();
 DROP FUNCTION dead_letters_unlink_replays();
