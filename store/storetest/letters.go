@@ -241,9 +241,14 @@ func SeedDeadLetters(ctx context.Context, db *sqlx.DB, n int, now time.Time) err
 	if _, err := tx.ExecContext(ctx, `CREATE TEMP TABLE seed_outcomes (job_id bigint, st text, replay_job_id bigint) ON COMMIT DROP`); err != nil {
 		return err
 	}
+	// The letters' job ids are taken from the jobs' sequence, as a real
+	// letter's are, so that letters a test writes afterwards do not collide.
 	var base int64
-	if err := tx.GetContext(ctx, &base, `SELECT coalesce(max(job_id), 0) FROM dead_letters`); err != nil {
-		return err
+	if err := tx.GetContext(ctx, &base, `
+SELECT setval(pg_get_serial_sequence('jobs', 'id'), greatest(
+	coalesce(pg_sequence_last_value(pg_get_serial_sequence('jobs', 'id')::regclass), 0),
+	(SELECT coalesce(max(job_id), 0) FROM dead_letters)) + $1) - $1`, n); err != nil {
+		return fmt.Errorf("seed dead letters: reserve job ids: %w", err)
 	}
 	for done := 0; done < n; {
 		batch := min(100_000, n-done)
