@@ -2,8 +2,13 @@ package store_test
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"testing"
 
+	"golang.org/x/sync/errgroup"
+
+	"github.com/redrive/redrive/dlq"
 	"github.com/redrive/redrive/store/storetest"
 )
 
@@ -36,5 +41,38 @@ func TestForgetVanishedWorkers(t *testing.T) {
 	want := []string{"gone-holding-a-lease", "live", "stale-minutes"}
 	if len(left) != len(want) || left[0] != want[0] || left[1] != want[1] || left[2] != want[2] {
 		t.Fatalf("workers left %v, want %v", left, want)
+	}
+}
+
+// Workers and producers start together (make run starts both at once): the
+// same tasks registered at the same moment in opposite orders must not
+// deadlock, and a name listed twice is one task.
+func TestRegisterTasksConcurrentlyInAnyOrder(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := storetest.NewDB(t)
+	store := storetest.NewStores(db.DB)
+	names := make([]string, 200)
+	for i := range names {
+		names[i] = fmt.Sprintf("task.%03d", i)
+	}
+	reversed := slices.Clone(names)
+	slices.Reverse(reversed)
+	g, gctx := errgroup.WithContext(ctx)
+	for round := range 8 {
+		g.Go(func() error {
+			if round%2 == 0 {
+				return store.Queue.RegisterWorker(gctx, dlq.WorkerInfo{ID: fmt.Sprint("w", round), Host: "h", Version: "v1",
+					Queues: []string{"default"}, Tasks: append(slices.Clone(names), names[0]), Concurrency: 1})
+			}
+			return store.Queue.RegisterTasks(gctx, reversed)
+		})
+	}
+	if err := g.Wait(); err != nil {
+		t.Fatalf("register tasks concurrently: %v", err)
+	}
+	var n int
+	if err := db.Get(&n, `SELECT count(*) FROM tasks WHERE name LIKE 'task.%'`); err != nil || n != len(names) {
+		t.Fatalf("%d tasks registered (err %v), want %d", n, err, len(names))
 	}
 }

@@ -14,8 +14,12 @@ INSERT INTO workers (id, host, pid, version, queues, tasks, concurrency)
 VALUES ($1, $2, $3, $4, $5, coalesce($6, '{}'::text[]), $7)
 ON CONFLICT (id) DO UPDATE SET heartbeat_at = now()`
 
+// registerTasksSQL locks the tasks' rows in name order, whatever order the
+// caller lists them in: a worker and a producer registering the same tasks
+// at the same moment would otherwise deadlock, each holding a row the other
+// waits for.
 const registerTasksSQL = `
-INSERT INTO tasks (name) SELECT unnest($1::text[])
+INSERT INTO tasks (name) SELECT DISTINCT name FROM unnest($1::text[]) AS t(name) ORDER BY name
 ON CONFLICT (name) DO UPDATE SET last_seen_at = now()`
 
 // RegisterWorker records a starting worker and the tasks it can run; from
