@@ -54,7 +54,7 @@ var options = []option{
 	{"public-url", "REDRIVE_PUBLIC_URL", "", "the console's address as the team opens it, for the links in notifications (default: http://ADDR)"},
 	{"read-database-url", "REDRIVE_READ_DATABASE_URL", "", "a streaming replica for the console's lists, search, groups, overview and exports (default: everything reads the primary)"},
 	{"read-max-lag", "REDRIVE_READ_MAX_LAG", 30 * time.Second, "read the primary instead while the replica is further behind than this, or down"},
-	{"sources", "REDRIVE_SOURCES", "", "other systems whose letters the console takes in, as NAME=KIND, comma-separated; KIND http: they POST them to /api/v1/letters (redrive, the console's own queue, is always one)"},
+	{"sources", "REDRIVE_SOURCES", "", "other systems whose letters the console takes in, as NAME=KIND, comma-separated; KIND http: they POST them to /api/v1/letters; river: the console imports the jobs River discarded, from its own database or NAME=river:postgres://... (redrive, the console's own queue, is always one)"},
 	// The worker (worker, dev).
 	{"queues", "REDRIVE_QUEUES", dlq.DefaultQueue, "comma-separated queues to work"},
 	{"concurrency", "REDRIVE_CONCURRENCY", worker.DefaultConcurrency, "jobs run at once"},

@@ -58,7 +58,7 @@ func runServe(ctx context.Context, args []string, e env) error {
 			return err
 		}
 	}
-	srcs, err := parseSources(f.str("sources"))
+	srcs, err := parseSources(f.str("sources"), f.str("database-url"))
 	if err != nil {
 		return err
 	}
@@ -96,7 +96,7 @@ type ConsoleConfig struct {
 	Demo web.DemoOutage
 	// Sources are the other systems whose letters the console takes in
 	// (--sources); Redrive's own queue is always one.
-	Sources []dlq.Source
+	Sources []SourceConfig
 }
 
 // NotifyConfig is the console's webhook notifications.
@@ -177,6 +177,7 @@ type Console struct {
 	rebuild  func(context.Context)
 	notifier *notify.Sender
 	replica  *postgres.Replica
+	sources  *sources.Store
 	cfg      ConsoleConfig
 }
 
@@ -189,7 +190,12 @@ func NewConsole(ctx context.Context, cfg ConsoleConfig) (*Console, error) {
 		cfg.Version = Version()
 	}
 	g := groups.New(cfg.DB)
-	if err := sources.New(cfg.DB, g).Configure(ctx, cfg.Sources); err != nil {
+	srcStore := sources.New(cfg.DB, g)
+	configured := make([]dlq.Source, len(cfg.Sources))
+	for i, s := range cfg.Sources {
+		configured[i] = s.Source
+	}
+	if err := srcStore.Configure(ctx, configured); err != nil {
 		return nil, err
 	}
 	rebuild, err := applyMaskPolicy(ctx, letters.New(cfg.DB), cfg.Auth, cfg.Logger)
@@ -225,18 +231,26 @@ func NewConsole(ctx context.Context, cfg ConsoleConfig) (*Console, error) {
 		}
 		return nil, err
 	}
-	return &Console{Handler: handler, runner: runner, rebuild: rebuild, notifier: notifier, replica: replica, cfg: cfg}, nil
+	return &Console{Handler: handler, runner: runner, rebuild: rebuild, notifier: notifier, replica: replica, sources: srcStore, cfg: cfg}, nil
 }
 
 // Run runs what works beside the HTTP handler until ctx ends: the
 // bulk-operation runner, the audit head's log line, the search upkeep, the
-// notification sender and the read replica's watch; then it closes the
-// replica's connections.
+// notification sender, the read replica's watch and the River sources'
+// importers; then it closes the replica's and River's connections.
 func (c *Console) Run(ctx context.Context) error {
 	if c.replica != nil {
 		defer c.replica.Close()
 	}
+	importers, closeImporters, err := riverImporters(ctx, c.cfg, c.sources)
+	if err != nil {
+		return err
+	}
+	defer closeImporters()
 	g, gctx := errgroup.WithContext(ctx)
+	for _, im := range importers {
+		g.Go(func() error { return im.Run(gctx) })
+	}
 	g.Go(func() error { return c.runner.Run(gctx) })
 	g.Go(func() error { return c.notifier.Run(gctx) })
 	if c.replica != nil {

@@ -1,16 +1,32 @@
 package cli
 
 import (
+	"context"
+	"fmt"
+	"net/url"
 	"strings"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/redrive/redrive/dlq"
+	"github.com/redrive/redrive/riversource"
+	"github.com/redrive/redrive/store/sources"
 )
 
+// SourceConfig is one source the operator configured (--sources).
+type SourceConfig struct {
+	dlq.Source
+	// DatabaseURL is where a River source's tables are: the URL after
+	// river:, or else the console's own database.
+	DatabaseURL string
+}
+
 // parseSources reads --sources: NAME=KIND pairs, comma-separated (an empty
-// list is none). A name is given once, and never as redrive, the console's
-// own queue, which is always a source.
-func parseSources(s string) ([]dlq.Source, error) {
-	var out []dlq.Source
+// list is none); a River source may name its database, NAME=river:URL,
+// and otherwise is in ownDB. A name is given once, and never as redrive,
+// the console's own queue, which is always a source.
+func parseSources(s, ownDB string) ([]SourceConfig, error) {
+	var out []SourceConfig
 	seen := map[string]bool{}
 	for part := range strings.SplitSeq(s, ",") {
 		part = strings.TrimSpace(part)
@@ -18,21 +34,70 @@ func parseSources(s string) ([]dlq.Source, error) {
 			continue
 		}
 		name, rawKind, ok := strings.Cut(part, "=")
+		rawKind, dbURL, hasURL := strings.Cut(rawKind, ":")
 		name, kind := strings.TrimSpace(name), dlq.SourceKind(strings.TrimSpace(rawKind))
 		switch {
 		case !ok:
-			return nil, usagef("--sources: %q is not NAME=KIND (for example legacy-billing=http)", part)
+			return nil, usagef("--sources: %q is not NAME=KIND (for example legacy-billing=http, orders=river)", part)
 		case dlq.SourceNameProblem(name) != "":
 			return nil, usagef("--sources: the name %q %s", name, dlq.SourceNameProblem(name))
 		case name == dlq.RedriveSource:
 			return nil, usagef("--sources: %s is the console's own queue, always a source; name the other systems", name)
 		case !kind.Valid():
-			return nil, usagef("--sources: %s's kind %q is not one Redrive knows: http (the system POSTs its letters to /api/v1/letters)", name, kind)
+			return nil, usagef("--sources: %s's kind %q is not one Redrive knows: http (the system POSTs its letters to /api/v1/letters) or river (Redrive imports the jobs River discarded)", name, kind)
+		case hasURL && kind != dlq.SourceKindRiver:
+			return nil, usagef("--sources: %s: only a river source names a database (NAME=river:postgres://...)", name)
 		case seen[name]:
 			return nil, usagef("--sources: %s is named twice", name)
 		}
+		if hasURL {
+			if u, err := url.Parse(dbURL); err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+				return nil, usagef("--sources: %s: %q is not a postgres:// URL", name, redactURL(dbURL))
+			}
+		} else if kind == dlq.SourceKindRiver {
+			dbURL = ownDB
+		}
 		seen[name] = true
-		out = append(out, dlq.Source{Name: name, Kind: kind})
+		out = append(out, SourceConfig{Source: dlq.Source{Name: name, Kind: kind}, DatabaseURL: dbURL})
 	}
 	return out, nil
+}
+
+// redactURL hides a URL's password, for a message.
+func redactURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return "(a URL that does not parse)"
+	}
+	return u.Redacted()
+}
+
+// riverImporters connects to each River source's database and returns its
+// importer, and a func that closes the connections.
+func riverImporters(ctx context.Context, cfg ConsoleConfig, store *sources.Store) ([]*riversource.Importer, func(), error) {
+	var importers []*riversource.Importer
+	var pools []*pgxpool.Pool
+	closeAll := func() {
+		for _, p := range pools {
+			p.Close()
+		}
+	}
+	for _, src := range cfg.Sources {
+		if src.Kind != dlq.SourceKindRiver {
+			continue
+		}
+		pool, err := pgxpool.New(ctx, src.DatabaseURL)
+		if err != nil {
+			closeAll()
+			return nil, nil, fmt.Errorf("river source %s: %s: %w", src.Name, redactURL(src.DatabaseURL), err)
+		}
+		pools = append(pools, pool)
+		im, err := riversource.New(riversource.Config{Source: src.Name, Pool: pool, Store: store, Logger: cfg.Logger})
+		if err != nil {
+			closeAll()
+			return nil, nil, err
+		}
+		importers = append(importers, im)
+	}
+	return importers, closeAll, nil
 }

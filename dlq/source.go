@@ -2,6 +2,7 @@ package dlq
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -28,10 +29,13 @@ const (
 	// SourceKindHTTP is any system that sends its letters over HTTP
 	// (POST /api/v1/letters).
 	SourceKindHTTP SourceKind = "http"
+	// SourceKindRiver is a River queue (github.com/riverqueue/river):
+	// Redrive imports the jobs it discarded.
+	SourceKindRiver SourceKind = "river"
 )
 
 // Valid reports whether k is a kind an operator may configure.
-func (k SourceKind) Valid() bool { return k == SourceKindHTTP }
+func (k SourceKind) Valid() bool { return k == SourceKindHTTP || k == SourceKindRiver }
 
 // Source is one configured source and its state.
 type Source struct {
@@ -45,6 +49,12 @@ type Source struct {
 	// Letters and Pending count its letters kept now, and those pending.
 	Letters int64 `db:"letters" json:"letters"`
 	Pending int64 `db:"pending" json:"pending"`
+	// CheckedAt is when an importing source (River) last read its queue to
+	// the end; LastError, at LastErrorAt, is what stopped its last import,
+	// cleared by the next one that succeeds.
+	CheckedAt   *time.Time `db:"checked_at" json:"checked_at,omitempty"`
+	LastError   *string    `db:"last_error" json:"last_error,omitempty"`
+	LastErrorAt *time.Time `db:"last_error_at" json:"last_error_at,omitempty"`
 }
 
 // CanReplay says whether a letter of this source can be replayed from the
@@ -53,8 +63,16 @@ func (s Source) CanReplay() (bool, string) {
 	if s.Kind == SourceKindRedrive || s.Name == "" {
 		return true, ""
 	}
+	if s.Kind == SourceKindRiver {
+		return false, fmt.Sprintf("a letter of %s is a job River discarded: retry it in River (River UI, or the client's JobRetry) until Redrive replays River's jobs itself", s.Name)
+	}
 	return false, fmt.Sprintf("a letter of %s arrived over HTTP, and the source names no way to replay it", s.Name)
 }
+
+// ErrImportCursorMoved is returned when an importer's cursor is no longer
+// the one its batch was read from: another console imported the same
+// letters meanwhile. Nothing was written; read the cursor again.
+var ErrImportCursorMoved = errors.New("the import cursor moved: another console is importing this source")
 
 // MaxSourceNameLen is the longest source name.
 const MaxSourceNameLen = 100
@@ -95,6 +113,10 @@ type IngestLetter struct {
 	Reason      Reason          `json:"reason"`
 	EnqueuedAt  time.Time       `json:"enqueued_at,omitzero"`
 	FailedAt    time.Time       `json:"failed_at"`
+	// Details is what the source knows of the letter that its columns do
+	// not hold (River's metadata, tags and priority), a JSON object kept
+	// beside its identity; set by an importer, never read from a request.
+	Details json.RawMessage `json:"-"`
 }
 
 // Normalise fills the defaults of what the sender left out (queue

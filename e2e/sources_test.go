@@ -24,7 +24,7 @@ func TestLettersFromAnotherSystem(t *testing.T) {
 	store := storetest.NewStores(db.DB)
 	logger := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
 	base, _ := serveConsole(t, redrive.ConsoleConfig{DB: db.DB, Logger: logger, Version: "e2e",
-		Sources: []dlq.Source{{Name: "legacy", Kind: dlq.SourceKindHTTP}}})
+		Sources: []redrive.SourceConfig{{Source: dlq.Source{Name: "legacy", Kind: dlq.SourceKindHTTP}}}})
 
 	ensureUser(t, db, "olga", dlq.RoleOperator)
 	secret, err := dlq.NewTokenSecret()

@@ -31,11 +31,14 @@ func AdminSources(store SourceLister, version string) echo.HandlerFunc {
 		var v views.SourcesView
 		for _, s := range srcs {
 			row := views.SourceRow{Name: s.Name, Kind: string(s.Kind), Imported: s.Imported, LastImportAt: s.LastImportAt,
-				Letters: s.Letters, Pending: s.Pending,
+				Letters: s.Letters, Pending: s.Pending, CheckedAt: s.CheckedAt, LastErrorAt: s.LastErrorAt,
 				LettersHref: "/dead-letters?" + url.Values{"source": {s.Name}, "status": {dlq.StatusAll}}.Encode(),
 				PendingHref: "/dead-letters?" + url.Values{"source": {s.Name}}.Encode()}
 			if ok, why := s.CanReplay(); !ok {
 				row.NoReplay = why
+			}
+			if s.LastError != nil {
+				row.LastError = *s.LastError
 			}
 			v.Sources = append(v.Sources, row)
 		}

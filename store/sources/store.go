@@ -6,6 +6,7 @@ package sources
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"time"
@@ -71,7 +72,7 @@ func (s *Store) Sources(ctx context.Context) ([]dlq.Source, error) {
 			SELECT (SELECT coalesce(sum(n), 0) FROM dead_letter_counts)::bigint AS letters,
 				(SELECT coalesce(sum(n), 0) FROM dead_letter_counts WHERE status = 'pending')::bigint AS pending
 		)
-		SELECT s.name, s.kind, s.imported, s.last_import_at, s.created_at,
+		SELECT s.name, s.kind, s.imported, s.last_import_at, s.created_at, s.checked_at, s.last_error, s.last_error_at,
 			CASE WHEN s.name = $1 THEN e.letters - (SELECT coalesce(sum(letters), 0) FROM theirs) ELSE coalesce(t.letters, 0) END AS letters,
 			CASE WHEN s.name = $1 THEN e.pending - (SELECT coalesce(sum(pending), 0) FROM theirs) ELSE coalesce(t.pending, 0) END AS pending
 		FROM sources s CROSS JOIN everyone e LEFT JOIN theirs t ON t.source = s.name
@@ -91,13 +92,13 @@ const ingestSQL = `
 WITH w AS (
 	SELECT * FROM unnest($2::bigint[], $3::bigint[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[],
 		$9::text[], $10::text[], $11::text[], $12::int[], $13::int[], $14::text[], $15::text[], $16::text[],
-		$17::text[]::timestamptz[], $18::text[]::timestamptz[])
+		$17::text[]::timestamptz[], $18::text[]::timestamptz[], $19::text[])
 	AS w(id, job_id, external_id, task, queue, args, kwargs, error_class, error_message, traceback, attempts,
-		max_attempts, history, reason, fingerprint, enqueued_at, failed_at)
+		max_attempts, history, reason, fingerprint, enqueued_at, failed_at, details)
 ),
 claimed AS (
-	INSERT INTO letter_sources (dead_letter_id, source, external_id)
-	SELECT id, $1, external_id FROM w
+	INSERT INTO letter_sources (dead_letter_id, source, external_id, details)
+	SELECT id, $1, external_id, details::jsonb FROM w
 	ON CONFLICT (source, external_id) DO NOTHING
 	RETURNING dead_letter_id
 ),
@@ -129,6 +130,14 @@ func (s *Store) Ingest(ctx context.Context, source string, letters []dlq.IngestL
 	if err := s.checkHTTPSource(ctx, source); err != nil {
 		return nil, err
 	}
+	return s.ingest(ctx, s.db, source, letters)
+}
+
+// ingest writes letters of source with q, as Ingest says.
+func (s *Store) ingest(ctx context.Context, q sqlx.QueryerContext, source string, letters []dlq.IngestLetter) ([]dlq.IngestResult, error) {
+	if len(letters) == 0 {
+		return nil, nil
+	}
 	args, err := s.ingestArgs(ctx, source, letters)
 	if err != nil {
 		return nil, err
@@ -138,7 +147,7 @@ func (s *Store) Ingest(ctx context.Context, source string, letters []dlq.IngestL
 		ID         int64  `db:"dead_letter_id"`
 		Created    bool   `db:"created"`
 	}
-	if err := s.db.SelectContext(ctx, &rows, ingestSQL, args...); err != nil {
+	if err := sqlx.SelectContext(ctx, q, &rows, ingestSQL, args...); err != nil {
 		return nil, fmt.Errorf("ingest letters of %s: %w", source, postgres.Translate(err))
 	}
 	// A letter written by this statement is not yet visible to its own
@@ -189,6 +198,7 @@ type ingestRows struct {
 	externalID, task, queue, args, kwargs, errorClass, message, traceback []string
 	history, reason, fingerprint, enqueuedAt, failedAt                    []string
 	attempts, maxAttempts                                                 []int64
+	details                                                               []sql.NullString
 }
 
 // add appends one letter, its group and its history as JSON.
@@ -202,6 +212,7 @@ func (r *ingestRows) add(l dlq.IngestLetter, fingerprint string, history []byte)
 	r.enqueuedAt = append(r.enqueuedAt, l.EnqueuedAt.UTC().Format(time.RFC3339Nano))
 	r.failedAt = append(r.failedAt, l.FailedAt.UTC().Format(time.RFC3339Nano))
 	r.attempts, r.maxAttempts = append(r.attempts, int64(l.Attempts)), append(r.maxAttempts, int64(l.MaxAttempts))
+	r.details = append(r.details, sql.NullString{String: string(l.Details), Valid: len(l.Details) > 0})
 }
 
 // ingestArgs groups each letter and draws its ids, and returns the
@@ -230,5 +241,5 @@ func (s *Store) ingestArgs(ctx context.Context, source string, letters []dlq.Ing
 	return []any{source, pq.Array(letterIDs), pq.Array(jobIDs), pq.Array(r.externalID), pq.Array(r.task), pq.Array(r.queue),
 		pq.Array(r.args), pq.Array(r.kwargs), pq.Array(r.errorClass), pq.Array(r.message), pq.Array(r.traceback),
 		pq.Array(r.attempts), pq.Array(r.maxAttempts), pq.Array(r.history), pq.Array(r.reason), pq.Array(r.fingerprint),
-		pq.Array(r.enqueuedAt), pq.Array(r.failedAt)}, nil
+		pq.Array(r.enqueuedAt), pq.Array(r.failedAt), pq.Array(r.details)}, nil
 }

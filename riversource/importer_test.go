@@ -1,0 +1,259 @@
+package riversource_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivermigrate"
+
+	"github.com/redrive/redrive/dlq"
+	"github.com/redrive/redrive/riversource"
+	"github.com/redrive/redrive/store/storetest"
+)
+
+// A River app of the tests' own: a charge that its provider refuses, and a
+// stock check that panics, each with one attempt, so River discards them.
+
+type chargeArgs struct {
+	Order string `json:"order"`
+}
+
+func (chargeArgs) Kind() string { return "charge_card" }
+
+type chargeWorker struct{ river.WorkerDefaults[chargeArgs] }
+
+func (chargeWorker) Work(_ context.Context, job *river.Job[chargeArgs]) error {
+	return fmt.Errorf("payments provider answered 503 Service Unavailable for order %s", job.Args.Order)
+}
+
+type stockArgs struct {
+	SKU string `json:"sku"`
+}
+
+func (stockArgs) Kind() string { return "check_stock" }
+
+type stockWorker struct{ river.WorkerDefaults[stockArgs] }
+
+func (stockWorker) Work(_ context.Context, job *river.Job[stockArgs]) error {
+	warehouse := strings.Split(job.Args.SKU, "-")[2] // "sku-1" has no warehouse: the kind of bug that panics
+	return fmt.Errorf("no stock in %s", warehouse)
+}
+
+// riverApp is River migrated into db's database, and a client working
+// both kinds until the test ends.
+func riverApp(t *testing.T, dsn string) (*pgxpool.Pool, *river.Client[pgx.Tx]) {
+	t.Helper()
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	migrator, err := rivermigrate.New(riverpgxv5.New(pool), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := migrator.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
+		t.Fatalf("migrate river: %v", err)
+	}
+	workers := river.NewWorkers()
+	river.AddWorker(workers, chargeWorker{})
+	river.AddWorker(workers, stockWorker{})
+	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
+		Queues:            map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 20}, "payments": {MaxWorkers: 20}},
+		Workers:           workers,
+		FetchCooldown:     20 * time.Millisecond,
+		FetchPollInterval: 50 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := client.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		stop, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = client.Stop(stop)
+	})
+	return pool, client
+}
+
+func TestRiverDiscardsBecomeLetters(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := storetest.NewDB(t)
+	stores := storetest.NewStores(db.DB)
+	if err := stores.Sources.Configure(ctx, []dlq.Source{{Name: "orders-app", Kind: dlq.SourceKindRiver}}); err != nil {
+		t.Fatal(err)
+	}
+	pool, app := riverApp(t, db.DSN)
+	importer, err := riversource.New(riversource.Config{Source: "orders-app", Pool: pool, Store: stores.Sources,
+		Every: 50 * time.Millisecond, Settle: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- importer.Run(runCtx) }()
+	t.Cleanup(func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Errorf("importer: %v", err)
+		}
+	})
+
+	// 30 charges refused by the provider and 5 stock checks that panic.
+	var params []river.InsertManyParams
+	for i := range 30 {
+		params = append(params, river.InsertManyParams{Args: chargeArgs{Order: fmt.Sprintf("ord_%08X", 0x3D06+i*7919)},
+			InsertOpts: &river.InsertOpts{MaxAttempts: 1, Queue: "payments", Tags: []string{"checkout"}}})
+	}
+	for i := range 5 {
+		params = append(params, river.InsertManyParams{Args: stockArgs{SKU: fmt.Sprintf("sku-%d", i)}, InsertOpts: &river.InsertOpts{MaxAttempts: 1}})
+	}
+	if _, err := app.InsertMany(ctx, params); err != nil {
+		t.Fatal(err)
+	}
+
+	// Each appears within 2 s of River discarding it: the test looks every
+	// 20 ms and notes when it first sees each.
+	deadline := time.Now().Add(30 * time.Second)
+	seen := map[string]time.Duration{}
+	for len(seen) < 35 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of 35 discarded jobs became letters in 30 s", len(seen))
+		}
+		var rows []struct {
+			External string    `db:"external_id"`
+			FailedAt time.Time `db:"failed_at"`
+		}
+		if err := db.Select(&rows, `SELECT s.external_id, r.failed_at FROM letter_sources s
+			JOIN dead_letter_records r ON r.id = s.dead_letter_id WHERE s.source = 'orders-app'`); err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range rows {
+			if _, ok := seen[r.External]; !ok {
+				seen[r.External] = time.Since(r.FailedAt)
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for id, lag := range seen {
+		if lag > 2*time.Second {
+			t.Errorf("letter %s appeared %s after River discarded its job; want within 2 s", id, lag)
+		}
+	}
+
+	// What a letter keeps of its job.
+	var letter struct {
+		Task, Queue, Class, Message, Kwargs, External, Details string
+		Attempts                                               int
+		History                                                []byte
+	}
+	if err := db.Get(&letter, `SELECT r.task, r.queue, r.error_class AS class, r.error_message AS message, r.kwargs::text AS kwargs,
+			r.attempts, r.history::text::bytea AS history, s.external_id AS external, s.details::text AS details
+		FROM dead_letter_records r JOIN letter_sources s ON s.dead_letter_id = r.id
+		WHERE r.task = 'charge_card' ORDER BY r.id LIMIT 1`); err != nil {
+		t.Fatal(err)
+	}
+	if letter.Queue != "payments" || letter.Class != "error" || letter.Attempts != 1 ||
+		letter.Message == "" || letter.Kwargs[:10] != `{"order": ` {
+		t.Errorf("letter of a charge: %+v", letter)
+	}
+	var details struct {
+		Kind  string   `json:"kind"`
+		JobID int64    `json:"job_id"`
+		Tags  []string `json:"tags"`
+	}
+	if err := json.Unmarshal([]byte(letter.Details), &details); err != nil || details.Kind != "charge_card" ||
+		len(details.Tags) != 1 || letter.External != riversource.ExternalID(details.JobID, 1) {
+		t.Errorf("details %s (err %v), external id %s", letter.Details, err, letter.External)
+	}
+	var history dlq.Attempts
+	if err := json.Unmarshal(letter.History, &history); err != nil || len(history) != 1 || history[0].Outcome != dlq.OutcomeDead {
+		t.Errorf("history %s (err %v)", letter.History, err)
+	}
+	var panics int
+	if err := db.Get(&panics, `SELECT count(*) FROM dead_letter_records WHERE task = 'check_stock' AND error_class = 'panic'
+		AND traceback LIKE '%stockWorker%'`); err != nil || panics != 5 {
+		t.Errorf("%d panicking jobs kept their stack trace (err %v), want 5", panics, err)
+	}
+
+	// One outage, one group: the order numbers do not split it.
+	var groups int
+	if err := db.Get(&groups, `SELECT count(DISTINCT fingerprint) FROM dead_letter_records WHERE task = 'charge_card'`); err != nil || groups != 1 {
+		t.Errorf("30 refused charges fell into %d groups (err %v), want 1", groups, err)
+	}
+
+	// The same failures imported again, from the start and by the sweep,
+	// are the same letters.
+	stop()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	done <- nil
+	if _, err := db.Exec(`UPDATE sources SET import_cursor = NULL WHERE name = 'orders-app'`); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		end, err := importer.ImportPage(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if end {
+			break
+		}
+	}
+	if err := importer.Sweep(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := db.Get(&n, `SELECT count(*) FROM dead_letter_records`); err != nil || n != 35 {
+		t.Errorf("%d letters after importing everything again (err %v), want 35", n, err)
+	}
+	var imported int
+	if err := db.Get(&imported, `SELECT imported FROM sources WHERE name = 'orders-app'`); err != nil || imported != 35 {
+		t.Errorf("the source counts %d imported (err %v), want 35", imported, err)
+	}
+}
+
+// Two consoles importing the same source: the one whose cursor moved
+// first wins, the other writes nothing and reads the cursor again.
+func TestImportRefusesAMovedCursor(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := storetest.NewDB(t)
+	stores := storetest.NewStores(db.DB)
+	if err := stores.Sources.Configure(ctx, []dlq.Source{{Name: "orders-app", Kind: dlq.SourceKindRiver}}); err != nil {
+		t.Fatal(err)
+	}
+	letter := dlq.IngestLetter{ExternalID: "1/1", Task: "charge_card", ErrorClass: "error", Message: "boom", FailedAt: time.Now()}
+	letter, err := letter.Normalise(time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stores.Sources.Import(ctx, "orders-app", []dlq.IngestLetter{letter}, "", "c1"); err != nil {
+		t.Fatal(err)
+	}
+	letter.ExternalID = "2/1"
+	if _, err := stores.Sources.Import(ctx, "orders-app", []dlq.IngestLetter{letter}, "", "c2"); !errors.Is(err, dlq.ErrImportCursorMoved) {
+		t.Fatalf("import from a stale cursor: %v, want ErrImportCursorMoved", err)
+	}
+	var n int
+	if err := db.Get(&n, `SELECT count(*) FROM letter_sources`); err != nil || n != 1 {
+		t.Errorf("%d letters after a refused import (err %v), want 1", n, err)
+	}
+	if cursor, err := stores.Sources.ImportCursor(ctx, "orders-app"); err != nil || cursor != "c1" {
+		t.Errorf("cursor %q (err %v), want c1", cursor, err)
+	}
+}
