@@ -20,6 +20,7 @@ import (
 	"github.com/redrive/redrive/mask"
 	"github.com/redrive/redrive/notify"
 	"github.com/redrive/redrive/replay"
+	"github.com/redrive/redrive/riversource"
 	"github.com/redrive/redrive/store/access"
 	"github.com/redrive/redrive/store/audit"
 	"github.com/redrive/redrive/store/groups"
@@ -177,8 +178,11 @@ type Console struct {
 	rebuild  func(context.Context)
 	notifier *notify.Sender
 	replica  *postgres.Replica
-	sources  *sources.Store
-	cfg      ConsoleConfig
+	// rivers import and retry the River sources' jobs; closeRivers closes
+	// their connections.
+	rivers      []*riversource.Source
+	closeRivers func()
+	cfg         ConsoleConfig
 }
 
 // NewConsole stores the mask settings and builds the console.
@@ -218,7 +222,18 @@ func NewConsole(ctx context.Context, cfg ConsoleConfig) (*Console, error) {
 			return nil, fmt.Errorf("REDRIVE_READ_DATABASE_URL: %w", err)
 		}
 	}
-	ops := operations.New(cfg.DB, g)
+	rivers, closeRivers, err := riverSources(ctx, cfg, srcStore)
+	if err != nil {
+		if replica != nil {
+			replica.Close()
+		}
+		return nil, err
+	}
+	retriers := map[string]dlq.Retrier{}
+	for _, r := range rivers {
+		retriers[r.Name()] = r
+	}
+	ops := operations.New(cfg.DB, g).WithRetriers(retriers)
 	runner := replay.NewRunner(replay.RunnerConfig{Store: ops, Logger: cfg.Logger, PollInterval: cfg.RunnerPollInterval})
 	handler, err := web.NewServer(web.Config{
 		DB: cfg.DB, Logger: cfg.Logger, Version: cfg.Version, Registry: cfg.Registry, Replica: replica,
@@ -229,9 +244,11 @@ func NewConsole(ctx context.Context, cfg ConsoleConfig) (*Console, error) {
 		if replica != nil {
 			replica.Close()
 		}
+		closeRivers()
 		return nil, err
 	}
-	return &Console{Handler: handler, runner: runner, rebuild: rebuild, notifier: notifier, replica: replica, sources: srcStore, cfg: cfg}, nil
+	return &Console{Handler: handler, runner: runner, rebuild: rebuild, notifier: notifier, replica: replica,
+		rivers: rivers, closeRivers: closeRivers, cfg: cfg}, nil
 }
 
 // Run runs what works beside the HTTP handler until ctx ends: the
@@ -242,14 +259,10 @@ func (c *Console) Run(ctx context.Context) error {
 	if c.replica != nil {
 		defer c.replica.Close()
 	}
-	importers, closeImporters, err := riverImporters(ctx, c.cfg, c.sources)
-	if err != nil {
-		return err
-	}
-	defer closeImporters()
+	defer c.closeRivers()
 	g, gctx := errgroup.WithContext(ctx)
-	for _, im := range importers {
-		g.Go(func() error { return im.Run(gctx) })
+	for _, r := range c.rivers {
+		g.Go(func() error { return r.Run(gctx) })
 	}
 	g.Go(func() error { return c.runner.Run(gctx) })
 	g.Go(func() error { return c.notifier.Run(gctx) })

@@ -72,10 +72,10 @@ func redactURL(s string) string {
 	return u.Redacted()
 }
 
-// riverImporters connects to each River source's database and returns its
-// importer, and a func that closes the connections.
-func riverImporters(ctx context.Context, cfg ConsoleConfig, store *sources.Store) ([]*riversource.Importer, func(), error) {
-	var importers []*riversource.Importer
+// riverSources connects to each River source's database and returns the
+// sources, and a func that closes their connections.
+func riverSources(ctx context.Context, cfg ConsoleConfig, store *sources.Store) ([]*riversource.Source, func(), error) {
+	var rivers []*riversource.Source
 	var pools []*pgxpool.Pool
 	closeAll := func() {
 		for _, p := range pools {
@@ -92,12 +92,12 @@ func riverImporters(ctx context.Context, cfg ConsoleConfig, store *sources.Store
 			return nil, nil, fmt.Errorf("river source %s: %s: %w", src.Name, redactURL(src.DatabaseURL), err)
 		}
 		pools = append(pools, pool)
-		im, err := riversource.New(riversource.Config{Source: src.Name, Pool: pool, Store: store, Logger: cfg.Logger})
+		r, err := riversource.New(riversource.Config{Source: src.Name, Pool: pool, Store: store, Logger: cfg.Logger})
 		if err != nil {
 			closeAll()
 			return nil, nil, err
 		}
-		importers = append(importers, im)
+		rivers = append(rivers, r)
 	}
-	return importers, closeAll, nil
+	return rivers, closeAll, nil
 }

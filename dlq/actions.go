@@ -65,8 +65,11 @@ type ReplayParams struct {
 
 // ReplayResult is what a replay did.
 type ReplayResult struct {
-	JobID   int64 `json:"replay_job_id"`
-	AuditID int64 `json:"audit_event_id"`
+	JobID int64 `json:"replay_job_id"`
+	// Source is where JobID runs when it is not Redrive's own queue (a
+	// River source: its job, retried there); empty for Redrive's.
+	Source  string `json:"source,omitempty"`
+	AuditID int64  `json:"audit_event_id"`
 	// Repeated is true when the key had been used: nothing was done again,
 	// and the fields above are the first result.
 	Repeated bool `json:"-"`

@@ -1,6 +1,7 @@
 package dlq
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -60,13 +61,18 @@ type Source struct {
 // CanReplay says whether a letter of this source can be replayed from the
 // console, and why not when it cannot.
 func (s Source) CanReplay() (bool, string) {
-	if s.Kind == SourceKindRedrive || s.Name == "" {
+	if s.Kind == SourceKindRedrive || s.Kind == SourceKindRiver || s.Name == "" {
 		return true, ""
 	}
-	if s.Kind == SourceKindRiver {
-		return false, fmt.Sprintf("a letter of %s is a job River discarded: retry it in River (River UI, or the client's JobRetry) until Redrive replays River's jobs itself", s.Name)
-	}
 	return false, fmt.Sprintf("a letter of %s arrived over HTTP, and the source names no way to replay it", s.Name)
+}
+
+// Retrier runs a letter's job again in the source it came from (River's
+// JobRetry): the same job, under its id there, which it returns. A job the
+// source will not run again (no longer there, already retried, held back
+// by a unique job) is an error of code EConflict saying why.
+type Retrier interface {
+	Retry(ctx context.Context, externalID string) (jobID int64, err error)
 }
 
 // ErrImportCursorMoved is returned when an importer's cursor is no longer
@@ -117,6 +123,9 @@ type IngestLetter struct {
 	// not hold (River's metadata, tags and priority), a JSON object kept
 	// beside its identity; set by an importer, never read from a request.
 	Details json.RawMessage `json:"-"`
+	// ReplayOf is the letter an earlier failure of the same job made, when
+	// this one is its job failing again after a retry; set by an importer.
+	ReplayOf int64 `json:"-"`
 }
 
 // Normalise fills the defaults of what the sender left out (queue

@@ -118,8 +118,8 @@ func renderLetter(ctx context.Context, c echo.Context, p LetterPage, d dlq.DeadL
 
 	a := views.LetterActionsView{
 		ID: d.ID, Status: string(d.Status), CSRFToken: meta.CSRFToken, CanAct: meta.CanAct,
-		ReplayJobID: v.ReplayJobID,
-		ReplayKey:   newFormKey(), EditKey: newFormKey(), DiscardKey: newFormKey(), RestoreKey: newFormKey(),
+		ReplayJobID: v.ReplayJobID, ReplaySource: v.Source,
+		ReplayKey: newFormKey(), EditKey: newFormKey(), DiscardKey: newFormKey(), RestoreKey: newFormKey(),
 		Editable: v.ArgsNote == "" && v.KwargsNote == "",
 		EditOpen: st.editOpen, EditArgs: v.Args, EditKwargs: v.Kwargs,
 		ReplayReason: st.replayReason, EditReason: st.editReason,
@@ -170,6 +170,11 @@ func resultNotice(entries []dlq.AuditEntry, id int64, repeated bool) *views.Noti
 			verb := "Replayed"
 			if e.Action == dlq.ActionEditReplay {
 				verb = "Replayed with edited arguments"
+			}
+			if source := detailString(e.Details, "source"); source != "" {
+				// Its job runs again in its source (River), not in Redrive.
+				return &views.Notice{Kind: "ok", Message: fmt.Sprintf("%s%s: %s runs its job %d again.", prefix, verb, source,
+					detailInt(e.Details, "source_job_id"))}
 			}
 			return &views.Notice{Kind: "ok", Message: prefix + verb + " as", LinkText: "job " + strconv.FormatInt(job, 10),
 				Href: "/jobs/" + strconv.FormatInt(job, 10), After: "."}
@@ -279,12 +284,22 @@ func refusedByState(c echo.Context, p LetterPage, id int64, err error, st letter
 	if !ok {
 		return err // another conflict: the error handler words it
 	}
+	ctx, cancel := context.WithTimeout(c.Request().Context(), readTimeout)
+	defer cancel()
+	d, err := getLetter(ctx, p.Letters, strconv.FormatInt(id, 10))
+	if err != nil {
+		return err
+	}
+	if d.ExternalID != nil && d.ReplayJobID != nil {
+		// Its replay runs in its source, not in Redrive's jobs.
+		link, href = "as job "+strconv.FormatInt(*d.ReplayJobID, 10)+" in "+d.Source, ""
+	}
 	st.problem = &views.Notice{Kind: "error", Message: msg, LinkText: link, Href: href}
 	if link != "" {
 		st.problem.After = "."
 	}
 	st.editOpen, st.discardOpen = false, false
-	return rerenderLetter(c, p, id, http.StatusConflict, st)
+	return renderLetter(ctx, c, p, d, http.StatusConflict, st)
 }
 
 // rerenderLetter reloads the letter (as it is now) and renders its page.

@@ -294,3 +294,16 @@ func idList(ids []int64, n int) string {
 	}
 	return b.String()
 }
+
+// detailString reads a string from an audit entry's details; "" when absent.
+func detailString(raw json.RawMessage, key string) string {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(raw, &m) != nil {
+		return ""
+	}
+	var s string
+	if json.Unmarshal(m[key], &s) != nil {
+		return ""
+	}
+	return s
+}

@@ -25,16 +25,6 @@ func ExternalID(jobID int64, attempt int) string {
 	return strconv.FormatInt(jobID, 10) + "/" + strconv.Itoa(attempt)
 }
 
-// JobID returns the River job a letter's external id names.
-func JobID(externalID string) (int64, error) {
-	id, _, _ := strings.Cut(externalID, "/")
-	n, err := strconv.ParseInt(id, 10, 64)
-	if err != nil || n < 1 {
-		return 0, fmt.Errorf("%q does not name a River job", externalID)
-	}
-	return n, nil
-}
-
 // Classes of a River attempt's error. River keeps an error's text only, not
 // its type; a panic is told apart by its stack trace.
 const (

@@ -36,6 +36,9 @@ type LetterActionsView struct {
 	Problem *Notice
 
 	ReplayJobID int64
+	// ReplaySource is the source the letter came from when it is another
+	// system's: its replay runs there, under ReplayJobID, not in Redrive.
+	ReplaySource string
 
 	ReplayKey, EditKey, DiscardKey, RestoreKey string
 	ReplayReason                               string

@@ -48,7 +48,7 @@ func (s *Store) ReplayDeadLetter(ctx context.Context, p dlq.ReplayParams) (dlq.R
 		hash := dlq.RequestHash(action, p.ID, audit.CanonJSON(p.Args), audit.CanonJSON(p.Kwargs), p.Reason, p.RunAt)
 		repeated, err := audit.OnceWithKey(ctx, tx, p.Key, p.Actor, action, hash, &res, func() error {
 			var err error
-			res, err = replayInTx(ctx, tx, p)
+			res, err = s.replayInTx(ctx, tx, p)
 			return err
 		})
 		res.Repeated = repeated
@@ -59,11 +59,15 @@ func (s *Store) ReplayDeadLetter(ctx context.Context, p dlq.ReplayParams) (dlq.R
 
 // replayInTx is ReplayDeadLetter's work inside tx: claim the pending
 // letter, enqueue its replay with the args it runs with, and audit it (as
-// an edit and replay when the args changed).
-func replayInTx(ctx context.Context, tx *sqlx.Tx, p dlq.ReplayParams) (dlq.ReplayResult, error) {
-	l, err := claimForReplay(ctx, tx, p.ID)
+// an edit and replay when the args changed). A letter of a source that
+// runs its own jobs is replayed there (replayInSource).
+func (s *Store) replayInTx(ctx context.Context, tx *sqlx.Tx, p dlq.ReplayParams) (dlq.ReplayResult, error) {
+	l, src, err := claimForReplay(ctx, tx, p.ID)
 	if err != nil {
 		return dlq.ReplayResult{}, err
+	}
+	if src != nil {
+		return s.replayInSource(ctx, tx, p, l, *src)
 	}
 	args, kwargs, edited, err := replayPayload(p, l)
 	if err != nil {
@@ -93,37 +97,83 @@ func replayInTx(ctx context.Context, tx *sqlx.Tx, p dlq.ReplayParams) (dlq.Repla
 }
 
 // claimForReplay reads the letter id and claims it for a replay; a letter
-// that is not pending cannot be replayed.
-func claimForReplay(ctx context.Context, tx *sqlx.Tx, id int64) (dlq.DeadLetter, error) {
+// that is not pending cannot be replayed. It returns the letter's source
+// when another system sent it, nil for Redrive's own.
+func claimForReplay(ctx context.Context, tx *sqlx.Tx, id int64) (dlq.DeadLetter, *letterSource, error) {
 	var l dlq.DeadLetter
 	if err := tx.GetContext(ctx, &l, letterSQL, id); err != nil {
-		return l, fmt.Errorf("dead letter %d: %w", id, postgres.Translate(err))
+		return l, nil, fmt.Errorf("dead letter %d: %w", id, postgres.Translate(err))
 	}
 	if l.Status != dlq.StatusPending {
-		return l, &dlq.StateError{Letter: l, Action: "replay"}
+		return l, nil, &dlq.StateError{Letter: l, Action: "replay"}
 	}
-	if err := refuseOtherSource(ctx, tx, l.ID); err != nil {
-		return l, err
+	src, err := sourceOf(ctx, tx, l.ID)
+	if err != nil {
+		return l, nil, err
 	}
-	return l, claimLetter(ctx, tx, claimPendingSQL, l, "replay")
+	if src != nil {
+		if ok, why := src.CanReplay(); !ok {
+			return l, nil, dlq.Errorf(dlq.EConflict, "dead letter %d cannot be replayed: %s", id, why)
+		}
+	}
+	return l, src, claimLetter(ctx, tx, claimPendingSQL, l, "replay")
 }
 
-// refuseOtherSource refuses to replay a letter another system sent: its
-// task is that system's, and Redrive's queue would run a task of the same
-// name, or none. Such a letter is replayed by its source, where it names a
-// way to (dlq.Source.CanReplay).
-func refuseOtherSource(ctx context.Context, tx *sqlx.Tx, id int64) error {
-	var src dlq.Source
-	err := tx.GetContext(ctx, &src, `SELECT s.name, s.kind FROM letter_sources l JOIN sources s ON s.name = l.source
+// letterSource is the source another system's letter came from, and its
+// id there.
+type letterSource struct {
+	dlq.Source
+	ExternalID string `db:"external_id"`
+}
+
+// sourceOf returns the source of the letter id when another system sent
+// it, nil for Redrive's own.
+func sourceOf(ctx context.Context, tx *sqlx.Tx, id int64) (*letterSource, error) {
+	var src letterSource
+	err := tx.GetContext(ctx, &src, `SELECT s.name, s.kind, l.external_id FROM letter_sources l JOIN sources s ON s.name = l.source
 		WHERE l.dead_letter_id = $1`, id)
 	switch err := postgres.Translate(err); {
 	case errors.Is(err, dlq.ErrNotFound):
-		return nil
+		return nil, nil
 	case err != nil:
-		return fmt.Errorf("dead letter %d: source: %w", id, err)
+		return nil, fmt.Errorf("dead letter %d: source: %w", id, err)
 	}
-	_, why := src.CanReplay()
-	return dlq.Errorf(dlq.EConflict, "dead letter %d cannot be replayed: %s", id, why)
+	return &src, nil
+}
+
+// replayInSource replays the claimed letter l of src in src itself: its
+// job runs again there, under its own id (River's JobRetry), with the
+// arguments the source keeps, so an edit is refused. The call to the
+// source is made while the letter is claimed: a replay racing it waits,
+// and a failed call leaves the letter pending.
+func (s *Store) replayInSource(ctx context.Context, tx *sqlx.Tx, p dlq.ReplayParams, l dlq.DeadLetter, src letterSource) (dlq.ReplayResult, error) {
+	if p.Args != nil || p.Kwargs != nil {
+		return dlq.ReplayResult{}, dlq.Errorf(dlq.EConflict,
+			"dead letter %d is a job of %s, which runs it again with the arguments it keeps: replay it without editing them", l.ID, src.Name)
+	}
+	retrier := s.retriers[src.Name]
+	if retrier == nil {
+		return dlq.ReplayResult{}, dlq.Errorf(dlq.EConflict,
+			"dead letter %d came from %s, which this console is not configured to reach (REDRIVE_SOURCES)", l.ID, src.Name)
+	}
+	jobID, err := retrier.Retry(ctx, src.ExternalID)
+	if err != nil {
+		return dlq.ReplayResult{}, fmt.Errorf("dead letter %d: %w", l.ID, err)
+	}
+	if _, err := tx.ExecContext(ctx, insertReplayedSQL, l.ID, l.FailedAt, l.Task, l.Queue, p.Actor.Name, jobID); err != nil {
+		return dlq.ReplayResult{}, fmt.Errorf("dead letter %d: record the replay: %w", l.ID, postgres.Translate(err))
+	}
+	id := l.ID
+	auditID, err := audit.AppendAudit(ctx, tx, dlq.AuditEntry{
+		At: p.Now, Actor: p.Actor.Name, Action: dlq.ActionReplay, DeadLetterID: &id,
+		Counts: audit.MustJSON(map[string]int{"replayed": 1}), Reason: p.Reason,
+		RequestID: p.Actor.RequestID, RemoteAddr: p.Actor.RemoteAddr, UserAgent: p.Actor.UserAgent,
+		Details: audit.MustJSON(map[string]any{"source": src.Name, "source_job_id": jobID, "task": l.Task}),
+	})
+	if err != nil {
+		return dlq.ReplayResult{}, err
+	}
+	return dlq.ReplayResult{JobID: jobID, Source: src.Name, AuditID: auditID}, nil
 }
 
 // replayPayload is the args and kwargs a replay of l runs with: the

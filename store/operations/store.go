@@ -8,6 +8,7 @@ package operations
 import (
 	"github.com/jmoiron/sqlx"
 
+	"github.com/redrive/redrive/dlq"
 	"github.com/redrive/redrive/store/groups"
 )
 
@@ -16,8 +17,20 @@ type Store struct {
 	db *sqlx.DB
 	// groups names the error group of a job killed into a letter.
 	groups *groups.Store
+	// retriers replay the letters of the sources that run their own jobs
+	// (River), by name; see WithRetriers.
+	retriers map[string]dlq.Retrier
 }
 
 // New returns the room's store on a handle from postgres.Open; groups
 // assigns the jobs it kills to their error groups.
 func New(db *sqlx.DB, groups *groups.Store) *Store { return &Store{db: db, groups: groups} }
+
+// WithRetriers returns a copy of s that replays the letters of each named
+// source through its Retrier (a River source's job, retried in River); the
+// letters of a source without one are not replayed.
+func (s *Store) WithRetriers(retriers map[string]dlq.Retrier) *Store {
+	c := *s
+	c.retriers = retriers
+	return &c
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/jmoiron/sqlx"
+	"github.com/lib/pq"
 
 	"github.com/redrive/redrive/dlq"
 	"github.com/redrive/redrive/store/postgres"
@@ -83,4 +84,22 @@ func (s *Store) ImportFailed(ctx context.Context, source, problem string) error 
 		return fmt.Errorf("record the failed import of %s: %w", source, postgres.Translate(err))
 	}
 	return nil
+}
+
+// PriorLetters returns, of the external ids given, those source sent
+// before, with their letters' ids.
+func (s *Store) PriorLetters(ctx context.Context, source string, externalIDs []string) (map[string]int64, error) {
+	var rows []struct {
+		ExternalID string `db:"external_id"`
+		ID         int64  `db:"dead_letter_id"`
+	}
+	if err := s.db.SelectContext(ctx, &rows, `SELECT external_id, dead_letter_id FROM letter_sources
+		WHERE source = $1 AND external_id = ANY($2)`, source, pq.Array(externalIDs)); err != nil {
+		return nil, fmt.Errorf("earlier letters of %s: %w", source, postgres.Translate(err))
+	}
+	out := make(map[string]int64, len(rows))
+	for _, r := range rows {
+		out[r.ExternalID] = r.ID
+	}
+	return out, nil
 }

@@ -92,9 +92,9 @@ const ingestSQL = `
 WITH w AS (
 	SELECT * FROM unnest($2::bigint[], $3::bigint[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[],
 		$9::text[], $10::text[], $11::text[], $12::int[], $13::int[], $14::text[], $15::text[], $16::text[],
-		$17::text[]::timestamptz[], $18::text[]::timestamptz[], $19::text[])
+		$17::text[]::timestamptz[], $18::text[]::timestamptz[], $19::text[], $20::bigint[])
 	AS w(id, job_id, external_id, task, queue, args, kwargs, error_class, error_message, traceback, attempts,
-		max_attempts, history, reason, fingerprint, enqueued_at, failed_at, details)
+		max_attempts, history, reason, fingerprint, enqueued_at, failed_at, details, replay_of)
 ),
 claimed AS (
 	INSERT INTO letter_sources (dead_letter_id, source, external_id, details)
@@ -104,10 +104,10 @@ claimed AS (
 ),
 written AS (
 	INSERT INTO dead_letter_records (id, job_id, queue, task, args, kwargs, error_class, error_message, traceback,
-		attempts, max_attempts, history, reason, fingerprint, enqueued_at, failed_at)
+		attempts, max_attempts, history, reason, fingerprint, enqueued_at, failed_at, replay_of)
 	OVERRIDING SYSTEM VALUE
 	SELECT id, job_id, queue, task, args::jsonb, kwargs::jsonb, error_class, error_message, traceback,
-		attempts, max_attempts, history::json, reason, fingerprint, enqueued_at, failed_at
+		attempts, max_attempts, history::json, reason, fingerprint, enqueued_at, failed_at, nullif(replay_of, 0)
 	FROM w WHERE id IN (SELECT dead_letter_id FROM claimed)
 	ORDER BY failed_at, id
 	RETURNING id
@@ -199,6 +199,7 @@ type ingestRows struct {
 	history, reason, fingerprint, enqueuedAt, failedAt                    []string
 	attempts, maxAttempts                                                 []int64
 	details                                                               []sql.NullString
+	replayOf                                                              []int64
 }
 
 // add appends one letter, its group and its history as JSON.
@@ -213,6 +214,7 @@ func (r *ingestRows) add(l dlq.IngestLetter, fingerprint string, history []byte)
 	r.failedAt = append(r.failedAt, l.FailedAt.UTC().Format(time.RFC3339Nano))
 	r.attempts, r.maxAttempts = append(r.attempts, int64(l.Attempts)), append(r.maxAttempts, int64(l.MaxAttempts))
 	r.details = append(r.details, sql.NullString{String: string(l.Details), Valid: len(l.Details) > 0})
+	r.replayOf = append(r.replayOf, l.ReplayOf)
 }
 
 // ingestArgs groups each letter and draws its ids, and returns the
@@ -241,5 +243,5 @@ func (s *Store) ingestArgs(ctx context.Context, source string, letters []dlq.Ing
 	return []any{source, pq.Array(letterIDs), pq.Array(jobIDs), pq.Array(r.externalID), pq.Array(r.task), pq.Array(r.queue),
 		pq.Array(r.args), pq.Array(r.kwargs), pq.Array(r.errorClass), pq.Array(r.message), pq.Array(r.traceback),
 		pq.Array(r.attempts), pq.Array(r.maxAttempts), pq.Array(r.history), pq.Array(r.reason), pq.Array(r.fingerprint),
-		pq.Array(r.enqueuedAt), pq.Array(r.failedAt), pq.Array(r.details)}, nil
+		pq.Array(r.enqueuedAt), pq.Array(r.failedAt), pq.Array(r.details), pq.Array(r.replayOf)}, nil
 }

@@ -29,7 +29,9 @@ type chargeArgs struct {
 
 func (chargeArgs) Kind() string { return "charge_card" }
 
-type chargeWorker struct{ river.WorkerDefaults[chargeArgs] }
+type chargeWorker struct {
+	river.WorkerDefaults[chargeArgs]
+}
 
 func (chargeWorker) Work(_ context.Context, job *river.Job[chargeArgs]) error {
 	return fmt.Errorf("payments provider answered 503 Service Unavailable for order %s", job.Args.Order)
@@ -41,7 +43,9 @@ type stockArgs struct {
 
 func (stockArgs) Kind() string { return "check_stock" }
 
-type stockWorker struct{ river.WorkerDefaults[stockArgs] }
+type stockWorker struct {
+	river.WorkerDefaults[stockArgs]
+}
 
 func (stockWorker) Work(_ context.Context, job *river.Job[stockArgs]) error {
 	warehouse := strings.Split(job.Args.SKU, "-")[2] // "sku-1" has no warehouse: the kind of bug that panics
@@ -49,8 +53,8 @@ func (stockWorker) Work(_ context.Context, job *river.Job[stockArgs]) error {
 }
 
 // riverApp is River migrated into db's database, and a client working
-// both kinds until the test ends.
-func riverApp(t *testing.T, dsn string) (*pgxpool.Pool, *river.Client[pgx.Tx]) {
+// both kinds, and those more adds, until the test ends.
+func riverApp(t *testing.T, dsn string, more ...func(*river.Workers)) (*pgxpool.Pool, *river.Client[pgx.Tx]) {
 	t.Helper()
 	ctx := context.Background()
 	pool, err := pgxpool.New(ctx, dsn)
@@ -68,6 +72,9 @@ func riverApp(t *testing.T, dsn string) (*pgxpool.Pool, *river.Client[pgx.Tx]) {
 	workers := river.NewWorkers()
 	river.AddWorker(workers, chargeWorker{})
 	river.AddWorker(workers, stockWorker{})
+	for _, add := range more {
+		add(workers)
+	}
 	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
 		Queues:            map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 20}, "payments": {MaxWorkers: 20}},
 		Workers:           workers,

@@ -38,6 +38,7 @@ type Store interface {
 	Import(ctx context.Context, source string, letters []dlq.IngestLetter, from, to string) (int, error)
 	ImportChecked(ctx context.Context, source string) error
 	ImportFailed(ctx context.Context, source, problem string) error
+	PriorLetters(ctx context.Context, source string, externalIDs []string) (map[string]int64, error)
 }
 
 // Config is an importer's source and pace.
@@ -45,7 +46,7 @@ type Config struct {
 	// Source is the source's name (--sources NAME=river).
 	Source string
 	// Pool connects to River's database.
-	Pool  *pgxpool.Pool
+	Pool   *pgxpool.Pool
 	Store  Store
 	Logger *slog.Logger
 	// Every is how often the importer looks for new discards once it has
@@ -63,15 +64,17 @@ type Config struct {
 	Now func() time.Time
 }
 
-// Importer imports one River source's discarded jobs.
-type Importer struct {
+// Source is one River queue as a source of letters: it imports the jobs
+// River discarded (Run) and retries one when its letter is replayed
+// (Retry).
+type Source struct {
 	cfg    Config
 	client *river.Client[pgx.Tx]
 }
 
-// New returns an importer of the River queue in cfg.Pool's database. Its
-// River client only reads and retries jobs: it works none.
-func New(cfg Config) (*Importer, error) {
+// New returns the River source in cfg.Pool's database. Its River client
+// only reads and retries jobs: it works none.
+func New(cfg Config) (*Source, error) {
 	cfg.Every = cmp.Or(cfg.Every, 250*time.Millisecond)
 	cfg.Settle = cmp.Or(cfg.Settle, time.Second)
 	cfg.Page = cmp.Or(cfg.Page, 1000)
@@ -87,51 +90,54 @@ func New(cfg Config) (*Importer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("river source %s: %w", cfg.Source, err)
 	}
-	return &Importer{cfg: cfg, client: client}, nil
+	return &Source{cfg: cfg, client: client}, nil
 }
+
+// Name is the source's name.
+func (s *Source) Name() string { return s.cfg.Source }
 
 // Run imports until ctx ends: every page it can, then every Every what
 // came since, and every SweepEvery a sweep. A failed import is recorded on
 // the source (the sources page shows it) and tried again, backing off to a
 // minute; nothing is skipped.
-func (im *Importer) Run(ctx context.Context) error {
-	wait, lastSweep := time.Duration(0), im.cfg.Now()
+func (s *Source) Run(ctx context.Context) error {
+	wait, lastSweep := time.Duration(0), s.cfg.Now()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-time.After(wait):
 		}
-		err := im.catchUp(ctx)
-		if err == nil && im.cfg.Now().Sub(lastSweep) >= im.cfg.SweepEvery {
-			err = im.Sweep(ctx)
-			lastSweep = im.cfg.Now()
+		err := s.catchUp(ctx)
+		if err == nil && s.cfg.Now().Sub(lastSweep) >= s.cfg.SweepEvery {
+			err = s.Sweep(ctx)
+			lastSweep = s.cfg.Now()
 		}
 		switch {
 		case ctx.Err() != nil:
 			return nil
 		case err != nil:
-			im.cfg.Logger.Warn("river source: import failed", "source", im.cfg.Source, "err", err)
-			if ferr := im.cfg.Store.ImportFailed(ctx, im.cfg.Source, err.Error()); ferr != nil {
-				im.cfg.Logger.Warn("river source: record the failed import", "source", im.cfg.Source, "err", ferr)
+			s.cfg.Logger.Warn("river source: import failed", "source", s.cfg.Source, "err", err)
+			if ferr := s.cfg.Store.ImportFailed(ctx, s.cfg.Source, err.Error()); ferr != nil {
+				s.cfg.Logger.Warn("river source: record the failed import", "source", s.cfg.Source, "err", ferr)
 			}
-			wait = min(max(2*wait, im.cfg.Every), time.Minute)
+			wait = min(max(2*wait, s.cfg.Every), time.Minute)
 		default:
-			wait = im.cfg.Every
+			wait = s.cfg.Every
 		}
 	}
 }
 
 // catchUp imports page after page until it reaches the discards too fresh
 // to pass, then records the check.
-func (im *Importer) catchUp(ctx context.Context) error {
+func (s *Source) catchUp(ctx context.Context) error {
 	for {
-		done, err := im.ImportPage(ctx)
+		done, err := s.ImportPage(ctx)
 		if err != nil {
 			return err
 		}
 		if done {
-			return im.cfg.Store.ImportChecked(ctx, im.cfg.Source)
+			return s.cfg.Store.ImportChecked(ctx, s.cfg.Source)
 		}
 	}
 }
@@ -139,28 +145,28 @@ func (im *Importer) catchUp(ctx context.Context) error {
 // ImportPage imports the next page of discarded jobs after the cursor, up
 // to those younger than Settle, and moves the cursor past them. It reports
 // whether it reached the end.
-func (im *Importer) ImportPage(ctx context.Context) (bool, error) {
-	from, err := im.cfg.Store.ImportCursor(ctx, im.cfg.Source)
+func (s *Source) ImportPage(ctx context.Context) (bool, error) {
+	from, err := s.cfg.Store.ImportCursor(ctx, s.cfg.Source)
 	if err != nil {
 		return false, err
 	}
 	params := river.NewJobListParams().States(rivertype.JobStateDiscarded).
-		OrderBy(river.JobListOrderByFinalizedAt, river.SortOrderAsc).First(im.cfg.Page)
+		OrderBy(river.JobListOrderByFinalizedAt, river.SortOrderAsc).First(s.cfg.Page)
 	if from != "" {
 		var cursor river.JobListCursor
 		if err := cursor.UnmarshalText([]byte(from)); err != nil {
-			return false, fmt.Errorf("river source %s: its cursor %q: %w", im.cfg.Source, from, err)
+			return false, fmt.Errorf("river source %s: its cursor %q: %w", s.cfg.Source, from, err)
 		}
 		params = params.After(&cursor)
 	}
-	res, err := im.client.JobList(ctx, params)
+	res, err := s.client.JobList(ctx, params)
 	if err != nil {
-		return false, fmt.Errorf("river source %s: list discarded jobs: %w", im.cfg.Source, err)
+		return false, fmt.Errorf("river source %s: list discarded jobs: %w", s.cfg.Source, err)
 	}
-	now := im.cfg.Now()
+	now := s.cfg.Now()
 	settled := len(res.Jobs)
 	for i, job := range res.Jobs {
-		if job.FinalizedAt == nil || job.FinalizedAt.After(now.Add(-im.cfg.Settle)) {
+		if job.FinalizedAt == nil || job.FinalizedAt.After(now.Add(-s.cfg.Settle)) {
 			settled = i
 			break
 		}
@@ -173,44 +179,44 @@ func (im *Importer) ImportPage(ctx context.Context) (bool, error) {
 		// The cursor can only stand on a page's last job: read the settled
 		// part again as a page of its own. A job that became visible
 		// meanwhile sorts before them and is settled too.
-		if res, err = im.client.JobList(ctx, params.First(settled)); err != nil {
-			return false, fmt.Errorf("river source %s: list discarded jobs: %w", im.cfg.Source, err)
+		if res, err = s.client.JobList(ctx, params.First(settled)); err != nil {
+			return false, fmt.Errorf("river source %s: list discarded jobs: %w", s.cfg.Source, err)
 		}
 	}
 	to, err := res.LastCursor.MarshalText()
 	if err != nil {
-		return false, fmt.Errorf("river source %s: cursor: %w", im.cfg.Source, err)
+		return false, fmt.Errorf("river source %s: cursor: %w", s.cfg.Source, err)
 	}
-	if err := im.take(ctx, res.Jobs, from, string(to), now); err != nil {
+	if err := s.take(ctx, res.Jobs, from, string(to), now); err != nil {
 		return false, err
 	}
-	return fresh || len(res.Jobs) < im.cfg.Page, nil
+	return fresh || len(res.Jobs) < s.cfg.Page, nil
 }
 
 // Sweep re-reads the discards of the last Resweep and takes in any the
 // cursor passed by (one whose transaction committed after Settle), leaving
 // the cursor where it is.
-func (im *Importer) Sweep(ctx context.Context) error {
-	since := im.cfg.Now().Add(-im.cfg.Resweep)
+func (s *Source) Sweep(ctx context.Context) error {
+	since := s.cfg.Now().Add(-s.cfg.Resweep)
 	params := river.NewJobListParams().States(rivertype.JobStateDiscarded).
-		OrderBy(river.JobListOrderByFinalizedAt, river.SortOrderAsc).First(im.cfg.Page).
+		OrderBy(river.JobListOrderByFinalizedAt, river.SortOrderAsc).First(s.cfg.Page).
 		Where("finalized_at >= @since", river.NamedArgs{"since": since})
 	for {
-		cursor, err := im.cfg.Store.ImportCursor(ctx, im.cfg.Source)
+		cursor, err := s.cfg.Store.ImportCursor(ctx, s.cfg.Source)
 		if err != nil {
 			return err
 		}
-		res, err := im.client.JobList(ctx, params)
+		res, err := s.client.JobList(ctx, params)
 		if err != nil {
-			return fmt.Errorf("river source %s: sweep: %w", im.cfg.Source, err)
+			return fmt.Errorf("river source %s: sweep: %w", s.cfg.Source, err)
 		}
 		if len(res.Jobs) == 0 {
 			return nil
 		}
-		if err := im.take(ctx, res.Jobs, cursor, cursor, im.cfg.Now()); err != nil {
+		if err := s.take(ctx, res.Jobs, cursor, cursor, s.cfg.Now()); err != nil {
 			return err
 		}
-		if len(res.Jobs) < im.cfg.Page {
+		if len(res.Jobs) < s.cfg.Page {
 			return nil
 		}
 		params = params.After(res.LastCursor)
@@ -218,24 +224,55 @@ func (im *Importer) Sweep(ctx context.Context) error {
 }
 
 // take imports jobs as letters, moving the cursor from from to to.
-func (im *Importer) take(ctx context.Context, jobs []*rivertype.JobRow, from, to string, now time.Time) error {
+func (s *Source) take(ctx context.Context, jobs []*rivertype.JobRow, from, to string, now time.Time) error {
 	letters := make([]dlq.IngestLetter, 0, len(jobs))
 	for _, job := range jobs {
 		l, err := letterOf(job, now)
 		if err != nil {
-			return fmt.Errorf("river source %s: %w", im.cfg.Source, err)
+			return fmt.Errorf("river source %s: %w", s.cfg.Source, err)
 		}
 		letters = append(letters, l)
 	}
-	n, err := im.cfg.Store.Import(ctx, im.cfg.Source, letters, from, to)
+	if err := s.linkRetries(ctx, jobs, letters); err != nil {
+		return err
+	}
+	n, err := s.cfg.Store.Import(ctx, s.cfg.Source, letters, from, to)
 	if errors.Is(err, dlq.ErrImportCursorMoved) {
 		return nil // another console took them in; read from its cursor
 	}
 	if err != nil {
-		return fmt.Errorf("river source %s: %w", im.cfg.Source, err)
+		return fmt.Errorf("river source %s: %w", s.cfg.Source, err)
 	}
 	if n > 0 {
-		im.cfg.Logger.Info("river source: imported discarded jobs", "source", im.cfg.Source, "letters", n)
+		s.cfg.Logger.Info("river source: imported discarded jobs", "source", s.cfg.Source, "letters", n)
+	}
+	return nil
+}
+
+// linkRetries sets, on the letter of each job discarded again after a
+// retry, the letter its previous discard made (ReplayOf): the console's
+// lineage from a replay to how it ended.
+func (s *Source) linkRetries(ctx context.Context, jobs []*rivertype.JobRow, letters []dlq.IngestLetter) error {
+	var earlier []string
+	for _, job := range jobs {
+		for a := 1; a < job.Attempt && a <= dlq.MaxMaxAttempts; a++ {
+			earlier = append(earlier, ExternalID(job.ID, a))
+		}
+	}
+	if len(earlier) == 0 {
+		return nil
+	}
+	prior, err := s.cfg.Store.PriorLetters(ctx, s.cfg.Source, earlier)
+	if err != nil {
+		return err
+	}
+	for i, job := range jobs {
+		for a := job.Attempt - 1; a >= 1; a-- {
+			if id, ok := prior[ExternalID(job.ID, a)]; ok {
+				letters[i].ReplayOf = id
+				break
+			}
+		}
 	}
 	return nil
 }

@@ -1,0 +1,58 @@
+package riversource
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
+
+	"github.com/redrive/redrive/dlq"
+)
+
+// Retry runs the job a letter of this source names (its external id) again
+// in River, through River's own JobRetry: the same job id, made available
+// at once, with one more attempt when it had used them all. It first checks
+// that the job is still the discard the letter recorded, so that a job
+// already retried (in River UI, or by another replay) does not run twice;
+// anything River will not retry is an EConflict error saying why.
+func (s *Source) Retry(ctx context.Context, externalID string) (int64, error) {
+	id, attempt, err := parseExternalID(externalID)
+	if err != nil {
+		return 0, dlq.Errorf(dlq.EConflict, "%v", err)
+	}
+	job, err := s.client.JobGet(ctx, id)
+	switch {
+	case errors.Is(err, river.ErrNotFound):
+		return 0, dlq.Errorf(dlq.EConflict, "River no longer has job %d (its cleaner deletes discarded jobs after a while, 7 days by default): there is nothing to retry", id)
+	case err != nil:
+		return 0, fmt.Errorf("river source %s: job %d: %w", s.cfg.Source, id, err)
+	case job.State != rivertype.JobStateDiscarded || job.Attempt != attempt:
+		return 0, dlq.Errorf(dlq.EConflict, "River job %d was retried since it was discarded at attempt %d (it is now %s at attempt %d): replaying it would run it once more",
+			id, attempt, job.State, job.Attempt)
+	}
+	if _, err := s.client.JobRetry(ctx, id); err != nil {
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == "23505" {
+			return 0, dlq.Errorf(dlq.EConflict, "River refused to retry job %d: another job holds its unique key (%s)", id, pgErr.ConstraintName)
+		}
+		return 0, fmt.Errorf("river source %s: retry job %d: %w", s.cfg.Source, id, err)
+	}
+	return id, nil
+}
+
+// parseExternalID reads the job id and attempt of a letter's external id
+// (ExternalID).
+func parseExternalID(externalID string) (id int64, attempt int, err error) {
+	rawID, rawAttempt, ok := strings.Cut(externalID, "/")
+	id, idErr := strconv.ParseInt(rawID, 10, 64)
+	attempt, attemptErr := strconv.Atoi(rawAttempt)
+	if !ok || idErr != nil || attemptErr != nil || id < 1 || attempt < 0 {
+		return 0, 0, fmt.Errorf("%q does not name a River job and attempt", externalID)
+	}
+	return id, attempt, nil
+}

@@ -1,0 +1,165 @@
+package riversource_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
+
+	"github.com/redrive/redrive/dlq"
+	"github.com/redrive/redrive/riversource"
+	"github.com/redrive/redrive/store/storetest"
+)
+
+type refundArgs struct {
+	Order string `json:"order"`
+}
+
+func (refundArgs) Kind() string { return "refund_order" }
+
+// refundWorker refunds through the payments provider, which answers once
+// fixed says the fix shipped.
+type refundWorker struct {
+	river.WorkerDefaults[refundArgs]
+	fixed *atomic.Bool
+}
+
+func (w refundWorker) Work(_ context.Context, job *river.Job[refundArgs]) error {
+	if !w.fixed.Load() {
+		return fmt.Errorf("payments provider answered 503 Service Unavailable for order %s", job.Args.Order)
+	}
+	return nil
+}
+
+// A letter of River is replayed in River: the same job runs again there
+// and succeeds once the fix shipped; a replay that dies again is a new
+// letter, linked to the one it replays; what River will not retry is
+// refused with the reason, the letter left pending.
+func TestReplayRetriesInRiver(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	fixed := new(atomic.Bool)
+	db := storetest.NewDB(t)
+	stores := storetest.NewStores(db.DB)
+	if err := stores.Sources.Configure(ctx, []dlq.Source{{Name: "orders-app", Kind: dlq.SourceKindRiver}}); err != nil {
+		t.Fatal(err)
+	}
+	pool, app := riverApp(t, db.DSN, func(w *river.Workers) { river.AddWorker(w, refundWorker{fixed: fixed}) })
+	source, err := riversource.New(riversource.Config{Source: "orders-app", Pool: pool, Store: stores.Sources,
+		Every: 50 * time.Millisecond, Settle: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- source.Run(runCtx) }()
+	t.Cleanup(func() { stop(); <-done })
+	ops := stores.Operations.WithRetriers(map[string]dlq.Retrier{"orders-app": source})
+
+	var jobs []int64
+	for i := range 3 {
+		res, err := app.Insert(ctx, refundArgs{Order: fmt.Sprintf("ord_%d", i)}, &river.InsertOpts{MaxAttempts: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		jobs = append(jobs, res.Job.ID)
+	}
+	letterOf := func(job int64, attempt int) int64 {
+		t.Helper()
+		var id int64
+		waitFor(t, fmt.Sprintf("the letter of River job %d at attempt %d", job, attempt), func() bool {
+			err := db.Get(&id, `SELECT dead_letter_id FROM letter_sources WHERE source = 'orders-app' AND external_id = $1`,
+				riversource.ExternalID(job, attempt))
+			return err == nil
+		})
+		return id
+	}
+	first, second, third := letterOf(jobs[0], 1), letterOf(jobs[1], 1), letterOf(jobs[2], 1)
+	actor := dlq.Actor{Name: "olga"}
+
+	// Replayed before the fix: River runs the job again, it fails again,
+	// and its new letter says it is the replay of the first.
+	res, err := ops.ReplayDeadLetter(ctx, dlq.ReplayParams{ID: first, Actor: actor, Now: time.Now()})
+	if err != nil {
+		t.Fatalf("replay a River letter: %v", err)
+	}
+	if res.JobID != jobs[0] || res.Source != "orders-app" {
+		t.Errorf("replay result %+v, want River job %d in orders-app", res, jobs[0])
+	}
+	again := letterOf(jobs[0], 2)
+	var replayOf int64
+	if err := db.Get(&replayOf, `SELECT replay_of FROM dead_letter_records WHERE id = $1`, again); err != nil || replayOf != first {
+		t.Errorf("the letter of the replay that died again is a replay of %d (err %v), want %d", replayOf, err, first)
+	}
+
+	// After the fix: the job succeeds in River.
+	fixed.Store(true)
+	if _, err := ops.ReplayDeadLetter(ctx, dlq.ReplayParams{ID: second, Actor: actor, Now: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "River to complete the replayed job", func() bool {
+		job, err := app.JobGet(ctx, jobs[1])
+		return err == nil && job.State == rivertype.JobStateCompleted
+	})
+	var status string
+	if err := db.Get(&status, `SELECT status FROM dead_letters WHERE id = $1`, second); err != nil || status != "replayed" {
+		t.Errorf("the replayed letter is %q (err %v)", status, err)
+	}
+	page, err := stores.Audit.ListAudit(ctx, dlq.AuditFilter{DeadLetterID: second, Limit: 10})
+	if err != nil || len(page.Entries) != 1 || page.Entries[0].Action != dlq.ActionReplay {
+		t.Fatalf("audit of the replay: %+v (err %v)", page.Entries, err)
+	}
+	var details struct {
+		Source string `json:"source"`
+		JobID  int64  `json:"source_job_id"`
+	}
+	if err := json.Unmarshal(page.Entries[0].Details, &details); err != nil || details.Source != "orders-app" || details.JobID != jobs[1] {
+		t.Errorf("the audit entry of the replay says %s (err %v)", page.Entries[0].Details, err)
+	}
+
+	// Replayed twice: the second is refused as already replayed.
+	if _, err := ops.ReplayDeadLetter(ctx, dlq.ReplayParams{ID: second, Actor: actor, Now: time.Now()}); !errors.Is(err, dlq.ErrConflict) {
+		t.Errorf("a second replay: %v, want a conflict", err)
+	}
+
+	// Edited arguments: River keeps its own, so the edit is refused.
+	if _, err := ops.ReplayDeadLetter(ctx, dlq.ReplayParams{ID: third, Actor: actor, Now: time.Now(),
+		Kwargs: json.RawMessage(`{"order":"ord_x"}`)}); !errors.Is(err, dlq.ErrConflict) {
+		t.Errorf("an edited replay of a River letter: %v, want a conflict", err)
+	}
+
+	// Retried in River meanwhile (River UI): Redrive will not run it once more.
+	if _, err := app.JobRetry(ctx, jobs[2]); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "River to complete the job retried there", func() bool {
+		job, err := app.JobGet(ctx, jobs[2])
+		return err == nil && job.State == rivertype.JobStateCompleted
+	})
+	_, err = ops.ReplayDeadLetter(ctx, dlq.ReplayParams{ID: third, Actor: actor, Now: time.Now()})
+	if !errors.Is(err, dlq.ErrConflict) {
+		t.Fatalf("replay of a job retried in River: %v, want a conflict", err)
+	}
+	t.Logf("refused: %v", err)
+	if err := db.Get(&status, `SELECT status FROM dead_letters WHERE id = $1`, third); err != nil || status != "pending" {
+		t.Errorf("a refused replay left the letter %q (err %v), want pending", status, err)
+	}
+}
+
+// waitFor polls cond every 20 ms for up to 20 s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
