@@ -20,6 +20,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -70,6 +72,12 @@ type Config struct {
 type Source struct {
 	cfg    Config
 	client *river.Client[pgx.Tx]
+	// window is how far past the cursor a read looks (next).
+	window time.Duration
+	// lastChecked is when the source last recorded a check; failed says
+	// whether it recorded a failure since.
+	lastChecked time.Time
+	failed      bool
 }
 
 // New returns the River source in cfg.Pool's database. Its River client
@@ -90,7 +98,7 @@ func New(cfg Config) (*Source, error) {
 	if err != nil {
 		return nil, fmt.Errorf("river source %s: %w", cfg.Source, err)
 	}
-	return &Source{cfg: cfg, client: client}, nil
+	return &Source{cfg: cfg, client: client, window: time.Second}, nil
 }
 
 // Name is the source's name.
@@ -108,7 +116,7 @@ func (s *Source) Run(ctx context.Context) error {
 			return nil
 		case <-time.After(wait):
 		}
-		err := s.catchUp(ctx)
+		err := s.CatchUp(ctx)
 		if err == nil && s.cfg.Now().Sub(lastSweep) >= s.cfg.SweepEvery {
 			err = s.Sweep(ctx)
 			lastSweep = s.cfg.Now()
@@ -118,6 +126,7 @@ func (s *Source) Run(ctx context.Context) error {
 			return nil
 		case err != nil:
 			s.cfg.Logger.Warn("river source: import failed", "source", s.cfg.Source, "err", err)
+			s.failed = true
 			if ferr := s.cfg.Store.ImportFailed(ctx, s.cfg.Source, err.Error()); ferr != nil {
 				s.cfg.Logger.Warn("river source: record the failed import", "source", s.cfg.Source, "err", ferr)
 			}
@@ -128,125 +137,256 @@ func (s *Source) Run(ctx context.Context) error {
 	}
 }
 
-// catchUp imports page after page until it reaches the discards too fresh
-// to pass, then records the check.
-func (s *Source) catchUp(ctx context.Context) error {
+// CatchUp imports page after page until it reaches the discards too
+// fresh to pass, then records the check. River is read a page ahead: the
+// next page is read and made into letters while the last is written. It
+// is not safe for concurrent use.
+func (s *Source) CatchUp(ctx context.Context) error {
+	from, err := s.cfg.Store.ImportCursor(ctx, s.cfg.Source)
+	if err != nil {
+		return err
+	}
+	after, err := parseCursor(from)
+	if err != nil {
+		return fmt.Errorf("river source %s: %w", s.cfg.Source, err)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	pages := make(chan page, 1)
+	go s.readAhead(ctx, after, pages)
+	for p := range pages {
+		if p.err != nil {
+			return p.err
+		}
+		if len(p.jobs) > 0 {
+			ok, err := s.write(ctx, p.jobs, p.letters, from, p.to.String())
+			if err != nil || !ok {
+				return err
+			}
+			from = p.to.String()
+		}
+		if p.end {
+			return s.checked(ctx)
+		}
+	}
+	return ctx.Err()
+}
+
+// page is a page of discarded jobs read ahead, as letters, and the cursor
+// after it.
+type page struct {
+	jobs    []*rivertype.JobRow
+	letters []dlq.IngestLetter
+	to      cursor
+	end     bool
+	err     error
+}
+
+// readAhead sends the pages after c to pages until the last, an error or
+// ctx's end, then closes it.
+func (s *Source) readAhead(ctx context.Context, c cursor, pages chan<- page) {
+	defer close(pages)
+	now := s.cfg.Now()
 	for {
-		done, err := s.ImportPage(ctx)
-		if err != nil {
-			return err
+		var p page
+		p.jobs, p.to, p.end, p.err = s.next(ctx, c, now.Add(-s.cfg.Settle))
+		if p.err == nil {
+			p.letters, p.err = s.letters(p.jobs, now)
 		}
-		if done {
-			return s.cfg.Store.ImportChecked(ctx, s.cfg.Source)
+		select {
+		case pages <- p:
+		case <-ctx.Done():
+			return
 		}
+		if p.end || p.err != nil {
+			return
+		}
+		c = p.to
 	}
 }
 
-// ImportPage imports the next page of discarded jobs after the cursor, up
-// to those younger than Settle, and moves the cursor past them. It reports
-// whether it reached the end.
-func (s *Source) ImportPage(ctx context.Context) (bool, error) {
-	from, err := s.cfg.Store.ImportCursor(ctx, s.cfg.Source)
-	if err != nil {
-		return false, err
+// checked records that the source was read to the end, at most every few
+// seconds while nothing failed, so that an idle source costs no write per
+// look; a failure recorded since is cleared at once.
+func (s *Source) checked(ctx context.Context) error {
+	if s.cfg.Now().Sub(s.lastChecked) < checkedEvery && !s.failed {
+		return nil
 	}
-	params := river.NewJobListParams().States(rivertype.JobStateDiscarded).
-		OrderBy(river.JobListOrderByFinalizedAt, river.SortOrderAsc).First(s.cfg.Page)
-	if from != "" {
-		var cursor river.JobListCursor
-		if err := cursor.UnmarshalText([]byte(from)); err != nil {
-			return false, fmt.Errorf("river source %s: its cursor %q: %w", s.cfg.Source, from, err)
-		}
-		params = params.After(&cursor)
+	if err := s.cfg.Store.ImportChecked(ctx, s.cfg.Source); err != nil {
+		return err
 	}
-	res, err := s.client.JobList(ctx, params)
-	if err != nil {
-		return false, fmt.Errorf("river source %s: list discarded jobs: %w", s.cfg.Source, err)
-	}
-	now := s.cfg.Now()
-	settled := len(res.Jobs)
-	for i, job := range res.Jobs {
-		if job.FinalizedAt == nil || job.FinalizedAt.After(now.Add(-s.cfg.Settle)) {
-			settled = i
-			break
-		}
-	}
-	if settled == 0 {
-		return true, nil
-	}
-	fresh := settled < len(res.Jobs)
-	if fresh {
-		// The cursor can only stand on a page's last job: read the settled
-		// part again as a page of its own. A job that became visible
-		// meanwhile sorts before them and is settled too.
-		if res, err = s.client.JobList(ctx, params.First(settled)); err != nil {
-			return false, fmt.Errorf("river source %s: list discarded jobs: %w", s.cfg.Source, err)
-		}
-	}
-	to, err := res.LastCursor.MarshalText()
-	if err != nil {
-		return false, fmt.Errorf("river source %s: cursor: %w", s.cfg.Source, err)
-	}
-	if err := s.take(ctx, res.Jobs, from, string(to), now); err != nil {
-		return false, err
-	}
-	return fresh || len(res.Jobs) < s.cfg.Page, nil
+	s.lastChecked, s.failed = s.cfg.Now(), false
+	return nil
 }
+
+// checkedEvery is how often an idle source records its check.
+const checkedEvery = 5 * time.Second
 
 // Sweep re-reads the discards of the last Resweep and takes in any the
 // cursor passed by (one whose transaction committed after Settle), leaving
 // the cursor where it is.
 func (s *Source) Sweep(ctx context.Context) error {
-	since := s.cfg.Now().Add(-s.cfg.Resweep)
-	params := river.NewJobListParams().States(rivertype.JobStateDiscarded).
-		OrderBy(river.JobListOrderByFinalizedAt, river.SortOrderAsc).First(s.cfg.Page).
-		Where("finalized_at >= @since", river.NamedArgs{"since": since})
+	now := s.cfg.Now()
+	after := cursor{at: now.Add(-s.cfg.Resweep)}
 	for {
-		cursor, err := s.cfg.Store.ImportCursor(ctx, s.cfg.Source)
+		from, err := s.cfg.Store.ImportCursor(ctx, s.cfg.Source)
 		if err != nil {
 			return err
 		}
-		res, err := s.client.JobList(ctx, params)
+		jobs, to, end, err := s.next(ctx, after, now.Add(-s.cfg.Settle))
 		if err != nil {
-			return fmt.Errorf("river source %s: sweep: %w", s.cfg.Source, err)
-		}
-		if len(res.Jobs) == 0 {
-			return nil
-		}
-		if err := s.take(ctx, res.Jobs, cursor, cursor, s.cfg.Now()); err != nil {
 			return err
 		}
-		if len(res.Jobs) < s.cfg.Page {
+		if len(jobs) > 0 {
+			if err := s.take(ctx, jobs, from, from, s.cfg.Now()); err != nil {
+				return err
+			}
+		}
+		if end {
 			return nil
 		}
-		params = params.After(res.LastCursor)
+		after = to
 	}
+}
+
+// next reads the discarded jobs after c, in the order River discarded them
+// (finalized_at, id), up to a page and before horizon. It returns them,
+// the cursor after them, and whether it reached horizon.
+//
+// Each read looks at a window of finalized_at after c, which grows while
+// windows come back sparse and shrinks when one fills a page: River's index
+// is on (state, finalized_at), and ordering by (finalized_at, id), as
+// River's JobList does, makes Postgres sort every row its range condition
+// admits, so an open-ended range would sort every discard after the cursor
+// for each page. A window that comes back short was read whole, so the
+// cursor moves to its end.
+func (s *Source) next(ctx context.Context, c cursor, horizon time.Time) ([]*rivertype.JobRow, cursor, bool, error) {
+	if c.at.IsZero() {
+		return s.jump(ctx, c, horizon)
+	}
+	upper := c.at.Add(s.window)
+	if !upper.Before(horizon) {
+		upper = horizon
+	}
+	jobs, err := s.list(ctx, c, upper, s.cfg.Page)
+	switch {
+	case err != nil:
+		return nil, c, false, err
+	case len(jobs) == s.cfg.Page:
+		s.window = max(s.window/2, time.Millisecond)
+		last := jobs[len(jobs)-1]
+		return jobs, cursor{at: *last.FinalizedAt, id: last.ID}, false, nil
+	case len(jobs) < s.cfg.Page/4:
+		s.window = min(2*s.window, time.Hour)
+	}
+	if len(jobs) == 0 && upper.Before(horizon) {
+		return s.jump(ctx, c, horizon)
+	}
+	return jobs, cursor{at: upper}, upper.Equal(horizon), nil
+}
+
+// jump finds the first discard after c and before horizon, past a stretch
+// with none (or from the start), and returns no jobs and the cursor just
+// before it; at the end, c itself.
+func (s *Source) jump(ctx context.Context, c cursor, horizon time.Time) ([]*rivertype.JobRow, cursor, bool, error) {
+	first, err := s.list(ctx, c, horizon, 1)
+	if err != nil || len(first) == 0 {
+		return nil, c, err == nil, err
+	}
+	return nil, cursor{at: *first[0].FinalizedAt}, false, nil
+}
+
+// list reads up to limit of River's discarded jobs after c and before
+// upper, in the order River discarded them, through River's JobList. The
+// bounds on finalized_at are what let the index on (state, finalized_at)
+// serve the read: the keyset condition alone (an OR, as River's own cursor
+// writes it) would have Postgres walk every discard before the cursor.
+func (s *Source) list(ctx context.Context, c cursor, upper time.Time, limit int) ([]*rivertype.JobRow, error) {
+	where := "state = 'discarded' AND finalized_at IS NOT NULL AND finalized_at < @redrive_upper"
+	args := river.NamedArgs{"redrive_upper": upper}
+	if !c.at.IsZero() {
+		where += " AND finalized_at >= @redrive_after_at AND (finalized_at > @redrive_after_at OR id > @redrive_after_id)"
+		args["redrive_after_at"], args["redrive_after_id"] = c.at, c.id
+	}
+	params := river.NewJobListParams().States(rivertype.JobStateDiscarded).
+		OrderBy(river.JobListOrderByFinalizedAt, river.SortOrderAsc).First(limit).Where(where, args)
+	res, err := s.client.JobList(ctx, params)
+	if err != nil {
+		return nil, fmt.Errorf("river source %s: list discarded jobs: %w", s.cfg.Source, err)
+	}
+	return res.Jobs, nil
+}
+
+// cursor is where an import left off: the last job taken, in River's order
+// of discards (finalized_at, id). The zero cursor is the start.
+type cursor struct {
+	at time.Time
+	id int64
+}
+
+// String is the cursor as the store keeps it: "" for the start.
+func (c cursor) String() string {
+	if c.at.IsZero() {
+		return ""
+	}
+	return c.at.UTC().Format(time.RFC3339Nano) + "/" + strconv.FormatInt(c.id, 10)
+}
+
+// parseCursor reads a cursor String wrote.
+func parseCursor(text string) (cursor, error) {
+	if text == "" {
+		return cursor{}, nil
+	}
+	rawAt, rawID, _ := strings.Cut(text, "/")
+	at, atErr := time.Parse(time.RFC3339Nano, rawAt)
+	id, idErr := strconv.ParseInt(rawID, 10, 64)
+	if atErr != nil || idErr != nil {
+		return cursor{}, fmt.Errorf("its import cursor %q is not a time and a job id: reset it (UPDATE sources SET import_cursor = NULL) to import again from the start, which makes no letter twice", text)
+	}
+	return cursor{at: at, id: id}, nil
 }
 
 // take imports jobs as letters, moving the cursor from from to to.
 func (s *Source) take(ctx context.Context, jobs []*rivertype.JobRow, from, to string, now time.Time) error {
+	letters, err := s.letters(jobs, now)
+	if err != nil {
+		return err
+	}
+	_, err = s.write(ctx, jobs, letters, from, to)
+	return err
+}
+
+// letters are jobs as the letters Redrive keeps.
+func (s *Source) letters(jobs []*rivertype.JobRow, now time.Time) ([]dlq.IngestLetter, error) {
 	letters := make([]dlq.IngestLetter, 0, len(jobs))
 	for _, job := range jobs {
 		l, err := letterOf(job, now)
 		if err != nil {
-			return fmt.Errorf("river source %s: %w", s.cfg.Source, err)
+			return nil, fmt.Errorf("river source %s: %w", s.cfg.Source, err)
 		}
 		letters = append(letters, l)
 	}
+	return letters, nil
+}
+
+// write links the letters of jobs to their earlier discards and writes
+// them, moving the cursor from from to to. It reports false, and writes
+// nothing, when another console moved the cursor first.
+func (s *Source) write(ctx context.Context, jobs []*rivertype.JobRow, letters []dlq.IngestLetter, from, to string) (bool, error) {
 	if err := s.linkRetries(ctx, jobs, letters); err != nil {
-		return err
+		return false, err
 	}
 	n, err := s.cfg.Store.Import(ctx, s.cfg.Source, letters, from, to)
 	if errors.Is(err, dlq.ErrImportCursorMoved) {
-		return nil // another console took them in; read from its cursor
+		return false, nil // another console took them in; read from its cursor
 	}
 	if err != nil {
-		return fmt.Errorf("river source %s: %w", s.cfg.Source, err)
+		return false, fmt.Errorf("river source %s: %w", s.cfg.Source, err)
 	}
 	if n > 0 {
 		s.cfg.Logger.Info("river source: imported discarded jobs", "source", s.cfg.Source, "letters", n)
 	}
-	return nil
+	return true, nil
 }
 
 // linkRetries sets, on the letter of each job discarded again after a

@@ -117,8 +117,7 @@ counted AS (
 	WHERE name = $1 AND EXISTS (SELECT 1 FROM written)
 )
 SELECT l.external_id, l.dead_letter_id, l.dead_letter_id IN (SELECT id FROM written) AS created
-FROM letter_sources l
-WHERE l.source = $1 AND l.external_id = ANY($4::text[])
+FROM w JOIN letter_sources l ON l.source = $1 AND l.external_id = w.external_id
 UNION ALL
 SELECT w.external_id, w.id, true FROM w WHERE w.id IN (SELECT id FROM written)`
 
