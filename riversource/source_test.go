@@ -155,11 +155,14 @@ func TestRiverDiscardsBecomeLetters(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	var worst time.Duration
 	for id, lag := range seen {
+		worst = max(worst, lag)
 		if lag > 2*time.Second {
 			t.Errorf("letter %s appeared %s after River discarded its job; want within 2 s", id, lag)
 		}
 	}
+	t.Logf("the slowest of 35 letters appeared %s after River discarded its job", worst)
 
 	// What a letter keeps of its job.
 	var letter struct {
