@@ -88,4 +88,7 @@ type DeadLetter struct {
 	DiscardedBy    *string         `db:"discarded_by" json:"discarded_by"`
 	DiscardReason  *string         `db:"discard_reason" json:"discard_reason"`
 	Status         Status          `db:"status" json:"status"`
+	// Source is where the letter came from: RedriveSource (Redrive's own
+	// queue) or a source the operator named.
+	Source string `db:"source" json:"source"`
 }

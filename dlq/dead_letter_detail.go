@@ -22,10 +22,8 @@ type DeadLetterDetail struct {
 	// LaterLetters are the letters that replays of this one produced: each
 	// has replay_of = this letter's id.
 	LaterLetters []int64 `db:"-" json:"later_letters"`
-	// Source is where the letter came from (RedriveSource: Redrive's own
-	// queue), ExternalID its id there, for a letter another system sent,
-	// and SourceKind what that source is.
-	Source     string     `db:"source" json:"source"`
+	// ExternalID is the letter's id in its source (DeadLetter.Source), for
+	// a letter another system sent, and SourceKind what that source is.
 	ExternalID *string    `db:"external_id" json:"external_id,omitempty"`
 	SourceKind SourceKind `db:"source_kind" json:"-"`
 }

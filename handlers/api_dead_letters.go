@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"net/http"
@@ -38,6 +39,9 @@ type LetterJSON struct {
 	ReplayedAt  *time.Time      `json:"replayed_at"`
 	ReplayJobID *int64          `json:"replay_job_id"`
 	DiscardedAt *time.Time      `json:"discarded_at"`
+	// Source is where the letter came from: redrive (Redrive's own queue)
+	// or a source the operator named.
+	Source string `json:"source"`
 }
 
 // LetterDetailJSON adds what only the single-letter endpoint returns.
@@ -50,9 +54,8 @@ type LetterDetailJSON struct {
 	WorkerVersion      string        `json:"worker_version"`
 	History            []dlq.Attempt `json:"history"`
 	LaterLetters       []int64       `json:"later_letters"`
-	// Source is where the letter came from (redrive: Redrive's own queue),
-	// ExternalID its id there, for a letter another system sent.
-	Source     string  `json:"source"`
+	// ExternalID is the letter's id in its source, for a letter another
+	// system sent.
 	ExternalID *string `json:"external_id,omitempty"`
 }
 
@@ -62,6 +65,7 @@ func apiLetter(d dlq.DeadLetter) LetterJSON {
 		ErrorClass: d.ErrorClass, Error: d.ErrorMessage, Attempts: d.Attempts, MaxAttempts: d.MaxAttempts,
 		Reason: d.Reason, Status: d.Status, Fingerprint: d.Fingerprint, EnqueuedAt: d.EnqueuedAt, FailedAt: d.FailedAt,
 		ReplayOf: d.ReplayOf, ReplayedAt: d.ReplayedAt, ReplayJobID: d.ReplayJobID, DiscardedAt: d.DiscardedAt,
+		Source: cmp.Or(d.Source, dlq.RedriveSource),
 	}
 }
 
@@ -124,7 +128,7 @@ func APIDeadLetter(store DeadLetterGetter) echo.HandlerFunc {
 		}
 		return c.JSON(http.StatusOK, LetterDetailJSON{
 			LetterJSON: apiLetter(d.DeadLetter), Traceback: d.Traceback, TracebackTruncated: d.TracebackTruncated(),
-			WorkerVersion: d.WorkerVersion, History: history, LaterLetters: later, Source: d.Source, ExternalID: d.ExternalID,
+			WorkerVersion: d.WorkerVersion, History: history, LaterLetters: later, ExternalID: d.ExternalID,
 		})
 	}
 }

@@ -204,6 +204,7 @@ func letterResults(f dlq.Filter, page dlq.DeadLetterPage, count dlq.Count) views
 			Reason:      reasonLabel(d.Reason),
 			Status:      string(d.Status),
 			FailedAt:    d.FailedAt,
+			Source:      otherSource(d.Source),
 		})
 	}
 	return r
@@ -215,4 +216,13 @@ func query(f dlq.Filter) string {
 		return "?" + s
 	}
 	return ""
+}
+
+// otherSource is a letter's source when another system sent it, "" for
+// Redrive's own: the lists name only the others.
+func otherSource(source string) string {
+	if source == dlq.RedriveSource {
+		return ""
+	}
+	return source
 }

@@ -32,6 +32,9 @@ type DeadLetterRow struct {
 	Reason      string
 	Status      string
 	FailedAt    time.Time
+	// Source names the system that sent the letter; empty for Redrive's
+	// own.
+	Source string
 }
 
 // DeadLettersView is the dead-letter list page.

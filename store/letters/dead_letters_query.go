@@ -15,12 +15,14 @@ import (
 )
 
 // listColumns is deadLetterColumns without the traceback and history, which
-// can be large and which no list shows. scanListRow reads them in this
+// can be large and which no list shows, and with the letter's source (one
+// lookup of letter_sources' key per row). scanListRow reads them in this
 // order.
 const listColumns = `id, job_id, queue, task, args, kwargs, idempotency_key,
 	error_class, error_message, attempts, max_attempts, reason,
 	fingerprint, worker_version, enqueued_at, failed_at, replay_of, replayed_at,
-	replayed_by, replay_job_id, discarded_at, discarded_by, discard_reason, status`
+	replayed_by, replay_job_id, discarded_at, discarded_by, discard_reason, status,
+	coalesce((SELECT ls.source FROM letter_sources ls WHERE ls.dead_letter_id = dead_letters.id), '` + dlq.RedriveSource + `') AS source`
 
 // scanListRow reads one row of listColumns, in their order. Every page
 // view reads a page of these: scanning into the fields by hand, rather
@@ -29,7 +31,7 @@ func scanListRow(rows *sql.Rows, d *dlq.DeadLetter) error {
 	return rows.Scan(&d.ID, &d.JobID, &d.Queue, &d.Task, &d.Args, &d.Kwargs, &d.IdempotencyKey,
 		&d.ErrorClass, &d.ErrorMessage, &d.Attempts, &d.MaxAttempts, &d.Reason,
 		&d.Fingerprint, &d.WorkerVersion, &d.EnqueuedAt, &d.FailedAt, &d.ReplayOf, &d.ReplayedAt,
-		&d.ReplayedBy, &d.ReplayJobID, &d.DiscardedAt, &d.DiscardedBy, &d.DiscardReason, &d.Status)
+		&d.ReplayedBy, &d.ReplayJobID, &d.DiscardedAt, &d.DiscardedBy, &d.DiscardReason, &d.Status, &d.Source)
 }
 
 // LetterSource is the relation a query of letters reads: every letter
