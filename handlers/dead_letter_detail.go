@@ -59,6 +59,10 @@ func detailView(d dlq.DeadLetterDetail, logsTemplate string) views.DeadLetterDet
 	}
 	if d.ExternalID != nil {
 		v.Source, v.ExternalID = d.Source, *d.ExternalID
+		if d.SourceKind == dlq.SourceKindRiver {
+			job, attempt, _ := strings.Cut(v.ExternalID, "/")
+			v.SourceNote = fmt.Sprintf("River job %s in queue %s, discarded at attempt %s", job, d.Queue, attempt)
+		}
 	}
 	v.Args, v.ArgsNote = prettyJSON(d.Args)
 	v.Kwargs, v.KwargsNote = prettyJSON(d.Kwargs)

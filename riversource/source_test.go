@@ -12,11 +12,10 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/riverdriver/riverpgxv5"
-	"github.com/riverqueue/river/rivermigrate"
 
 	"github.com/redrive/redrive/dlq"
 	"github.com/redrive/redrive/riversource"
+	"github.com/redrive/redrive/riversource/riversourcetest"
 	"github.com/redrive/redrive/store/storetest"
 )
 
@@ -52,47 +51,14 @@ func (stockWorker) Work(_ context.Context, job *river.Job[stockArgs]) error {
 	return fmt.Errorf("no stock in %s", warehouse)
 }
 
-// riverApp is River migrated into db's database, and a client working
-// both kinds, and those more adds, until the test ends.
+// riverApp is River migrated into the test's database, and a client
+// working both kinds, and those more adds, until the test ends.
 func riverApp(t testing.TB, dsn string, more ...func(*river.Workers)) (*pgxpool.Pool, *river.Client[pgx.Tx]) {
 	t.Helper()
-	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	migrator, err := rivermigrate.New(riverpgxv5.New(pool), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := migrator.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
-		t.Fatalf("migrate river: %v", err)
-	}
-	workers := river.NewWorkers()
-	river.AddWorker(workers, chargeWorker{})
-	river.AddWorker(workers, stockWorker{})
-	for _, add := range more {
-		add(workers)
-	}
-	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
-		Queues:            map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 20}, "payments": {MaxWorkers: 20}},
-		Workers:           workers,
-		FetchCooldown:     20 * time.Millisecond,
-		FetchPollInterval: 50 * time.Millisecond,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := client.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		stop, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = client.Stop(stop)
-	})
-	return pool, client
+	return riversourcetest.App(t, dsn, append([]func(*river.Workers){func(w *river.Workers) {
+		river.AddWorker(w, chargeWorker{})
+		river.AddWorker(w, stockWorker{})
+	}}, more...)...)
 }
 
 func TestRiverDiscardsBecomeLetters(t *testing.T) {

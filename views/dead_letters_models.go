@@ -95,6 +95,9 @@ type DeadLetterDetailView struct {
 	// from, and its id there; empty for Redrive's own, whose job JobID is.
 	Source         string
 	ExternalID     string
+	// SourceNote says what ExternalID is in its source, when Redrive knows
+	// (a River job and its attempt); empty otherwise.
+	SourceNote string
 	Task           string
 	Queue          string
 	Status         string
