@@ -93,11 +93,11 @@ type DeadLetterDetailView struct {
 	JobID int64
 	// Source and ExternalID say where a letter another system sent came
 	// from, and its id there; empty for Redrive's own, whose job JobID is.
-	Source         string
-	ExternalID     string
+	Source     string
+	ExternalID string
 	// SourceNote says what ExternalID is in its source, when Redrive knows
 	// (a River job and its attempt); empty otherwise.
-	SourceNote string
+	SourceNote     string
 	Task           string
 	Queue          string
 	Status         string
