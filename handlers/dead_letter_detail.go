@@ -57,13 +57,7 @@ func detailView(d dlq.DeadLetterDetail, logsTemplate string) views.DeadLetterDet
 	if d.IdempotencyKey != nil {
 		v.IdempotencyKey = *d.IdempotencyKey
 	}
-	if d.ExternalID != nil {
-		v.Source, v.ExternalID = d.Source, *d.ExternalID
-		if d.SourceKind == dlq.SourceKindRiver {
-			job, attempt, _ := strings.Cut(v.ExternalID, "/")
-			v.SourceNote = fmt.Sprintf("River job %s in queue %s, discarded at attempt %s", job, d.Queue, attempt)
-		}
-	}
+	v.Source, v.ExternalID, v.SourceNote = sourceFacts(d)
 	v.Args, v.ArgsNote = prettyJSON(d.Args)
 	v.Kwargs, v.KwargsNote = prettyJSON(d.Kwargs)
 	v.ArgsMasked = strings.Contains(v.Args, mask.Placeholder) || strings.Contains(v.Kwargs, mask.Placeholder)
@@ -108,4 +102,18 @@ func detailView(d dlq.DeadLetterDetail, logsTemplate string) views.DeadLetterDet
 		v.History = append(v.History, av)
 	}
 	return v
+}
+
+// sourceFacts says where a letter another system sent came from: its
+// source, its id there, and what that id is when Redrive knows (a River
+// job at an attempt). All empty for Redrive's own.
+func sourceFacts(d dlq.DeadLetterDetail) (source, externalID, note string) {
+	if d.ExternalID == nil {
+		return "", "", ""
+	}
+	if d.SourceKind == dlq.SourceKindRiver {
+		job, attempt, _ := strings.Cut(*d.ExternalID, "/")
+		note = fmt.Sprintf("River job %s in queue %s, discarded at attempt %s", job, d.Queue, attempt)
+	}
+	return d.Source, *d.ExternalID, note
 }
