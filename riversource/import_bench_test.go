@@ -5,9 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redrive/redrive/dlq"
 	"github.com/redrive/redrive/riversource"
-	"github.com/redrive/redrive/store/storetest"
 )
 
 // BenchmarkImport100k imports 100,000 jobs River discarded, written
@@ -19,11 +17,7 @@ func BenchmarkImport100k(b *testing.B) {
 	ctx := context.Background()
 	for range b.N {
 		b.StopTimer()
-		db := storetest.NewDB(b)
-		stores := storetest.NewStores(db.DB)
-		if err := stores.Sources.Configure(ctx, []dlq.Source{{Name: "orders-app", Kind: dlq.SourceKindRiver}}); err != nil {
-			b.Fatal(err)
-		}
+		db, stores := ordersApp(b)
 		pool, _ := riverApp(b, db.DSN)
 		if _, err := db.Exec(`
 			INSERT INTO river_job (state, attempt, max_attempts, attempted_at, created_at, finalized_at, scheduled_at,

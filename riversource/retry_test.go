@@ -14,7 +14,6 @@ import (
 
 	"github.com/redrive/redrive/dlq"
 	"github.com/redrive/redrive/riversource"
-	"github.com/redrive/redrive/store/storetest"
 )
 
 type refundArgs struct {
@@ -45,11 +44,7 @@ func TestReplayRetriesInRiver(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	fixed := new(atomic.Bool)
-	db := storetest.NewDB(t)
-	stores := storetest.NewStores(db.DB)
-	if err := stores.Sources.Configure(ctx, []dlq.Source{{Name: "orders-app", Kind: dlq.SourceKindRiver}}); err != nil {
-		t.Fatal(err)
-	}
+	db, stores := ordersApp(t)
 	pool, app := riverApp(t, db.DSN, func(w *river.Workers) { river.AddWorker(w, refundWorker{fixed: fixed}) })
 	source, err := riversource.New(riversource.Config{Source: "orders-app", Pool: pool, Store: stores.Sources,
 		Every: 50 * time.Millisecond, Settle: 200 * time.Millisecond})

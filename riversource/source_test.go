@@ -61,14 +61,22 @@ func riverApp(t testing.TB, dsn string, more ...func(*river.Workers)) (*pgxpool.
 	}}, more...)...)
 }
 
+// ordersApp is a database of the test's own with the River source
+// orders-app configured, and every room of the store on it.
+func ordersApp(t testing.TB) (*storetest.DB, *storetest.Stores) {
+	t.Helper()
+	db := storetest.NewDB(t)
+	stores := storetest.NewStores(db.DB)
+	if err := stores.Sources.Configure(context.Background(), []dlq.Source{{Name: "orders-app", Kind: dlq.SourceKindRiver}}); err != nil {
+		t.Fatal(err)
+	}
+	return db, stores
+}
+
 func TestRiverDiscardsBecomeLetters(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db := storetest.NewDB(t)
-	stores := storetest.NewStores(db.DB)
-	if err := stores.Sources.Configure(ctx, []dlq.Source{{Name: "orders-app", Kind: dlq.SourceKindRiver}}); err != nil {
-		t.Fatal(err)
-	}
+	db, stores := ordersApp(t)
 	pool, app := riverApp(t, db.DSN)
 	importer, err := riversource.New(riversource.Config{Source: "orders-app", Pool: pool, Store: stores.Sources,
 		Every: 50 * time.Millisecond, Settle: 300 * time.Millisecond})
@@ -202,11 +210,7 @@ func TestRiverDiscardsBecomeLetters(t *testing.T) {
 func TestImportRefusesAMovedCursor(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db := storetest.NewDB(t)
-	stores := storetest.NewStores(db.DB)
-	if err := stores.Sources.Configure(ctx, []dlq.Source{{Name: "orders-app", Kind: dlq.SourceKindRiver}}); err != nil {
-		t.Fatal(err)
-	}
+	db, stores := ordersApp(t)
 	letter := dlq.IngestLetter{ExternalID: "1/1", Task: "charge_card", ErrorClass: "error", Message: "boom", FailedAt: time.Now()}
 	letter, err := letter.Normalise(time.Now())
 	if err != nil {
@@ -234,11 +238,7 @@ func TestImportRefusesAMovedCursor(t *testing.T) {
 func TestImportAcrossGapsBurstsAndTies(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db := storetest.NewDB(t)
-	stores := storetest.NewStores(db.DB)
-	if err := stores.Sources.Configure(ctx, []dlq.Source{{Name: "orders-app", Kind: dlq.SourceKindRiver}}); err != nil {
-		t.Fatal(err)
-	}
+	db, stores := ordersApp(t)
 	pool, _ := riverApp(t, db.DSN)
 	if _, err := db.Exec(`
 		INSERT INTO river_job (state, attempt, max_attempts, attempted_at, created_at, finalized_at, scheduled_at,
