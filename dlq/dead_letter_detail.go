@@ -1,5 +1,7 @@
 package dlq
 
+import "encoding/json"
+
 // Caps on what one letter's detail returns. A traceback of a recursion gone
 // wrong can be megabytes; nobody reads past the first few hundred KiB, and
 // a page or API answer of several MB helps no one at 3 a.m.
@@ -25,6 +27,10 @@ type DeadLetterDetail struct {
 	// ExternalID is the letter's id in its source (DeadLetter.Source), for
 	// a letter another system sent, and SourceKind what that source is.
 	ExternalID *string    `db:"external_id" json:"external_id,omitempty"`
+	// SourceDetails is what the source knows of the letter beyond its
+	// columns (a River job's kind, priority, tags and metadata), a JSON
+	// object; nil when it said nothing.
+	SourceDetails json.RawMessage `db:"-" json:"-"`
 	SourceKind SourceKind `db:"source_kind" json:"-"`
 }
 

@@ -56,7 +56,7 @@ func TestRiverLettersReplayedInRiver(t *testing.T) {
 	ctx := context.Background()
 	var jobs []int64
 	for i := range 4 {
-		res, err := app.Insert(ctx, shipArgs{Order: fmt.Sprintf("ord_%04d", 7100+i)}, &river.InsertOpts{MaxAttempts: 1, Queue: "payments"})
+		res, err := app.Insert(ctx, shipArgs{Order: fmt.Sprintf("ord_%04d", 7100+i)}, &river.InsertOpts{MaxAttempts: 1, Queue: "payments", Tags: []string{"checkout"}})
 		must(t, err)
 		jobs = append(jobs, res.Job.ID)
 	}
@@ -102,6 +102,7 @@ func TestRiverLettersReplayedInRiver(t *testing.T) {
 	if _, err := fmt.Sscanf(strings.TrimSpace(source), "shop: River job %d in queue payments, discarded at attempt 1", &job); err != nil || !slices.Contains(jobs, job) {
 		t.Fatalf("the letter says %q: not one of River's jobs %v at attempt 1", source, jobs)
 	}
+	must(t, expect.Locator(byTestID(page, "letter-source-extra")).ToHaveText("priority 1 · tags checkout"))
 	must(t, expect.Locator(byTestID(page, "replay-in-source")).ToContainText("retries this job in shop"))
 	must(t, expect.Locator(byTestID(page, "edit-details")).ToHaveCount(0))
 	must(t, byTestID(page, "replay-reason").Fill("courier token rotated"))

@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
@@ -57,7 +58,7 @@ func detailView(d dlq.DeadLetterDetail, logsTemplate string) views.DeadLetterDet
 	if d.IdempotencyKey != nil {
 		v.IdempotencyKey = *d.IdempotencyKey
 	}
-	v.Source, v.ExternalID, v.SourceNote = sourceFacts(d)
+	v.Source, v.ExternalID, v.SourceNote, v.SourceExtra = sourceFacts(d)
 	v.Args, v.ArgsNote = prettyJSON(d.Args)
 	v.Kwargs, v.KwargsNote = prettyJSON(d.Kwargs)
 	v.ArgsMasked = strings.Contains(v.Args, mask.Placeholder) || strings.Contains(v.Kwargs, mask.Placeholder)
@@ -105,15 +106,32 @@ func detailView(d dlq.DeadLetterDetail, logsTemplate string) views.DeadLetterDet
 }
 
 // sourceFacts says where a letter another system sent came from: its
-// source, its id there, and what that id is when Redrive knows (a River
-// job at an attempt). All empty for Redrive's own.
-func sourceFacts(d dlq.DeadLetterDetail) (source, externalID, note string) {
+// source, its id there, what that id is when Redrive knows (a River job at
+// an attempt), and what else the source said of it (a River job's
+// priority and tags, and its kind where the task had to be renamed). All
+// empty for Redrive's own.
+func sourceFacts(d dlq.DeadLetterDetail) (source, externalID, note, extra string) {
 	if d.ExternalID == nil {
-		return "", "", ""
+		return "", "", "", ""
 	}
 	if d.SourceKind == dlq.SourceKindRiver {
 		job, attempt, _ := strings.Cut(*d.ExternalID, "/")
 		note = fmt.Sprintf("River job %s in queue %s, discarded at attempt %s", job, d.Queue, attempt)
+		var details struct {
+			Kind     string   `json:"kind"`
+			Priority int      `json:"priority"`
+			Tags     []string `json:"tags"`
+		}
+		if json.Unmarshal(d.SourceDetails, &details) == nil && details.Priority > 0 {
+			parts := []string{"priority " + strconv.Itoa(details.Priority)}
+			if len(details.Tags) > 0 {
+				parts = append(parts, "tags "+strings.Join(details.Tags, ", "))
+			}
+			if details.Kind != "" && details.Kind != d.Task {
+				parts = append(parts, "kind "+details.Kind)
+			}
+			extra = strings.Join(parts, " · ")
+		}
 	}
-	return d.Source, *d.ExternalID, note
+	return d.Source, *d.ExternalID, note, extra
 }

@@ -97,7 +97,10 @@ type DeadLetterDetailView struct {
 	ExternalID string
 	// SourceNote says what ExternalID is in its source, when Redrive knows
 	// (a River job and its attempt); empty otherwise.
-	SourceNote     string
+	SourceNote string
+	// SourceExtra is what else the source said of the letter (a River
+	// job's priority and tags), for the facts; empty when nothing.
+	SourceExtra    string
 	Task           string
 	Queue          string
 	Status         string
