@@ -26,12 +26,12 @@ type DeadLetterDetail struct {
 	LaterLetters []int64 `db:"-" json:"later_letters"`
 	// ExternalID is the letter's id in its source (DeadLetter.Source), for
 	// a letter another system sent, and SourceKind what that source is.
-	ExternalID *string    `db:"external_id" json:"external_id,omitempty"`
+	ExternalID *string `db:"external_id" json:"external_id,omitempty"`
 	// SourceDetails is what the source knows of the letter beyond its
 	// columns (a River job's kind, priority, tags and metadata), a JSON
 	// object; nil when it said nothing.
 	SourceDetails json.RawMessage `db:"-" json:"-"`
-	SourceKind SourceKind `db:"source_kind" json:"-"`
+	SourceKind    SourceKind      `db:"source_kind" json:"-"`
 }
 
 // CanReplay says whether the letter can be replayed from the console, and
