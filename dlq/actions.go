@@ -83,6 +83,9 @@ type DiscardParams struct {
 	Reason string
 	Now    time.Time
 	Key    string // one-time key, as in ReplayParams
+	// DeleteInSource also deletes the letter's job in the source it came
+	// from (a River job), which otherwise keeps it.
+	DeleteInSource bool
 }
 
 // RestoreParams asks for a discarded letter to be pending again.

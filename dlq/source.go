@@ -75,6 +75,14 @@ type Retrier interface {
 	Retry(ctx context.Context, externalID string) (jobID int64, err error)
 }
 
+// Deleter deletes a letter's job in the source it came from (River's
+// JobDelete), when a discard asks to. A job the source no longer has is
+// already deleted; one it will not delete (running again) is an error of
+// code EConflict saying why.
+type Deleter interface {
+	Delete(ctx context.Context, externalID string) error
+}
+
 // ErrImportCursorMoved is returned when an importer's cursor is no longer
 // the one its batch was read from: another console imported the same
 // letters meanwhile. Nothing was written; read the cursor again.

@@ -32,7 +32,7 @@ func TestAuditTrail(t *testing.T) {
 	if _, err := svc.Replay(ctx, replay.ReplayRequest{ID: ids[1], Actor: olga, Args: &edited, Reason: "amount was in cents"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := svc.Discard(ctx, ids[2], olga, "test order from staging", ""); err != nil {
+	if _, err := svc.Discard(ctx, replay.DiscardRequest{ID: ids[2], Actor: olga, Reason: "test order from staging"}); err != nil {
 		t.Fatal(err)
 	}
 	op, err := svc.StartBulk(ctx, replay.BulkRequest{Kind: dlq.OpReplay, Actor: olga, Reason: "the rest of the outage",

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -124,12 +125,31 @@ func TestRiverLettersReplayedInRiver(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 
+	// Another, a test order, is discarded, and its job deleted in River.
+	other := jobs[0]
+	if other == job {
+		other = jobs[1]
+	}
+	var otherLetter int64
+	must(t, db.Get(&otherLetter, `SELECT dead_letter_id FROM letter_sources WHERE external_id = $1`, fmt.Sprintf("%d/1", other)))
+	_, err = page.Goto(fmt.Sprintf("%s/dead-letters/%d", base, otherLetter))
+	must(t, err)
+	must(t, byTestID(page, "discard-details").Locator("summary").Click())
+	must(t, byTestID(page, "discard-reason").Fill("test order from staging"))
+	must(t, byTestID(page, "delete-in-source").Check())
+	screenshot(t, page, "river-letter-discard")
+	must(t, byTestID(page, "discard").Click())
+	must(t, expect.Locator(byTestID(page, "action-result")).ToContainText("Discarded"))
+	if _, err := app.JobGet(ctx, other); !errors.Is(err, river.ErrNotFound) {
+		t.Errorf("River still has job %d, discarded with its deletion asked: err %v", other, err)
+	}
+
 	_, err = page.Goto(base + "/admin/sources")
 	must(t, err)
 	row := page.Locator(`tr[data-source="shop"]`)
 	must(t, expect.Locator(row).ToContainText("River: Redrive imports the jobs it discarded"))
 	must(t, expect.Locator(row.GetByTestId("source-letters")).ToHaveText("4"))
-	must(t, expect.Locator(row.GetByTestId("source-pending")).ToHaveText("3"))
+	must(t, expect.Locator(row.GetByTestId("source-pending")).ToHaveText("2"))
 	must(t, expect.Locator(row.GetByTestId("source-checked")).ToContainText("River read to the end"))
 	must(t, expect.Locator(row.GetByTestId("source-error")).ToHaveCount(0))
 	screenshot(t, page, "river-source")

@@ -33,7 +33,7 @@ type AuditLister interface {
 // LetterActor carries out actions on one letter (replay.Service).
 type LetterActor interface {
 	Replay(ctx context.Context, r replay.ReplayRequest) (dlq.ReplayResult, error)
-	Discard(ctx context.Context, id int64, a replay.Actor, reason, key string) (int64, error)
+	Discard(ctx context.Context, r replay.DiscardRequest) (int64, error)
 	Restore(ctx context.Context, id int64, a replay.Actor, reason, key string) (int64, error)
 	VersionWarning(ctx context.Context, l dlq.DeadLetter, staleAfter time.Duration) (string, error)
 }
@@ -118,7 +118,7 @@ func renderLetter(ctx context.Context, c echo.Context, p LetterPage, d dlq.DeadL
 
 	a := views.LetterActionsView{
 		ID: d.ID, Status: string(d.Status), CSRFToken: meta.CSRFToken, CanAct: meta.CanAct,
-		ReplayJobID: v.ReplayJobID, ReplaySource: v.Source,
+		ReplayJobID: v.ReplayJobID, ReplaySource: v.Source, DeletableIn: deletableIn(d),
 		ReplayKey: newFormKey(), EditKey: newFormKey(), DiscardKey: newFormKey(), RestoreKey: newFormKey(),
 		Editable: v.ArgsNote == "" && v.KwargsNote == "",
 		EditOpen: st.editOpen, EditArgs: v.Args, EditKwargs: v.Kwargs,
@@ -226,7 +226,8 @@ func DiscardLetter(p LetterPage) echo.HandlerFunc {
 			return err
 		}
 		reason := formText(c, "reason")
-		auditID, err := p.Actions.Discard(c.Request().Context(), id, ActorFrom(c), reason, c.FormValue("key"))
+		auditID, err := p.Actions.Discard(c.Request().Context(), replay.DiscardRequest{ID: id, Actor: ActorFrom(c), Reason: reason,
+			Key: c.FormValue("key"), DeleteInSource: c.FormValue("delete_in_source") == "1"})
 		if err == nil {
 			return redirectDone(c, id, auditID, false)
 		}
@@ -311,4 +312,13 @@ func rerenderLetter(c echo.Context, p LetterPage, id int64, status int, st lette
 		return err
 	}
 	return renderLetter(ctx, c, p, d, status, st)
+}
+
+// deletableIn is the source whose job a discard of d may delete too: a
+// River source's; "" for any other letter.
+func deletableIn(d dlq.DeadLetterDetail) string {
+	if d.SourceKind == dlq.SourceKindRiver {
+		return d.Source
+	}
+	return ""
 }

@@ -98,19 +98,27 @@ type LetterChangeJSON struct {
 	AuditEventID int64      `json:"audit_event_id"`
 }
 
-// APIDiscard answers POST /api/v1/dead-letters/{id}/discard {reason}; the
-// reason is required (400 without it).
+// discardBody is a discard's request: its reason, and whether to delete
+// the letter's job in its source too (a River job).
+type discardBody struct {
+	Reason         string `json:"reason"`
+	DeleteInSource bool   `json:"delete_in_source"`
+}
+
+// APIDiscard answers POST /api/v1/dead-letters/{id}/discard {reason,
+// delete_in_source?}; the reason is required (400 without it).
 func APIDiscard(svc LetterActor) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		id, err := parseLetterID(c)
 		if err != nil {
 			return err
 		}
-		var b reasonBody
-		if err := decodeOptionalJSON(c, &b, "reason"); err != nil {
+		var b discardBody
+		if err := decodeOptionalJSON(c, &b, "reason, delete_in_source"); err != nil {
 			return err
 		}
-		auditID, err := svc.Discard(c.Request().Context(), id, ActorFrom(c), b.Reason, c.Request().Header.Get(idempotencyKey))
+		auditID, err := svc.Discard(c.Request().Context(), replay.DiscardRequest{ID: id, Actor: ActorFrom(c), Reason: b.Reason,
+			Key: c.Request().Header.Get(idempotencyKey), DeleteInSource: b.DeleteInSource})
 		if err != nil {
 			return err
 		}

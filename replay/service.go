@@ -226,15 +226,27 @@ func position(b []byte, offset int64) (line, col int) {
 	return line, col
 }
 
+// DiscardRequest asks to discard one letter.
+type DiscardRequest struct {
+	ID     int64
+	Actor  Actor
+	Reason string // required
+	Key    string
+	// DeleteInSource also deletes the letter's job in its source (a River
+	// job), which otherwise keeps it.
+	DeleteInSource bool
+}
+
 // Discard discards one letter; a reason is required.
-func (s *Service) Discard(ctx context.Context, id int64, a Actor, reason, key string) (int64, error) {
-	if err := mayAct(a); err != nil {
+func (s *Service) Discard(ctx context.Context, r DiscardRequest) (int64, error) {
+	if err := mayAct(r.Actor); err != nil {
 		return 0, err
 	}
-	if err := checkReason(reason); err != nil {
+	if err := checkReason(r.Reason); err != nil {
 		return 0, err
 	}
-	return s.store.DiscardDeadLetter(ctx, dlq.DiscardParams{ID: id, Actor: a.Actor, Reason: strings.TrimSpace(reason), Now: s.now(), Key: key})
+	return s.store.DiscardDeadLetter(ctx, dlq.DiscardParams{ID: r.ID, Actor: r.Actor.Actor, Reason: strings.TrimSpace(r.Reason),
+		Now: s.now(), Key: r.Key, DeleteInSource: r.DeleteInSource})
 }
 
 // Restore makes a discarded letter pending again.

@@ -73,7 +73,7 @@ func TestPolicy(t *testing.T) {
 		b := setup(t)
 		id := b.letters(t, 1)[0]
 		_, err1 := b.svc.Replay(ctx, replay.ReplayRequest{ID: id, Actor: viewer})
-		_, err2 := b.svc.Discard(ctx, id, viewer, "no", "")
+		_, err2 := b.svc.Discard(ctx, replay.DiscardRequest{ID: id, Actor: viewer, Reason: "no"})
 		_, err3 := b.svc.StartBulk(ctx, replay.BulkRequest{Kind: dlq.OpReplay, Actor: viewer, Selection: dlq.Selection{IDs: []int64{id}}})
 		for i, err := range []error{err1, err2, err3} {
 			if !errors.Is(err, replay.ErrForbidden) {
@@ -225,7 +225,7 @@ func TestReasonsAreBounded(t *testing.T) {
 	id := b.letters(t, 1)[0]
 	long := strings.Repeat("é", replay.MaxReasonLength+1) // characters, not bytes
 	var verr *dlq.ValidationError
-	if _, err := b.svc.Discard(ctx, id, operator, long, ""); !errors.As(err, &verr) || verr.Fields["reason"] == "" {
+	if _, err := b.svc.Discard(ctx, replay.DiscardRequest{ID: id, Actor: operator, Reason: long}); !errors.As(err, &verr) || verr.Fields["reason"] == "" {
 		t.Errorf("discard: %v", err)
 	}
 	if _, err := b.svc.Replay(ctx, replay.ReplayRequest{ID: id, Actor: operator, Reason: long}); !errors.As(err, &verr) {
@@ -239,7 +239,7 @@ func TestReasonsAreBounded(t *testing.T) {
 	if n := b.count(t, `SELECT count(*) FROM audit_events`) + b.count(t, `SELECT count(*) FROM jobs`); n != 0 {
 		t.Fatal("a refused reason changed something")
 	}
-	if _, err := b.svc.Discard(ctx, id, operator, strings.Repeat("é", replay.MaxReasonLength), ""); err != nil {
+	if _, err := b.svc.Discard(ctx, replay.DiscardRequest{ID: id, Actor: operator, Reason: strings.Repeat("é", replay.MaxReasonLength)}); err != nil {
 		t.Fatalf("a reason of exactly the limit: %v", err)
 	}
 }

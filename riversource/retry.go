@@ -56,3 +56,29 @@ func parseExternalID(externalID string) (id int64, attempt int, err error) {
 	}
 	return id, attempt, nil
 }
+
+// Delete deletes the job a letter of this source names in River, through
+// River's own JobDelete, when the job is still the discard the letter
+// recorded. A job River no longer has is already deleted; a job retried
+// since (running, or waiting to run again) is kept, and the deletion
+// refused with the reason, since it is no longer the failure discarded.
+func (s *Source) Delete(ctx context.Context, externalID string) error {
+	id, attempt, err := parseExternalID(externalID)
+	if err != nil {
+		return dlq.Errorf(dlq.EConflict, "%v", err)
+	}
+	job, err := s.client.JobGet(ctx, id)
+	switch {
+	case errors.Is(err, river.ErrNotFound):
+		return nil
+	case err != nil:
+		return fmt.Errorf("river source %s: job %d: %w", s.cfg.Source, id, err)
+	case job.State != rivertype.JobStateDiscarded || job.Attempt != attempt:
+		return dlq.Errorf(dlq.EConflict, "River job %d was retried since it was discarded at attempt %d (it is now %s at attempt %d): it is kept in River",
+			id, attempt, job.State, job.Attempt)
+	}
+	if _, err := s.client.JobDelete(ctx, id); err != nil && !errors.Is(err, river.ErrNotFound) {
+		return fmt.Errorf("river source %s: delete job %d: %w", s.cfg.Source, id, err)
+	}
+	return nil
+}

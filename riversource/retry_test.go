@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/redrive/redrive/dlq"
 	"github.com/redrive/redrive/riversource"
+	"github.com/redrive/redrive/store/storetest"
 )
 
 type refundArgs struct {
@@ -156,5 +158,82 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Discarding a River letter leaves River's job where it is, unless the
+// operator asks to delete it there too; a Redrive letter has no job
+// elsewhere to delete, and a job River retried since is kept.
+func TestDiscardDeletesInRiverOnlyWhenAsked(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, stores := ordersApp(t)
+	fixed := new(atomic.Bool)
+	pool, app := riverApp(t, db.DSN, func(w *river.Workers) { river.AddWorker(w, refundWorker{fixed: fixed}) })
+	source, err := riversource.New(riversource.Config{Source: "orders-app", Pool: pool, Store: stores.Sources,
+		Every: 50 * time.Millisecond, Settle: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- source.Run(runCtx) }()
+	t.Cleanup(func() { stop(); <-done })
+	ops := stores.Operations.WithRetriers(map[string]dlq.Retrier{"orders-app": source})
+
+	var jobs []int64
+	for i := range 3 {
+		res, err := app.Insert(ctx, refundArgs{Order: fmt.Sprintf("ord_%d", i)}, &river.InsertOpts{MaxAttempts: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		jobs = append(jobs, res.Job.ID)
+	}
+	letters := make([]int64, len(jobs))
+	for i, job := range jobs {
+		waitFor(t, "the letter of each job", func() bool {
+			return db.Get(&letters[i], `SELECT dead_letter_id FROM letter_sources WHERE external_id = $1`, riversource.ExternalID(job, 1)) == nil
+		})
+	}
+	actor := dlq.Actor{Name: "olga"}
+
+	if _, err := ops.DiscardDeadLetter(ctx, dlq.DiscardParams{ID: letters[0], Actor: actor, Reason: "refunded by hand", Now: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	if job, err := app.JobGet(ctx, jobs[0]); err != nil || job.State != rivertype.JobStateDiscarded {
+		t.Errorf("a plain discard touched River's job: %v (err %v)", job, err)
+	}
+
+	if _, err := ops.DiscardDeadLetter(ctx, dlq.DiscardParams{ID: letters[1], Actor: actor, Reason: "test order", Now: time.Now(),
+		DeleteInSource: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := app.JobGet(ctx, jobs[1]); !errors.Is(err, river.ErrNotFound) {
+		t.Errorf("River still has the job a discard deleted: err %v", err)
+	}
+	page, err := stores.Audit.ListAudit(ctx, dlq.AuditFilter{DeadLetterID: letters[1], Limit: 10})
+	if err != nil || len(page.Entries) != 1 || !strings.Contains(string(page.Entries[0].Details), `"deleted_in_source": "orders-app"`) {
+		t.Errorf("the discard's audit entry: %+v (err %v)", page.Entries, err)
+	}
+
+	// Retried in River meanwhile: kept there, and the letter stays pending.
+	fixed.Store(true)
+	if _, err := app.JobRetry(ctx, jobs[2]); err != nil {
+		t.Fatal(err)
+	}
+	_, err = ops.DiscardDeadLetter(ctx, dlq.DiscardParams{ID: letters[2], Actor: actor, Reason: "x", Now: time.Now(), DeleteInSource: true})
+	if !errors.Is(err, dlq.ErrConflict) {
+		t.Errorf("deleting a job River retried since: %v, want a conflict", err)
+	}
+	var status string
+	if err := db.Get(&status, `SELECT status FROM dead_letters WHERE id = $1`, letters[2]); err != nil || status != "pending" {
+		t.Errorf("a refused discard left the letter %q (err %v)", status, err)
+	}
+
+	// Redrive's own letter has no job elsewhere.
+	own := storetest.InsertDeadLetter(t, db.DB, storetest.Letter{Task: "billing.charge"})
+	var verr *dlq.ValidationError
+	if _, err := ops.DiscardDeadLetter(ctx, dlq.DiscardParams{ID: own, Actor: actor, Reason: "x", Now: time.Now(), DeleteInSource: true}); !errors.As(err, &verr) {
+		t.Errorf("deleting the job of Redrive's own letter elsewhere: %v, want a validation error", err)
 	}
 }

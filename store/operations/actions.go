@@ -243,9 +243,40 @@ func (s *Store) DiscardDeadLetter(ctx context.Context, p dlq.DiscardParams) (int
 		if _, err := tx.ExecContext(ctx, insertDiscardedSQL, l.ID, l.FailedAt, l.Task, l.Queue, p.Actor.Name, p.Reason); err != nil {
 			return dlq.AuditEntry{}, fmt.Errorf("discard dead letter %d: %w", l.ID, postgres.Translate(err))
 		}
+		details := map[string]string{"task": l.Task}
+		if p.DeleteInSource {
+			source, err := s.deleteInSource(ctx, tx, l.ID)
+			if err != nil {
+				return dlq.AuditEntry{}, err
+			}
+			details["deleted_in_source"] = source
+		}
 		return dlq.AuditEntry{At: p.Now, Action: dlq.ActionDiscard, Reason: p.Reason,
-			Counts: audit.MustJSON(map[string]int{"discarded": 1}), Details: audit.MustJSON(map[string]string{"task": l.Task})}, nil
+			Counts: audit.MustJSON(map[string]int{"discarded": 1}), Details: audit.MustJSON(details)}, nil
 	}, p.Actor)
+}
+
+// deleteInSource deletes the job of the claimed letter id in the source it
+// came from, and returns the source's name. It runs while the letter is
+// claimed: a failed deletion leaves the letter pending and the job where
+// it was.
+func (s *Store) deleteInSource(ctx context.Context, tx *sqlx.Tx, id int64) (string, error) {
+	src, err := sourceOf(ctx, tx, id)
+	if err != nil {
+		return "", err
+	}
+	if src == nil {
+		return "", &dlq.ValidationError{Fields: map[string]string{"delete_in_source": fmt.Sprintf(
+			"dead letter %d is Redrive's own: it has no job in another system to delete", id)}}
+	}
+	deleter, ok := s.retriers[src.Name].(dlq.Deleter)
+	if !ok {
+		return "", dlq.Errorf(dlq.EConflict, "dead letter %d came from %s, whose jobs this console cannot delete", id, src.Name)
+	}
+	if err := deleter.Delete(ctx, src.ExternalID); err != nil {
+		return "", fmt.Errorf("dead letter %d: %w", id, err)
+	}
+	return src.Name, nil
 }
 
 // claimDiscardedSQL is the guard of a restore: it deletes the letter's

@@ -28,7 +28,8 @@ func New(db *sqlx.DB, groups *groups.Store) *Store { return &Store{db: db, group
 
 // WithRetriers returns a copy of s that replays the letters of each named
 // source through its Retrier (a River source's job, retried in River); the
-// letters of a source without one are not replayed.
+// letters of a source without one are not replayed. A Retrier that is also
+// a dlq.Deleter deletes a letter's job in its source when a discard asks.
 func (s *Store) WithRetriers(retriers map[string]dlq.Retrier) *Store {
 	c := *s
 	c.retriers = retriers
