@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/redrive/redrive/dlq"
 	"github.com/redrive/redrive/migrations"
 	"github.com/redrive/redrive/store/postgres"
 	"github.com/redrive/redrive/store/storetest"
@@ -90,5 +91,31 @@ func TestMigrateRefusesTheHistoryBeforeTheBaseline(t *testing.T) {
 	fresh := storetest.NewDB(t)
 	if _, err := postgres.Migrate(ctx, fresh.DB, nil); err != nil {
 		t.Fatalf("migrate a baseline database: %v", err)
+	}
+}
+
+// Going back below River as a source is refused while a River source is
+// configured: its letters would pass for Redrive's own, and a replay would
+// enqueue them into Redrive's queue.
+func TestRiverSourceDownRefusedWhileConfigured(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := storetest.NewDB(t)
+	store := storetest.NewStores(db.DB)
+	if err := store.Sources.Configure(ctx, []dlq.Source{{Name: "orders", Kind: dlq.SourceKindRiver}}); err != nil {
+		t.Fatal(err)
+	}
+	p := migrationsOf(t, db)
+	if _, err := p.DownTo(ctx, 109); err == nil || !strings.Contains(err.Error(), "a River source is configured") {
+		t.Fatalf("down below River as a source: %v, want it refused", err)
+	}
+	if _, err := db.Exec(`DELETE FROM sources WHERE kind = 'river'`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.DownTo(ctx, 109); err != nil {
+		t.Fatalf("down once no River source is left: %v", err)
+	}
+	if _, err := postgres.Migrate(ctx, db.DB, nil); err != nil {
+		t.Fatalf("up again: %v", err)
 	}
 }
