@@ -47,6 +47,9 @@ func gather(t *testing.T, c prometheus.Collector) map[string]float64 {
 				key += "," + l.GetName() + "=" + l.GetValue()
 			}
 			got[key] = m.GetGauge().GetValue()
+			if c := m.GetCounter(); c != nil {
+				got[key] = c.GetValue()
+			}
 		}
 	}
 	return got

@@ -114,6 +114,9 @@ func NewServer(cfg Config) (http.Handler, error) {
 	if err := cfg.Registry.Register(newDomainCollector(st.letters, cfg.Logger)); err != nil {
 		return nil, fmt.Errorf("register domain metrics: %w", err)
 	}
+	if err := cfg.Registry.Register(newSourceCollector(st.sources, cfg.Logger)); err != nil {
+		return nil, fmt.Errorf("register source metrics: %w", err)
+	}
 	if err := cfg.Registry.Register(newAuditHeadCollector(st.audit, cfg.Logger)); err != nil {
 		return nil, fmt.Errorf("register audit head metric: %w", err)
 	}

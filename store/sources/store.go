@@ -82,6 +82,18 @@ func (s *Store) Sources(ctx context.Context) ([]dlq.Source, error) {
 	return out, nil
 }
 
+// SourceHealth lists every source's state without counting its letters:
+// what /metrics reads at each scrape, one row per source.
+func (s *Store) SourceHealth(ctx context.Context) ([]dlq.Source, error) {
+	var out []dlq.Source
+	if err := s.db.SelectContext(ctx, &out, `
+		SELECT name, kind, imported, last_import_at, created_at, checked_at, last_error, last_error_at
+		FROM sources ORDER BY name`); err != nil {
+		return nil, fmt.Errorf("source health: %w", postgres.Translate(err))
+	}
+	return out, nil
+}
+
 // ingestSQL writes the letters of w that their source has not sent before,
 // in one statement: each claims its identity in letter_sources first (a
 // letter sent twice, or twice in one batch, claims it once), and only the
