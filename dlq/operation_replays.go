@@ -69,4 +69,7 @@ type ReplayOutcome struct {
 	// is; this is a letter purged and restored from elsewhere).
 	JobState    State  `db:"job_state" json:"job_state"`
 	DiedAgainAs *int64 `db:"died_again_as" json:"died_again_as,omitempty"`
+	// Source is where the replay ran when the letter came from a system that
+	// runs its own jobs (River): JobID is that system's, and JobState is "".
+	Source string `db:"source" json:"source,omitempty"`
 }

@@ -152,6 +152,9 @@ func replayStatus(o dlq.ReplayOutcome) (class, text, href string) {
 	if o.DiedAgainAs != nil {
 		return "dead", fmt.Sprintf("died again as letter %d", *o.DiedAgainAs), fmt.Sprintf("/dead-letters/%d", *o.DiedAgainAs)
 	}
+	if o.Source != "" {
+		return "replayed", fmt.Sprintf("its job %d runs again in %s", o.JobID, o.Source), ""
+	}
 	switch o.JobState {
 	case dlq.StateSucceeded:
 		return "succeeded", "replay succeeded", ""

@@ -61,16 +61,19 @@ func actionText(action string) string {
 
 // countOrder lists outcome counts in the order a person reads them; any
 // other count follows in name order.
-var countOrder = []string{"matched", "replayed", "discarded", "restored", "skipped", "purged",
+var countOrder = []string{"matched", "replayed", "replayed_in_source", "discarded", "restored", "skipped", "purged",
 	"succeeded", "died_again", "running", "waiting"}
 
 var countLabels = map[string]string{
-	"skipped":    "skipped (already replayed or discarded)",
-	"replayed":   "replayed (enqueued)",
-	"succeeded":  "replays succeeded",
-	"died_again": "replays died again",
-	"running":    "replays running",
-	"waiting":    "replays waiting",
+	"skipped":  "skipped (already replayed or discarded)",
+	"replayed": "replayed (enqueued)",
+	// A letter of a source that runs its own jobs (River) is replayed
+	// there: nothing is enqueued in Redrive.
+	"replayed_in_source": "replayed in its source (its job runs again there)",
+	"succeeded":          "replays succeeded",
+	"died_again":         "replays died again",
+	"running":            "replays running",
+	"waiting":            "replays waiting",
 }
 
 // auditCounts turns an entry's counts object into labelled items.

@@ -120,6 +120,20 @@ func TestReplayRetriesInRiver(t *testing.T) {
 		t.Errorf("the audit entry of the replay says %s (err %v)", page.Entries[0].Details, err)
 	}
 
+	// Where each replay ended, as the audit entry's letters show it: the
+	// first died again as its new letter; neither is looked for among
+	// Redrive's own jobs, whose ids River's may share.
+	outcomes, err := stores.Operations.ReplayOutcomes(ctx, []int64{first, second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o := outcomes[first]; o.Source != "orders-app" || o.DiedAgainAs == nil || *o.DiedAgainAs != again || o.JobState != "" {
+		t.Errorf("outcome of the replay that died again: %+v", o)
+	}
+	if o := outcomes[second]; o.Source != "orders-app" || o.DiedAgainAs != nil || o.JobID != jobs[1] || o.JobState != "" {
+		t.Errorf("outcome of the replay that completed: %+v", o)
+	}
+
 	// Replayed twice: the second is refused as already replayed.
 	if _, err := ops.ReplayDeadLetter(ctx, dlq.ReplayParams{ID: second, Actor: actor, Now: time.Now()}); !errors.Is(err, dlq.ErrConflict) {
 		t.Errorf("a second replay: %v, want a conflict", err)

@@ -166,7 +166,7 @@ func (s *Store) replayInSource(ctx context.Context, tx *sqlx.Tx, p dlq.ReplayPar
 	id := l.ID
 	auditID, err := audit.AppendAudit(ctx, tx, dlq.AuditEntry{
 		At: p.Now, Actor: p.Actor.Name, Action: dlq.ActionReplay, DeadLetterID: &id,
-		Counts: audit.MustJSON(map[string]int{"replayed": 1}), Reason: p.Reason,
+		Counts: audit.MustJSON(map[string]int{"replayed_in_source": 1}), Reason: p.Reason,
 		RequestID: p.Actor.RequestID, RemoteAddr: p.Actor.RemoteAddr, UserAgent: p.Actor.UserAgent,
 		Details: audit.MustJSON(map[string]any{"source": src.Name, "source_job_id": jobID, "task": l.Task}),
 	})

@@ -245,14 +245,21 @@ func setVerdict(ctx context.Context, tx *sqlx.Tx, op dlq.Operation, c dlq.Replay
 // again is the letter whose job_id is the replay job (unique) and whose
 // replay_of is the first letter (the worker copies it from the job): both
 // must hold, since a letter's job_id names a job only once that job
-// existed (seeded or imported letters name ids of their own).
+// existed (seeded or imported letters name ids of their own). A letter of
+// a source that runs its own jobs (River) was replayed there: its replay
+// job is that system's, never looked for among Redrive's jobs, and it died
+// again when a letter names it as the one it replays.
 func (s *Store) ReplayOutcomes(ctx context.Context, letterIDs []int64) (map[int64]dlq.ReplayOutcome, error) {
 	var rows []dlq.ReplayOutcome
 	err := s.db.SelectContext(ctx, &rows, `
-		SELECT d.id AS letter_id, d.replay_job_id AS job_id, coalesce(j.state, '') AS job_state, n.id AS died_again_as
+		SELECT d.id AS letter_id, d.replay_job_id AS job_id, coalesce(j.state, '') AS job_state,
+			CASE WHEN ls.source IS NULL THEN n.id
+			     ELSE (SELECT l.id FROM dead_letter_records l WHERE l.replay_of = d.id ORDER BY l.id LIMIT 1) END AS died_again_as,
+			coalesce(ls.source, '') AS source
 		FROM dead_letters d
-		LEFT JOIN jobs j ON j.id = d.replay_job_id
-		LEFT JOIN dead_letters n ON n.job_id = d.replay_job_id AND n.replay_of = d.id
+		LEFT JOIN letter_sources ls ON ls.dead_letter_id = d.id
+		LEFT JOIN jobs j ON j.id = d.replay_job_id AND ls.source IS NULL
+		LEFT JOIN dead_letters n ON n.job_id = d.replay_job_id AND n.replay_of = d.id AND ls.source IS NULL
 		WHERE d.id = ANY($1) AND d.replay_job_id IS NOT NULL`, pq.Array(letterIDs))
 	if err != nil {
 		return nil, fmt.Errorf("replay outcomes: %w", err)
