@@ -20,26 +20,6 @@ import (
 	"github.com/redrive/redrive/store/storetest"
 )
 
-type shipArgs struct {
-	Order string `json:"order"`
-}
-
-func (shipArgs) Kind() string { return "ship_order" }
-
-// shipWorker books a courier, which refuses until fixed says the fix
-// shipped.
-type shipWorker struct {
-	river.WorkerDefaults[shipArgs]
-	fixed *atomic.Bool
-}
-
-func (w shipWorker) Work(_ context.Context, job *river.Job[shipArgs]) error {
-	if !w.fixed.Load() {
-		return fmt.Errorf("courier API answered 401 Unauthorized for order %s: token expired", job.Args.Order)
-	}
-	return nil
-}
-
 // A River app's jobs die; the console, with the app's River named as a
 // source, shows them as letters of that source within seconds, one group
 // for the one failure; once the fix shipped, an operator replays one from
@@ -50,17 +30,12 @@ func TestRiverLettersReplayedInRiver(t *testing.T) {
 	db := storetest.NewDB(t)
 	logger := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
 	fixed := new(atomic.Bool)
-	_, app := riversourcetest.App(t, db.DSN, func(w *river.Workers) { river.AddWorker(w, shipWorker{fixed: fixed}) })
+	_, app := riversourcetest.App(t, db.DSN, func(w *river.Workers) { river.AddWorker(w, riversourcetest.ShipWorker{Fixed: fixed}) })
 	base, _ := serveConsole(t, redrive.ConsoleConfig{DB: db.DB, Logger: logger, Version: "e2e",
 		Sources: []redrive.SourceConfig{{Source: dlq.Source{Name: "shop", Kind: dlq.SourceKindRiver}, DatabaseURL: db.DSN}}})
 
 	ctx := context.Background()
-	var jobs []int64
-	for i := range 4 {
-		res, err := app.Insert(ctx, shipArgs{Order: fmt.Sprintf("ord_%04d", 7100+i)}, &river.InsertOpts{MaxAttempts: 1, Queue: "payments", Tags: []string{"checkout"}})
-		must(t, err)
-		jobs = append(jobs, res.Job.ID)
-	}
+	jobs := riversourcetest.Ship(t, app, 4)
 
 	page := newPage(t)
 	signIn(t, page, base, db, dlq.RoleAdmin)

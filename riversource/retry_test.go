@@ -10,33 +10,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
 
 	"github.com/redrive/redrive/dlq"
 	"github.com/redrive/redrive/riversource"
+	"github.com/redrive/redrive/riversource/riversourcetest"
 	"github.com/redrive/redrive/store/storetest"
 )
-
-type refundArgs struct {
-	Order string `json:"order"`
-}
-
-func (refundArgs) Kind() string { return "refund_order" }
-
-// refundWorker refunds through the payments provider, which answers once
-// fixed says the fix shipped.
-type refundWorker struct {
-	river.WorkerDefaults[refundArgs]
-	fixed *atomic.Bool
-}
-
-func (w refundWorker) Work(_ context.Context, job *river.Job[refundArgs]) error {
-	if !w.fixed.Load() {
-		return fmt.Errorf("payments provider answered 503 Service Unavailable for order %s", job.Args.Order)
-	}
-	return nil
-}
 
 // A letter of River is replayed in River: the same job runs again there
 // and succeeds once the fix shipped; a replay that dies again is a new
@@ -47,26 +29,9 @@ func TestReplayRetriesInRiver(t *testing.T) {
 	ctx := context.Background()
 	fixed := new(atomic.Bool)
 	db, stores := ordersApp(t)
-	pool, app := riverApp(t, db.DSN, func(w *river.Workers) { river.AddWorker(w, refundWorker{fixed: fixed}) })
-	source, err := riversource.New(riversource.Config{Source: "orders-app", Pool: pool, Store: stores.Sources,
-		Every: 50 * time.Millisecond, Settle: 200 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- source.Run(runCtx) }()
-	t.Cleanup(func() { stop(); <-done })
+	source, app := shippingApp(t, db, stores, fixed)
 	ops := stores.Operations.WithRetriers(map[string]dlq.Retrier{"orders-app": source})
-
-	var jobs []int64
-	for i := range 3 {
-		res, err := app.Insert(ctx, refundArgs{Order: fmt.Sprintf("ord_%d", i)}, &river.InsertOpts{MaxAttempts: 1})
-		if err != nil {
-			t.Fatal(err)
-		}
-		jobs = append(jobs, res.Job.ID)
-	}
+	jobs := riversourcetest.Ship(t, app, 3)
 	letterOf := func(job int64, attempt int) int64 {
 		t.Helper()
 		var id int64
@@ -183,26 +148,9 @@ func TestDiscardDeletesInRiverOnlyWhenAsked(t *testing.T) {
 	ctx := context.Background()
 	db, stores := ordersApp(t)
 	fixed := new(atomic.Bool)
-	pool, app := riverApp(t, db.DSN, func(w *river.Workers) { river.AddWorker(w, refundWorker{fixed: fixed}) })
-	source, err := riversource.New(riversource.Config{Source: "orders-app", Pool: pool, Store: stores.Sources,
-		Every: 50 * time.Millisecond, Settle: 200 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- source.Run(runCtx) }()
-	t.Cleanup(func() { stop(); <-done })
+	source, app := shippingApp(t, db, stores, fixed)
 	ops := stores.Operations.WithRetriers(map[string]dlq.Retrier{"orders-app": source})
-
-	var jobs []int64
-	for i := range 3 {
-		res, err := app.Insert(ctx, refundArgs{Order: fmt.Sprintf("ord_%d", i)}, &river.InsertOpts{MaxAttempts: 1})
-		if err != nil {
-			t.Fatal(err)
-		}
-		jobs = append(jobs, res.Job.ID)
-	}
+	jobs := riversourcetest.Ship(t, app, 3)
 	letters := make([]int64, len(jobs))
 	for i, job := range jobs {
 		waitFor(t, "the letter of each job", func() bool {
@@ -250,4 +198,27 @@ func TestDiscardDeletesInRiverOnlyWhenAsked(t *testing.T) {
 	if _, err := ops.DiscardDeadLetter(ctx, dlq.DiscardParams{ID: own, Actor: actor, Reason: "x", Now: time.Now(), DeleteInSource: true}); !errors.As(err, &verr) {
 		t.Errorf("deleting the job of Redrive's own letter elsewhere: %v, want a validation error", err)
 	}
+}
+
+// shippingApp runs a River app shipping orders in db's database and the
+// River source orders-app importing its discards, fast, until the test
+// ends.
+func shippingApp(t *testing.T, db *storetest.DB, stores *storetest.Stores, fixed *atomic.Bool) (*riversource.Source, *river.Client[pgx.Tx]) {
+	t.Helper()
+	pool, app := riverApp(t, db.DSN, func(w *river.Workers) { river.AddWorker(w, riversourcetest.ShipWorker{Fixed: fixed}) })
+	source, err := riversource.New(riversource.Config{Source: "orders-app", Pool: pool, Store: stores.Sources,
+		Every: 50 * time.Millisecond, Settle: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- source.Run(ctx) }()
+	t.Cleanup(func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Errorf("river source: %v", err)
+		}
+	})
+	return source, app
 }

@@ -5,6 +5,8 @@ package riversourcetest
 
 import (
 	"context"
+	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -57,4 +59,43 @@ func App(t testing.TB, dsn string, add ...func(*river.Workers)) (*pgxpool.Pool, 
 		}
 	})
 	return pool, client
+}
+
+// ShipArgs is the test apps' order to ship, a job of kind ship_order.
+type ShipArgs struct {
+	Order string `json:"order"`
+}
+
+// Kind implements river.JobArgs.
+func (ShipArgs) Kind() string { return "ship_order" }
+
+// ShipWorker books a courier for the order, whose API refuses until Fixed
+// says the fix shipped.
+type ShipWorker struct {
+	river.WorkerDefaults[ShipArgs]
+	Fixed *atomic.Bool
+}
+
+// Work implements river.Worker.
+func (w ShipWorker) Work(_ context.Context, job *river.Job[ShipArgs]) error {
+	if !w.Fixed.Load() {
+		return fmt.Errorf("courier API answered 401 Unauthorized for order %s: token expired", job.Args.Order)
+	}
+	return nil
+}
+
+// Ship inserts n orders to ship, each with one attempt, tagged checkout,
+// and returns their River job ids: River discards each until the fix.
+func Ship(t testing.TB, client *river.Client[pgx.Tx], n int) []int64 {
+	t.Helper()
+	var jobs []int64
+	for i := range n {
+		res, err := client.Insert(context.Background(), ShipArgs{Order: fmt.Sprintf("ord_%04d", 7100+i)},
+			&river.InsertOpts{MaxAttempts: 1, Queue: "payments", Tags: []string{"checkout"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		jobs = append(jobs, res.Job.ID)
+	}
+	return jobs
 }
