@@ -21,15 +21,15 @@ import (
 func refCheckStrict(body []byte, t reflect.Type) error {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
-	if err := refWalk(dec, t, ""); err != nil && !errors.Is(err, refMalformed) {
+	if err := refWalk(dec, t, ""); err != nil && !errors.Is(err, errRefMalformed) {
 		return err
 	}
 	// Malformed JSON is the decoder's to explain, with its position.
 	return nil
 }
 
-// refMalformed stops the walk at the first token that is not JSON.
-var refMalformed = errors.New("malformed JSON")
+// errRefMalformed stops the walk at the first token that is not JSON.
+var errRefMalformed = errors.New("malformed JSON")
 
 // walkStrict reads one JSON value from dec; t is the Go type it decodes
 // into (nil where it is free-form: arguments, raw JSON, any), path where it
@@ -37,7 +37,7 @@ var refMalformed = errors.New("malformed JSON")
 func refWalk(dec *json.Decoder, t reflect.Type, path string) error {
 	tok, err := dec.Token()
 	if err != nil {
-		return refMalformed
+		return errRefMalformed
 	}
 	t = elemType(t)
 	switch tok {
@@ -58,7 +58,7 @@ func refWalkObject(dec *json.Decoder, t reflect.Type, path string) error {
 	for dec.More() {
 		kt, err := dec.Token()
 		if err != nil {
-			return refMalformed
+			return errRefMalformed
 		}
 		key, _ := kt.(string)
 		at := refJoinPath(path, key)
@@ -75,7 +75,7 @@ func refWalkObject(dec *json.Decoder, t reflect.Type, path string) error {
 		}
 	}
 	if _, err := dec.Token(); err != nil { // '}'
-		return refMalformed
+		return errRefMalformed
 	}
 	return nil
 }
@@ -93,7 +93,7 @@ func refWalkArray(dec *json.Decoder, t reflect.Type, path string) error {
 		}
 	}
 	if _, err := dec.Token(); err != nil { // ']'
-		return refMalformed
+		return errRefMalformed
 	}
 	return nil
 }
