@@ -207,7 +207,7 @@ func shippingApp(t *testing.T, db *storetest.DB, stores *storetest.Stores, fixed
 	t.Helper()
 	pool, app := riverApp(t, db.DSN, func(w *river.Workers) { river.AddWorker(w, riversourcetest.ShipWorker{Fixed: fixed}) })
 	source, err := riversource.New(riversource.Config{Source: "orders-app", Pool: pool, Store: stores.Sources,
-		Every: 50 * time.Millisecond, Settle: 200 * time.Millisecond})
+		Every: 50 * time.Millisecond, Settle: 200 * time.Millisecond, RecentEvery: 500 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,11 +7,14 @@
 // (state, finalized_at) serves), a page at a time from a cursor kept in
 // Redrive's database; each page and the cursor's move commit together. A
 // job is passed only once it is Settle old: River stamps finalized_at
-// before the transaction that discards the job commits, so a job stamped
-// earlier may become visible after a later one was read. A sweep re-reads
-// the last Resweep of discards now and then and takes in what the cursor
-// passed by; importing is idempotent on the letter's identity (job id and
-// attempt), so a job read twice is one letter.
+// before the transaction that discards the job commits (its completer
+// writes outcomes in batches), so a job stamped earlier may become visible
+// after a later one was read, and on a loaded database later than Settle.
+// Sweeps re-read the recent discards (the last RecentSweep, every
+// RecentEvery; the last Resweep, every SweepEvery) and take in what the
+// cursor passed by; importing is idempotent on the letter's identity (job
+// id and attempt), so a job read twice is one letter, and a sweep asks the
+// store which it already has before it makes any letter.
 package riversource
 
 import (
@@ -20,6 +23,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -59,6 +63,9 @@ type Config struct {
 	Settle time.Duration
 	// Page is how many jobs one read takes; default 1,000.
 	Page int
+	// RecentSweep is how far back the frequent sweep re-reads, every
+	// RecentEvery; defaults 1 minute and 5 s.
+	RecentSweep, RecentEvery time.Duration
 	// Resweep is how far back the sweep re-reads, every SweepEvery;
 	// defaults 15 and 1 minute.
 	Resweep, SweepEvery time.Duration
@@ -86,6 +93,8 @@ func New(cfg Config) (*Source, error) {
 	cfg.Every = cmp.Or(cfg.Every, 250*time.Millisecond)
 	cfg.Settle = cmp.Or(cfg.Settle, time.Second)
 	cfg.Page = cmp.Or(cfg.Page, 1000)
+	cfg.RecentSweep = cmp.Or(cfg.RecentSweep, time.Minute)
+	cfg.RecentEvery = cmp.Or(cfg.RecentEvery, 5*time.Second)
 	cfg.Resweep = cmp.Or(cfg.Resweep, 15*time.Minute)
 	cfg.SweepEvery = cmp.Or(cfg.SweepEvery, time.Minute)
 	if cfg.Now == nil {
@@ -105,11 +114,11 @@ func New(cfg Config) (*Source, error) {
 func (s *Source) Name() string { return s.cfg.Source }
 
 // Run imports until ctx ends: every page it can, then every Every what
-// came since, and every SweepEvery a sweep. A failed import is recorded on
-// the source (the sources page shows it) and tried again, backing off to a
-// minute; nothing is skipped.
+// came since, and the sweeps when they are due. A failed import is
+// recorded on the source (the sources page shows it) and tried again,
+// backing off to a minute; nothing is skipped.
 func (s *Source) Run(ctx context.Context) error {
-	wait, lastSweep := time.Duration(0), s.cfg.Now()
+	wait, lastSweep, lastRecent := time.Duration(0), s.cfg.Now(), s.cfg.Now()
 	for {
 		select {
 		case <-ctx.Done():
@@ -117,9 +126,14 @@ func (s *Source) Run(ctx context.Context) error {
 		case <-time.After(wait):
 		}
 		err := s.CatchUp(ctx)
-		if err == nil && s.cfg.Now().Sub(lastSweep) >= s.cfg.SweepEvery {
+		switch {
+		case err != nil:
+		case s.cfg.Now().Sub(lastSweep) >= s.cfg.SweepEvery:
 			err = s.Sweep(ctx)
-			lastSweep = s.cfg.Now()
+			lastSweep, lastRecent = s.cfg.Now(), s.cfg.Now()
+		case s.cfg.Now().Sub(lastRecent) >= s.cfg.RecentEvery:
+			err = s.sweep(ctx, s.cfg.RecentSweep)
+			lastRecent = s.cfg.Now()
 		}
 		switch {
 		case ctx.Err() != nil:
@@ -225,9 +239,13 @@ const checkedEvery = 5 * time.Second
 // Sweep re-reads the discards of the last Resweep and takes in any the
 // cursor passed by (one whose transaction committed after Settle), leaving
 // the cursor where it is.
-func (s *Source) Sweep(ctx context.Context) error {
+func (s *Source) Sweep(ctx context.Context) error { return s.sweep(ctx, s.cfg.Resweep) }
+
+// sweep re-reads the discards of the last back and takes in those the
+// store does not have yet.
+func (s *Source) sweep(ctx context.Context, back time.Duration) error {
 	now := s.cfg.Now()
-	after := cursor{at: now.Add(-s.cfg.Resweep)}
+	after := cursor{at: now.Add(-back)}
 	for {
 		from, err := s.cfg.Store.ImportCursor(ctx, s.cfg.Source)
 		if err != nil {
@@ -237,7 +255,11 @@ func (s *Source) Sweep(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		if jobs, err = s.unknown(ctx, jobs); err != nil {
+			return err
+		}
 		if len(jobs) > 0 {
+			s.cfg.Logger.Info("river source: a sweep found discards the cursor had passed", "source", s.cfg.Source, "jobs", len(jobs))
 			if err := s.take(ctx, jobs, from, from, s.cfg.Now()); err != nil {
 				return err
 			}
@@ -247,6 +269,25 @@ func (s *Source) Sweep(ctx context.Context) error {
 		}
 		after = to
 	}
+}
+
+// unknown returns the jobs whose letters the store does not have.
+func (s *Source) unknown(ctx context.Context, jobs []*rivertype.JobRow) ([]*rivertype.JobRow, error) {
+	if len(jobs) == 0 {
+		return nil, nil
+	}
+	ids := make([]string, len(jobs))
+	for i, job := range jobs {
+		ids[i] = ExternalID(job.ID, job.Attempt)
+	}
+	known, err := s.cfg.Store.PriorLetters(ctx, s.cfg.Source, ids)
+	if err != nil {
+		return nil, err
+	}
+	return slices.DeleteFunc(jobs, func(job *rivertype.JobRow) bool {
+		_, ok := known[ExternalID(job.ID, job.Attempt)]
+		return ok
+	}), nil
 }
 
 // next reads the discarded jobs after c, in the order River discarded them

@@ -79,7 +79,7 @@ func TestRiverDiscardsBecomeLetters(t *testing.T) {
 	db, stores := ordersApp(t)
 	pool, app := riverApp(t, db.DSN)
 	importer, err := riversource.New(riversource.Config{Source: "orders-app", Pool: pool, Store: stores.Sources,
-		Every: 50 * time.Millisecond, Settle: 300 * time.Millisecond})
+		Every: 50 * time.Millisecond, Settle: 300 * time.Millisecond, RecentEvery: 500 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -272,5 +272,65 @@ func TestImportAcrossGapsBurstsAndTies(t *testing.T) {
 	}
 	if err := db.Get(&n, `SELECT count(*) FROM letter_sources`); err != nil || n != 4002 {
 		t.Errorf("%d letters after catching up again (err %v)", n, err)
+	}
+}
+
+// A discard whose transaction commits after the cursor passed its time (a
+// loaded River completer writes its outcomes late) is swept in within the
+// frequent sweep's period, once.
+func TestLateDiscardIsSweptIn(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, stores := ordersApp(t)
+	pool, app := riverApp(t, db.DSN)
+	source, err := riversource.New(riversource.Config{Source: "orders-app", Pool: pool, Store: stores.Sources,
+		Every: 50 * time.Millisecond, Settle: 100 * time.Millisecond, RecentEvery: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- source.Run(runCtx) }()
+	t.Cleanup(func() { stop(); <-done })
+
+	if _, err := app.Insert(ctx, chargeArgs{Order: "ord_1"}, &river.InsertOpts{MaxAttempts: 1}); err != nil {
+		t.Fatal(err)
+	}
+	count := func() int {
+		var n int
+		if err := db.Get(&n, `SELECT count(*) FROM letter_sources`); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for count() < 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the first discard was not imported")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// The cursor is past now - Settle; a discard stamped 5 s ago becomes
+	// visible only now.
+	if _, err := db.Exec(`
+		INSERT INTO river_job (state, attempt, max_attempts, attempted_at, created_at, finalized_at, scheduled_at,
+			priority, args, errors, kind, queue, metadata, tags)
+		VALUES ('discarded', 1, 1, now() - interval '6 seconds', now() - interval '7 seconds', now() - interval '5 seconds',
+			now() - interval '7 seconds', 1, '{"order": "ord_late"}',
+			ARRAY[jsonb_build_object('at', now() - interval '5 seconds', 'attempt', 1, 'error', 'late', 'trace', '')],
+			'charge_card', 'default', '{}', '{}')`); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	for count() < 2 {
+		if time.Since(start) > 5*time.Second {
+			t.Fatal("a discard committed after the cursor passed its time was not swept in within 5 s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Logf("swept in %s after it became visible", time.Since(start).Round(time.Millisecond))
+	time.Sleep(700 * time.Millisecond) // on purpose: two more sweeps, which must make no letter twice
+	if n := count(); n != 2 {
+		t.Errorf("%d letters after more sweeps, want 2", n)
 	}
 }
