@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"context"
+	"net/http"
 	"net/url"
 
 	"github.com/labstack/echo/v4"
@@ -44,5 +45,33 @@ func AdminSources(store SourceLister, version string) echo.HandlerFunc {
 		}
 		c.Response().Header().Set("Cache-Control", "no-store")
 		return Render(c, 200, views.Layout(Meta(c, "Sources", "admin", version), views.Sources(v)))
+	}
+}
+
+// sourceJSON is a source as the API answers it: its state, what it can do
+// with its letters, and for an importing source (River) when it was last
+// read to the end and what stopped its last import.
+type sourceJSON struct {
+	dlq.Source
+	CanReplay bool   `json:"can_replay"`
+	NoReplay  string `json:"no_replay,omitempty"`
+}
+
+// APISources answers GET /api/v1/sources: every source letters come from,
+// Redrive's own queue first, with its counts and state.
+func APISources(store SourceLister) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		srcs, err := store.Sources(c.Request().Context())
+		if err != nil {
+			return err
+		}
+		out := struct {
+			Sources []sourceJSON `json:"sources"`
+		}{Sources: make([]sourceJSON, 0, len(srcs))}
+		for _, s := range srcs {
+			ok, why := s.CanReplay()
+			out.Sources = append(out.Sources, sourceJSON{Source: s, CanReplay: ok, NoReplay: why})
+		}
+		return c.JSON(http.StatusOK, out)
 	}
 }

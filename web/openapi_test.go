@@ -402,6 +402,14 @@ func exerciseIngest(t *testing.T, c *apiConsole, seen map[string][]int) {
 	c.call(t, seen, c.operator, "POST", "/api/v1/letters", `{"source": "legacy", "letters": [{"external_id": "x", "task": "bad task"}]}`, 400)
 	c.call(t, seen, c.operator, "POST", "/api/v1/letters", `{"source": "nobody", "letters": [`+letter+`]}`, 400)
 	c.call(t, seen, c.viewer, "POST", "/api/v1/letters", body, 403)
+
+	srcs := c.call(t, seen, c.viewer, "GET", "/api/v1/sources", "", 200)
+	list, _ := srcs["sources"].([]any)
+	if len(list) != 2 || list[1].(map[string]any)["name"] != "legacy" || list[1].(map[string]any)["letters"] != float64(1) ||
+		list[1].(map[string]any)["can_replay"] != false {
+		t.Errorf("sources: %v; want redrive, then legacy with its one letter, not replayable here", srcs)
+	}
+	c.call(t, seen, "", "GET", "/api/v1/sources", "", 401)
 }
 
 // waitForState polls the operation until it reaches state.

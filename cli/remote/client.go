@@ -159,6 +159,15 @@ func (c *Client) Groups(ctx context.Context, q url.Values) ([]Group, error) {
 	return out.Items, err
 }
 
+// Sources lists where letters come from.
+func (c *Client) Sources(ctx context.Context) ([]Source, error) {
+	var out struct {
+		Sources []Source `json:"sources"`
+	}
+	_, err := c.do(ctx, http.MethodGet, "/api/v1/sources", nil, nil, &out)
+	return out.Sources, err
+}
+
 // Bulk starts a bulk replay or discard ("replay", "discard").
 func (c *Client) Bulk(ctx context.Context, kind string, r BulkRequest) (Operation, error) {
 	var op Operation

@@ -499,3 +499,36 @@ func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
 	storetest.WaitFor(t, 10*time.Second, "the condition", cond)
 }
+
+// The sources, as an on-call engineer lists them: Redrive's own queue
+// first, then each other, and a River source whose import is failing says
+// so.
+func TestSources(t *testing.T) {
+	t.Parallel()
+	c := newConsole(t)
+	ctx := context.Background()
+	if err := c.store.Sources.Configure(ctx, []dlq.Source{{Name: "legacy", Kind: dlq.SourceKindHTTP}, {Name: "shop", Kind: dlq.SourceKindRiver}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.store.Sources.ImportFailed(ctx, "shop", "river source shop: list discarded jobs: connection refused"); err != nil {
+		t.Fatal(err)
+	}
+	out, err := c.run(t, "sources")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 4 || !strings.HasPrefix(lines[0], "SOURCE") || !strings.HasPrefix(lines[1], "redrive") ||
+		!strings.HasPrefix(lines[2], "legacy") || !strings.Contains(lines[3], "import failing: river source shop") {
+		t.Errorf("sources:\n%s", out)
+	}
+	out, err = c.run(t, "sources", "--output", "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var srcs []Source
+	if err := json.Unmarshal([]byte(out), &srcs); err != nil || len(srcs) != 3 || srcs[2].Kind != "river" || srcs[2].LastError == nil ||
+		srcs[1].CanReplay || srcs[1].NoReplay == "" {
+		t.Errorf("sources as JSON: %+v (err %v)", srcs, err)
+	}
+}

@@ -25,6 +25,7 @@ const Usage = `  letters     list or show dead letters (letters list, letters sh
   replay      replay letters in bulk: --ids, --filter or --group
   discard     discard letters in bulk: --ids, --filter or --group
   operations  bulk operations: list, watch ID, cancel ID, release ID
+  sources     where letters come from, and whether each is importing
               (remote commands talk to a console: set REDRIVE_URL and REDRIVE_TOKEN)
 `
 
@@ -73,6 +74,7 @@ var commands = map[string]command{
 	"replay":     func(ctx context.Context, e env, args []string) error { return runBulk(ctx, e, "replay", args) },
 	"discard":    func(ctx context.Context, e env, args []string) error { return runBulk(ctx, e, "discard", args) },
 	"operations": runOperations,
+	"sources":    runSources,
 }
 
 // Handles reports whether name is a remote command.

@@ -30,6 +30,9 @@ type Letter struct {
 	ReplayedAt  *time.Time      `json:"replayed_at"`
 	ReplayJobID *int64          `json:"replay_job_id"`
 	DiscardedAt *time.Time      `json:"discarded_at"`
+	// Source is where the letter came from: redrive, or a source the
+	// console's operator named.
+	Source string `json:"source"`
 }
 
 // LetterPage is one page of the list and the cursor of the next.
@@ -170,3 +173,17 @@ type ReplayCounts struct {
 
 // Settled counts the replays that succeeded or died again.
 func (c ReplayCounts) Settled() int64 { return c.Succeeded + c.DiedAgain }
+
+// Source is where letters come from, and its state.
+type Source struct {
+	Name         string     `json:"name"`
+	Kind         string     `json:"kind"`
+	Imported     int64      `json:"imported"`
+	LastImportAt *time.Time `json:"last_import_at"`
+	Letters      int64      `json:"letters"`
+	Pending      int64      `json:"pending"`
+	CheckedAt    *time.Time `json:"checked_at"`
+	LastError    *string    `json:"last_error"`
+	CanReplay    bool       `json:"can_replay"`
+	NoReplay     string     `json:"no_replay"`
+}
