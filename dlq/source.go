@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -87,6 +88,29 @@ type Deleter interface {
 // the one its batch was read from: another console imported the same
 // letters meanwhile. Nothing was written; read the cursor again.
 var ErrImportCursorMoved = errors.New("the import cursor moved: another console is importing this source")
+
+// A River job discarded at attempt N is the letter "ID/N": its identity in
+// its source. River's JobRetry keeps a job's id and its attempt count, so
+// the same job discarded again after a retry is a new failure, and a new
+// letter, while the same discard imported twice is one.
+
+// RiverExternalID is the identity, in its source, of the letter a River
+// job discarded at its attempt-th attempt becomes.
+func RiverExternalID(jobID int64, attempt int) string {
+	return strconv.FormatInt(jobID, 10) + "/" + strconv.Itoa(attempt)
+}
+
+// ParseRiverExternalID reads the River job and attempt a letter's external
+// id names (RiverExternalID).
+func ParseRiverExternalID(externalID string) (jobID int64, attempt int, err error) {
+	rawID, rawAttempt, ok := strings.Cut(externalID, "/")
+	jobID, idErr := strconv.ParseInt(rawID, 10, 64)
+	attempt, attemptErr := strconv.Atoi(rawAttempt)
+	if !ok || idErr != nil || attemptErr != nil || jobID < 1 || attempt < 0 {
+		return 0, 0, fmt.Errorf("%q does not name a River job and attempt", externalID)
+	}
+	return jobID, attempt, nil
+}
 
 // MaxSourceNameLen is the longest source name.
 const MaxSourceNameLen = 100

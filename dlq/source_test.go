@@ -45,3 +45,18 @@ func TestIngestLetterNormalise(t *testing.T) {
 		t.Errorf("the history's problem %q does not list the outcomes", ve.Fields["history"])
 	}
 }
+
+func TestRiverExternalID(t *testing.T) {
+	t.Parallel()
+	if id := dlq.RiverExternalID(123, 4); id != "123/4" {
+		t.Fatalf("RiverExternalID = %q", id)
+	}
+	if job, attempt, err := dlq.ParseRiverExternalID("123/4"); err != nil || job != 123 || attempt != 4 {
+		t.Errorf("ParseRiverExternalID(123/4) = %d, %d, %v", job, attempt, err)
+	}
+	for _, bad := range []string{"", "123", "x/1", "0/1", "-5/1", "12/x", "12/-1", "celery-7f3a"} {
+		if _, _, err := dlq.ParseRiverExternalID(bad); err == nil {
+			t.Errorf("ParseRiverExternalID(%q) accepted", bad)
+		}
+	}
+}

@@ -115,8 +115,9 @@ func sourceFacts(d dlq.DeadLetterDetail) (source, externalID, note, extra string
 		return "", "", "", ""
 	}
 	if d.SourceKind == dlq.SourceKindRiver {
-		job, attempt, _ := strings.Cut(*d.ExternalID, "/")
-		note = fmt.Sprintf("River job %s in queue %s, discarded at attempt %s", job, d.Queue, attempt)
+		if job, attempt, err := dlq.ParseRiverExternalID(*d.ExternalID); err == nil {
+			note = fmt.Sprintf("River job %d in queue %s, discarded at attempt %d", job, d.Queue, attempt)
+		}
 		var details struct {
 			Kind     string   `json:"kind"`
 			Priority int      `json:"priority"`

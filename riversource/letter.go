@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
-	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -13,17 +12,6 @@ import (
 
 	"github.com/redrive/redrive/dlq"
 )
-
-// A River job discarded at attempt N is the letter "ID/N": its identity
-// in the source. River's JobRetry keeps a job's id and its attempt count,
-// so the same job discarded again after a retry is a new failure, and a
-// new letter, while the same discard imported twice is one.
-
-// ExternalID is the identity, in its source, of the letter a River job
-// discarded at its attempt-th attempt becomes.
-func ExternalID(jobID int64, attempt int) string {
-	return strconv.FormatInt(jobID, 10) + "/" + strconv.Itoa(attempt)
-}
 
 // Classes of a River attempt's error. River keeps an error's text only, not
 // its type; a panic is told apart by its stack trace.
@@ -60,7 +48,7 @@ func letterOf(job *rivertype.JobRow, now time.Time) (dlq.IngestLetter, error) {
 	}
 	failedAt = earlier(failedAt, now)
 	l := dlq.IngestLetter{
-		ExternalID:  ExternalID(job.ID, job.Attempt),
+		ExternalID:  dlq.RiverExternalID(job.ID, job.Attempt),
 		Task:        taskName(job.Kind),
 		Queue:       job.Queue,
 		Args:        json.RawMessage(`[]`),

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/riverqueue/river"
@@ -21,7 +19,7 @@ import (
 // already retried (in River UI, or by another replay) does not run twice;
 // anything River will not retry is an EConflict error saying why.
 func (s *Source) Retry(ctx context.Context, externalID string) (int64, error) {
-	id, attempt, err := parseExternalID(externalID)
+	id, attempt, err := dlq.ParseRiverExternalID(externalID)
 	if err != nil {
 		return 0, dlq.Errorf(dlq.EConflict, "%v", err)
 	}
@@ -45,25 +43,13 @@ func (s *Source) Retry(ctx context.Context, externalID string) (int64, error) {
 	return id, nil
 }
 
-// parseExternalID reads the job id and attempt of a letter's external id
-// (ExternalID).
-func parseExternalID(externalID string) (id int64, attempt int, err error) {
-	rawID, rawAttempt, ok := strings.Cut(externalID, "/")
-	id, idErr := strconv.ParseInt(rawID, 10, 64)
-	attempt, attemptErr := strconv.Atoi(rawAttempt)
-	if !ok || idErr != nil || attemptErr != nil || id < 1 || attempt < 0 {
-		return 0, 0, fmt.Errorf("%q does not name a River job and attempt", externalID)
-	}
-	return id, attempt, nil
-}
-
 // Delete deletes the job a letter of this source names in River, through
 // River's own JobDelete, when the job is still the discard the letter
 // recorded. A job River no longer has is already deleted; a job retried
 // since (running, or waiting to run again) is kept, and the deletion
 // refused with the reason, since it is no longer the failure discarded.
 func (s *Source) Delete(ctx context.Context, externalID string) error {
-	id, attempt, err := parseExternalID(externalID)
+	id, attempt, err := dlq.ParseRiverExternalID(externalID)
 	if err != nil {
 		return dlq.Errorf(dlq.EConflict, "%v", err)
 	}

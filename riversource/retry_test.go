@@ -37,7 +37,7 @@ func TestReplayRetriesInRiver(t *testing.T) {
 		var id int64
 		waitFor(t, fmt.Sprintf("the letter of River job %d at attempt %d", job, attempt), func() bool {
 			err := db.Get(&id, `SELECT dead_letter_id FROM letter_sources WHERE source = 'orders-app' AND external_id = $1`,
-				riversource.ExternalID(job, attempt))
+				dlq.RiverExternalID(job, attempt))
 			return err == nil
 		})
 		return id
@@ -154,7 +154,7 @@ func TestDiscardDeletesInRiverOnlyWhenAsked(t *testing.T) {
 	letters := make([]int64, len(jobs))
 	for i, job := range jobs {
 		waitFor(t, "the letter of each job", func() bool {
-			return db.Get(&letters[i], `SELECT dead_letter_id FROM letter_sources WHERE external_id = $1`, riversource.ExternalID(job, 1)) == nil
+			return db.Get(&letters[i], `SELECT dead_letter_id FROM letter_sources WHERE external_id = $1`, dlq.RiverExternalID(job, 1)) == nil
 		})
 	}
 	actor := dlq.Actor{Name: "olga"}
@@ -206,19 +206,7 @@ func TestDiscardDeletesInRiverOnlyWhenAsked(t *testing.T) {
 func shippingApp(t *testing.T, db *storetest.DB, stores *storetest.Stores, fixed *atomic.Bool) (*riversource.Source, *river.Client[pgx.Tx]) {
 	t.Helper()
 	pool, app := riverApp(t, db.DSN, func(w *river.Workers) { river.AddWorker(w, riversourcetest.ShipWorker{Fixed: fixed}) })
-	source, err := riversource.New(riversource.Config{Source: "orders-app", Pool: pool, Store: stores.Sources,
+	source, _ := runSource(t, riversource.Config{Source: "orders-app", Pool: pool, Store: stores.Sources,
 		Every: 50 * time.Millisecond, Settle: 200 * time.Millisecond, RecentEvery: 500 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, stop := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- source.Run(ctx) }()
-	t.Cleanup(func() {
-		stop()
-		if err := <-done; err != nil {
-			t.Errorf("river source: %v", err)
-		}
-	})
 	return source, app
 }

@@ -278,14 +278,14 @@ func (s *Source) unknown(ctx context.Context, jobs []*rivertype.JobRow) ([]*rive
 	}
 	ids := make([]string, len(jobs))
 	for i, job := range jobs {
-		ids[i] = ExternalID(job.ID, job.Attempt)
+		ids[i] = dlq.RiverExternalID(job.ID, job.Attempt)
 	}
 	known, err := s.cfg.Store.PriorLetters(ctx, s.cfg.Source, ids)
 	if err != nil {
 		return nil, err
 	}
 	return slices.DeleteFunc(jobs, func(job *rivertype.JobRow) bool {
-		_, ok := known[ExternalID(job.ID, job.Attempt)]
+		_, ok := known[dlq.RiverExternalID(job.ID, job.Attempt)]
 		return ok
 	}), nil
 }
@@ -437,7 +437,7 @@ func (s *Source) linkRetries(ctx context.Context, jobs []*rivertype.JobRow, lett
 	var earlier []string
 	for _, job := range jobs {
 		for a := 1; a < job.Attempt && a <= dlq.MaxMaxAttempts; a++ {
-			earlier = append(earlier, ExternalID(job.ID, a))
+			earlier = append(earlier, dlq.RiverExternalID(job.ID, a))
 		}
 	}
 	if len(earlier) == 0 {
@@ -449,7 +449,7 @@ func (s *Source) linkRetries(ctx context.Context, jobs []*rivertype.JobRow, lett
 	}
 	for i, job := range jobs {
 		for a := job.Attempt - 1; a >= 1; a-- {
-			if id, ok := prior[ExternalID(job.ID, a)]; ok {
+			if id, ok := prior[dlq.RiverExternalID(job.ID, a)]; ok {
 				letters[i].ReplayOf = id
 				break
 			}

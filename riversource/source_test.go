@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -73,25 +74,34 @@ func ordersApp(t testing.TB) (*storetest.DB, *storetest.Stores) {
 	return db, stores
 }
 
+// runSource runs a River source made of cfg until the test ends, or until
+// stop, which waits for it and may be called again.
+func runSource(t *testing.T, cfg riversource.Config) (*riversource.Source, func()) {
+	t.Helper()
+	source, err := riversource.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- source.Run(ctx) }()
+	stop := sync.OnceFunc(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("river source: %v", err)
+		}
+	})
+	t.Cleanup(stop)
+	return source, stop
+}
+
 func TestRiverDiscardsBecomeLetters(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db, stores := ordersApp(t)
 	pool, app := riverApp(t, db.DSN)
-	importer, err := riversource.New(riversource.Config{Source: "orders-app", Pool: pool, Store: stores.Sources,
+	importer, stop := runSource(t, riversource.Config{Source: "orders-app", Pool: pool, Store: stores.Sources,
 		Every: 50 * time.Millisecond, Settle: 300 * time.Millisecond, RecentEvery: 500 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- importer.Run(runCtx) }()
-	t.Cleanup(func() {
-		stop()
-		if err := <-done; err != nil {
-			t.Errorf("importer: %v", err)
-		}
-	})
 
 	// 30 charges refused by the provider and 5 stock checks that panic.
 	var params []river.InsertManyParams
@@ -160,7 +170,7 @@ func TestRiverDiscardsBecomeLetters(t *testing.T) {
 		Tags  []string `json:"tags"`
 	}
 	if err := json.Unmarshal([]byte(letter.Details), &details); err != nil || details.Kind != "charge_card" ||
-		len(details.Tags) != 1 || letter.External != riversource.ExternalID(details.JobID, 1) {
+		len(details.Tags) != 1 || letter.External != dlq.RiverExternalID(details.JobID, 1) {
 		t.Errorf("details %s (err %v), external id %s", letter.Details, err, letter.External)
 	}
 	var history dlq.Attempts
@@ -182,10 +192,6 @@ func TestRiverDiscardsBecomeLetters(t *testing.T) {
 	// The same failures imported again, from the start and by the sweep,
 	// are the same letters.
 	stop()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-	done <- nil
 	if _, err := db.Exec(`UPDATE sources SET import_cursor = NULL WHERE name = 'orders-app'`); err != nil {
 		t.Fatal(err)
 	}
@@ -283,15 +289,8 @@ func TestLateDiscardIsSweptIn(t *testing.T) {
 	ctx := context.Background()
 	db, stores := ordersApp(t)
 	pool, app := riverApp(t, db.DSN)
-	source, err := riversource.New(riversource.Config{Source: "orders-app", Pool: pool, Store: stores.Sources,
+	runSource(t, riversource.Config{Source: "orders-app", Pool: pool, Store: stores.Sources,
 		Every: 50 * time.Millisecond, Settle: 100 * time.Millisecond, RecentEvery: 300 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- source.Run(runCtx) }()
-	t.Cleanup(func() { stop(); <-done })
 
 	if _, err := app.Insert(ctx, chargeArgs{Order: "ord_1"}, &river.InsertOpts{MaxAttempts: 1}); err != nil {
 		t.Fatal(err)
