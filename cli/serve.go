@@ -229,11 +229,11 @@ func NewConsole(ctx context.Context, cfg ConsoleConfig) (*Console, error) {
 		}
 		return nil, err
 	}
-	retriers := map[string]dlq.Retrier{}
+	reach := map[string]dlq.ReplaySender{}
 	for _, r := range rivers {
-		retriers[r.Name()] = r
+		reach[r.Name()] = r
 	}
-	ops := operations.New(cfg.DB, g).WithRetriers(retriers)
+	ops := operations.New(cfg.DB, g).WithSources(reach)
 	runner := replay.NewRunner(replay.RunnerConfig{Store: ops, Logger: cfg.Logger, PollInterval: cfg.RunnerPollInterval})
 	handler, err := web.NewServer(web.Config{
 		DB: cfg.DB, Logger: cfg.Logger, Version: cfg.Version, Registry: cfg.Registry, Replica: replica,

@@ -34,4 +34,7 @@ type JobOutcome struct {
 	// Args and Kwargs of the job, to mask LastError; not shown.
 	Args   json.RawMessage `db:"args" json:"-"`
 	Kwargs json.RawMessage `db:"kwargs" json:"-"`
+	// Source is the system the job runs in when it is not Redrive (River):
+	// JobID is that system's.
+	Source string `db:"source" json:"source,omitempty"`
 }

@@ -38,12 +38,20 @@ type ReplayCounts struct {
 	Running   int64 `db:"running" json:"running"`
 	Succeeded int64 `db:"succeeded" json:"succeeded"`
 	DiedAgain int64 `db:"died_again" json:"died_again"` // dead: a new dead letter
+	// Gone counts replays in another system that no longer has their job
+	// (its cleaner deleted it before Redrive saw how it ended).
+	Gone int64 `db:"gone" json:"gone,omitempty"`
+	// Refused counts letters another system would not run again (the job
+	// retried since, a unique job holding its key): they are pending
+	// again, and none of the other counts.
+	Refused int64 `db:"refused" json:"refused,omitempty"`
 }
 
-// Settled counts the replays that succeeded or died again.
-func (c ReplayCounts) Settled() int64 { return c.Succeeded + c.DiedAgain }
+// Settled counts the replays that ran to an end: succeeded, died again,
+// or gone from their source.
+func (c ReplayCounts) Settled() int64 { return c.Succeeded + c.DiedAgain + c.Gone }
 
-// Total counts every replay job of the operation.
+// Total counts every replay of the operation; the refused ran nowhere.
 func (c ReplayCounts) Total() int64 { return c.Waiting + c.Running + c.Settled() }
 
 // Scan reads the counts as operations.replays keeps them (JSON).
@@ -58,6 +66,12 @@ func (c *ReplayCounts) Scan(src any) error {
 // AddTo adds the counts to m, by the names the API gives them.
 func (c ReplayCounts) AddTo(m map[string]int64) {
 	m["succeeded"], m["died_again"], m["waiting"], m["running"] = c.Succeeded, c.DiedAgain, c.Waiting, c.Running
+	if c.Gone > 0 {
+		m["gone"] = c.Gone
+	}
+	if c.Refused > 0 {
+		m["refused"] = c.Refused
+	}
 }
 
 // ReplayOutcome is what became of one letter's replay: its job's state

@@ -84,6 +84,65 @@ type Deleter interface {
 	Delete(ctx context.Context, externalID string) error
 }
 
+// SourceReplay is the replay of one letter in the source it came from,
+// queued by a bulk operation and sent in the background (source_replays):
+// the letter's identity there, and once sent the job it runs as.
+type SourceReplay struct {
+	ID           int64  `db:"id"`
+	DeadLetterID int64  `db:"dead_letter_id"`
+	OperationID  *int64 `db:"operation_id"`
+	Source       string `db:"source"`
+	ExternalID   string `db:"external_id"`
+	// JobID is the job in the source, once sent (0 before).
+	JobID int64 `db:"job_id"`
+	// Tries counts the sends tried before this one. Resumed says an
+	// earlier send was cut short (the console stopped mid-send), so the
+	// source may already have it.
+	Tries   int  `db:"tries"`
+	Resumed bool `db:"resumed"`
+}
+
+// SourceReplayState is where a sent replay is in its source.
+type SourceReplayState string
+
+// The states of a replay in another system (migrations/00111_source_replays.sql).
+const (
+	SourceReplayWaiting   SourceReplayState = "waiting"
+	SourceReplaySending   SourceReplayState = "sending"
+	SourceReplaySent      SourceReplayState = "sent"
+	SourceReplayRunning   SourceReplayState = "running"
+	SourceReplaySucceeded SourceReplayState = "succeeded"
+	SourceReplayDiedAgain SourceReplayState = "died_again"
+	SourceReplayGone      SourceReplayState = "gone"
+	SourceReplayRefused   SourceReplayState = "refused"
+)
+
+// Settled reports whether the replay has ended, one way or another.
+func (s SourceReplayState) Settled() bool {
+	switch s {
+	case SourceReplaySucceeded, SourceReplayDiedAgain, SourceReplayGone, SourceReplayRefused:
+		return true
+	}
+	return false
+}
+
+// ReplaySender sends a queued replay to its source: River retries the job
+// (JobRetry), an HTTP source's endpoint is posted the letter. It returns
+// the job the replay runs as there (0 when the source names none). A
+// replay the source will never take (the job retried since, a unique job
+// holding its key) is an error of code EConflict saying why; any other
+// error is tried again later.
+type ReplaySender interface {
+	SendReplay(ctx context.Context, r SourceReplay) (jobID int64, err error)
+}
+
+// ReplayFollower reads where sent replays are in their source: the state
+// of each one it can tell (by SourceReplay.ID); one it leaves out is
+// unchanged.
+type ReplayFollower interface {
+	FollowReplays(ctx context.Context, rs []SourceReplay) (map[int64]SourceReplayState, error)
+}
+
 // ErrImportCursorMoved is returned when an importer's cursor is no longer
 // the one its batch was read from: another console imported the same
 // letters meanwhile. Nothing was written; read the cursor again.

@@ -153,7 +153,7 @@ func replayStatus(o dlq.ReplayOutcome) (class, text, href string) {
 		return "dead", fmt.Sprintf("died again as letter %d", *o.DiedAgainAs), fmt.Sprintf("/dead-letters/%d", *o.DiedAgainAs)
 	}
 	if o.Source != "" {
-		return "replayed", fmt.Sprintf("its job %d runs again in %s", o.JobID, o.Source), ""
+		return sourceReplayStatus(o)
 	}
 	switch o.JobState {
 	case dlq.StateSucceeded:
@@ -168,6 +168,26 @@ func replayStatus(o dlq.ReplayOutcome) (class, text, href string) {
 		return "dead", "replay died again", ""
 	}
 	return "stale", "replayed; outcome unknown (its job is gone)", ""
+}
+
+// sourceReplayStatus is replayStatus for a replay in the system the letter
+// came from (River), followed there.
+func sourceReplayStatus(o dlq.ReplayOutcome) (class, text, href string) {
+	job := "its job"
+	if o.JobID != 0 {
+		job = fmt.Sprintf("its job %d", o.JobID)
+	}
+	switch o.JobState {
+	case dlq.StateSucceeded:
+		return "succeeded", fmt.Sprintf("replay succeeded in %s", o.Source), ""
+	case dlq.StateRunning:
+		return "running", fmt.Sprintf("%s is running again in %s", job, o.Source), ""
+	case dlq.StateAvailable:
+		return "available", fmt.Sprintf("%s waits to run again in %s", job, o.Source), ""
+	case dlq.StateDead:
+		return "dead", fmt.Sprintf("replay died again in %s", o.Source), ""
+	}
+	return "stale", fmt.Sprintf("replayed in %s; outcome unknown (%s is gone there)", o.Source, job), ""
 }
 
 // outcomeWord says what an entry did to a letter: the links store the

@@ -190,7 +190,7 @@ func operationView(op dlq.Operation, jobs []dlq.JobOutcome, skips dlq.SkipCounts
 		Actor: op.Actor, Reason: op.Reason, CreatedAt: op.CreatedAt, FinishedAt: op.FinishedAt,
 		Matched: op.Matched, Handled: handled, MatchedText: views.Number(op.Matched), HandledText: views.Number(handled),
 		Percent: percent(handled, op.Matched), MaxID: op.MaxID,
-		Outcomes:         operationOutcomes(op, skips),
+		Outcomes:         operationOutcomes(op, skips, replays),
 		CanCancel:        !op.State.Finished() && op.State != dlq.OpSettling,
 		CanResume:        op.State == dlq.OpAutoPaused,
 		CanStopFollowing: op.State == dlq.OpSettling,
@@ -232,7 +232,7 @@ func replaysView(op dlq.Operation, c dlq.ReplayCounts) *views.ReplaysView {
 	num := views.Number
 	// The bar is of the replays known: the letters handed to the queue,
 	// or the replays found when the count of them has run ahead.
-	enqueued := max(op.Done, c.Total())
+	enqueued := max(op.Done-c.Refused, c.Total())
 	r := &views.ReplaysView{Enqueued: enqueued, Settled: c.Settled(), EnqueuedText: num(enqueued), SettledText: num(c.Settled()),
 		Percent: percent(c.Settled(), enqueued), Waiting: num(c.Waiting), Running: num(c.Running), Succeeded: num(c.Succeeded),
 		DiedAgain: num(c.DiedAgain), DiedAgainN: c.DiedAgain}
@@ -276,7 +276,7 @@ func operationWhy(op dlq.Operation, c *dlq.ReplayCounts) string {
 // ids the skips are told apart (already replayed, discarded, not found);
 // a filter selected pending letters only, so its skips are letters someone
 // else replayed or discarded after the confirmation.
-func operationOutcomes(op dlq.Operation, s dlq.SkipCounts) []views.OutcomeItem {
+func operationOutcomes(op dlq.Operation, s dlq.SkipCounts, replays *dlq.ReplayCounts) []views.OutcomeItem {
 	num := views.Number
 	out := []views.OutcomeItem{{Key: string(op.Kind) + "ed", Label: pastTenseOf(op.Kind), N: num(op.Done), Kind: "ok"}}
 	if op.Kind == dlq.OpDiscard {
@@ -285,6 +285,13 @@ func operationOutcomes(op dlq.Operation, s dlq.SkipCounts) []views.OutcomeItem {
 		// Handed to the queue is not yet replayed: what became of the
 		// replays is the second bar's, in green only when they succeeded.
 		out[0].Label, out[0].Kind = "enqueued for replay", "muted"
+	}
+	if replays != nil && replays.Refused > 0 {
+		// Refused by the system they came from: pending again, never
+		// counted as replayed.
+		out[0].N = num(op.Done - replays.Refused)
+		out = append(out, views.OutcomeItem{Key: "refused_by_source", N: num(replays.Refused), Kind: "warn",
+			Label: "refused by the system they came from (pending again; each letter's history says why)"})
 	}
 	if op.Filter != nil {
 		out = append(out, views.OutcomeItem{Key: "skipped", N: num(op.Skipped), Kind: "muted",
@@ -344,7 +351,10 @@ func canaryRows(jobs []dlq.JobOutcome) ([]views.CanaryJobRow, canaryTally) {
 	t := canaryTally{jobs: len(jobs)}
 	for _, j := range jobs {
 		row := views.CanaryJobRow{LetterID: j.DeadLetterID, LetterHref: fmt.Sprintf("/dead-letters/%d", j.DeadLetterID),
-			JobID: j.JobID, JobHref: fmt.Sprintf("/jobs/%d", j.JobID), State: string(j.State), Attempt: j.Attempt}
+			JobID: j.JobID, State: string(j.State), Attempt: j.Attempt, Source: j.Source}
+		if j.Source == "" {
+			row.JobHref = fmt.Sprintf("/jobs/%d", j.JobID)
+		}
 		if j.LastError != nil {
 			row.LastError = firstLine(*j.LastError, 200)
 		}

@@ -16,6 +16,10 @@ type OperationStore interface {
 	RunOperationLane(ctx context.Context, opID int64, lane, lanes, batchSize int, now time.Time) (dlq.BatchResult, error)
 	FailOperation(ctx context.Context, opID int64, cause string, now time.Time) error
 	FollowOperations(ctx context.Context, now time.Time) (int, error)
+	// SendSourceReplays and FollowSourceReplays send the replays queued
+	// for other systems (River) and follow them there.
+	SendSourceReplays(ctx context.Context) (int, error)
+	FollowSourceReplays(ctx context.Context) error
 }
 
 // maxBatchFailures is how many times in a row an operation's batch may
@@ -41,6 +45,10 @@ type RunnerConfig struct {
 	// PollInterval, at most a second, so that a long poll does not leave
 	// an operation settling long after its last replay ran.
 	FollowInterval time.Duration
+	// SendInterval is how often the replays queued for other systems are
+	// looked at when they fall due; default 200 ms, the resolution of their
+	// pace.
+	SendInterval time.Duration
 	// Lanes is how many batches of one operation run at once (default
 	// dlq.OperationLanes); paced operations and canaries run one at a time
 	// whatever it says.
@@ -71,6 +79,7 @@ func NewRunner(cfg RunnerConfig) *Runner {
 	cfg.BatchSize = cmp.Or(cfg.BatchSize, 2000)
 	cfg.PollInterval = cmp.Or(cfg.PollInterval, time.Second)
 	cfg.FollowInterval = cmp.Or(cfg.FollowInterval, min(cfg.PollInterval, time.Second))
+	cfg.SendInterval = cmp.Or(cfg.SendInterval, 200*time.Millisecond)
 	cfg.Lanes = max(cmp.Or(cfg.Lanes, dlq.OperationLanes), 1)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -95,6 +104,7 @@ func (r *Runner) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	wg.Go(func() { r.follow(ctx) })
+	wg.Go(func() { r.send(ctx) })
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	for {
@@ -116,8 +126,29 @@ func (r *Runner) follow(ctx context.Context) {
 	tick := time.NewTicker(r.cfg.FollowInterval)
 	defer tick.Stop()
 	for {
+		if err := r.cfg.Store.FollowSourceReplays(ctx); err != nil && ctx.Err() == nil {
+			r.cfg.Logger.Error("follow replays in their sources", "err", err)
+		}
 		if _, err := r.cfg.Store.FollowOperations(ctx, r.cfg.Now()); err != nil && ctx.Err() == nil {
 			r.cfg.Logger.Error("follow operations", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// send sends the replays queued for other systems as they fall due, in
+// its own loop: a paced replay's are due a few at a time, and a large one
+// unpaced keeps it busy while batches and follow-through go on.
+func (r *Runner) send(ctx context.Context) {
+	tick := time.NewTicker(r.cfg.SendInterval)
+	defer tick.Stop()
+	for {
+		if _, err := r.cfg.Store.SendSourceReplays(ctx); err != nil && ctx.Err() == nil {
+			r.cfg.Logger.Error("send replays to their sources", "err", err)
 		}
 		select {
 		case <-ctx.Done():

@@ -68,3 +68,75 @@ func (s *Source) Delete(ctx context.Context, externalID string) error {
 	}
 	return nil
 }
+
+// SendReplay retries the job of a letter a bulk replay queued (Retry). A
+// resumed send (the console stopped mid-send) may have got through: when
+// the job is no longer the discard the letter recorded, it is taken as
+// sent, and followed, rather than refused.
+func (s *Source) SendReplay(ctx context.Context, r dlq.SourceReplay) (int64, error) {
+	if r.Resumed {
+		id, attempt, err := dlq.ParseRiverExternalID(r.ExternalID)
+		if err != nil {
+			return 0, dlq.Errorf(dlq.EConflict, "%v", err)
+		}
+		job, err := s.client.JobGet(ctx, id)
+		if err == nil && (job.State != rivertype.JobStateDiscarded || job.Attempt != attempt) {
+			return id, nil
+		}
+	}
+	return s.Retry(ctx, r.ExternalID)
+}
+
+// FollowReplays reads the River jobs of sent replays, a JobList of their
+// ids, and says where each is: completed is succeeded; discarded, or
+// cancelled, is died again (River's discard is also imported as a new
+// letter, replay_of the one replayed); running is running; any other state
+// is still waiting to run. A job River no longer has is gone.
+func (s *Source) FollowReplays(ctx context.Context, rs []dlq.SourceReplay) (map[int64]dlq.SourceReplayState, error) {
+	byJob := make(map[int64][]int64, len(rs))
+	ids := make([]int64, 0, len(rs))
+	for _, r := range rs {
+		if r.JobID == 0 {
+			continue
+		}
+		if _, seen := byJob[r.JobID]; !seen {
+			ids = append(ids, r.JobID)
+		}
+		byJob[r.JobID] = append(byJob[r.JobID], r.ID)
+	}
+	out := make(map[int64]dlq.SourceReplayState, len(rs))
+	if len(ids) == 0 {
+		return out, nil
+	}
+	res, err := s.client.JobList(ctx, river.NewJobListParams().IDs(ids...).First(len(ids)))
+	if err != nil {
+		return nil, fmt.Errorf("river source %s: follow %d replays: %w", s.cfg.Source, len(ids), err)
+	}
+	found := make(map[int64]dlq.SourceReplayState, len(res.Jobs))
+	for _, job := range res.Jobs {
+		found[job.ID] = replayState(job.State)
+	}
+	for jobID, replays := range byJob {
+		st, ok := found[jobID]
+		if !ok {
+			st = dlq.SourceReplayGone
+		}
+		for _, id := range replays {
+			out[id] = st
+		}
+	}
+	return out, nil
+}
+
+// replayState is where a retried River job in state st has got to.
+func replayState(st rivertype.JobState) dlq.SourceReplayState {
+	switch st {
+	case rivertype.JobStateCompleted:
+		return dlq.SourceReplaySucceeded
+	case rivertype.JobStateDiscarded, rivertype.JobStateCancelled:
+		return dlq.SourceReplayDiedAgain
+	case rivertype.JobStateRunning:
+		return dlq.SourceReplayRunning
+	}
+	return dlq.SourceReplaySent
+}

@@ -30,7 +30,7 @@ func TestReplayRetriesInRiver(t *testing.T) {
 	fixed := new(atomic.Bool)
 	db, stores := ordersApp(t)
 	source, app := shippingApp(t, db, stores, fixed)
-	ops := stores.Operations.WithRetriers(map[string]dlq.Retrier{"orders-app": source})
+	ops := stores.Operations.WithSources(map[string]dlq.ReplaySender{"orders-app": source})
 	jobs := riversourcetest.Ship(t, app, 3)
 	letterOf := func(job int64, attempt int) int64 {
 		t.Helper()
@@ -87,15 +87,19 @@ func TestReplayRetriesInRiver(t *testing.T) {
 
 	// Where each replay ended, as the audit entry's letters show it: the
 	// first died again as its new letter; neither is looked for among
-	// Redrive's own jobs, whose ids River's may share.
+	// Redrive's own jobs, whose ids River's may share; where each is in
+	// River is what following it there found.
+	if err := ops.FollowSourceReplays(ctx); err != nil {
+		t.Fatal(err)
+	}
 	outcomes, err := stores.Operations.ReplayOutcomes(ctx, []int64{first, second})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o := outcomes[first]; o.Source != "orders-app" || o.DiedAgainAs == nil || *o.DiedAgainAs != again || o.JobState != "" {
+	if o := outcomes[first]; o.Source != "orders-app" || o.DiedAgainAs == nil || *o.DiedAgainAs != again || o.JobState != dlq.StateDead {
 		t.Errorf("outcome of the replay that died again: %+v", o)
 	}
-	if o := outcomes[second]; o.Source != "orders-app" || o.DiedAgainAs != nil || o.JobID != jobs[1] || o.JobState != "" {
+	if o := outcomes[second]; o.Source != "orders-app" || o.DiedAgainAs != nil || o.JobID != jobs[1] || o.JobState != dlq.StateSucceeded {
 		t.Errorf("outcome of the replay that completed: %+v", o)
 	}
 
@@ -149,7 +153,7 @@ func TestDiscardDeletesInRiverOnlyWhenAsked(t *testing.T) {
 	db, stores := ordersApp(t)
 	fixed := new(atomic.Bool)
 	source, app := shippingApp(t, db, stores, fixed)
-	ops := stores.Operations.WithRetriers(map[string]dlq.Retrier{"orders-app": source})
+	ops := stores.Operations.WithSources(map[string]dlq.ReplaySender{"orders-app": source})
 	jobs := riversourcetest.Ship(t, app, 3)
 	letters := make([]int64, len(jobs))
 	for i, job := range jobs {

@@ -92,8 +92,10 @@ type CanaryJobRow struct {
 	LetterID   int64
 	LetterHref string
 	JobID      int64
-	JobHref    string
-	State      string // the job's state: available, running, retrying, succeeded, dead
-	Attempt    int
-	LastError  string
+	JobHref    string // "" for a job of another system
+	// Source is the system the job runs in when not Redrive (River).
+	Source    string
+	State     string // the job's state: available, running, retrying, succeeded, dead
+	Attempt   int
+	LastError string
 }

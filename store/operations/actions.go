@@ -151,8 +151,8 @@ func (s *Store) replayInSource(ctx context.Context, tx *sqlx.Tx, p dlq.ReplayPar
 		return dlq.ReplayResult{}, dlq.Errorf(dlq.EConflict,
 			"dead letter %d is a job of %s, which runs it again with the arguments it keeps: replay it without editing them", l.ID, src.Name)
 	}
-	retrier := s.retriers[src.Name]
-	if retrier == nil {
+	retrier, ok := s.sources[src.Name].(dlq.Retrier)
+	if !ok {
 		return dlq.ReplayResult{}, dlq.Errorf(dlq.EConflict,
 			"dead letter %d came from %s, which this console is not configured to reach (REDRIVE_SOURCES)", l.ID, src.Name)
 	}
@@ -162,6 +162,9 @@ func (s *Store) replayInSource(ctx context.Context, tx *sqlx.Tx, p dlq.ReplayPar
 	}
 	if _, err := tx.ExecContext(ctx, insertReplayedSQL, l.ID, l.FailedAt, l.Task, l.Queue, p.Actor.Name, jobID); err != nil {
 		return dlq.ReplayResult{}, fmt.Errorf("dead letter %d: record the replay: %w", l.ID, postgres.Translate(err))
+	}
+	if _, err := tx.ExecContext(ctx, recordSentSQL, l.ID, src.Name, src.ExternalID, jobID); err != nil {
+		return dlq.ReplayResult{}, fmt.Errorf("dead letter %d: follow the replay: %w", l.ID, err)
 	}
 	id := l.ID
 	auditID, err := audit.AppendAudit(ctx, tx, dlq.AuditEntry{
@@ -269,7 +272,7 @@ func (s *Store) deleteInSource(ctx context.Context, tx *sqlx.Tx, id int64) (stri
 		return "", &dlq.ValidationError{Fields: map[string]string{"delete_in_source": fmt.Sprintf(
 			"dead letter %d is Redrive's own: it has no job in another system to delete", id)}}
 	}
-	deleter, ok := s.retriers[src.Name].(dlq.Deleter)
+	deleter, ok := s.sources[src.Name].(dlq.Deleter)
 	if !ok {
 		return "", dlq.Errorf(dlq.EConflict, "dead letter %d came from %s, whose jobs this console cannot delete", id, src.Name)
 	}

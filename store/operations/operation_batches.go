@@ -56,7 +56,7 @@ import (
 // itself a template of the relation the batch reads, the selection's
 // condition and, once the operation has a position, the keyset condition
 // after it; then what the kind leaves untaken (takeAll, or
-// takeOwnLettersOnly).
+// takeReplayable).
 const batchSelectSQL = `batch AS MATERIALIZED (
 	%s
 ), taken AS (
@@ -64,13 +64,15 @@ const batchSelectSQL = `batch AS MATERIALIZED (
 	RETURNING p.id, p.failed_at, p.task, p.queue
 )`
 
-// A discard takes every letter of its batch. A replay leaves the letters
-// other systems sent (letter_sources) pending: their tasks are those
-// systems', which Redrive's queue cannot run, so they count as skipped,
-// never as replayed.
+// A discard takes every letter of its batch. A replay takes Redrive's own
+// letters and those of a source that runs its own jobs again (River, or an
+// HTTP source that names a replay endpoint), and leaves the others pending:
+// their tasks are another system's, which Redrive's queue cannot run and
+// which cannot be sent back, so they count as skipped, never as replayed.
 const (
-	takeAll            = ``
-	takeOwnLettersOnly = ` AND NOT EXISTS (SELECT 1 FROM letter_sources s WHERE s.dead_letter_id = p.id)`
+	takeAll        = ``
+	takeReplayable = ` AND NOT EXISTS (SELECT 1 FROM letter_sources s JOIN sources src ON src.name = s.source
+		WHERE s.dead_letter_id = p.id AND src.kind <> 'river' AND src.replay_url IS NULL)`
 )
 
 // batchLettersSQL reads the next letters of a batch, oldest first.
@@ -85,29 +87,50 @@ SELECT last.failed_at, coalesce(last.id, 0), (SELECT count(*) FROM batch), (SELE
 FROM (SELECT 1) one
 LEFT JOIN (SELECT failed_at, id FROM batch ORDER BY failed_at DESC, id DESC LIMIT 1) last ON true`
 
+// replayBatchSQL replays the letters taken: Redrive's own as jobs of its
+// queue, inserted from the outcomes' RETURNING rows; another source's
+// (theirs) as rows of source_replays, sent to the source once the batch has
+// committed (SendSourceReplays). Both are paced alike: k is a letter's
+// place in the batch, and runAt (below) its start.
 const replayBatchSQL = `
-WITH %s, marked AS (
+WITH %s, theirs AS MATERIALIZED (
+	SELECT s.dead_letter_id, s.source, s.external_id
+	FROM letter_sources s JOIN taken t ON t.id = s.dead_letter_id
+), marked AS (
 	INSERT INTO dead_letter_outcomes (failed_at, dead_letter_id, task, queue, replayed_at, replayed_by, replay_job_id)
-	SELECT failed_at, id, task, queue, now(), $6,
-		nextval(` + postgres.JobsSequenceSQL + `)
-	FROM taken
+	SELECT t.failed_at, t.id, t.task, t.queue, now(), $6,
+		CASE WHEN th.dead_letter_id IS NULL THEN nextval(` + postgres.JobsSequenceSQL + `) END
+	FROM taken t LEFT JOIN theirs th ON th.dead_letter_id = t.id
 	RETURNING dead_letter_id, replay_job_id
-), acted AS (
+), paced AS MATERIALIZED (
+	SELECT m.*, row_number() OVER (ORDER BY m.dead_letter_id) AS k FROM marked m
+), ours AS (
 	INSERT INTO jobs (id, queue, task, args, kwargs, max_attempts, run_at, replay_of, operation_id)
 	OVERRIDING SYSTEM VALUE
-	SELECT m.replay_job_id, r.queue, r.task, r.args, r.kwargs, r.max_attempts,
-		CASE WHEN $3::float8 IS NULL THEN now()
-		     ELSE greatest(now(), $4::timestamptz + ($5::bigint / $3::float8) * interval '1 second')
-		          + (k / $3::float8) * interval '1 second' END,
-		r.id, $8::bigint
-	FROM (SELECT m.*, row_number() OVER (ORDER BY m.dead_letter_id) AS k FROM marked m) m
+	SELECT m.replay_job_id, r.queue, r.task, r.args, r.kwargs, r.max_attempts, ` + runAtSQL + `, r.id, $8::bigint
+	FROM paced m
 	JOIN dead_letter_records r ON r.id = m.dead_letter_id
+	WHERE m.replay_job_id IS NOT NULL
 	ORDER BY r.id
 	RETURNING replay_of
+), queued AS (
+	INSERT INTO source_replays (dead_letter_id, operation_id, source, external_id, run_at)
+	SELECT th.dead_letter_id, $8::bigint, th.source, th.external_id, ` + runAtSQL + `
+	FROM paced m JOIN theirs th ON th.dead_letter_id = m.dead_letter_id
+	ORDER BY th.dead_letter_id
+	RETURNING dead_letter_id
+), acted AS (
+	SELECT replay_of AS id FROM ours UNION ALL SELECT dead_letter_id FROM queued
 ), linked AS (
 	INSERT INTO audit_event_letters (dead_letter_id, audit_event_id, outcome)
-	SELECT replay_of, $7::bigint, 'replay' FROM acted WHERE $7::bigint IS NOT NULL
+	SELECT id, $7::bigint, 'replay' FROM acted WHERE $7::bigint IS NOT NULL
 )` + batchSummarySQL
+
+// runAtSQL is when the k-th replay of a batch starts: now, or on a paced
+// operation ($3 a second) its slot after the batch's start slot.
+const runAtSQL = `CASE WHEN $3::float8 IS NULL THEN now()
+		     ELSE greatest(now(), $4::timestamptz + ($5::bigint / $3::float8) * interval '1 second')
+		          + (m.k / $3::float8) * interval '1 second' END`
 
 const discardBatchSQL = `
 WITH %s, acted AS (
@@ -315,7 +338,7 @@ func batchQuery(op dlq.Operation, sel dlq.Selection, limit, lane, lanes int) (st
 	take := takeAll
 	switch op.Kind {
 	case dlq.OpReplay:
-		query, take = replayBatchSQL, takeOwnLettersOnly
+		query, take = replayBatchSQL, takeReplayable
 		args = []any{op.MaxID, limit, op.RatePerSecond, op.PaceOrigin, op.Done, op.Actor, op.AuditEventID, op.ID}
 	case dlq.OpDiscard:
 		query = discardBatchSQL
@@ -515,16 +538,25 @@ func changeOperationTx(ctx context.Context, tx *sqlx.Tx, p dlq.ChangeOperationPa
 }
 
 // OperationJobs returns the replay jobs of an operation's first letters (the
-// canary), in id order, with their current state.
+// canary), in id order, with their current state. A letter of another
+// system names its job there (Source), in the state its replay has got to:
+// waiting to run (available), running, succeeded, dead (died again), gone
+// from its source, or refused by it.
 func (s *Store) OperationJobs(ctx context.Context, opID int64, limit int) ([]dlq.JobOutcome, error) {
 	var out []dlq.JobOutcome
 	err := s.db.SelectContext(ctx, &out, `
-		SELECT d.id AS dead_letter_id, j.id AS job_id, j.state, j.attempt, j.last_error, j.args, j.kwargs
+		SELECT d.id AS dead_letter_id, coalesce(j.id, r.job_id, 0) AS job_id,
+			coalesce(j.state, CASE r.state WHEN 'succeeded' THEN 'succeeded' WHEN 'died_again' THEN 'dead'
+				WHEN 'running' THEN 'running' WHEN 'gone' THEN 'gone' WHEN 'refused' THEN 'refused'
+				ELSE 'available' END) AS state,
+			coalesce(j.attempt, 0) AS attempt, coalesce(j.last_error, r.problem) AS last_error,
+			coalesce(j.args, d.args) AS args, coalesce(j.kwargs, d.kwargs) AS kwargs, coalesce(r.source, '') AS source
 		FROM operations o
 		JOIN audit_event_letters a ON a.audit_event_id = o.audit_event_id
 		JOIN dead_letters d ON d.id = a.dead_letter_id
-		JOIN jobs j ON j.id = d.replay_job_id
-		WHERE o.id = $1
+		LEFT JOIN source_replays r ON r.dead_letter_id = d.id AND r.operation_id = o.id
+		LEFT JOIN jobs j ON j.id = d.replay_job_id AND r.id IS NULL
+		WHERE o.id = $1 AND (j.id IS NOT NULL OR r.id IS NOT NULL)
 		ORDER BY d.id LIMIT $2`, opID, limit)
 	if err != nil {
 		return nil, fmt.Errorf("operation %d jobs: %w", opID, err)

@@ -26,18 +26,35 @@ import (
 // way, a counter row per operation moved by a trigger on jobs, would put
 // that one hot row in every worker acknowledgement of a replay (see
 // 00100_queue.sql).
+//
+// A replay in another system is a row of source_replays instead of a job
+// (00111_source_replays.sql), counted from its operation's range of
+// source_replays_operation_idx alongside.
 const replayCountsSQL = `
-SELECT count(*) FILTER (WHERE state IN ('available', 'retrying')) AS waiting,
-	count(*) FILTER (WHERE state = 'running') AS running,
-	count(*) FILTER (WHERE state = 'succeeded') AS succeeded,
-	count(*) FILTER (WHERE state = 'dead') AS died_again
-FROM jobs WHERE operation_id = $1`
+WITH ours AS (
+	SELECT count(*) FILTER (WHERE state IN ('available', 'retrying')) AS waiting,
+		count(*) FILTER (WHERE state = 'running') AS running,
+		count(*) FILTER (WHERE state = 'succeeded') AS succeeded,
+		count(*) FILTER (WHERE state = 'dead') AS died_again
+	FROM jobs WHERE operation_id = $1
+), theirs AS (
+	SELECT count(*) FILTER (WHERE state IN ('waiting', 'sending', 'sent')) AS waiting,
+		count(*) FILTER (WHERE state = 'running') AS running,
+		count(*) FILTER (WHERE state = 'succeeded') AS succeeded,
+		count(*) FILTER (WHERE state = 'died_again') AS died_again,
+		count(*) FILTER (WHERE state = 'gone') AS gone,
+		count(*) FILTER (WHERE state = 'refused') AS refused
+	FROM source_replays WHERE operation_id = $1
+)
+SELECT o.waiting + t.waiting, o.running + t.running, o.succeeded + t.succeeded, o.died_again + t.died_again,
+	t.gone, t.refused
+FROM ours o, theirs t`
 
 func replayCounts(ctx context.Context, q sqlx.QueryerContext, opID int64) (dlq.ReplayCounts, error) {
 	var c dlq.ReplayCounts
 	// Scanned field by field: ReplayCounts is a Scanner (of the JSON
 	// the row keeps), which sqlx would otherwise hand the whole row.
-	if err := q.QueryRowxContext(ctx, replayCountsSQL, opID).Scan(&c.Waiting, &c.Running, &c.Succeeded, &c.DiedAgain); err != nil {
+	if err := q.QueryRowxContext(ctx, replayCountsSQL, opID).Scan(&c.Waiting, &c.Running, &c.Succeeded, &c.DiedAgain, &c.Gone, &c.Refused); err != nil {
 		return dlq.ReplayCounts{}, fmt.Errorf("count replays of operation %d: %w", opID, err)
 	}
 	return c, nil
@@ -210,9 +227,15 @@ func guardTripped(died, sample int64, percent float64) bool {
 // guardSample reads the first GuardSample replays of an operation to
 // settle, in the order they settled, and how many of them died again.
 func guardSample(ctx context.Context, tx *sqlx.Tx, opID int64) (died, sample int64, err error) {
-	err = tx.QueryRowxContext(ctx, `SELECT count(*) FILTER (WHERE state = 'dead'), count(*) FROM (
-		SELECT state FROM jobs WHERE operation_id = $1 AND state IN ('succeeded', 'dead')
-		ORDER BY finished_at, id LIMIT $2) s`, opID, dlq.GuardSample).Scan(&died, &sample)
+	// A replay in another system settles in source_replays; one whose job
+	// the source lost ran to an end unknown, and is no evidence either way.
+	err = tx.QueryRowxContext(ctx, `SELECT count(*) FILTER (WHERE died), count(*) FROM (
+		(SELECT state = 'dead' AS died, finished_at AS at, id FROM jobs
+		 WHERE operation_id = $1 AND state IN ('succeeded', 'dead') ORDER BY finished_at, id LIMIT $2)
+		UNION ALL
+		(SELECT state = 'died_again', settled_at, id FROM source_replays
+		 WHERE operation_id = $1 AND state IN ('succeeded', 'died_again') ORDER BY settled_at, id LIMIT $2)
+		ORDER BY at, id LIMIT $2) s`, opID, dlq.GuardSample).Scan(&died, &sample)
 	if err != nil {
 		return 0, 0, fmt.Errorf("guard sample: %w", err)
 	}
@@ -252,15 +275,18 @@ func setVerdict(ctx context.Context, tx *sqlx.Tx, op dlq.Operation, c dlq.Replay
 func (s *Store) ReplayOutcomes(ctx context.Context, letterIDs []int64) (map[int64]dlq.ReplayOutcome, error) {
 	var rows []dlq.ReplayOutcome
 	err := s.db.SelectContext(ctx, &rows, `
-		SELECT d.id AS letter_id, d.replay_job_id AS job_id, coalesce(j.state, '') AS job_state,
+		SELECT d.id AS letter_id, coalesce(d.replay_job_id, 0) AS job_id,
+			coalesce(j.state, CASE r.state WHEN 'succeeded' THEN 'succeeded' WHEN 'died_again' THEN 'dead'
+				WHEN 'running' THEN 'running' WHEN 'gone' THEN '' ELSE 'available' END, '') AS job_state,
 			CASE WHEN ls.source IS NULL THEN n.id
 			     ELSE (SELECT l.id FROM dead_letter_records l WHERE l.replay_of = d.id ORDER BY l.id LIMIT 1) END AS died_again_as,
 			coalesce(ls.source, '') AS source
 		FROM dead_letters d
 		LEFT JOIN letter_sources ls ON ls.dead_letter_id = d.id
+		LEFT JOIN LATERAL (SELECT state FROM source_replays WHERE dead_letter_id = d.id ORDER BY id DESC LIMIT 1) r ON ls.source IS NOT NULL
 		LEFT JOIN jobs j ON j.id = d.replay_job_id AND ls.source IS NULL
 		LEFT JOIN dead_letters n ON n.job_id = d.replay_job_id AND n.replay_of = d.id AND ls.source IS NULL
-		WHERE d.id = ANY($1) AND d.replay_job_id IS NOT NULL`, pq.Array(letterIDs))
+		WHERE d.id = ANY($1) AND d.replayed_at IS NOT NULL`, pq.Array(letterIDs))
 	if err != nil {
 		return nil, fmt.Errorf("replay outcomes: %w", err)
 	}

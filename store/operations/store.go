@@ -17,21 +17,23 @@ type Store struct {
 	db *sqlx.DB
 	// groups names the error group of a job killed into a letter.
 	groups *groups.Store
-	// retriers replay the letters of the sources that run their own jobs
-	// (River), by name; see WithRetriers.
-	retriers map[string]dlq.Retrier
+	// sources reach the sources whose letters are replayed there (River,
+	// an HTTP source's replay endpoint), by name; see WithSources.
+	sources map[string]dlq.ReplaySender
 }
 
 // New returns the room's store on a handle from postgres.Open; groups
 // assigns the jobs it kills to their error groups.
 func New(db *sqlx.DB, groups *groups.Store) *Store { return &Store{db: db, groups: groups} }
 
-// WithRetriers returns a copy of s that replays the letters of each named
-// source through its Retrier (a River source's job, retried in River); the
-// letters of a source without one are not replayed. A Retrier that is also
-// a dlq.Deleter deletes a letter's job in its source when a discard asks.
-func (s *Store) WithRetriers(retriers map[string]dlq.Retrier) *Store {
+// WithSources returns a copy of s that replays the letters of each named
+// source there: a bulk replay's are queued and sent by its ReplaySender
+// (SendSourceReplays), and followed when it is also a dlq.ReplayFollower;
+// one that is a dlq.Retrier replays a single letter at once, in the
+// request, and one that is a dlq.Deleter deletes a letter's job there when
+// a discard asks. The letters of a source not named here wait.
+func (s *Store) WithSources(sources map[string]dlq.ReplaySender) *Store {
 	c := *s
-	c.retriers = retriers
+	c.sources = sources
 	return &c
 }

@@ -1,0 +1,254 @@
+package operations
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+	"github.com/lib/pq"
+
+	"github.com/redrive/redrive/dlq"
+	"github.com/redrive/redrive/store/audit"
+	"github.com/redrive/redrive/store/postgres"
+)
+
+// Replays in other systems (migrations/00111_source_replays.sql says why
+// they are queued): a bulk batch queues them, SendSourceReplays sends the
+// due ones to their source, and FollowSourceReplays reads where they are
+// there until they settle.
+
+// ActionReplayRefused is the audit action of a queued replay its source
+// would not run: the letter is pending again.
+const ActionReplayRefused = "replay_refused"
+
+const (
+	// sendBatch is how many due replays one pass takes from a source.
+	sendBatch = 100
+	// sendLease is how long a runner holds the replays it is sending: one
+	// that stopped mid-send leaves them to another, resumed, after it.
+	sendLease = time.Minute
+	// followBatch is how many sent replays one read of a source asks about.
+	followBatch = 1000
+	// maxSendBackoff bounds the wait before a failed send is tried again.
+	maxSendBackoff = 5 * time.Minute
+)
+
+// takeDueSQL leases up to $2 of source $1's due replays to this runner
+// for $3 seconds. A replay still leased as sending once its lease ran out
+// was cut short: it is taken again, resumed.
+const takeDueSQL = `
+UPDATE source_replays r SET state = 'sending', run_at = now() + $3 * interval '1 second'
+FROM (
+	SELECT id, state = 'sending' AS resumed FROM source_replays
+	WHERE source = $1 AND state IN ('waiting', 'sending') AND run_at <= now()
+	ORDER BY run_at LIMIT $2 FOR UPDATE SKIP LOCKED
+) due
+WHERE r.id = due.id
+RETURNING r.id, r.dead_letter_id, r.operation_id, r.source, r.external_id, coalesce(r.job_id, 0) AS job_id, r.tries, due.resumed`
+
+// SendSourceReplays sends every due queued replay to its source, a batch
+// at a time, until none is due; it returns how many it sent.
+func (s *Store) SendSourceReplays(ctx context.Context) (int, error) {
+	sent := 0
+	for _, name := range slices.Sorted(maps.Keys(s.sources)) {
+		for {
+			n, taken, err := s.sendDue(ctx, name, s.sources[name])
+			sent += n
+			if err != nil {
+				return sent, fmt.Errorf("send replays to %s: %w", name, err)
+			}
+			if taken < sendBatch {
+				break
+			}
+		}
+	}
+	return sent, nil
+}
+
+// sendOutcome is what became of one send.
+type sendOutcome struct {
+	replay dlq.SourceReplay
+	jobID  int64
+	err    error
+}
+
+// sendDue leases source's due replays, sends each, and records what became
+// of them. It returns how many were sent and how many it took.
+func (s *Store) sendDue(ctx context.Context, source string, sender dlq.ReplaySender) (sent, taken int, err error) {
+	var due []dlq.SourceReplay
+	if err := s.db.SelectContext(ctx, &due, takeDueSQL, source, sendBatch, sendLease.Seconds()); err != nil {
+		return 0, 0, fmt.Errorf("take due replays: %w", err)
+	}
+	outcomes := make([]sendOutcome, 0, len(due))
+	for _, r := range due {
+		jobID, err := sender.SendReplay(ctx, r)
+		if ctx.Err() != nil {
+			// Stopping: what was not recorded is resumed after the lease.
+			break
+		}
+		outcomes = append(outcomes, sendOutcome{replay: r, jobID: jobID, err: err})
+	}
+	for _, o := range outcomes {
+		if err := s.recordSend(ctx, o); err != nil {
+			return sent, len(due), err
+		}
+		if o.err == nil {
+			sent++
+		}
+	}
+	return sent, len(due), nil
+}
+
+// recordSend records one send in its own transaction: sent, with its job
+// id (on the letter's outcome too); refused, making the letter pending
+// again and auditing why; or failed, to be tried again after a backoff.
+func (s *Store) recordSend(ctx context.Context, o sendOutcome) error {
+	r := o.replay
+	return postgres.InTx(ctx, s.db, func(tx *sqlx.Tx) error {
+		switch {
+		case o.err == nil:
+			return recordSent(ctx, tx, r, o.jobID)
+		case dlq.ErrorCode(o.err) == dlq.EConflict:
+			return recordRefused(ctx, tx, r, o.err.Error())
+		}
+		wait := sendBackoff(r.Tries)
+		_, err := tx.ExecContext(ctx, `UPDATE source_replays SET state = 'waiting', tries = tries + 1, problem = $2,
+			run_at = now() + $3 * interval '1 second' WHERE id = $1 AND state = 'sending'`, r.ID, o.err.Error(), wait.Seconds())
+		if err != nil {
+			return fmt.Errorf("replay %d: record a failed send: %w", r.ID, err)
+		}
+		return nil
+	})
+}
+
+// sendBackoff is the wait before the next try of a send that failed tries
+// times before: doubling from a second, with jitter, up to maxSendBackoff.
+func sendBackoff(tries int) time.Duration {
+	wait := min(time.Second<<min(tries, 20), maxSendBackoff)
+	return wait/2 + rand.N(wait/2+1)
+}
+
+func recordSent(ctx context.Context, tx *sqlx.Tx, r dlq.SourceReplay, jobID int64) error {
+	res, err := tx.ExecContext(ctx, `UPDATE source_replays SET state = 'sent', job_id = nullif($2, 0), tries = tries + 1,
+		problem = NULL, sent_at = now() WHERE id = $1 AND state = 'sending'`, r.ID, jobID)
+	if err != nil {
+		return fmt.Errorf("replay %d: record it sent: %w", r.ID, err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 || jobID == 0 {
+		return nil // recorded by another runner, after this one's lease ran out; or no job to name
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE dead_letter_outcomes o SET replay_job_id = $2
+		FROM dead_letter_records d
+		WHERE d.id = $1 AND o.failed_at = d.failed_at AND o.dead_letter_id = d.id AND o.replayed_at IS NOT NULL`,
+		r.DeadLetterID, jobID); err != nil {
+		return fmt.Errorf("replay %d: name its job on the letter: %w", r.ID, err)
+	}
+	return nil
+}
+
+// recordRefused settles a replay its source refused and makes its letter
+// pending again (its replayed outcome undone), with an audit entry saying
+// why: refused letters are never counted as replayed.
+func recordRefused(ctx context.Context, tx *sqlx.Tx, r dlq.SourceReplay, problem string) error {
+	res, err := tx.ExecContext(ctx, `UPDATE source_replays SET state = 'refused', tries = tries + 1, problem = $2,
+		settled_at = now() WHERE id = $1 AND state = 'sending'`, r.ID, problem)
+	if err != nil {
+		return fmt.Errorf("replay %d: record it refused: %w", r.ID, err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return nil
+	}
+	undone, err := tx.ExecContext(ctx, `DELETE FROM dead_letter_outcomes o USING dead_letter_records d
+		WHERE d.id = $1 AND o.failed_at = d.failed_at AND o.dead_letter_id = d.id AND o.replayed_at IS NOT NULL`, r.DeadLetterID)
+	if err != nil {
+		return fmt.Errorf("replay %d: undo the letter's replay: %w", r.ID, err)
+	}
+	if n, _ := undone.RowsAffected(); n == 1 {
+		if _, err := tx.ExecContext(ctx, pendingAgainSQL, r.DeadLetterID); err != nil {
+			return fmt.Errorf("replay %d: make the letter pending again: %w", r.ID, postgres.Translate(err))
+		}
+	}
+	id := r.DeadLetterID
+	_, err = audit.AppendAudit(ctx, tx, dlq.AuditEntry{
+		At: time.Now(), Actor: "system", Action: ActionReplayRefused, DeadLetterID: &id, OperationID: r.OperationID,
+		Counts: audit.MustJSON(map[string]int{"refused": 1}), Reason: problem,
+		Details: audit.MustJSON(map[string]any{"source": r.Source, "external_id": r.ExternalID}),
+	})
+	return err
+}
+
+// FollowSourceReplays reads where the sent replays of every source that
+// can say (a dlq.ReplayFollower) are there, and records those that moved.
+func (s *Store) FollowSourceReplays(ctx context.Context) error {
+	for _, name := range slices.Sorted(maps.Keys(s.sources)) {
+		f, ok := s.sources[name].(dlq.ReplayFollower)
+		if !ok {
+			continue
+		}
+		if err := s.followSource(ctx, name, f); err != nil {
+			return fmt.Errorf("follow replays in %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+func (s *Store) followSource(ctx context.Context, source string, f dlq.ReplayFollower) error {
+	var after int64
+	for {
+		var sent []dlq.SourceReplay
+		if err := s.db.SelectContext(ctx, &sent, `SELECT id, dead_letter_id, operation_id, source, external_id,
+				coalesce(job_id, 0) AS job_id, tries, false AS resumed
+			FROM source_replays WHERE source = $1 AND state IN ('sent', 'running') AND id > $2
+			ORDER BY id LIMIT $3`, source, after, followBatch); err != nil {
+			return fmt.Errorf("sent replays: %w", err)
+		}
+		if len(sent) == 0 {
+			return nil
+		}
+		states, err := f.FollowReplays(ctx, sent)
+		if err != nil {
+			return err
+		}
+		if err := recordStates(ctx, s.db, states); err != nil {
+			return err
+		}
+		if len(sent) < followBatch {
+			return nil
+		}
+		after = sent[len(sent)-1].ID
+	}
+}
+
+// recordStates moves followed replays to the states their source reports,
+// stamping those that settled.
+func recordStates(ctx context.Context, db sqlx.ExecerContext, states map[int64]dlq.SourceReplayState) error {
+	ids := make([]int64, 0, len(states))
+	to := make([]string, 0, len(states))
+	for _, id := range slices.Sorted(maps.Keys(states)) {
+		st := states[id]
+		if st != dlq.SourceReplaySent && st != dlq.SourceReplayRunning && !st.Settled() || st == dlq.SourceReplayRefused {
+			return fmt.Errorf("replay %d: a source cannot report %q", id, st)
+		}
+		ids, to = append(ids, id), append(to, string(st))
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	_, err := db.ExecContext(ctx, `UPDATE source_replays r SET state = u.state,
+			settled_at = CASE WHEN u.state IN ('succeeded', 'died_again', 'gone') THEN now() END
+		FROM unnest($1::bigint[], $2::text[]) u(id, state)
+		WHERE r.id = u.id AND r.state IN ('sent', 'running') AND r.state <> u.state`, pq.Array(ids), pq.Array(to))
+	if err != nil {
+		return fmt.Errorf("record replay states: %w", err)
+	}
+	return nil
+}
+
+// recordSentSQL records a replay sent at once (a single replay, in the
+// request): followed from then on like a queued one.
+const recordSentSQL = `INSERT INTO source_replays (dead_letter_id, source, external_id, state, run_at, tries, job_id, sent_at)
+VALUES ($1, $2, $3, 'sent', now(), 1, nullif($4, 0), now())`
