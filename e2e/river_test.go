@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"regexp"
 	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/playwright-community/playwright-go"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
 
@@ -128,4 +130,86 @@ func TestRiverLettersReplayedInRiver(t *testing.T) {
 	must(t, expect.Locator(row.GetByTestId("source-checked")).ToContainText("River read to the end"))
 	must(t, expect.Locator(row.GetByTestId("source-error")).ToHaveCount(0))
 	screenshot(t, page, "river-source")
+}
+
+// River's letters, from the overview to a settled group replay: the
+// overview's top group is the River app's one failure; once the fix
+// shipped, "Replay this group" runs a canary of two in River, then, once
+// released, the rest at the chosen pace, and the operation page follows
+// them in River until every one has settled.
+func TestRiverGroupReplaySettles(t *testing.T) {
+	t.Parallel()
+	db := storetest.NewDB(t)
+	logger := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+	fixed := new(atomic.Bool)
+	_, app := riversourcetest.App(t, db.DSN, func(w *river.Workers) { river.AddWorker(w, riversourcetest.ShipWorker{Fixed: fixed}) })
+	base, _ := serveConsole(t, redrive.ConsoleConfig{DB: db.DB, Logger: logger, Version: "e2e",
+		Sources: []redrive.SourceConfig{{Source: dlq.Source{Name: "shop", Kind: dlq.SourceKindRiver}, DatabaseURL: db.DSN}}})
+	ctx := context.Background()
+	const n = 8
+	jobs := riversourcetest.Ship(t, app, n)
+
+	page := newPage(t)
+	signIn(t, page, base, db, dlq.RoleAdmin)
+	_, err := page.Goto(base + "/")
+	must(t, err)
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		text, err := page.Locator(`[data-testid="top-group"] [data-testid="group-pending"]`).AllTextContents()
+		must(t, err)
+		if len(text) == 1 && text[0] == fmt.Sprint(n) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the overview's top groups show %v pending after 15 s, want one group of %d", text, n)
+		}
+		time.Sleep(300 * time.Millisecond)
+		_, err = page.Reload()
+		must(t, err)
+	}
+	screenshot(t, page, "river-overview")
+	must(t, byTestID(page, "top-group-link").Click())
+	must(t, expect.Locator(byTestID(page, "group-pending")).ToHaveText(fmt.Sprint(n)))
+
+	// The fix shipped: replay the group, two first, then four a second.
+	fixed.Store(true)
+	must(t, byTestID(page, "group-replay").Click())
+	must(t, expect.Locator(byTestID(page, "confirm-title")).ToHaveText(fmt.Sprintf("Replay %d dead letters?", n)))
+	must(t, byTestID(page, "confirm-canary").Check())
+	must(t, byTestID(page, "confirm-canary-size").Fill("2"))
+	must(t, byTestID(page, "confirm-rate").Fill("4"))
+	must(t, byTestID(page, "confirm-reason").Fill("courier token rotated"))
+	screenshot(t, page, "river-group-replay-confirmation")
+	must(t, byTestID(page, "confirm").Click())
+	must(t, expect.Page(page).ToHaveURL(regexp.MustCompile(`/operations/\d+$`)))
+
+	// The canary's two jobs run in River and succeed.
+	must(t, expect.Locator(byTestID(page, "canary-verdict")).ToContainText("succeeded",
+		playwright.LocatorAssertionsToContainTextOptions{Timeout: playwright.Float(30_000)}))
+	must(t, expect.Locator(page.Locator(`[data-testid="canary-job"][data-state="succeeded"]`)).ToHaveCount(2))
+	must(t, expect.Locator(byTestID(page, "canary-jobs")).ToContainText(" in shop"))
+	screenshot(t, page, "river-group-replay-canary")
+	must(t, byTestID(page, "release").Click())
+
+	// The rest at four a second: settled within a few seconds.
+	must(t, expect.Locator(byTestID(page, "op-progress")).ToHaveAttribute("data-state", "done",
+		playwright.LocatorAssertionsToHaveAttributeOptions{Timeout: playwright.Float(30_000)}))
+	must(t, expect.Locator(byTestID(page, "op-settled-count")).ToContainText(fmt.Sprintf("%d of %d settled", n, n)))
+	must(t, expect.Locator(byTestID(page, "replays-succeeded")).ToContainText(fmt.Sprint(n)))
+	must(t, expect.Locator(byTestID(page, "replays-died-again")).ToContainText("0"))
+	screenshot(t, page, "river-group-replay-settled")
+	for _, id := range jobs {
+		row, err := app.JobGet(ctx, id)
+		must(t, err)
+		if row.State != rivertype.JobStateCompleted {
+			t.Errorf("River job %d is %s after the settled replay, want completed", id, row.State)
+		}
+	}
+	// Paced: the six after the canary were retried over at least 1.25 s.
+	var spread float64
+	must(t, db.Get(&spread, `SELECT extract(epoch FROM max(sent_at) - min(sent_at)) FROM (
+		SELECT sent_at FROM source_replays ORDER BY dead_letter_id OFFSET 2) s`))
+	if spread < 1.2 {
+		t.Errorf("the released replays were sent within %.2f s; at 4 a second they take 1.25 s", spread)
+	}
 }
