@@ -43,10 +43,12 @@ var ErrUnknownSource = errors.New("unknown source")
 func (s *Store) Configure(ctx context.Context, sources []dlq.Source) error {
 	for _, src := range sources {
 		var kind dlq.SourceKind
+		// The replay endpoint is the configuration's: the console started
+		// last names it (consoles of one deployment share theirs).
 		err := s.db.GetContext(ctx, &kind, `
-			INSERT INTO sources (name, kind) VALUES ($1, $2)
-			ON CONFLICT (name) DO UPDATE SET kind = sources.kind
-			RETURNING kind`, src.Name, src.Kind)
+			INSERT INTO sources (name, kind, replay_url) VALUES ($1, $2, $3)
+			ON CONFLICT (name) DO UPDATE SET kind = sources.kind, replay_url = EXCLUDED.replay_url
+			RETURNING kind`, src.Name, src.Kind, src.ReplayURL)
 		if err != nil {
 			return fmt.Errorf("configure source %s: %w", src.Name, postgres.Translate(err))
 		}
@@ -60,24 +62,49 @@ func (s *Store) Configure(ctx context.Context, sources []dlq.Source) error {
 
 // Sources lists every source with its state and how many of its letters
 // are kept and pending, Redrive's own first (its counts are every letter
-// no other source sent).
+// no other source sent). The pending counts are kept by triggers
+// (source_counts, migrations/00112_source_counts.sql); the letters are
+// counted, one entry of letter_sources per letter (about 15 ms for
+// 100,000), which suits the sources page and the API, not a page that
+// refreshes itself: the overview reads SourcesPending.
 func (s *Store) Sources(ctx context.Context) ([]dlq.Source, error) {
 	var out []dlq.Source
 	if err := s.db.SelectContext(ctx, &out, `
 		WITH theirs AS (
-			SELECT l.source, count(*) AS letters, count(p.id) AS pending
-			FROM letter_sources l LEFT JOIN pending_dead_letters p ON p.id = l.dead_letter_id
-			GROUP BY l.source
+			SELECT source, count(*) AS letters FROM letter_sources GROUP BY source
 		), everyone AS (
-			SELECT (SELECT coalesce(sum(n), 0) FROM dead_letter_counts)::bigint AS letters,
-				(SELECT coalesce(sum(n), 0) FROM dead_letter_counts WHERE status = 'pending')::bigint AS pending
+			SELECT coalesce(sum(n), 0)::bigint AS letters,
+				coalesce(sum(n) FILTER (WHERE status = 'pending'), 0)::bigint AS pending
+			FROM dead_letter_counts
 		)
 		SELECT s.name, s.kind, s.imported, s.last_import_at, s.created_at, s.checked_at, s.last_error, s.last_error_at,
 			CASE WHEN s.name = $1 THEN e.letters - (SELECT coalesce(sum(letters), 0) FROM theirs) ELSE coalesce(t.letters, 0) END AS letters,
-			CASE WHEN s.name = $1 THEN e.pending - (SELECT coalesce(sum(pending), 0) FROM theirs) ELSE coalesce(t.pending, 0) END AS pending
-		FROM sources s CROSS JOIN everyone e LEFT JOIN theirs t ON t.source = s.name
+			CASE WHEN s.name = $1 THEN e.pending - (SELECT coalesce(sum(pending), 0) FROM source_counts) ELSE coalesce(c.pending, 0) END AS pending
+		FROM sources s CROSS JOIN everyone e
+		LEFT JOIN theirs t ON t.source = s.name
+		LEFT JOIN source_counts c ON c.source = s.name
 		ORDER BY s.name <> $1, s.name`, dlq.RedriveSource); err != nil {
 		return nil, fmt.Errorf("sources: %w", postgres.Translate(err))
+	}
+	return out, nil
+}
+
+// SourcesPending lists every source with its state and its pending
+// letters, Redrive's own first, from the kept counts alone: what the
+// overview reads on every refresh, a few rows whatever the number of
+// letters (0.15 ms at a million letters, against 130-190 ms to count them
+// as Sources did). Letters is not counted.
+func (s *Store) SourcesPending(ctx context.Context) ([]dlq.Source, error) {
+	var out []dlq.Source
+	if err := s.db.SelectContext(ctx, &out, `
+		SELECT s.name, s.kind, s.imported, s.last_import_at, s.created_at, s.checked_at, s.last_error, s.last_error_at,
+			CASE WHEN s.name = $1
+				THEN (SELECT coalesce(sum(n), 0) FROM dead_letter_counts WHERE status = 'pending')
+					- (SELECT coalesce(sum(pending), 0) FROM source_counts)
+				ELSE coalesce(c.pending, 0) END::bigint AS pending
+		FROM sources s LEFT JOIN source_counts c ON c.source = s.name
+		ORDER BY s.name <> $1, s.name`, dlq.RedriveSource); err != nil {
+		return nil, fmt.Errorf("sources pending: %w", postgres.Translate(err))
 	}
 	return out, nil
 }

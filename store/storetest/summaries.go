@@ -4,8 +4,8 @@ import "testing"
 
 // AssertSummariesMatch checks what the triggers keep against the letters
 // themselves: the per-status counts, each error group's total and pending
-// count, the hourly inflow, and that a letter has a pending row exactly
-// when it is pending.
+// count, the hourly inflow, each other source's pending count, and that a
+// letter has a pending row exactly when it is pending.
 func AssertSummariesMatch(t testing.TB, db *DB) {
 	t.Helper()
 	for _, check := range []struct{ what, query string }{
@@ -25,6 +25,12 @@ func AssertSummariesMatch(t testing.TB, db *DB) {
 				FROM dead_letter_records GROUP BY 1, 2, 3
 			) real FULL JOIN (SELECT fingerprint, hour, queue, n FROM dead_letter_inflow WHERE n <> 0) kept
 				USING (fingerprint, hour, queue)
+			WHERE real.n IS DISTINCT FROM kept.n`},
+		{"sources' pending counts differ from their letters", `
+			SELECT count(*) FROM (
+				SELECT l.source, count(*) AS n FROM letter_sources l JOIN pending_dead_letters p ON p.id = l.dead_letter_id
+				GROUP BY 1
+			) real FULL JOIN (SELECT source, pending AS n FROM source_counts WHERE pending <> 0) kept USING (source)
 			WHERE real.n IS DISTINCT FROM kept.n`},
 		{"letters' pending rows disagree with their status", `
 			SELECT count(*) FROM dead_letters d
