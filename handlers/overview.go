@@ -37,11 +37,11 @@ const overviewTimeout = 5 * time.Second
 // OverviewRefreshURL is the fragment the overview polls.
 const OverviewRefreshURL = "/overview/fragment"
 
-// Overview renders the console's front page; demo is nil outside
-// `redrive dev`.
-func Overview(store OverviewReader, demo DemoOutage, version string) echo.HandlerFunc {
+// Overview renders the console's front page; sources are read from the
+// primary (their counts are a few rows); demo is nil outside `redrive dev`.
+func Overview(store OverviewReader, sources SourcePendingReader, demo DemoOutage, version string) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		page, err := loadOverview(c, store, demo)
+		page, err := loadOverview(c, store, sources, demo)
 		if err != nil {
 			return err
 		}
@@ -57,9 +57,9 @@ func Overview(store OverviewReader, demo DemoOutage, version string) echo.Handle
 
 // OverviewFragment renders the overview's body alone, for htmx to swap in
 // every few seconds without reloading the page.
-func OverviewFragment(store OverviewReader, demo DemoOutage) echo.HandlerFunc {
+func OverviewFragment(store OverviewReader, sources SourcePendingReader, demo DemoOutage) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		page, err := loadOverview(c, store, demo)
+		page, err := loadOverview(c, store, sources, demo)
 		if err != nil {
 			return err
 		}
@@ -69,7 +69,7 @@ func OverviewFragment(store OverviewReader, demo DemoOutage) echo.HandlerFunc {
 	}
 }
 
-func loadOverview(c echo.Context, store OverviewReader, demo DemoOutage) (views.OverviewPage, error) {
+func loadOverview(c echo.Context, store OverviewReader, sources SourcePendingReader, demo DemoOutage) (views.OverviewPage, error) {
 	ctx, cancel := context.WithTimeout(c.Request().Context(), overviewTimeout)
 	defer cancel()
 	o, err := store.Overview(ctx)
@@ -96,6 +96,10 @@ func loadOverview(c echo.Context, store OverviewReader, demo DemoOutage) (views.
 	if err != nil {
 		return views.OverviewPage{}, err
 	}
+	srcs, err := sources.SourcesPending(ctx)
+	if err != nil {
+		return views.OverviewPage{}, err
+	}
 	p := overviewPage(o)
 	p.Pauses = pauseRows(pauses)
 	if p.Demo, err = demoOutagePanel(c, demo, store, incs); err != nil {
@@ -105,11 +109,12 @@ func loadOverview(c echo.Context, store OverviewReader, demo DemoOutage) (views.
 	if sort != dlq.GroupSortPending {
 		p.RefreshURL += "?" + url.Values{"sort": {sort}}.Encode()
 	}
-	canAct := false
+	canAct, canAdminister := false, false
 	if pr, ok := principal.From(c); ok {
-		canAct = pr.Role.CanAct()
+		canAct, canAdminister = pr.Role.CanAct(), pr.Role.CanAdminister()
 	}
 	p.Groups = overviewGroups(groups, spark, incs, o.Now, canAct)
+	p.Sources = overviewSources(srcs, canAdminister)
 	return p, nil
 }
 
