@@ -45,8 +45,8 @@ func routes(e *echo.Echo, cfg Config, sec *auth.Security, st stores) error {
 		return c.Redirect(http.StatusMovedPermanently, "/static/favicon.svg")
 	})
 
-	e.GET("/", handlers.Overview(reads, cfg.Demo, cfg.Version), fresh)
-	e.GET(handlers.OverviewRefreshURL, handlers.OverviewFragment(reads, cfg.Demo))
+	e.GET("/", handlers.Overview(reads, st.sources, cfg.Demo, cfg.Version), fresh)
+	e.GET(handlers.OverviewRefreshURL, handlers.OverviewFragment(reads, st.sources, cfg.Demo))
 	if cfg.Demo != nil { // `redrive dev` only; an operator's POST, audited
 		e.POST(handlers.DemoDeployFixURL, handlers.DeployDemoFix(cfg.Demo, now))
 	}
