@@ -43,12 +43,10 @@ var ErrUnknownSource = errors.New("unknown source")
 func (s *Store) Configure(ctx context.Context, sources []dlq.Source) error {
 	for _, src := range sources {
 		var kind dlq.SourceKind
-		// The replay endpoint is the configuration's: the console started
-		// last names it (consoles of one deployment share theirs).
 		err := s.db.GetContext(ctx, &kind, `
-			INSERT INTO sources (name, kind, replay_url) VALUES ($1, $2, $3)
-			ON CONFLICT (name) DO UPDATE SET kind = sources.kind, replay_url = EXCLUDED.replay_url
-			RETURNING kind`, src.Name, src.Kind, src.ReplayURL)
+			INSERT INTO sources (name, kind) VALUES ($1, $2)
+			ON CONFLICT (name) DO UPDATE SET kind = sources.kind
+			RETURNING kind`, src.Name, src.Kind)
 		if err != nil {
 			return fmt.Errorf("configure source %s: %w", src.Name, postgres.Translate(err))
 		}
