@@ -131,7 +131,7 @@ func serveDev(ctx context.Context, f flags, ac auth.Config, dataDir, databaseURL
 	// One registry: the console's /metrics also shows the dev worker's job
 	// outcomes and durations, as worker/metrics.go promises.
 	metrics := newMetricsRegistry()
-	srcs, err := parseSources(f.str("sources"), databaseURL)
+	srcs, err := parseSources(f.str("sources"), databaseURL, f.str("replay-secrets"))
 	if err != nil {
 		return err
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/redrive/redrive/mask"
 	"github.com/redrive/redrive/notify"
 	"github.com/redrive/redrive/replay"
+	"github.com/redrive/redrive/replayhook"
 	"github.com/redrive/redrive/riversource"
 	"github.com/redrive/redrive/store/access"
 	"github.com/redrive/redrive/store/audit"
@@ -59,7 +60,7 @@ func runServe(ctx context.Context, args []string, e env) error {
 			return err
 		}
 	}
-	srcs, err := parseSources(f.str("sources"), f.str("database-url"))
+	srcs, err := parseSources(f.str("sources"), f.str("database-url"), f.str("replay-secrets"))
 	if err != nil {
 		return err
 	}
@@ -134,22 +135,28 @@ func readConfig(f flags, primaryURL string) ReadConfig {
 	return ReadConfig{ReplicaURL: f.str("read-database-url"), PrimaryURL: primaryURL, MaxLag: f.duration("read-max-lag")}
 }
 
+// publicURL is where links to the console point: PublicURL, or else the
+// address it listens on.
+func (n NotifyConfig) publicURL() string {
+	if n.PublicURL != "" {
+		return n.PublicURL
+	}
+	host := cmp.Or(n.Addr, "localhost:8080")
+	if strings.HasPrefix(host, ":") {
+		host = "localhost" + host
+	}
+	return "http://" + host
+}
+
 // notifier builds the webhook sender.
 func (n NotifyConfig) notifier(db *sqlx.DB, masker mask.Policy, logger *slog.Logger) (*notify.Sender, []string, error) {
 	eps, err := notify.ParseEndpoints(n.WebhookURLs)
 	if err != nil {
 		return nil, nil, usagef("--notify-webhook-urls: %v", err)
 	}
-	public := n.PublicURL
-	if public == "" {
-		host := cmp.Or(n.Addr, "localhost:8080")
-		if strings.HasPrefix(host, ":") {
-			host = "localhost" + host
-		}
-		public = "http://" + host
-		if len(eps) > 0 {
-			logger.Warn("REDRIVE_PUBLIC_URL is not set: notifications link to " + public)
-		}
+	public := n.publicURL()
+	if n.PublicURL == "" && len(eps) > 0 {
+		logger.Warn("REDRIVE_PUBLIC_URL is not set: notifications link to " + public)
 	}
 	hostname, _ := os.Hostname()
 	g := groups.New(db)
@@ -232,6 +239,21 @@ func NewConsole(ctx context.Context, cfg ConsoleConfig) (*Console, error) {
 	reach := map[string]dlq.ReplaySender{}
 	for _, r := range rivers {
 		reach[r.Name()] = r
+	}
+	for _, src := range cfg.Sources {
+		if src.ReplayURL == nil {
+			continue
+		}
+		hook, err := replayhook.New(replayhook.Config{Source: src.Name, URL: *src.ReplayURL, Secret: src.ReplaySecret,
+			ConsoleURL: cfg.Notify.publicURL(), Letters: letters.New(cfg.DB)})
+		if err != nil {
+			closeRivers()
+			if replica != nil {
+				replica.Close()
+			}
+			return nil, err
+		}
+		reach[src.Name] = hook
 	}
 	ops := operations.New(cfg.DB, g).WithSources(reach)
 	runner := replay.NewRunner(replay.RunnerConfig{Store: ops, Logger: cfg.Logger, PollInterval: cfg.RunnerPollInterval})

@@ -32,13 +32,20 @@ type DeadLetterDetail struct {
 	// object; nil when it said nothing.
 	SourceDetails json.RawMessage `db:"-" json:"-"`
 	SourceKind    SourceKind      `db:"source_kind" json:"-"`
+	// SourceReplayURL says the letter's source (an HTTP one) names a
+	// replay endpoint, where its replays are posted.
+	SourceReplayURL bool `db:"-" json:"-"`
 }
 
 // CanReplay says whether the letter can be replayed from the console, and
 // why not when it cannot: a letter another system sent is replayed by its
 // source, where the source names a way to.
 func (d DeadLetterDetail) CanReplay() (bool, string) {
-	return Source{Name: d.Source, Kind: d.SourceKind}.CanReplay()
+	src := Source{Name: d.Source, Kind: d.SourceKind}
+	if d.SourceReplayURL {
+		src.ReplayURL = new(string) // its value is the console's to know, not the page's
+	}
+	return src.CanReplay()
 }
 
 // TracebackTruncated reports whether Traceback was cut at TracebackCap.

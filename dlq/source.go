@@ -57,15 +57,18 @@ type Source struct {
 	CheckedAt   *time.Time `db:"checked_at" json:"checked_at,omitempty"`
 	LastError   *string    `db:"last_error" json:"last_error,omitempty"`
 	LastErrorAt *time.Time `db:"last_error_at" json:"last_error_at,omitempty"`
+	// ReplayURL is an HTTP source's replay endpoint, where its letters'
+	// replays are posted, signed (nil: they cannot be replayed from here).
+	ReplayURL *string `db:"replay_url" json:"replay_url,omitempty"`
 }
 
 // CanReplay says whether a letter of this source can be replayed from the
 // console, and why not when it cannot.
 func (s Source) CanReplay() (bool, string) {
-	if s.Kind == SourceKindRedrive || s.Kind == SourceKindRiver || s.Name == "" {
+	if s.Kind == SourceKindRedrive || s.Kind == SourceKindRiver || s.Name == "" || s.ReplayURL != nil {
 		return true, ""
 	}
-	return false, fmt.Sprintf("a letter of %s arrived over HTTP, and the source names no way to replay it", s.Name)
+	return false, fmt.Sprintf("a letter of %s arrived over HTTP, and the source names no replay endpoint (REDRIVE_SOURCES=%s=http:URL)", s.Name, s.Name)
 }
 
 // Retrier runs a letter's job again in the source it came from (River's
@@ -127,13 +130,20 @@ func (s SourceReplayState) Settled() bool {
 }
 
 // ReplaySender sends a queued replay to its source: River retries the job
-// (JobRetry), an HTTP source's endpoint is posted the letter. It returns
-// the job the replay runs as there (0 when the source names none). A
-// replay the source will never take (the job retried since, a unique job
-// holding its key) is an error of code EConflict saying why; any other
-// error is tried again later.
+// (JobRetry), an HTTP source's endpoint is posted the letter. A replay the
+// source will never take (the job retried since, a unique job holding its
+// key, the endpoint's 409) is an error of code EConflict saying why; any
+// other error is tried again later.
 type ReplaySender interface {
-	SendReplay(ctx context.Context, r SourceReplay) (jobID int64, err error)
+	SendReplay(ctx context.Context, r SourceReplay) (SentReplay, error)
+}
+
+// SentReplay is what a source said when it took a replay: the job the
+// replay runs as there (0 when it names none), and its answer, kept
+// (an HTTP endpoint's status and body).
+type SentReplay struct {
+	JobID  int64
+	Answer string
 }
 
 // ReplayFollower reads where sent replays are in their source: the state
@@ -141,6 +151,28 @@ type ReplaySender interface {
 // unchanged.
 type ReplayFollower interface {
 	FollowReplays(ctx context.Context, rs []SourceReplay) (map[int64]SourceReplayState, error)
+}
+
+// OutcomeReport is another system's word on how a replay it was sent went
+// (POST /api/v1/letters/{id}/outcome): the letter replayed, and its
+// replay's state there: running, succeeded or died_again, with a message
+// (what killed it). Sources, when not empty, are those the reporter may
+// speak for (a token limited to them).
+type OutcomeReport struct {
+	LetterID int64
+	State    SourceReplayState
+	Message  string
+	Sources  []string
+}
+
+// OutcomeResult is a replay as its reported outcome left it; Repeated
+// says the report changed nothing (the outcome was known).
+type OutcomeResult struct {
+	LetterID int64             `json:"dead_letter_id"`
+	ReplayID int64             `json:"replay_id"`
+	Source   string            `json:"source"`
+	State    SourceReplayState `json:"state"`
+	Repeated bool              `json:"repeated"`
 }
 
 // ErrImportCursorMoved is returned when an importer's cursor is no longer

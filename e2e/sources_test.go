@@ -56,7 +56,7 @@ func TestLettersFromAnotherSystem(t *testing.T) {
 	must(t, err)
 	row := page.Locator(`tr[data-source="legacy"]`)
 	must(t, expect.Locator(row.GetByTestId("source-letters")).ToHaveText("3"))
-	must(t, expect.Locator(row.GetByTestId("source-no-replay")).ToContainText("names no way to replay it"))
+	must(t, expect.Locator(row.GetByTestId("source-no-replay")).ToContainText("names no replay endpoint"))
 	screenshot(t, page, "admin-sources")
 
 	must(t, row.GetByTestId("source-pending").Click())

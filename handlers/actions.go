@@ -119,7 +119,8 @@ func renderLetter(ctx context.Context, c echo.Context, p LetterPage, d dlq.DeadL
 	a := views.LetterActionsView{
 		ID: d.ID, Status: string(d.Status), CSRFToken: meta.CSRFToken, CanAct: meta.CanAct,
 		ReplayJobID: v.ReplayJobID, ReplaySource: v.Source, DeletableIn: deletableIn(d),
-		ReplayKey: newFormKey(), EditKey: newFormKey(), DiscardKey: newFormKey(), RestoreKey: newFormKey(),
+		ReplayByEndpoint: d.SourceKind == dlq.SourceKindHTTP,
+		ReplayKey:        newFormKey(), EditKey: newFormKey(), DiscardKey: newFormKey(), RestoreKey: newFormKey(),
 		Editable: v.ArgsNote == "" && v.KwargsNote == "",
 		EditOpen: st.editOpen, EditArgs: v.Args, EditKwargs: v.Kwargs,
 		ReplayReason: st.replayReason, EditReason: st.editReason,
@@ -172,9 +173,12 @@ func resultNotice(entries []dlq.AuditEntry, id int64, repeated bool) *views.Noti
 				verb = "Replayed with edited arguments"
 			}
 			if source := detailString(e.Details, "source"); source != "" {
-				// Its job runs again in its source (River), not in Redrive.
-				return &views.Notice{Kind: "ok", Message: fmt.Sprintf("%s%s: %s runs its job %d again.", prefix, verb, source,
-					detailInt(e.Details, "source_job_id"))}
+				// Its job runs again in its source (River), not in Redrive;
+				// an HTTP source's endpoint is posted the letter shortly.
+				if job := detailInt(e.Details, "source_job_id"); job != 0 {
+					return &views.Notice{Kind: "ok", Message: fmt.Sprintf("%s%s: %s runs its job %d again.", prefix, verb, source, job)}
+				}
+				return &views.Notice{Kind: "ok", Message: fmt.Sprintf("%s%s: the letter is being sent to %s's replay endpoint, and tried again until it takes it.", prefix, verb, source)}
 			}
 			return &views.Notice{Kind: "ok", Message: prefix + verb + " as", LinkText: "job " + strconv.FormatInt(job, 10),
 				Href: "/jobs/" + strconv.FormatInt(job, 10), After: "."}

@@ -112,3 +112,45 @@ func (r ingestRequest) normalise(now time.Time) ([]dlq.IngestLetter, error) {
 	}
 	return out, nil
 }
+
+// OutcomeReporter records how a replay sent to another system went (the
+// store's operations room).
+type OutcomeReporter interface {
+	ReportReplayOutcome(ctx context.Context, p dlq.OutcomeReport) (dlq.OutcomeResult, error)
+}
+
+// outcomeRequest is the body of POST /api/v1/letters/{id}/outcome.
+type outcomeRequest struct {
+	State   string `json:"state"`
+	Message string `json:"message"`
+}
+
+// APIReportOutcome answers POST /api/v1/letters/{id}/outcome: the system a
+// letter came from (an HTTP source with a replay endpoint) says how the
+// replay it was sent went: running, succeeded or died_again (with what
+// killed it in message). The operation that replayed it settles on it. A
+// token limited to some sources reports on their letters only.
+func APIReportOutcome(store OutcomeReporter) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		id, err := strconv.ParseInt(c.Param("id"), 10, 64)
+		if err != nil || id < 1 {
+			return NotFound("There is no dead letter %q.", dlq.ClipRunes(c.Param("id"), 40))
+		}
+		var req outcomeRequest
+		if err := decodeJSON(c, &req, "state, message"); err != nil {
+			return err
+		}
+		if len(req.Message) > dlq.MaxIngestMessage {
+			return &dlq.ValidationError{Fields: map[string]string{"message": fmt.Sprintf("at most %d bytes", dlq.MaxIngestMessage)}}
+		}
+		report := dlq.OutcomeReport{LetterID: id, State: dlq.SourceReplayState(req.State), Message: req.Message}
+		if p, ok := principal.From(c); ok && p.SendsOnly() {
+			report.Sources = p.Sources
+		}
+		res, err := store.ReportReplayOutcome(c.Request().Context(), report)
+		if err != nil {
+			return err
+		}
+		return c.JSON(http.StatusOK, res)
+	}
+}

@@ -42,7 +42,7 @@ func TestLetterOfAnotherSource(t *testing.T) {
 	if doc.Find(`[data-testid="job-link"]`).Length() != 0 || doc.Find(`[data-testid="replay-form"]`).Length() != 0 {
 		t.Error("the page links a job or offers a replay for a letter another system sent")
 	}
-	if why := doc.Find(`[data-testid="replay-refused"]`).Text(); !strings.Contains(why, "names no way to replay it") {
+	if why := doc.Find(`[data-testid="replay-refused"]`).Text(); !strings.Contains(why, "names no replay endpoint") {
 		t.Errorf("the refusal says %q", why)
 	}
 	if doc.Find(`[data-testid="discard-form"]`).Length() != 1 {
@@ -85,10 +85,29 @@ func TestTokenThatSendsLettersOnly(t *testing.T) {
 		return `{"source": "` + source + `", "letters": [{"external_id": "1", "task": "billing.charge", "error_class": "E",
 			"error": "boom", "failed_at": "2026-12-07T06:00:00Z"}]}`
 	}
-	if rec, _ := a.api(t, secret, "POST", "/api/v1/letters", letter("legacy")); rec.Code != http.StatusCreated {
+	rec, body := a.api(t, secret, "POST", "/api/v1/letters", letter("legacy"))
+	if rec.Code != http.StatusCreated {
 		t.Fatalf("its own source: %d %s", rec.Code, rec.Body)
 	}
+	// It also says how the replays of its letters went, and of no others.
+	id := int64(body["letters"].([]any)[0].(map[string]any)["id"].(float64))
+	other, _ := a.api(t, a.olgaAPI, "POST", "/api/v1/letters", letter("other"))
+	if other.Code != http.StatusCreated {
+		t.Fatalf("a letter of other: %d %s", other.Code, other.Body)
+	}
+	if _, err := a.db.Exec(`INSERT INTO source_replays (dead_letter_id, source, external_id, state, run_at, sent_at)
+		SELECT dead_letter_id, source, external_id, 'sent', now(), now() FROM letter_sources`); err != nil {
+		t.Fatal(err)
+	}
+	if rec, _ := a.api(t, secret, "POST", fmt.Sprintf("/api/v1/letters/%d/outcome", id), `{"state": "succeeded"}`); rec.Code != http.StatusOK {
+		t.Errorf("the outcome of its letter's replay: %d %s", rec.Code, rec.Body)
+	}
+	var otherID int64
+	if err := a.db.Get(&otherID, `SELECT dead_letter_id FROM letter_sources WHERE source = 'other'`); err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct{ method, path, body string }{
+		{"POST", fmt.Sprintf("/api/v1/letters/%d/outcome", otherID), `{"state": "succeeded"}`},
 		{"POST", "/api/v1/letters", letter("other")},
 		{"GET", "/api/v1/dead-letters", ""},
 		{"POST", "/api/v1/dead-letters/1/discard", `{"reason": "x"}`},

@@ -10,6 +10,9 @@
 -- makes the letter pending again, keeps why, and is reported per letter;
 -- it is never counted as replayed.
 --
+-- problem is why the last send failed or was refused; answer is what the
+-- source said when it took the replay (an HTTP endpoint's status and body).
+--
 -- A row's state:
 --   waiting     queued, to be sent at run_at
 --   sending     taken by a runner until run_at (a lease): a runner that
@@ -33,6 +36,7 @@ CREATE TABLE source_replays (
     tries          integer     NOT NULL DEFAULT 0,
     job_id         bigint,
     problem        text,
+    answer         text,
     created_at     timestamptz NOT NULL DEFAULT now(),
     sent_at        timestamptz,
     settled_at     timestamptz,

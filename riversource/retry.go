@@ -73,18 +73,22 @@ func (s *Source) Delete(ctx context.Context, externalID string) error {
 // resumed send (the console stopped mid-send) may have got through: when
 // the job is no longer the discard the letter recorded, it is taken as
 // sent, and followed, rather than refused.
-func (s *Source) SendReplay(ctx context.Context, r dlq.SourceReplay) (int64, error) {
+func (s *Source) SendReplay(ctx context.Context, r dlq.SourceReplay) (dlq.SentReplay, error) {
 	if r.Resumed {
 		id, attempt, err := dlq.ParseRiverExternalID(r.ExternalID)
 		if err != nil {
-			return 0, dlq.Errorf(dlq.EConflict, "%v", err)
+			return dlq.SentReplay{}, dlq.Errorf(dlq.EConflict, "%v", err)
 		}
 		job, err := s.client.JobGet(ctx, id)
 		if err == nil && (job.State != rivertype.JobStateDiscarded || job.Attempt != attempt) {
-			return id, nil
+			return dlq.SentReplay{JobID: id, Answer: "already retried: a send cut short got through"}, nil
 		}
 	}
-	return s.Retry(ctx, r.ExternalID)
+	id, err := s.Retry(ctx, r.ExternalID)
+	if err != nil {
+		return dlq.SentReplay{}, err
+	}
+	return dlq.SentReplay{JobID: id}, nil
 }
 
 // FollowReplays reads the River jobs of sent replays, a JobList of their

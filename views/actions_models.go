@@ -39,6 +39,9 @@ type LetterActionsView struct {
 	// ReplaySource is the source the letter came from when it is another
 	// system's: its replay runs there, under ReplayJobID, not in Redrive.
 	ReplaySource string
+	// ReplayByEndpoint: ReplaySource is an HTTP source, whose replays are
+	// posted to its replay endpoint.
+	ReplayByEndpoint bool
 	// DeletableIn is the source whose job a discard may delete too (a River
 	// source); empty when there is none.
 	DeletableIn string

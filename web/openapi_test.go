@@ -403,6 +403,28 @@ func exerciseIngest(t *testing.T, c *apiConsole, seen map[string][]int) {
 	c.call(t, seen, c.operator, "POST", "/api/v1/letters", `{"source": "nobody", "letters": [`+letter+`]}`, 400)
 	c.call(t, seen, c.viewer, "POST", "/api/v1/letters", body, 403)
 
+	// How its replay went, as legacy reports it: none yet (404); once a
+	// replay was posted to legacy's endpoint (a row of the runner's queue,
+	// written here), running, then succeeded, once (200), and never then
+	// died_again (409); a state that is not one (400).
+	letters, _ := first["letters"].([]any)
+	id := int64(letters[0].(map[string]any)["id"].(float64))
+	outcome := fmt.Sprintf("/api/v1/letters/%d/outcome", id)
+	c.call(t, seen, c.operator, "POST", outcome, `{"state": "succeeded"}`, 404)
+	if _, err := c.db.Exec(`INSERT INTO source_replays (dead_letter_id, source, external_id, state, run_at, sent_at)
+		VALUES ($1, 'legacy', 'celery-7f3a', 'sent', now(), now())`, id); err != nil {
+		t.Fatal(err)
+	}
+	c.call(t, seen, c.operator, "POST", outcome, `{"state": "running"}`, 200)
+	done := c.call(t, seen, c.operator, "POST", outcome, `{"state": "succeeded"}`, 200)
+	again = c.call(t, seen, c.operator, "POST", outcome, `{"state": "succeeded"}`, 200)
+	if done["state"] != "succeeded" || done["repeated"] != false || again["repeated"] != true {
+		t.Errorf("outcome reported: %v, then again %v", done, again)
+	}
+	c.call(t, seen, c.operator, "POST", outcome, `{"state": "died_again", "message": "late"}`, 409)
+	c.call(t, seen, c.operator, "POST", outcome, `{"state": "finished"}`, 400)
+	c.call(t, seen, c.viewer, "POST", outcome, `{"state": "succeeded"}`, 403)
+
 	srcs := c.call(t, seen, c.viewer, "GET", "/api/v1/sources", "", 200)
 	list, _ := srcs["sources"].([]any)
 	if len(list) != 2 || list[1].(map[string]any)["name"] != "legacy" || list[1].(map[string]any)["letters"] != float64(1) ||

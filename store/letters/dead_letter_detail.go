@@ -38,7 +38,8 @@ SELECT id, job_id, queue, task, args, kwargs, idempotency_key, error_class, erro
 			ELSE e END ORDER BY ord), '[]'::jsonb)::json
 	 FROM jsonb_array_elements(history::jsonb) WITH ORDINALITY AS h(e, ord)) END AS history,
 	ARRAY(SELECT l.id FROM dead_letter_records l WHERE l.replay_of = d.id ORDER BY l.id LIMIT $4) AS later_letters,
-	(SELECT ARRAY[s.source, s.external_id, k.kind, coalesce(s.details::text, '')] FROM letter_sources s JOIN sources k ON k.name = s.source
+	(SELECT ARRAY[s.source, s.external_id, k.kind, coalesce(s.details::text, ''), (k.replay_url IS NOT NULL)::text]
+	 FROM letter_sources s JOIN sources k ON k.name = s.source
 	 WHERE s.dead_letter_id = d.id) AS letter_source
 FROM dead_letters d
 WHERE d.id = $1`
@@ -49,7 +50,7 @@ func (s *Store) GetDeadLetter(ctx context.Context, id int64) (dlq.DeadLetterDeta
 	var row struct {
 		dlq.DeadLetterDetail
 		Later  pq.Int64Array  `db:"later_letters"`
-		Source pq.StringArray `db:"letter_source"` // name, external id, kind, details; NULL for Redrive's own
+		Source pq.StringArray `db:"letter_source"` // name, external id, kind, details, has a replay URL; NULL for Redrive's own
 	}
 	if err := s.db.GetContext(ctx, &row, getDeadLetterSQL, id, dlq.TracebackCap, dlq.AttemptTracebackCap, dlq.MaxLaterLetters, mask.TruncatedMark); err != nil {
 		return dlq.DeadLetterDetail{}, fmt.Errorf("get dead letter %d: %w", id, postgres.Translate(err))
@@ -59,8 +60,9 @@ func (s *Store) GetDeadLetter(ctx context.Context, id int64) (dlq.DeadLetterDeta
 		d.LaterLetters = row.Later
 	}
 	d.Source, d.SourceKind = dlq.RedriveSource, dlq.SourceKindRedrive
-	if len(row.Source) == 4 {
+	if len(row.Source) == 5 {
 		d.Source, d.ExternalID, d.SourceKind = row.Source[0], &row.Source[1], dlq.SourceKind(row.Source[2])
+		d.SourceReplayURL = row.Source[4] == "true"
 		if row.Source[3] != "" {
 			d.SourceDetails = json.RawMessage(row.Source[3])
 		}

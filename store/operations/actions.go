@@ -151,20 +151,29 @@ func (s *Store) replayInSource(ctx context.Context, tx *sqlx.Tx, p dlq.ReplayPar
 		return dlq.ReplayResult{}, dlq.Errorf(dlq.EConflict,
 			"dead letter %d is a job of %s, which runs it again with the arguments it keeps: replay it without editing them", l.ID, src.Name)
 	}
-	retrier, ok := s.sources[src.Name].(dlq.Retrier)
-	if !ok {
+	sender := s.sources[src.Name]
+	if sender == nil {
 		return dlq.ReplayResult{}, dlq.Errorf(dlq.EConflict,
 			"dead letter %d came from %s, which this console is not configured to reach (REDRIVE_SOURCES)", l.ID, src.Name)
 	}
-	jobID, err := retrier.Retry(ctx, src.ExternalID)
-	if err != nil {
-		return dlq.ReplayResult{}, fmt.Errorf("dead letter %d: %w", l.ID, err)
+	var jobID int64
+	if retrier, ok := sender.(dlq.Retrier); ok {
+		// Retried now, in the request: the operator sees River's answer.
+		id, err := retrier.Retry(ctx, src.ExternalID)
+		if err != nil {
+			return dlq.ReplayResult{}, fmt.Errorf("dead letter %d: %w", l.ID, err)
+		}
+		jobID = id
+		if _, err := tx.ExecContext(ctx, recordSentSQL, l.ID, src.Name, src.ExternalID, jobID); err != nil {
+			return dlq.ReplayResult{}, fmt.Errorf("dead letter %d: follow the replay: %w", l.ID, err)
+		}
+	} else if _, err := tx.ExecContext(ctx, queueReplaySQL, l.ID, src.Name, src.ExternalID); err != nil {
+		// Queued, sent within a moment and tried again until the endpoint
+		// takes it: a webhook's answer may take seconds, or never come.
+		return dlq.ReplayResult{}, fmt.Errorf("dead letter %d: queue the replay: %w", l.ID, err)
 	}
-	if _, err := tx.ExecContext(ctx, insertReplayedSQL, l.ID, l.FailedAt, l.Task, l.Queue, p.Actor.Name, jobID); err != nil {
+	if _, err := tx.ExecContext(ctx, insertReplayedSQL, l.ID, l.FailedAt, l.Task, l.Queue, p.Actor.Name, nullID(jobID)); err != nil {
 		return dlq.ReplayResult{}, fmt.Errorf("dead letter %d: record the replay: %w", l.ID, postgres.Translate(err))
-	}
-	if _, err := tx.ExecContext(ctx, recordSentSQL, l.ID, src.Name, src.ExternalID, jobID); err != nil {
-		return dlq.ReplayResult{}, fmt.Errorf("dead letter %d: follow the replay: %w", l.ID, err)
 	}
 	id := l.ID
 	auditID, err := audit.AppendAudit(ctx, tx, dlq.AuditEntry{

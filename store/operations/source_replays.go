@@ -2,6 +2,7 @@ package operations
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"math/rand/v2"
@@ -72,7 +73,7 @@ func (s *Store) SendSourceReplays(ctx context.Context) (int, error) {
 // sendOutcome is what became of one send.
 type sendOutcome struct {
 	replay dlq.SourceReplay
-	jobID  int64
+	sent   dlq.SentReplay
 	err    error
 }
 
@@ -85,12 +86,12 @@ func (s *Store) sendDue(ctx context.Context, source string, sender dlq.ReplaySen
 	}
 	outcomes := make([]sendOutcome, 0, len(due))
 	for _, r := range due {
-		jobID, err := sender.SendReplay(ctx, r)
+		sent, err := sender.SendReplay(ctx, r)
 		if ctx.Err() != nil {
 			// Stopping: what was not recorded is resumed after the lease.
 			break
 		}
-		outcomes = append(outcomes, sendOutcome{replay: r, jobID: jobID, err: err})
+		outcomes = append(outcomes, sendOutcome{replay: r, sent: sent, err: err})
 	}
 	for _, o := range outcomes {
 		if err := s.recordSend(ctx, o); err != nil {
@@ -111,7 +112,7 @@ func (s *Store) recordSend(ctx context.Context, o sendOutcome) error {
 	return postgres.InTx(ctx, s.db, func(tx *sqlx.Tx) error {
 		switch {
 		case o.err == nil:
-			return recordSent(ctx, tx, r, o.jobID)
+			return recordSent(ctx, tx, r, o.sent)
 		case dlq.ErrorCode(o.err) == dlq.EConflict:
 			return recordRefused(ctx, tx, r, o.err.Error())
 		}
@@ -132,9 +133,10 @@ func sendBackoff(tries int) time.Duration {
 	return wait/2 + rand.N(wait/2+1)
 }
 
-func recordSent(ctx context.Context, tx *sqlx.Tx, r dlq.SourceReplay, jobID int64) error {
+func recordSent(ctx context.Context, tx *sqlx.Tx, r dlq.SourceReplay, sent dlq.SentReplay) error {
+	jobID := sent.JobID
 	res, err := tx.ExecContext(ctx, `UPDATE source_replays SET state = 'sent', job_id = nullif($2, 0), tries = tries + 1,
-		problem = NULL, sent_at = now() WHERE id = $1 AND state = 'sending'`, r.ID, jobID)
+		problem = NULL, answer = nullif($3, ''), sent_at = now() WHERE id = $1 AND state = 'sending'`, r.ID, jobID, sent.Answer)
 	if err != nil {
 		return fmt.Errorf("replay %d: record it sent: %w", r.ID, err)
 	}
@@ -248,7 +250,73 @@ func recordStates(ctx context.Context, db sqlx.ExecerContext, states map[int64]d
 	return nil
 }
 
+// queueReplaySQL queues a single replay, to be sent at once by the runner.
+const queueReplaySQL = `INSERT INTO source_replays (dead_letter_id, source, external_id, run_at) VALUES ($1, $2, $3, now())`
+
+// nullID is a job id as a column takes it: NULL for none.
+func nullID(id int64) *int64 {
+	if id == 0 {
+		return nil
+	}
+	return &id
+}
+
 // recordSentSQL records a replay sent at once (a single replay, in the
 // request): followed from then on like a queued one.
 const recordSentSQL = `INSERT INTO source_replays (dead_letter_id, source, external_id, state, run_at, tries, job_id, sent_at)
 VALUES ($1, $2, $3, 'sent', now(), 1, nullif($4, 0), now())`
+
+// ReportReplayOutcome records how the latest replay of a letter in another
+// system went, as that system reports it (an HTTP source's endpoint, POST
+// /api/v1/letters/{id}/outcome): running, or settled as succeeded or died
+// again. A report may come before the send that delivered the replay is
+// recorded (the endpoint ran it at once), so a replay still waiting or
+// sending takes it too. The same settled outcome reported again changes
+// nothing (Repeated); another is a conflict, as is a report for a replay
+// the source refused. sources, when not empty, are those the reporter may
+// speak for.
+func (s *Store) ReportReplayOutcome(ctx context.Context, p dlq.OutcomeReport) (dlq.OutcomeResult, error) {
+	if p.State != dlq.SourceReplayRunning && p.State != dlq.SourceReplaySucceeded && p.State != dlq.SourceReplayDiedAgain {
+		return dlq.OutcomeResult{}, &dlq.ValidationError{Fields: map[string]string{
+			"state": fmt.Sprintf("%q is not an outcome: running, succeeded or died_again", dlq.ClipRunes(string(p.State), 40))}}
+	}
+	var res dlq.OutcomeResult
+	err := postgres.InTx(ctx, s.db, func(tx *sqlx.Tx) error {
+		var r struct {
+			ID     int64                 `db:"id"`
+			Source string                `db:"source"`
+			State  dlq.SourceReplayState `db:"state"`
+		}
+		err := tx.GetContext(ctx, &r, `SELECT id, source, state FROM source_replays WHERE dead_letter_id = $1
+			ORDER BY id DESC LIMIT 1 FOR UPDATE`, p.LetterID)
+		if errors.Is(postgres.Translate(err), dlq.ErrNotFound) {
+			return dlq.Errorf(dlq.ENotFound, "dead letter %d has no replay in another system to report on", p.LetterID)
+		}
+		if err != nil {
+			return fmt.Errorf("replay of dead letter %d: %w", p.LetterID, err)
+		}
+		if len(p.Sources) > 0 && !slices.Contains(p.Sources, r.Source) {
+			return dlq.Errorf(dlq.EForbidden, "dead letter %d came from %s; this token speaks for %v only", p.LetterID, r.Source, p.Sources)
+		}
+		res = dlq.OutcomeResult{LetterID: p.LetterID, ReplayID: r.ID, Source: r.Source, State: r.State}
+		switch {
+		case r.State == p.State || (r.State.Settled() && p.State == dlq.SourceReplayRunning && r.State != dlq.SourceReplayRefused):
+			res.Repeated = true // already known, or a late "running" after the end
+			return nil
+		case r.State == dlq.SourceReplayRefused:
+			return dlq.Errorf(dlq.EConflict, "the replay of dead letter %d was refused by %s: it did not run", p.LetterID, r.Source)
+		case r.State.Settled():
+			return dlq.Errorf(dlq.EConflict, "the replay of dead letter %d was already reported as %s", p.LetterID, r.State)
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE source_replays SET state = $2,
+				settled_at = CASE WHEN $2 IN ('succeeded', 'died_again') THEN now() END,
+				problem = CASE WHEN $2 = 'died_again' THEN nullif($3, '') ELSE problem END,
+				sent_at = coalesce(sent_at, now())
+			WHERE id = $1`, r.ID, p.State, p.Message); err != nil {
+			return fmt.Errorf("record the outcome of replay %d: %w", r.ID, err)
+		}
+		res.State = p.State
+		return nil
+	})
+	return res, err
+}

@@ -109,9 +109,10 @@ func (a *accessPolicy) middleware(next echo.HandlerFunc) echo.HandlerFunc {
 		if !ok {
 			return unauthenticated(c)
 		}
-		if p.SendsOnly() && routeKey(r.Method, c.Path()) != SendLettersRoute {
+		if key := routeKey(r.Method, c.Path()); p.SendsOnly() && key != SendLettersRoute && key != reportOutcomeRoute {
 			return &dlq.Error{Code: "forbidden",
-				Message: "This token may only send the letters of " + strings.Join(p.Sources, ", ") + " (POST /api/v1/letters)."}
+				Message: "This token may only send the letters of " + strings.Join(p.Sources, ", ") +
+					" (POST /api/v1/letters) and report how their replays went (POST " + ReportOutcomePath + ")."}
 		}
 		if need := required(r.Method, c.Path()); !allows(p.Role, need) {
 			return &dlq.Error{Code: "forbidden",
@@ -121,9 +122,16 @@ func (a *accessPolicy) middleware(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
-// SendLettersRoute is the one route a token limited to some sources may
-// call (principal.Principal.SendsOnly).
-var SendLettersRoute = routeKey("POST", "/api/v1/letters")
+// SendLettersRoute and reportOutcomeRoute are the routes a token limited
+// to some sources may call (principal.Principal.SendsOnly): it sends their
+// letters, and says how the replays its system was sent went.
+var (
+	SendLettersRoute   = routeKey("POST", "/api/v1/letters")
+	reportOutcomeRoute = routeKey("POST", ReportOutcomePath)
+)
+
+// ReportOutcomePath is the route of a replay's reported outcome.
+const ReportOutcomePath = "/api/v1/letters/:id/outcome"
 
 // RequireRole is access's rule as route middleware, for a group whose
 // need is higher than its methods say (the admin pages' GETs).
