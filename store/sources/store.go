@@ -43,10 +43,12 @@ var ErrUnknownSource = errors.New("unknown source")
 func (s *Store) Configure(ctx context.Context, sources []dlq.Source) error {
 	for _, src := range sources {
 		var kind dlq.SourceKind
+		// The replay endpoint is the configuration's: the console started
+		// last names it (consoles of one deployment share theirs).
 		err := s.db.GetContext(ctx, &kind, `
-			INSERT INTO sources (name, kind) VALUES ($1, $2)
-			ON CONFLICT (name) DO UPDATE SET kind = sources.kind
-			RETURNING kind`, src.Name, src.Kind)
+			INSERT INTO sources (name, kind, replay_url) VALUES ($1, $2, $3)
+			ON CONFLICT (name) DO UPDATE SET kind = sources.kind, replay_url = EXCLUDED.replay_url
+			RETURNING kind`, src.Name, src.Kind, src.ReplayURL)
 		if err != nil {
 			return fmt.Errorf("configure source %s: %w", src.Name, postgres.Translate(err))
 		}
@@ -75,7 +77,7 @@ func (s *Store) Sources(ctx context.Context) ([]dlq.Source, error) {
 				coalesce(sum(n) FILTER (WHERE status = 'pending'), 0)::bigint AS pending
 			FROM dead_letter_counts
 		)
-		SELECT s.name, s.kind, s.imported, s.last_import_at, s.created_at, s.checked_at, s.last_error, s.last_error_at,
+		SELECT s.name, s.kind, s.imported, s.last_import_at, s.created_at, s.checked_at, s.last_error, s.last_error_at, s.replay_url,
 			CASE WHEN s.name = $1 THEN e.letters - (SELECT coalesce(sum(letters), 0) FROM theirs) ELSE coalesce(t.letters, 0) END AS letters,
 			CASE WHEN s.name = $1 THEN e.pending - (SELECT coalesce(sum(pending), 0) FROM source_counts) ELSE coalesce(c.pending, 0) END AS pending
 		FROM sources s CROSS JOIN everyone e
@@ -95,7 +97,7 @@ func (s *Store) Sources(ctx context.Context) ([]dlq.Source, error) {
 func (s *Store) SourcesPending(ctx context.Context) ([]dlq.Source, error) {
 	var out []dlq.Source
 	if err := s.db.SelectContext(ctx, &out, `
-		SELECT s.name, s.kind, s.imported, s.last_import_at, s.created_at, s.checked_at, s.last_error, s.last_error_at,
+		SELECT s.name, s.kind, s.imported, s.last_import_at, s.created_at, s.checked_at, s.last_error, s.last_error_at, s.replay_url,
 			CASE WHEN s.name = $1
 				THEN (SELECT coalesce(sum(n), 0) FROM dead_letter_counts WHERE status = 'pending')
 					- (SELECT coalesce(sum(pending), 0) FROM source_counts)
