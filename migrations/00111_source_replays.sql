@@ -14,9 +14,10 @@
 -- source said when it took the replay (an HTTP endpoint's status and body).
 --
 -- A row's state:
---   waiting     queued, to be sent at run_at
---   sending     taken by a runner until run_at (a lease): a runner that
---               died mid-send leaves it to be sent again, as resumed
+--   waiting     queued, to be sent at run_at (its paced time, or after a
+--               failed send the next try's)
+--   sending     taken by a runner until leased_until: a runner that died
+--               mid-send leaves it to be sent again, as resumed
 --   sent        the source has it (job_id there), not yet run
 --   running     the source is running it
 --   succeeded   it ran and succeeded
@@ -33,6 +34,7 @@ CREATE TABLE source_replays (
     external_id    text        NOT NULL,
     state          text        NOT NULL DEFAULT 'waiting',
     run_at         timestamptz NOT NULL,
+    leased_until   timestamptz,
     tries          integer     NOT NULL DEFAULT 0,
     job_id         bigint,
     problem        text,

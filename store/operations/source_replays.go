@@ -42,10 +42,10 @@ const (
 // for $3 seconds. A replay still leased as sending once its lease ran out
 // was cut short: it is taken again, resumed.
 const takeDueSQL = `
-UPDATE source_replays r SET state = 'sending', run_at = now() + $3 * interval '1 second'
+UPDATE source_replays r SET state = 'sending', leased_until = now() + $3 * interval '1 second'
 FROM (
 	SELECT id, state = 'sending' AS resumed FROM source_replays
-	WHERE source = $1 AND state IN ('waiting', 'sending') AND run_at <= now()
+	WHERE source = $1 AND state IN ('waiting', 'sending') AND run_at <= now() AND coalesce(leased_until, run_at) <= now()
 	ORDER BY run_at LIMIT $2 FOR UPDATE SKIP LOCKED
 ) due
 WHERE r.id = due.id
@@ -118,7 +118,7 @@ func (s *Store) recordSend(ctx context.Context, o sendOutcome) error {
 		}
 		wait := sendBackoff(r.Tries)
 		_, err := tx.ExecContext(ctx, `UPDATE source_replays SET state = 'waiting', tries = tries + 1, problem = $2,
-			run_at = now() + $3 * interval '1 second' WHERE id = $1 AND state = 'sending'`, r.ID, o.err.Error(), wait.Seconds())
+			run_at = now() + $3 * interval '1 second', leased_until = NULL WHERE id = $1 AND state = 'sending'`, r.ID, o.err.Error(), wait.Seconds())
 		if err != nil {
 			return fmt.Errorf("replay %d: record a failed send: %w", r.ID, err)
 		}
