@@ -59,7 +59,13 @@ type Source struct {
 	LastErrorAt *time.Time `db:"last_error_at" json:"last_error_at,omitempty"`
 	// ReplayURL is an HTTP source's replay endpoint, where its letters'
 	// replays are posted, signed (nil: they cannot be replayed from here).
-	ReplayURL *string `db:"replay_url" json:"replay_url,omitempty"`
+	ReplayURL *string `db:"replay_url" json:"-"` // may carry a token: never shown whole
+	// ReplaysWaiting counts the replays queued to be sent to it (the
+	// sources page's Sources only); ReplayProblem is why the latest of
+	// them that failed to go did not (the endpoint down, River
+	// unreachable).
+	ReplaysWaiting int64   `db:"replays_waiting" json:"replays_waiting"`
+	ReplayProblem  *string `db:"replay_problem" json:"replay_problem,omitempty"`
 }
 
 // CanReplay says whether a letter of this source can be replayed from the

@@ -38,6 +38,15 @@ func AdminSources(store SourceLister, version string) echo.HandlerFunc {
 			if ok, why := s.CanReplay(); !ok {
 				row.NoReplay = why
 			}
+			if s.ReplayURL != nil {
+				if u, err := url.Parse(*s.ReplayURL); err == nil {
+					row.ReplayHost = u.Host
+				}
+			}
+			row.ReplaysWaiting = s.ReplaysWaiting
+			if s.ReplayProblem != nil {
+				row.ReplayProblem = *s.ReplayProblem
+			}
 			if s.LastError != nil {
 				row.LastError = *s.LastError
 			}

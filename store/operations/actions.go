@@ -130,7 +130,7 @@ type letterSource struct {
 // it, nil for Redrive's own.
 func sourceOf(ctx context.Context, tx *sqlx.Tx, id int64) (*letterSource, error) {
 	var src letterSource
-	err := tx.GetContext(ctx, &src, `SELECT s.name, s.kind, l.external_id FROM letter_sources l JOIN sources s ON s.name = l.source
+	err := tx.GetContext(ctx, &src, `SELECT s.name, s.kind, s.replay_url, l.external_id FROM letter_sources l JOIN sources s ON s.name = l.source
 		WHERE l.dead_letter_id = $1`, id)
 	switch err := postgres.Translate(err); {
 	case errors.Is(err, dlq.ErrNotFound):
@@ -176,11 +176,17 @@ func (s *Store) replayInSource(ctx context.Context, tx *sqlx.Tx, p dlq.ReplayPar
 		return dlq.ReplayResult{}, fmt.Errorf("dead letter %d: record the replay: %w", l.ID, postgres.Translate(err))
 	}
 	id := l.ID
+	details := map[string]any{"source": src.Name, "task": l.Task}
+	if jobID != 0 {
+		details["source_job_id"] = jobID
+	} else {
+		details["sent_to"] = "replay endpoint"
+	}
 	auditID, err := audit.AppendAudit(ctx, tx, dlq.AuditEntry{
 		At: p.Now, Actor: p.Actor.Name, Action: dlq.ActionReplay, DeadLetterID: &id,
 		Counts: audit.MustJSON(map[string]int{"replayed_in_source": 1}), Reason: p.Reason,
 		RequestID: p.Actor.RequestID, RemoteAddr: p.Actor.RemoteAddr, UserAgent: p.Actor.UserAgent,
-		Details: audit.MustJSON(map[string]any{"source": src.Name, "source_job_id": jobID, "task": l.Task}),
+		Details: audit.MustJSON(details),
 	})
 	if err != nil {
 		return dlq.ReplayResult{}, err

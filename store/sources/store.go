@@ -78,6 +78,9 @@ func (s *Store) Sources(ctx context.Context) ([]dlq.Source, error) {
 			FROM dead_letter_counts
 		)
 		SELECT s.name, s.kind, s.imported, s.last_import_at, s.created_at, s.checked_at, s.last_error, s.last_error_at, s.replay_url,
+			(SELECT count(*) FROM source_replays r WHERE r.source = s.name AND r.state IN ('waiting', 'sending')) AS replays_waiting,
+			(SELECT r.problem FROM source_replays r WHERE r.source = s.name AND r.state IN ('waiting', 'sending') AND r.problem IS NOT NULL
+			 ORDER BY r.run_at DESC LIMIT 1) AS replay_problem,
 			CASE WHEN s.name = $1 THEN e.letters - (SELECT coalesce(sum(letters), 0) FROM theirs) ELSE coalesce(t.letters, 0) END AS letters,
 			CASE WHEN s.name = $1 THEN e.pending - (SELECT coalesce(sum(pending), 0) FROM source_counts) ELSE coalesce(c.pending, 0) END AS pending
 		FROM sources s CROSS JOIN everyone e
