@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -67,6 +69,17 @@ func (s *Sender) composeDigest(ctx context.Context, g dlq.NewGroupDigest) (Messa
 	first, last := g.Events[0], g.Events[len(g.Events)-1]
 	m := Message{ID: g.ID, Event: dlq.NotifyGroupNewDigest, At: last.At.UTC(), URL: s.link(newestGroups),
 		Title: fmt.Sprintf("%d new error groups in the last %s", len(g.Events), lastSpan(time.Since(first.At)))}
+	inc, isIncident, err := s.digestIncident(ctx, g)
+	if err != nil {
+		return Message{}, err
+	}
+	if isIncident {
+		// One failure in several tasks (an outage): named as the incident,
+		// linked to its page, where one replay takes all its groups.
+		m.Title = fmt.Sprintf("New incident: %s in %s (%d new error groups in the last %s)", inc.ErrorClass,
+			strings.Join(inc.Tasks(), ", "), len(g.Events), lastSpan(time.Since(first.At)))
+		m.URL = s.link("/incidents/" + url.PathEscape(inc.ID))
+	}
 	type groupFacts struct {
 		Fingerprint string `json:"fingerprint"`
 		Task        string `json:"task"`
@@ -74,9 +87,14 @@ func (s *Sender) composeDigest(ctx context.Context, g dlq.NewGroupDigest) (Messa
 		EventID     int64  `json:"event_id"`
 	}
 	facts := struct {
-		Count  int          `json:"count"`
-		Groups []groupFacts `json:"groups"`
+		Count int `json:"count"`
+		// Incident is the incident the groups are all of, "" when none.
+		Incident string       `json:"incident,omitempty"`
+		Groups   []groupFacts `json:"groups"`
 	}{Count: len(g.Events)}
+	if isIncident {
+		facts.Incident = inc.ID
+	}
 	var lines []string
 	for i, ev := range g.Events {
 		f := groupFacts{Fingerprint: ev.Subject, EventID: ev.ID}
@@ -111,6 +129,23 @@ func (s *Sender) composeDigest(ctx context.Context, g dlq.NewGroupDigest) (Messa
 	}
 	m.Facts = b
 	return m, nil
+}
+
+// digestIncident is the incident every group of the digest is one of:
+// the same failure in several tasks, announced as one. False when the
+// groups are not all of one incident.
+func (s *Sender) digestIncident(ctx context.Context, g dlq.NewGroupDigest) (dlq.Incident, bool, error) {
+	inc, ok, err := s.cfg.Groups.IncidentOf(ctx, g.Events[0].Subject)
+	if err != nil || !ok {
+		return dlq.Incident{}, false, err
+	}
+	ids := inc.GroupIDs()
+	for _, ev := range g.Events {
+		if _, found := slices.BinarySearch(ids, ev.Subject); !found {
+			return dlq.Incident{}, false, nil
+		}
+	}
+	return inc, true, nil
 }
 
 // lastSpan says how long d is in "in the last …", rounded up: minute,

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -356,6 +357,64 @@ func TestNotifications(t *testing.T) {
 				l.Text != fmt.Sprintf("mail.send Error%d (1 pending)", i) || !strings.Contains(m.Text, l.Text) {
 				t.Errorf("line %d: %+v; want mail.send Error%d (1 pending), linked to %s, in the text %q", i, l, i, want, m.Text)
 			}
+		}
+	})
+
+	// An outage failing two tasks the same way is one incident: its new
+	// groups are one digest, named as the incident and linked to its page.
+	t.Run("AnIncidentIsAnnouncedAsOne", func(t *testing.T) {
+		t.Parallel()
+		e := setup(t)
+		r := newReceiver(t, ok)
+		tx, err := e.db.Beginx()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback()
+		var fps []string
+		for _, task := range []string{"payments.charge", "payments.refund"} {
+			fp := storetest.GroupID(task, "ServiceUnavailable", "provider returned 503")
+			fps = append(fps, fp)
+			// The template the grouper keeps for the group (the tests of
+			// notify do not import the grouper).
+			if _, err := tx.Exec(`INSERT INTO error_templates (id, task, error_class, place, tokens, fixed, seq)
+				SELECT $1, $2, 'ServiceUnavailable', '', w, array_fill(false, ARRAY[cardinality(w)]), nextval('error_templates_seq')
+				FROM string_to_array('payments-provider returned 503 for request <*>', ' ') w`, fp, task); err != nil {
+				t.Fatal(err)
+			}
+			for i := range 3 {
+				if _, err := tx.Exec(`
+					INSERT INTO dead_letter_records (job_id, queue, task, args, kwargs, error_class, error_message, traceback,
+						attempts, max_attempts, history, reason, fingerprint, worker_version, enqueued_at, failed_at)
+					SELECT coalesce(max(job_id), 0) + 1, 'payments', $1, '[1]', '{}', 'ServiceUnavailable',
+						'payments-provider returned 503 for request req_' || $3, '', 5, 5, '[]', 'exhausted', $2, '',
+						now() - interval '1 minute', now()
+					FROM dead_letter_records`, task, fp, fmt.Sprint(i)); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		e.run(t, "console-1", r.URL, nil)
+		waitFor(t, 10*time.Second, "a notification", func() bool { return len(r.received()) >= 1 })
+		e.settled(t)
+		ms := r.messages(t)
+		if len(ms) != 1 {
+			t.Fatalf("%d notifications for one outage in two tasks, want 1: %+v", len(ms), ms)
+		}
+		m := ms[0]
+		oldest := slices.Min(fps)
+		if !strings.HasPrefix(m.Title, "New incident: ServiceUnavailable in payments.charge, payments.refund (2 new error groups") ||
+			!strings.HasPrefix(m.URL, "https://redrive.example.com/incidents/") || !sameSet(announced(t, m), fps) {
+			t.Errorf("message %q at %s; want the incident of %v named and linked", m.Title, m.URL, fps)
+		}
+		var facts struct {
+			Incident string `json:"incident"`
+		}
+		if err := json.Unmarshal(m.Facts, &facts); err != nil || !slices.Contains(fps, facts.Incident) {
+			t.Errorf("facts %s name the incident %q (err %v); want one of its groups (%s first seen)", m.Facts, facts.Incident, err, oldest)
 		}
 	})
 
