@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/playwright-community/playwright-go"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
@@ -29,12 +30,7 @@ import (
 // page says when River was last read.
 func TestRiverLettersReplayedInRiver(t *testing.T) {
 	t.Parallel()
-	db := storetest.NewDB(t)
-	logger := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
-	fixed := new(atomic.Bool)
-	_, app := riversourcetest.App(t, db.DSN, func(w *river.Workers) { river.AddWorker(w, riversourcetest.ShipWorker{Fixed: fixed}) })
-	base, _ := serveConsole(t, redrive.ConsoleConfig{DB: db.DB, Logger: logger, Version: "e2e",
-		Sources: []redrive.SourceConfig{{Source: dlq.Source{Name: "shop", Kind: dlq.SourceKindRiver}, DatabaseURL: db.DSN}}})
+	db, base, app, fixed := shopOnRiver(t)
 
 	ctx := context.Background()
 	jobs := riversourcetest.Ship(t, app, 4)
@@ -139,12 +135,7 @@ func TestRiverLettersReplayedInRiver(t *testing.T) {
 // them in River until every one has settled.
 func TestRiverGroupReplaySettles(t *testing.T) {
 	t.Parallel()
-	db := storetest.NewDB(t)
-	logger := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
-	fixed := new(atomic.Bool)
-	_, app := riversourcetest.App(t, db.DSN, func(w *river.Workers) { river.AddWorker(w, riversourcetest.ShipWorker{Fixed: fixed}) })
-	base, _ := serveConsole(t, redrive.ConsoleConfig{DB: db.DB, Logger: logger, Version: "e2e",
-		Sources: []redrive.SourceConfig{{Source: dlq.Source{Name: "shop", Kind: dlq.SourceKindRiver}, DatabaseURL: db.DSN}}})
+	db, base, app, fixed := shopOnRiver(t)
 	ctx := context.Background()
 	const n = 8
 	jobs := riversourcetest.Ship(t, app, n)
@@ -214,4 +205,18 @@ func TestRiverGroupReplaySettles(t *testing.T) {
 	if spread < 1.24 || early > 0 {
 		t.Errorf("the released replays were due over %.2f s (at 4 a second: 1.25 s), %d sent before they were due", spread, early)
 	}
+}
+
+// shopOnRiver runs a River app shipping orders (failing until fixed is
+// set) in a database of its own, and a console with its River as the
+// source shop; it returns the database, the console's address and the app.
+func shopOnRiver(t *testing.T) (*storetest.DB, string, *river.Client[pgx.Tx], *atomic.Bool) {
+	t.Helper()
+	db := storetest.NewDB(t)
+	logger := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+	fixed := new(atomic.Bool)
+	_, app := riversourcetest.App(t, db.DSN, func(w *river.Workers) { river.AddWorker(w, riversourcetest.ShipWorker{Fixed: fixed}) })
+	base, _ := serveConsole(t, redrive.ConsoleConfig{DB: db.DB, Logger: logger, Version: "e2e",
+		Sources: []redrive.SourceConfig{{Source: dlq.Source{Name: "shop", Kind: dlq.SourceKindRiver}, DatabaseURL: db.DSN}}})
+	return db, base, app, fixed
 }

@@ -19,13 +19,15 @@ type SourceHealthSource interface {
 // source Redrive imports from (River), how long ago it was last read to
 // the end and whether its import is failing, read at scrape time: an alert
 // can fire on an import that stopped (redrive_source_import_failing 1, or a
-// check older than a few minutes) before anyone misses a letter.
+// check older than a few minutes) before anyone misses a letter. A source
+// that runs replays itself also has the replays waiting to be sent to it.
 type sourceCollector struct {
 	src      SourceHealthSource
 	logger   *slog.Logger
 	imported *prometheus.Desc
 	checked  *prometheus.Desc
 	failing  *prometheus.Desc
+	waiting  *prometheus.Desc
 }
 
 func newSourceCollector(src SourceHealthSource, logger *slog.Logger) *sourceCollector {
@@ -39,6 +41,9 @@ func newSourceCollector(src SourceHealthSource, logger *slog.Logger) *sourceColl
 		failing: prometheus.NewDesc("redrive_source_import_failing",
 			"1 while an importing source's last import failed (the sources page says why; the import backs off and tries again), else 0.",
 			[]string{"source"}, nil),
+		waiting: prometheus.NewDesc("redrive_source_replays_waiting",
+			"Replays queued for a source that runs them itself (River, an HTTP source's replay endpoint) and not sent yet: due ones are sent within a second, so a count that stays up says the source is not taking them (the sources page says why).",
+			[]string{"source"}, nil),
 	}
 }
 
@@ -47,6 +52,7 @@ func (s *sourceCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- s.imported
 	ch <- s.checked
 	ch <- s.failing
+	ch <- s.waiting
 }
 
 // Collect implements prometheus.Collector. A failed read is logged and its
@@ -65,6 +71,9 @@ func (s *sourceCollector) Collect(ch chan<- prometheus.Metric) {
 			continue
 		}
 		ch <- prometheus.MustNewConstMetric(s.imported, prometheus.CounterValue, float64(src.Imported), src.Name, string(src.Kind))
+		if src.Kind == dlq.SourceKindRiver || src.ReplayURL != nil {
+			ch <- prometheus.MustNewConstMetric(s.waiting, prometheus.GaugeValue, float64(src.ReplaysWaiting), src.Name)
+		}
 		if src.Kind != dlq.SourceKindRiver {
 			continue
 		}

@@ -17,8 +17,17 @@ func TestSourceCollector(t *testing.T) {
 	ctx := context.Background()
 	db := storetest.NewDB(t)
 	stores := storetest.NewStores(db.DB)
+	endpoint := "https://billing.internal/replay"
 	if err := stores.Sources.Configure(ctx, []dlq.Source{{Name: "legacy", Kind: dlq.SourceKindHTTP},
-		{Name: "orders", Kind: dlq.SourceKindRiver}, {Name: "shop", Kind: dlq.SourceKindRiver}}); err != nil {
+		{Name: "orders", Kind: dlq.SourceKindRiver}, {Name: "shop", Kind: dlq.SourceKindRiver},
+		{Name: "billing", Kind: dlq.SourceKindHTTP, ReplayURL: &endpoint}}); err != nil {
+		t.Fatal(err)
+	}
+	// Two replays wait for billing's endpoint, one was sent.
+	letter := storetest.InsertDeadLetter(t, db.DB, storetest.Letter{Task: "invoice.charge"})
+	if _, err := db.Exec(`INSERT INTO source_replays (dead_letter_id, source, external_id, state, run_at)
+		VALUES ($1, 'billing', 'a', 'waiting', now()), ($1, 'billing', 'b', 'waiting', now() + interval '1 minute'),
+		       ($1, 'billing', 'c', 'sent', now())`, letter); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := db.Exec(`UPDATE sources SET imported = 12 WHERE name = 'orders';
@@ -38,6 +47,8 @@ func TestSourceCollector(t *testing.T) {
 		"redrive_source_letters_imported_total,kind=river,source=shop":   0,
 		"redrive_source_import_failing,source=orders":                    0,
 		"redrive_source_import_failing,source=shop":                      1,
+		"redrive_source_replays_waiting,source=billing":                  2,
+		"redrive_source_replays_waiting,source=orders":                   0,
 	}
 	for k, v := range want {
 		if g, ok := got[k]; !ok || g != v {
@@ -53,6 +64,9 @@ func TestSourceCollector(t *testing.T) {
 	for k := range got {
 		if k == "redrive_source_letters_imported_total,kind=redrive,source=redrive" {
 			t.Error("Redrive's own queue is exported as a source")
+		}
+		if k == "redrive_source_replays_waiting,source=legacy" {
+			t.Error("a source that cannot replay has replays waiting")
 		}
 	}
 }

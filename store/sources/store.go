@@ -112,13 +112,15 @@ func (s *Store) SourcesPending(ctx context.Context) ([]dlq.Source, error) {
 	return out, nil
 }
 
-// SourceHealth lists every source's state without counting its letters:
+// SourceHealth lists every source's state without counting its letters,
+// with the replays waiting to be sent to it (a range of the due index):
 // what /metrics reads at each scrape, one row per source.
 func (s *Store) SourceHealth(ctx context.Context) ([]dlq.Source, error) {
 	var out []dlq.Source
 	if err := s.db.SelectContext(ctx, &out, `
-		SELECT name, kind, imported, last_import_at, created_at, checked_at, last_error, last_error_at
-		FROM sources ORDER BY name`); err != nil {
+		SELECT name, kind, imported, last_import_at, created_at, checked_at, last_error, last_error_at, replay_url,
+			(SELECT count(*) FROM source_replays r WHERE r.source = s.name AND r.state IN ('waiting', 'sending')) AS replays_waiting
+		FROM sources s ORDER BY name`); err != nil {
 		return nil, fmt.Errorf("source health: %w", postgres.Translate(err))
 	}
 	return out, nil
