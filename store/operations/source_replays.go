@@ -135,8 +135,13 @@ func sendBackoff(tries int) time.Duration {
 
 func recordSent(ctx context.Context, tx *sqlx.Tx, r dlq.SourceReplay, sent dlq.SentReplay) error {
 	jobID := sent.JobID
-	res, err := tx.ExecContext(ctx, `UPDATE source_replays SET state = 'sent', job_id = nullif($2, 0), tries = tries + 1,
-		problem = NULL, answer = nullif($3, ''), sent_at = now() WHERE id = $1 AND state = 'sending'`, r.ID, jobID, sent.Answer)
+	// A system that ran the replay at once may have reported its outcome
+	// before its answer is recorded here: the outcome stays, and the
+	// answer and the job it names are kept beside it.
+	res, err := tx.ExecContext(ctx, `UPDATE source_replays SET state = CASE WHEN state = 'sending' THEN 'sent' ELSE state END,
+			job_id = coalesce(nullif($2, 0), job_id), tries = tries + 1, problem = NULL, answer = coalesce(nullif($3, ''), answer),
+			sent_at = coalesce(sent_at, now()), leased_until = NULL
+		WHERE id = $1 AND state IN ('sending', 'running', 'succeeded', 'died_again')`, r.ID, jobID, sent.Answer)
 	if err != nil {
 		return fmt.Errorf("replay %d: record it sent: %w", r.ID, err)
 	}
