@@ -65,8 +65,15 @@ test: ## install what tests need, then vet, lint, check formatting and generated
 	$(MAKE) vet lint fmt-check generate-check; \
 	echo "go test (browser driver: $$driver)"; \
 	PLAYWRIGHT_DRIVER_PATH="$$driver" $(GO) test -count=1 -timeout 20m ./...; \
+	$(MAKE) py-test; \
 	FUZZTIME=$(FUZZTIME_TEST) GO=$(GO) scripts/fuzz.sh; \
 	echo "make test: passed in $$((SECONDS - start))s"
+
+# The Celery integration's own tests, on Debian's Python (another may come
+# first on PATH); its end-to-end test with a real worker is in e2e/.
+.PHONY: py-test
+py-test:
+	cd integrations/celery && /usr/bin/python3 -B -m unittest discover -s tests -t .
 
 .PHONY: reliability
 reliability: ## run the reliability suites at full size (minutes) and print their figures (docs/architecture.md#reliability)

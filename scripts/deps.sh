@@ -8,7 +8,9 @@
 #   scripts/deps.sh go      only check that Go is there and new enough
 #   scripts/deps.sh run     PostgreSQL server binaries (unless DATABASE_URL is set)
 #   scripts/deps.sh test    the above, Debian's chromium, node and npm, pgbouncer
-#                           (the suite runs the worker and console through one), and
+#                           (the suite runs the worker and console through one),
+#                           python3-celery, python3-redis and redis-server (the
+#                           Celery integration's tests), and
 #                           the Playwright driver in .cache/playwright-driver/<version>
 #                           and axe-core (npm) in .cache/axe-core/<version>
 #
@@ -104,6 +106,10 @@ missing_packages() {
 		command -v npm >/dev/null || pkgs+=(npm)
 		# In /usr/sbin, which a normal user's PATH may lack.
 		command -v pgbouncer >/dev/null || [ -x /usr/sbin/pgbouncer ] || pkgs+=(pgbouncer)
+		# The Celery integration runs on Debian's own Python and Celery
+		# (integrations/celery), against a Redis the tests start.
+		/usr/bin/python3 -c 'import celery, redis' 2>/dev/null || pkgs+=(python3-celery python3-redis)
+		command -v redis-server >/dev/null || [ -x /usr/bin/redis-server ] || pkgs+=(redis-server)
 	fi
 	echo "${pkgs[@]}"
 }

@@ -1,0 +1,252 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	redrive "github.com/redrive/redrive/cli"
+	"github.com/redrive/redrive/dlq"
+	"github.com/redrive/redrive/store/storetest"
+)
+
+// debianPython is the Python the Celery integration runs on: Debian's,
+// with Debian's python3-celery (another Python may come first on PATH).
+const debianPython = "/usr/bin/python3"
+
+// celeryDir is the integration's package, from this folder.
+var celeryDir, _ = filepath.Abs("../integrations/celery")
+
+// needCelery stops the test with what to install when Debian's Celery or
+// Redis is missing (make test installs them when run as root).
+func needCelery(t *testing.T) string {
+	t.Helper()
+	if out, err := exec.Command(debianPython, "-c", "import celery, redis").CombinedOutput(); err != nil {
+		t.Fatalf("%s cannot import celery and redis (%v: %s): run make test as root, or apt-get install python3-celery python3-redis redis-server",
+			debianPython, err, bytes.TrimSpace(out))
+	}
+	for _, p := range []string{"/usr/bin/redis-server", "/usr/sbin/redis-server"} {
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+	}
+	t.Fatal("no redis-server: apt-get install redis-server")
+	return ""
+}
+
+// startRedis runs a Redis of the test's own on a free port, with nothing
+// kept on disk, until the test ends; it returns its URL.
+func startRedis(t *testing.T, server string) string {
+	t.Helper()
+	port := freePort(t)
+	cmd := exec.Command(server, "--port", fmt.Sprint(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+		"--dir", t.TempDir())
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start redis: %v", err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	waitUntil(t, 10*time.Second, "redis to listen", func() bool {
+		c, err := net.Dial("tcp", addr)
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	})
+	return "redis://" + addr + "/0"
+}
+
+// freePort is a port nothing listens on now.
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// waitUntil polls cond every 50 ms for up to d.
+func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", d, what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// shop runs the tests' Celery app (integrations/celery/tests/shop.py).
+type shop struct {
+	env []string
+	dir string
+}
+
+func newShop(t *testing.T, broker string, env ...string) shop {
+	t.Helper()
+	return shop{dir: filepath.Join(celeryDir, "tests"), env: append(os.Environ(),
+		append([]string{"PYTHONPATH=" + celeryDir + string(os.PathListSeparator) + filepath.Join(celeryDir, "tests"),
+			"SHOP_BROKER=" + broker, "PYTHONDONTWRITEBYTECODE=1"}, env...)...)}
+}
+
+// worker starts a Celery worker of the shop until the test ends.
+func (s shop) worker(t *testing.T) {
+	t.Helper()
+	var out bytes.Buffer
+	cmd := exec.Command(debianPython, "-m", "celery", "-A", "shop", "worker", "--pool=solo", "--concurrency=1",
+		"--without-gossip", "--without-mingle", "--without-heartbeat", "--loglevel=WARNING")
+	cmd.Dir, cmd.Env, cmd.Stdout, cmd.Stderr = s.dir, s.env, &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start the celery worker: %v", err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(os.Interrupt)
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+		if t.Failed() {
+			t.Logf("celery worker's output:\n%s", out.String())
+		}
+	})
+}
+
+// send runs Python in the shop's app: enqueueing tasks.
+func (s shop) send(t *testing.T, code string) {
+	t.Helper()
+	cmd := exec.Command(debianPython, "-c", "import shop\n"+code)
+	cmd.Dir, cmd.Env = s.dir, s.env
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("enqueue: %v: %s", err, out)
+	}
+}
+
+// A Celery app with the one-line set-up sends Redrive the tasks that fail
+// for good, and none that will still be retried: a task that exhausted its
+// retries (three attempts, each one's error), one that raised what it does
+// not retry (one attempt), while one that failed once and then succeeded
+// never appears. Redrive is down when they die: the letters wait in the
+// worker's spool and arrive once it is up, each once; a later failure
+// arrives within two seconds.
+func TestCeleryTasksThatFailForGoodBecomeLetters(t *testing.T) {
+	t.Parallel()
+	redis := needCelery(t)
+	broker := startRedis(t, redis)
+	db := storetest.NewDB(t)
+	store := storetest.NewStores(db.DB)
+	ctx := context.Background()
+	must(t, store.Sources.Configure(ctx, []dlq.Source{{Name: "shop", Kind: dlq.SourceKindHTTP}}))
+	ensureUser(t, db, "celery", dlq.RoleOperator)
+	token, err := dlq.NewTokenSecret()
+	must(t, err)
+	_, err = store.Access.CreateToken(ctx, dlq.NewToken{UserName: "celery", Label: "shop's workers", Sources: []string{"shop"},
+		Hash: dlq.HashToken(token), Actor: dlq.Actor{Name: "e2e"}, Now: time.Now()})
+	must(t, err)
+
+	// The console's address, with nothing listening there yet: Redrive is down.
+	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	tmp := t.TempDir()
+	s := newShop(t, broker, "REDRIVE_URL=http://"+addr, "REDRIVE_TOKEN="+token, "REDRIVE_SOURCE=shop",
+		"REDRIVE_SPOOL="+filepath.Join(tmp, "spool.sqlite"), "REDRIVE_BACKOFF_CAP=1")
+	s.worker(t)
+	notified := filepath.Join(tmp, "notified")
+	s.send(t, fmt.Sprintf(`shop.ship.delay("ord_7101")
+shop.charge.delay("ord_7102", 4200)
+shop.notify.delay("ord_7103", %q)`, notified))
+
+	// The three run while Redrive is down: notify succeeds at its second
+	// attempt, ship's retries run out, charge fails at once.
+	waitUntil(t, 30*time.Second, "notify to succeed on its retry", func() bool {
+		_, err := os.Stat(notified)
+		return err == nil
+	})
+	waitUntil(t, 30*time.Second, "two letters in the spool", func() bool {
+		out, err := exec.Command(debianPython, "-c", fmt.Sprintf(
+			"import sqlite3; print(sqlite3.connect(%q).execute('SELECT count(*) FROM letters').fetchone()[0])",
+			filepath.Join(tmp, "spool.sqlite"))).Output()
+		return err == nil && strings.TrimSpace(string(out)) == "2"
+	})
+	var letters int
+	must(t, db.Get(&letters, `SELECT count(*) FROM dead_letter_records`))
+	if letters != 0 {
+		t.Fatalf("%d letters while Redrive was down", letters)
+	}
+
+	// Redrive is up: the spool is sent.
+	ln, err := net.Listen("tcp", addr)
+	must(t, err)
+	logger := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+	serveConsoleOn(t, ln, redrive.ConsoleConfig{DB: db.DB, Logger: logger, Version: "e2e",
+		Sources: []redrive.SourceConfig{{Source: dlq.Source{Name: "shop", Kind: dlq.SourceKindHTTP}}}})
+	waitUntil(t, 15*time.Second, "the spooled letters to arrive", func() bool {
+		return db.Get(&letters, `SELECT count(*) FROM dead_letter_records`) == nil && letters == 2
+	})
+
+	type row struct {
+		Task        string `db:"task"`
+		Queue       string `db:"queue"`
+		Class       string `db:"error_class"`
+		Message     string `db:"error_message"`
+		Traceback   string `db:"traceback"`
+		Attempts    int    `db:"attempts"`
+		MaxAttempts int    `db:"max_attempts"`
+		Reason      string `db:"reason"`
+		History     string `db:"history"`
+		Args        string `db:"args"`
+	}
+	get := func(task string) row {
+		t.Helper()
+		var r row
+		must(t, db.Get(&r, `SELECT task, queue, error_class, error_message, traceback, attempts, max_attempts, reason,
+			history::text AS history, args::text AS args FROM dead_letter_records WHERE task = $1`, task))
+		return r
+	}
+	ship := get("shop.ship")
+	if ship.Class != "shop.CourierDown" || ship.Attempts != 3 || ship.MaxAttempts != 3 || ship.Reason != "exhausted" ||
+		ship.Queue != "celery" || !strings.Contains(ship.Traceback, "raise CourierDown") || ship.Args != `["ord_7101"]` ||
+		strings.Count(ship.History, `"outcome": "retry"`)+strings.Count(ship.History, `"outcome":"retry"`) != 2 {
+		t.Errorf("ship's letter: %+v", ship)
+	}
+	charge := get("shop.charge")
+	if charge.Class != "ValueError" || charge.Attempts != 1 || charge.Reason != "permanent" ||
+		!strings.Contains(charge.Message, "insufficient funds") || !strings.Contains(charge.Traceback, "ValueError") {
+		t.Errorf("charge's letter: %+v", charge)
+	}
+	var notifies int
+	must(t, db.Get(&notifies, `SELECT count(*) FROM dead_letter_records WHERE task = 'shop.notify'`))
+	if notifies != 0 {
+		t.Error("a task that succeeded on its retry became a letter")
+	}
+	var ids []string
+	must(t, db.Select(&ids, `SELECT external_id FROM letter_sources WHERE source = 'shop' ORDER BY external_id`))
+	if len(ids) != 2 {
+		t.Errorf("letters of shop: %v", ids)
+	}
+
+	// Redrive up: a task that fails now is a letter within two seconds.
+	start := time.Now()
+	s.send(t, `shop.charge.delay("ord_7104", 999)`)
+	waitUntil(t, 10*time.Second, "the new letter", func() bool {
+		return db.Get(&letters, `SELECT count(*) FROM dead_letter_records`) == nil && letters == 3
+	})
+	if took := time.Since(start); took > 2*time.Second {
+		t.Errorf("a task that failed for good took %s to become a letter, want at most 2 s", took.Round(time.Millisecond))
+	} else {
+		t.Logf("a failed task became a letter %s after it was enqueued", took.Round(time.Millisecond))
+	}
+}
