@@ -54,7 +54,7 @@ var options = []option{
 	{"public-url", "REDRIVE_PUBLIC_URL", "", "the console's address as the team opens it, for the links in notifications (default: http://ADDR)"},
 	{"read-database-url", "REDRIVE_READ_DATABASE_URL", "", "a streaming replica for the console's lists, search, groups, overview and exports (default: everything reads the primary)"},
 	{"read-max-lag", "REDRIVE_READ_MAX_LAG", 30 * time.Second, "read the primary instead while the replica is further behind than this, or down"},
-	{"sources", "REDRIVE_SOURCES", "", "other systems whose letters the console takes in, as NAME=KIND, comma-separated; KIND http: they POST them to /api/v1/letters, and NAME=http:https://... names the endpoint their replays are posted to; river: the console imports the jobs River discarded, from its own database or NAME=river:postgres://... (redrive, the console's own queue, is always one)"},
+	{"sources", "REDRIVE_SOURCES", "", "other systems whose letters the console takes in, as NAME=KIND, comma-separated; KIND http: they POST them to /api/v1/letters, and NAME=http:https://... names the endpoint their replays are posted to; river: the console imports the jobs River discarded, from its own database or NAME=river:postgres://...; celery: a Celery app with redrive-celery, whose workers send its letters and take its replays (redrive, the console's own queue, is always one)"},
 	{"replay-secrets", "REDRIVE_REPLAY_SECRETS", "", "the keys that sign the replays posted to HTTP sources' replay endpoints, as NAME=SECRET, comma-separated: one per source with an endpoint, at least 32 bytes (make one with `openssl rand -hex 32`)"},
 	// The worker (worker, dev).
 	{"queues", "REDRIVE_QUEUES", dlq.DefaultQueue, "comma-separated queues to work"},

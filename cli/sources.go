@@ -99,7 +99,7 @@ func parseSourceList(s, ownDB string) ([]SourceConfig, error) {
 		case name == dlq.RedriveSource:
 			return nil, usagef("--sources: %s is the console's own queue, always a source; name the other systems", name)
 		case !kind.Valid():
-			return nil, usagef("--sources: %s's kind %q is not one Redrive knows: http (the system POSTs its letters to /api/v1/letters) or river (Redrive imports the jobs River discarded)", name, kind)
+			return nil, usagef("--sources: %s's kind %q is not one Redrive knows: http (the system POSTs its letters to /api/v1/letters), river (Redrive imports the jobs River discarded) or celery (a Celery app with redrive-celery)", name, kind)
 
 		case seen[name]:
 			return nil, usagef("--sources: %s is named twice", name)

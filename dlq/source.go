@@ -34,10 +34,25 @@ const (
 	// SourceKindRiver is a River queue (github.com/riverqueue/river):
 	// Redrive imports the jobs it discarded.
 	SourceKindRiver SourceKind = "river"
+	// SourceKindCelery is a Celery app (integrations/celery): its workers
+	// send its letters over HTTP, and take their replays from Redrive to
+	// publish them through the app's broker.
+	SourceKindCelery SourceKind = "celery"
 )
 
 // Valid reports whether k is a kind an operator may configure.
-func (k SourceKind) Valid() bool { return k == SourceKindHTTP || k == SourceKindRiver }
+func (k SourceKind) Valid() bool {
+	return k == SourceKindHTTP || k == SourceKindRiver || k == SourceKindCelery
+}
+
+// SendsOverHTTP reports whether a source of kind k POSTs its letters to
+// /api/v1/letters itself.
+func (k SourceKind) SendsOverHTTP() bool { return k == SourceKindHTTP || k == SourceKindCelery }
+
+// TakesItsReplays reports whether a source of kind k takes its replays
+// from Redrive itself (POST /api/v1/sources/{name}/replays/take) rather
+// than being sent them.
+func (k SourceKind) TakesItsReplays() bool { return k == SourceKindCelery }
 
 // Source is one configured source and its state.
 type Source struct {
@@ -71,7 +86,7 @@ type Source struct {
 // CanReplay says whether a letter of this source can be replayed from the
 // console, and why not when it cannot.
 func (s Source) CanReplay() (bool, string) {
-	if s.Kind == SourceKindRedrive || s.Kind == SourceKindRiver || s.Name == "" || s.ReplayURL != nil {
+	if s.Kind == SourceKindRedrive || s.Kind == SourceKindRiver || s.Kind == SourceKindCelery || s.Name == "" || s.ReplayURL != nil {
 		return true, ""
 	}
 	return false, fmt.Sprintf("a letter of %s arrived over HTTP, and the source names no replay endpoint (REDRIVE_SOURCES=%s=http:URL)", s.Name, s.Name)
@@ -159,16 +174,44 @@ type ReplayFollower interface {
 	FollowReplays(ctx context.Context, rs []SourceReplay) (map[int64]SourceReplayState, error)
 }
 
+// TakenReplay is a replay a source's own workers took from Redrive to run
+// (POST /api/v1/sources/{name}/replays/take, a Celery app's): what to
+// publish, with the arguments edited when the operator edited them, leased
+// to the taker. Resumed says another taker held it before and stopped
+// without saying it was sent: it may have been published already.
+type TakenReplay struct {
+	ReplayID     int64           `db:"replay_id" json:"replay_id"`
+	DeadLetterID int64           `db:"dead_letter_id" json:"dead_letter_id"`
+	OperationID  *int64          `db:"operation_id" json:"operation_id"`
+	ExternalID   string          `db:"external_id" json:"external_id"`
+	Task         string          `db:"task" json:"task"`
+	Queue        string          `db:"queue" json:"queue"`
+	Args         json.RawMessage `db:"args" json:"args"`
+	Kwargs       json.RawMessage `db:"kwargs" json:"kwargs"`
+	Resumed      bool            `db:"resumed" json:"resumed"`
+}
+
+// Bounds of a take of replays.
+const (
+	MaxTakeReplays   = 100
+	DefaultTakeLease = time.Minute
+	MaxTakeLease     = 10 * time.Minute
+)
+
 // OutcomeReport is another system's word on how a replay it was sent went
 // (POST /api/v1/letters/{id}/outcome): the letter replayed, and its
-// replay's state there: running, succeeded or died_again, with a message
-// (what killed it). Sources, when not empty, are those the reporter may
-// speak for (a token limited to them).
+// replay's state there: sent (published, by a source that takes its
+// replays), running, succeeded or died_again, with a message (what killed
+// it). Sources, when not empty, are those the reporter may speak for (a
+// token limited to them).
 type OutcomeReport struct {
 	LetterID int64
 	State    SourceReplayState
 	Message  string
-	Sources  []string
+	// JobRef is the source's own id of the job the replay runs as, with
+	// state sent (a Celery task id).
+	JobRef  string
+	Sources []string
 }
 
 // OutcomeResult is a replay as its reported outcome left it; Repeated
@@ -178,6 +221,7 @@ type OutcomeResult struct {
 	ReplayID int64             `json:"replay_id"`
 	Source   string            `json:"source"`
 	State    SourceReplayState `json:"state"`
+	JobRef   string            `json:"job_ref,omitempty"`
 	Repeated bool              `json:"repeated"`
 }
 
@@ -252,9 +296,11 @@ type IngestLetter struct {
 	// not hold (River's metadata, tags and priority), a JSON object kept
 	// beside its identity; set by an importer, never read from a request.
 	Details json.RawMessage `json:"-"`
-	// ReplayOf is the letter an earlier failure of the same job made, when
-	// this one is its job failing again after a retry; set by an importer.
-	ReplayOf int64 `json:"-"`
+	// ReplayOf is the letter this failure is a replay of: an earlier
+	// failure of the same job, retried (set by an importer), or a replay
+	// its source ran and saw die again (sent with the letter, and a letter
+	// of the same source).
+	ReplayOf int64 `json:"replay_of,omitempty"`
 }
 
 // Normalise fills the defaults of what the sender left out (queue

@@ -3,9 +3,12 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -87,6 +90,21 @@ func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
 	}
 }
 
+// shopSource configures the Celery app's source, shop, and returns a
+// token that sends its letters and takes its replays only.
+func shopSource(t *testing.T, db *storetest.DB, store *storetest.Stores) string {
+	t.Helper()
+	ctx := context.Background()
+	must(t, store.Sources.Configure(ctx, []dlq.Source{{Name: "shop", Kind: dlq.SourceKindCelery}}))
+	ensureUser(t, db, "celery", dlq.RoleOperator)
+	token, err := dlq.NewTokenSecret()
+	must(t, err)
+	_, err = store.Access.CreateToken(ctx, dlq.NewToken{UserName: "celery", Label: "shop's workers", Sources: []string{"shop"},
+		Hash: dlq.HashToken(token), Actor: dlq.Actor{Name: "e2e"}, Now: time.Now()})
+	must(t, err)
+	return token
+}
+
 // shop runs the tests' Celery app (integrations/celery/tests/shop.py).
 type shop struct {
 	env []string
@@ -149,14 +167,7 @@ func TestCeleryTasksThatFailForGoodBecomeLetters(t *testing.T) {
 	broker := startRedis(t, redis)
 	db := storetest.NewDB(t)
 	store := storetest.NewStores(db.DB)
-	ctx := context.Background()
-	must(t, store.Sources.Configure(ctx, []dlq.Source{{Name: "shop", Kind: dlq.SourceKindHTTP}}))
-	ensureUser(t, db, "celery", dlq.RoleOperator)
-	token, err := dlq.NewTokenSecret()
-	must(t, err)
-	_, err = store.Access.CreateToken(ctx, dlq.NewToken{UserName: "celery", Label: "shop's workers", Sources: []string{"shop"},
-		Hash: dlq.HashToken(token), Actor: dlq.Actor{Name: "e2e"}, Now: time.Now()})
-	must(t, err)
+	token := shopSource(t, db, store)
 
 	// The console's address, with nothing listening there yet: Redrive is down.
 	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
@@ -192,7 +203,7 @@ shop.notify.delay("ord_7103", %q)`, notified))
 	must(t, err)
 	logger := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
 	serveConsoleOn(t, ln, redrive.ConsoleConfig{DB: db.DB, Logger: logger, Version: "e2e",
-		Sources: []redrive.SourceConfig{{Source: dlq.Source{Name: "shop", Kind: dlq.SourceKindHTTP}}}})
+		Sources: []redrive.SourceConfig{{Source: dlq.Source{Name: "shop", Kind: dlq.SourceKindCelery}}}})
 	waitUntil(t, 15*time.Second, "the spooled letters to arrive", func() bool {
 		return db.Get(&letters, `SELECT count(*) FROM dead_letter_records`) == nil && letters == 2
 	})
@@ -249,4 +260,139 @@ shop.notify.delay("ord_7103", %q)`, notified))
 	} else {
 		t.Logf("a failed task became a letter %s after it was enqueued", took.Round(time.Millisecond))
 	}
+}
+
+// Once the fix shipped, a replay from the console runs the Celery app's
+// tasks again on its real workers: two workers race to take the replays
+// of a group replay with a canary and a pace, and each order ships exactly
+// once; the operation settles on what the workers report. A replay with
+// edited arguments that dies again comes back as a new letter naming the
+// one it replays.
+func TestCeleryReplayFromTheConsole(t *testing.T) {
+	t.Parallel()
+	broker := startRedis(t, needCelery(t))
+	db := storetest.NewDB(t)
+	store := storetest.NewStores(db.DB)
+	token := shopSource(t, db, store)
+	logger := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+	base, _ := serveConsole(t, redrive.ConsoleConfig{DB: db.DB, Logger: logger, Version: "e2e",
+		Sources: []redrive.SourceConfig{{Source: dlq.Source{Name: "shop", Kind: dlq.SourceKindCelery}}}})
+	tmp := t.TempDir()
+	shipped, fixedFile := filepath.Join(tmp, "shipped"), filepath.Join(tmp, "fixed")
+	for i := range 2 {
+		s := newShop(t, broker, "REDRIVE_URL="+base, "REDRIVE_TOKEN="+token, "REDRIVE_SOURCE=shop",
+			fmt.Sprintf("REDRIVE_SPOOL=%s/spool-%d.sqlite", tmp, i), "REDRIVE_BACKOFF_CAP=1",
+			"SHOP_FIXED="+fixedFile, "SHOP_SHIPPED="+shipped)
+		s.worker(t)
+	}
+	s := newShop(t, broker)
+	const n = 6
+	var orders []string
+	for i := range n {
+		orders = append(orders, fmt.Sprintf("shop.ship.delay(\"ord_%d\")", 7200+i))
+	}
+	s.send(t, strings.Join(orders, "\n")+"\nshop.charge.delay(\"ord_7299\", 100)")
+	waitUntil(t, 60*time.Second, "the letters", func() bool {
+		var got int
+		return db.Get(&got, `SELECT count(*) FROM dead_letter_records`) == nil && got == n+1
+	})
+
+	// The fix ships; the group is replayed, two first, then four a second.
+	must(t, os.WriteFile(fixedFile, nil, 0o644))
+	operator := apiOperator(t, db, store)
+	res := apiPost(t, base, operator, "/api/v1/dead-letters/replay",
+		`{"filter": {"source": "shop", "task": "shop.ship"}, "canary": 2, "rate_per_second": 4, "reason": "courier token renewed", "wait_seconds": 0}`)
+	opID := int64(res["operation_id"].(float64))
+	waitOperation(t, base, operator, opID, "canary", 60*time.Second)
+	apiPost(t, base, operator, fmt.Sprintf("/api/v1/operations/%d/release", opID), `{}`)
+	op := waitOperation(t, base, operator, opID, "done", 60*time.Second)
+	replays := op["replays"].(map[string]any)
+	if replays["succeeded"] != float64(n) || replays["died_again"] != float64(0) {
+		t.Errorf("the operation settled with replays %v; want %d succeeded", replays, n)
+	}
+	lines, err := os.ReadFile(shipped)
+	must(t, err)
+	runs := map[string]int{}
+	for _, l := range strings.Fields(string(lines)) {
+		runs[l]++
+	}
+	if len(runs) != n {
+		t.Errorf("orders shipped: %v; want each of the %d once", runs, n)
+	}
+	for order, k := range runs {
+		if k != 1 {
+			t.Errorf("order %s shipped %d times", order, k)
+		}
+	}
+
+	// The declined charge, replayed with an edited amount, dies again: a
+	// new letter names the one it replays, and the replay is died again.
+	var charge int64
+	must(t, db.Get(&charge, `SELECT id FROM dead_letter_records WHERE task = 'shop.charge'`))
+	apiPost(t, base, operator, fmt.Sprintf("/api/v1/dead-letters/%d/replay", charge), `{"args": ["ord_7299", 50], "reason": "try a smaller amount"}`)
+	waitUntil(t, 30*time.Second, "the replay to die again", func() bool {
+		var state string
+		return db.Get(&state, `SELECT state FROM source_replays WHERE dead_letter_id = $1`, charge) == nil && state == "died_again"
+	})
+	var again struct {
+		Args     string `db:"args"`
+		ReplayOf *int64 `db:"replay_of"`
+	}
+	waitUntil(t, 30*time.Second, "the letter of the replay", func() bool {
+		return db.Get(&again, `SELECT args::text AS args, replay_of FROM dead_letter_records WHERE task = 'shop.charge' AND id <> $1`, charge) == nil
+	})
+	if again.ReplayOf == nil || *again.ReplayOf != charge || again.Args != `["ord_7299", 50]` {
+		t.Errorf("the replay's letter: args %s, replay of %v; want the edited args, replay of %d", again.Args, again.ReplayOf, charge)
+	}
+}
+
+// apiOperator returns an operator's API token.
+func apiOperator(t *testing.T, db *storetest.DB, store *storetest.Stores) string {
+	t.Helper()
+	ensureUser(t, db, "olga", dlq.RoleOperator)
+	token, err := dlq.NewTokenSecret()
+	must(t, err)
+	_, err = store.Access.CreateToken(context.Background(), dlq.NewToken{UserName: "olga", Label: "on call",
+		Hash: dlq.HashToken(token), Actor: dlq.Actor{Name: "e2e"}, Now: time.Now()})
+	must(t, err)
+	return token
+}
+
+// apiCall sends a request with token and decodes its JSON answer, failing
+// the test on an answer of 400 or more.
+func apiCall(t *testing.T, method, url, token, body string) map[string]any {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	must(t, err)
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	res, err := http.DefaultClient.Do(req)
+	must(t, err)
+	defer res.Body.Close()
+	raw, err := io.ReadAll(res.Body)
+	must(t, err)
+	if res.StatusCode >= 400 {
+		t.Fatalf("%s %s: %d %s", method, url, res.StatusCode, raw)
+	}
+	var out map[string]any
+	if err := json.Unmarshal(raw, &out); err != nil {
+		t.Fatalf("%s %s: %v: %s", method, url, err, raw)
+	}
+	return out
+}
+
+func apiPost(t *testing.T, base, token, path, body string) map[string]any {
+	t.Helper()
+	return apiCall(t, "POST", base+path, token, body)
+}
+
+// waitOperation polls the operation until it is in state, and returns it.
+func waitOperation(t *testing.T, base, token string, id int64, state string, d time.Duration) map[string]any {
+	t.Helper()
+	var op map[string]any
+	waitUntil(t, d, fmt.Sprintf("operation %d to be %s", id, state), func() bool {
+		op = apiCall(t, "GET", fmt.Sprintf("%s/api/v1/operations/%d", base, id), token, "")
+		return op["state"] == state
+	})
+	return op
 }

@@ -119,8 +119,8 @@ func renderLetter(ctx context.Context, c echo.Context, p LetterPage, d dlq.DeadL
 	a := views.LetterActionsView{
 		ID: d.ID, Status: string(d.Status), CSRFToken: meta.CSRFToken, CanAct: meta.CanAct,
 		ReplayJobID: v.ReplayJobID, ReplaySource: v.Source, DeletableIn: deletableIn(d),
-		ReplayByEndpoint: d.SourceKind == dlq.SourceKindHTTP,
-		ReplayKey:        newFormKey(), EditKey: newFormKey(), DiscardKey: newFormKey(), RestoreKey: newFormKey(),
+		ReplayByEndpoint: d.SourceKind == dlq.SourceKindHTTP, ReplayByWorkers: d.SourceKind.TakesItsReplays(),
+		ReplayKey: newFormKey(), EditKey: newFormKey(), DiscardKey: newFormKey(), RestoreKey: newFormKey(),
 		Editable: v.ArgsNote == "" && v.KwargsNote == "",
 		EditOpen: st.editOpen, EditArgs: v.Args, EditKwargs: v.Kwargs,
 		ReplayReason: st.replayReason, EditReason: st.editReason,

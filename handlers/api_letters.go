@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -30,7 +31,7 @@ type ingestRequest struct {
 }
 
 const ingestFields = "source, letters (each with external_id, task, queue, args, kwargs, error_class, error, traceback, " +
-	"attempts, max_attempts, history, reason, enqueued_at, failed_at)"
+	"attempts, max_attempts, history, reason, enqueued_at, failed_at, replay_of)"
 
 // ingestResponse says what became of each letter, in the order sent.
 type ingestResponse struct {
@@ -123,12 +124,14 @@ type OutcomeReporter interface {
 type outcomeRequest struct {
 	State   string `json:"state"`
 	Message string `json:"message"`
+	JobRef  string `json:"job_ref"`
 }
 
 // APIReportOutcome answers POST /api/v1/letters/{id}/outcome: the system a
-// letter came from (an HTTP source with a replay endpoint) says how the
-// replay it was sent went: running, succeeded or died_again (with what
-// killed it in message). The operation that replayed it settles on it. A
+// letter came from (an HTTP source with a replay endpoint, a Celery app)
+// says how the replay it was sent went: sent (published, job_ref naming
+// its job), running, succeeded or died_again (with what killed it in
+// message). The operation that replayed it settles on it. A
 // token limited to some sources reports on their letters only.
 func APIReportOutcome(store OutcomeReporter) echo.HandlerFunc {
 	return func(c echo.Context) error {
@@ -137,13 +140,13 @@ func APIReportOutcome(store OutcomeReporter) echo.HandlerFunc {
 			return NotFound("There is no dead letter %q.", dlq.ClipRunes(c.Param("id"), 40))
 		}
 		var req outcomeRequest
-		if err := decodeJSON(c, &req, "state, message"); err != nil {
+		if err := decodeJSON(c, &req, "state, message, job_ref"); err != nil {
 			return err
 		}
 		if len(req.Message) > dlq.MaxIngestMessage {
 			return &dlq.ValidationError{Fields: map[string]string{"message": fmt.Sprintf("at most %d bytes", dlq.MaxIngestMessage)}}
 		}
-		report := dlq.OutcomeReport{LetterID: id, State: dlq.SourceReplayState(req.State), Message: req.Message}
+		report := dlq.OutcomeReport{LetterID: id, State: dlq.SourceReplayState(req.State), Message: req.Message, JobRef: req.JobRef}
 		if p, ok := principal.From(c); ok && p.SendsOnly() {
 			report.Sources = p.Sources
 		}
@@ -152,5 +155,53 @@ func APIReportOutcome(store OutcomeReporter) echo.HandlerFunc {
 			return err
 		}
 		return c.JSON(http.StatusOK, res)
+	}
+}
+
+// ReplayTaker leases the due replays of a source whose workers take their
+// replays from Redrive (the store's operations room).
+type ReplayTaker interface {
+	TakeReplays(ctx context.Context, source string, limit int, lease time.Duration) ([]dlq.TakenReplay, error)
+}
+
+// takeRequest is the body of POST /api/v1/sources/{name}/replays/take.
+type takeRequest struct {
+	Limit        int `json:"limit"`
+	LeaseSeconds int `json:"lease_seconds"`
+}
+
+// APITakeReplays answers POST /api/v1/sources/{name}/replays/take: a worker
+// of a source that publishes its own replays (a Celery app's) takes up to
+// limit due ones (default 20, at most 100), leased to it for lease_seconds
+// (default 60, at most 600); it publishes each and reports it sent
+// (POST /api/v1/letters/{id}/outcome). A token limited to some sources
+// takes theirs only.
+func APITakeReplays(store ReplayTaker) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		source := c.Param("name")
+		var req takeRequest
+		if err := decodeJSON(c, &req, "limit, lease_seconds"); err != nil {
+			return err
+		}
+		problems := map[string]string{}
+		if req.Limit < 0 || req.Limit > dlq.MaxTakeReplays {
+			problems["limit"] = fmt.Sprintf("from 1 to %d (0: 20)", dlq.MaxTakeReplays)
+		}
+		if max := int(dlq.MaxTakeLease / time.Second); req.LeaseSeconds < 0 || req.LeaseSeconds > max || (req.LeaseSeconds > 0 && req.LeaseSeconds < 5) {
+			problems["lease_seconds"] = fmt.Sprintf("from 5 to %d (0: %d)", max, int(dlq.DefaultTakeLease/time.Second))
+		}
+		if len(problems) > 0 {
+			return &dlq.ValidationError{Fields: problems}
+		}
+		if p, ok := principal.From(c); ok && p.SendsOnly() && !slices.Contains(p.Sources, source) {
+			return &dlq.Error{Code: "forbidden", Message: fmt.Sprintf("This token takes the replays of %s only, not of %q.",
+				strings.Join(p.Sources, ", "), dlq.ClipRunes(source, 40))}
+		}
+		limit, lease := cmp.Or(req.Limit, 20), cmp.Or(time.Duration(req.LeaseSeconds)*time.Second, dlq.DefaultTakeLease)
+		replays, err := store.TakeReplays(c.Request().Context(), source, limit, lease)
+		if err != nil {
+			return err
+		}
+		return c.JSON(http.StatusOK, map[string]any{"replays": replays, "lease_seconds": int(lease / time.Second)})
 	}
 }

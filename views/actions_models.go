@@ -42,6 +42,9 @@ type LetterActionsView struct {
 	// ReplayByEndpoint: ReplaySource is an HTTP source, whose replays are
 	// posted to its replay endpoint.
 	ReplayByEndpoint bool
+	// ReplayByWorkers: ReplaySource's workers take its replays and publish
+	// them (Celery): the arguments can be edited.
+	ReplayByWorkers bool
 	// DeletableIn is the source whose job a discard may delete too (a River
 	// source); empty when there is none.
 	DeletableIn string

@@ -423,6 +423,7 @@ func exerciseIngest(t *testing.T, c *apiConsole, seen map[string][]int) {
 	}
 	c.call(t, seen, c.operator, "POST", outcome, `{"state": "died_again", "message": "late"}`, 409)
 	c.call(t, seen, c.operator, "POST", outcome, `{"state": "finished"}`, 400)
+
 	c.call(t, seen, c.viewer, "POST", outcome, `{"state": "succeeded"}`, 403)
 
 	srcs := c.call(t, seen, c.viewer, "GET", "/api/v1/sources", "", 200)
@@ -432,6 +433,19 @@ func exerciseIngest(t *testing.T, c *apiConsole, seen map[string][]int) {
 		t.Errorf("sources: %v; want redrive, then legacy with its one letter, not replayable here", srcs)
 	}
 	c.call(t, seen, "", "GET", "/api/v1/sources", "", 401)
+
+	// A Celery app's workers take their replays: none due (200), and a
+	// source whose replays Redrive sends itself is refused (400).
+	if _, err := c.db.Exec(`INSERT INTO sources (name, kind) VALUES ('shop', 'celery')`); err != nil {
+		t.Fatal(err)
+	}
+	taken := c.call(t, seen, c.operator, "POST", "/api/v1/sources/shop/replays/take", `{"limit": 10}`, 200)
+	if got, _ := taken["replays"].([]any); taken["replays"] == nil || len(got) != 0 {
+		t.Errorf("replays taken with none due: %v", taken)
+	}
+	c.call(t, seen, c.operator, "POST", "/api/v1/sources/legacy/replays/take", `{}`, 400)
+	c.call(t, seen, c.operator, "POST", "/api/v1/sources/shop/replays/take", `{"limit": 1000}`, 400)
+	c.call(t, seen, c.operator, "POST", "/api/v1/sources/nobody/replays/take", `{}`, 404)
 }
 
 // waitForState polls the operation until it reaches state.

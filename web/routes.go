@@ -58,6 +58,7 @@ func routes(e *echo.Echo, cfg Config, sec *auth.Security, st stores) error {
 	e.POST("/api/v1/jobs/batch", handlers.APIEnqueueBatch(st.queue))
 	e.POST("/api/v1/letters", handlers.APIIngestLetters(st.sources, cfg.Now)) // letters other systems send
 	e.POST(auth.ReportOutcomePath, handlers.APIReportOutcome(st.operations))  // and how their replays went
+	e.POST(auth.TakeReplaysPath, handlers.APITakeReplays(st.operations))      // replays a Celery app's workers publish
 	e.GET("/api/v1/sources", handlers.APISources(st.sources))
 	liveJobRoutes(e, cfg, store, st.operations) // run now, kill, cancel (job_routes.go)
 

@@ -83,8 +83,8 @@ func checkTokenSources(ctx context.Context, tx *sqlx.Tx, u dlq.User, sources []s
 			": a token that sends letters acts as an operator or an admin"}}
 	}
 	var known []string
-	if err := tx.SelectContext(ctx, &known, `SELECT name FROM sources WHERE kind = $1 AND name = ANY($2)`,
-		dlq.SourceKindHTTP, pq.Array(sources)); err != nil {
+	if err := tx.SelectContext(ctx, &known, `SELECT name FROM sources WHERE kind = ANY($1) AND name = ANY($2)`,
+		pq.Array([]string{string(dlq.SourceKindHTTP), string(dlq.SourceKindCelery)}), pq.Array(sources)); err != nil {
 		return postgres.Translate(err)
 	}
 	for _, s := range sources {

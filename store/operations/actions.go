@@ -147,6 +147,9 @@ func sourceOf(ctx context.Context, tx *sqlx.Tx, id int64) (*letterSource, error)
 // source is made while the letter is claimed: a replay racing it waits,
 // and a failed call leaves the letter pending.
 func (s *Store) replayInSource(ctx context.Context, tx *sqlx.Tx, p dlq.ReplayParams, l dlq.DeadLetter, src letterSource) (dlq.ReplayResult, error) {
+	if src.Kind.TakesItsReplays() {
+		return s.queueForSource(ctx, tx, p, l, src)
+	}
 	if p.Args != nil || p.Kwargs != nil {
 		return dlq.ReplayResult{}, dlq.Errorf(dlq.EConflict,
 			"dead letter %d is a job of %s, which runs it again with the arguments it keeps: replay it without editing them", l.ID, src.Name)
@@ -192,6 +195,45 @@ func (s *Store) replayInSource(ctx context.Context, tx *sqlx.Tx, p dlq.ReplayPar
 		return dlq.ReplayResult{}, err
 	}
 	return dlq.ReplayResult{JobID: jobID, Source: src.Name, AuditID: auditID}, nil
+}
+
+// queueForSource queues the replay of the claimed letter l for src, a
+// source whose workers take their replays from Redrive (Celery), with
+// edited arguments when p brings some; it is audited as a replay, or an
+// edit and replay.
+func (s *Store) queueForSource(ctx context.Context, tx *sqlx.Tx, p dlq.ReplayParams, l dlq.DeadLetter, src letterSource) (dlq.ReplayResult, error) {
+	args, kwargs, edited, err := replayPayload(p, l)
+	if err != nil {
+		return dlq.ReplayResult{}, err
+	}
+	var editedArgs, editedKwargs []byte
+	if edited {
+		editedArgs, editedKwargs = args, kwargs
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO source_replays (dead_letter_id, source, external_id, run_at, args, kwargs)
+		VALUES ($1, $2, $3, coalesce($4, now()), $5, $6)`, l.ID, src.Name, src.ExternalID, p.RunAt, editedArgs, editedKwargs); err != nil {
+		return dlq.ReplayResult{}, fmt.Errorf("dead letter %d: queue the replay: %w", l.ID, postgres.Translate(err))
+	}
+	if _, err := tx.ExecContext(ctx, insertReplayedSQL, l.ID, l.FailedAt, l.Task, l.Queue, p.Actor.Name, nil); err != nil {
+		return dlq.ReplayResult{}, fmt.Errorf("dead letter %d: record the replay: %w", l.ID, postgres.Translate(err))
+	}
+	action, details := dlq.ActionReplay, map[string]any{"source": src.Name, "task": l.Task, "sent_to": "its workers"}
+	if edited {
+		action = dlq.ActionEditReplay
+		details["before"] = map[string]json.RawMessage{"args": l.Args, "kwargs": l.Kwargs}
+		details["after"] = map[string]json.RawMessage{"args": args, "kwargs": kwargs}
+	}
+	id := l.ID
+	auditID, err := audit.AppendAudit(ctx, tx, dlq.AuditEntry{
+		At: p.Now, Actor: p.Actor.Name, Action: action, DeadLetterID: &id,
+		Counts: audit.MustJSON(map[string]int{"replayed_in_source": 1}), Reason: p.Reason,
+		RequestID: p.Actor.RequestID, RemoteAddr: p.Actor.RemoteAddr, UserAgent: p.Actor.UserAgent,
+		Details: audit.MustJSON(details),
+	})
+	if err != nil {
+		return dlq.ReplayResult{}, err
+	}
+	return dlq.ReplayResult{Source: src.Name, AuditID: auditID}, nil
 }
 
 // replayPayload is the args and kwargs a replay of l runs with: the

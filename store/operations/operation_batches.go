@@ -65,14 +65,15 @@ const batchSelectSQL = `batch AS MATERIALIZED (
 )`
 
 // A discard takes every letter of its batch. A replay takes Redrive's own
-// letters and those of a source that runs its own jobs again (River, or an
-// HTTP source that names a replay endpoint), and leaves the others pending:
+// letters and those of a source that runs its own jobs again (River, a
+// Celery app, or an HTTP source that names a replay endpoint), and leaves
+// the others pending:
 // their tasks are another system's, which Redrive's queue cannot run and
 // which cannot be sent back, so they count as skipped, never as replayed.
 const (
 	takeAll        = ``
 	takeReplayable = ` AND NOT EXISTS (SELECT 1 FROM letter_sources s JOIN sources src ON src.name = s.source
-		WHERE s.dead_letter_id = p.id AND src.kind <> 'river' AND src.replay_url IS NULL)`
+		WHERE s.dead_letter_id = p.id AND src.kind NOT IN ('river', 'celery') AND src.replay_url IS NULL)`
 )
 
 // batchLettersSQL reads the next letters of a batch, oldest first.

@@ -272,18 +272,25 @@ const recordSentSQL = `INSERT INTO source_replays (dead_letter_id, source, exter
 VALUES ($1, $2, $3, 'sent', now(), 1, nullif($4, 0), now())`
 
 // ReportReplayOutcome records how the latest replay of a letter in another
-// system went, as that system reports it (an HTTP source's endpoint, POST
-// /api/v1/letters/{id}/outcome): running, or settled as succeeded or died
-// again. A report may come before the send that delivered the replay is
-// recorded (the endpoint ran it at once), so a replay still waiting or
-// sending takes it too. The same settled outcome reported again changes
-// nothing (Repeated); another is a conflict, as is a report for a replay
-// the source refused. sources, when not empty, are those the reporter may
-// speak for.
+// system went, as that system reports it (POST
+// /api/v1/letters/{id}/outcome): sent (a source whose workers take their
+// replays published it, JobRef naming its job there), running, or settled
+// as succeeded or died again. A report may come before the send that
+// delivered the replay is recorded (the endpoint ran it at once), so a
+// replay still waiting or sending takes it too. The same outcome reported
+// again, or one the replay is past (sent after it ran), changes nothing
+// (Repeated); another settled outcome is a conflict, as is a report for a
+// replay the source refused. sources, when not empty, are those the
+// reporter may speak for.
 func (s *Store) ReportReplayOutcome(ctx context.Context, p dlq.OutcomeReport) (dlq.OutcomeResult, error) {
-	if p.State != dlq.SourceReplayRunning && p.State != dlq.SourceReplaySucceeded && p.State != dlq.SourceReplayDiedAgain {
+	switch p.State {
+	case dlq.SourceReplaySent, dlq.SourceReplayRunning, dlq.SourceReplaySucceeded, dlq.SourceReplayDiedAgain:
+	default:
 		return dlq.OutcomeResult{}, &dlq.ValidationError{Fields: map[string]string{
-			"state": fmt.Sprintf("%q is not an outcome: running, succeeded or died_again", dlq.ClipRunes(string(p.State), 40))}}
+			"state": fmt.Sprintf("%q is not an outcome: sent, running, succeeded or died_again", dlq.ClipRunes(string(p.State), 40))}}
+	}
+	if len(p.JobRef) > dlq.MaxExternalIDLen {
+		return dlq.OutcomeResult{}, &dlq.ValidationError{Fields: map[string]string{"job_ref": fmt.Sprintf("at most %d bytes", dlq.MaxExternalIDLen)}}
 	}
 	var res dlq.OutcomeResult
 	err := postgres.InTx(ctx, s.db, func(tx *sqlx.Tx) error {
@@ -291,8 +298,9 @@ func (s *Store) ReportReplayOutcome(ctx context.Context, p dlq.OutcomeReport) (d
 			ID     int64                 `db:"id"`
 			Source string                `db:"source"`
 			State  dlq.SourceReplayState `db:"state"`
+			JobRef *string               `db:"job_ref"`
 		}
-		err := tx.GetContext(ctx, &r, `SELECT id, source, state FROM source_replays WHERE dead_letter_id = $1
+		err := tx.GetContext(ctx, &r, `SELECT id, source, state, job_ref FROM source_replays WHERE dead_letter_id = $1
 			ORDER BY id DESC LIMIT 1 FOR UPDATE`, p.LetterID)
 		if errors.Is(postgres.Translate(err), dlq.ErrNotFound) {
 			return dlq.Errorf(dlq.ENotFound, "dead letter %d has no replay in another system to report on", p.LetterID)
@@ -303,25 +311,77 @@ func (s *Store) ReportReplayOutcome(ctx context.Context, p dlq.OutcomeReport) (d
 		if len(p.Sources) > 0 && !slices.Contains(p.Sources, r.Source) {
 			return dlq.Errorf(dlq.EForbidden, "dead letter %d came from %s; this token speaks for %v only", p.LetterID, r.Source, p.Sources)
 		}
-		res = dlq.OutcomeResult{LetterID: p.LetterID, ReplayID: r.ID, Source: r.Source, State: r.State}
+		res = dlq.OutcomeResult{LetterID: p.LetterID, ReplayID: r.ID, Source: r.Source, State: r.State, JobRef: deref(r.JobRef)}
+		past := r.State == dlq.SourceReplayRunning || r.State.Settled() // past sent
+		to := p.State
 		switch {
-		case r.State == p.State || (r.State.Settled() && p.State == dlq.SourceReplayRunning && r.State != dlq.SourceReplayRefused):
-			res.Repeated = true // already known, or a late "running" after the end
-			return nil
 		case r.State == dlq.SourceReplayRefused:
 			return dlq.Errorf(dlq.EConflict, "the replay of dead letter %d was refused by %s: it did not run", p.LetterID, r.Source)
+		case r.State == p.State, p.State == dlq.SourceReplaySent && past, p.State == dlq.SourceReplayRunning && r.State.Settled():
+			res.Repeated = true // already known, or a late report of a step it is past
+			to = r.State
 		case r.State.Settled():
 			return dlq.Errorf(dlq.EConflict, "the replay of dead letter %d was already reported as %s", p.LetterID, r.State)
 		}
+		if res.Repeated && (p.JobRef == "" || r.JobRef != nil) {
+			return nil
+		}
 		if _, err := tx.ExecContext(ctx, `UPDATE source_replays SET state = $2,
-				settled_at = CASE WHEN $2 IN ('succeeded', 'died_again') THEN now() END,
-				problem = CASE WHEN $2 = 'died_again' THEN nullif($3, '') ELSE problem END,
-				sent_at = coalesce(sent_at, now())
-			WHERE id = $1`, r.ID, p.State, p.Message); err != nil {
+				settled_at = CASE WHEN $2 IN ('succeeded', 'died_again') THEN coalesce(settled_at, now()) END,
+				problem = CASE WHEN $2 = 'died_again' AND $3 <> '' THEN $3 ELSE problem END,
+				job_ref = coalesce(job_ref, nullif($4, '')),
+				sent_at = coalesce(sent_at, now()), leased_until = NULL
+			WHERE id = $1`, r.ID, to, p.Message, p.JobRef); err != nil {
 			return fmt.Errorf("record the outcome of replay %d: %w", r.ID, err)
 		}
-		res.State = p.State
+		res.State = to
+		if res.JobRef == "" {
+			res.JobRef = p.JobRef
+		}
 		return nil
 	})
 	return res, err
+}
+
+// takeForSourceSQL leases up to $2 of source $1's due replays to the
+// worker that takes them, for $3 seconds, with what it publishes: the
+// letter's task and queue, and its arguments or the edited ones.
+const takeForSourceSQL = `
+WITH taken AS (
+	UPDATE source_replays r SET state = 'sending', leased_until = now() + $3 * interval '1 second'
+	FROM (
+		SELECT id, state = 'sending' AS resumed FROM source_replays
+		WHERE source = $1 AND state IN ('waiting', 'sending') AND run_at <= now() AND coalesce(leased_until, run_at) <= now()
+		ORDER BY run_at LIMIT $2 FOR UPDATE SKIP LOCKED
+	) due
+	WHERE r.id = due.id
+	RETURNING r.id, r.dead_letter_id, r.operation_id, r.external_id, r.args, r.kwargs, due.resumed
+)
+SELECT t.id AS replay_id, t.dead_letter_id, t.operation_id, t.external_id, d.task, d.queue,
+	coalesce(t.args, d.args) AS args, coalesce(t.kwargs, d.kwargs) AS kwargs, t.resumed
+FROM taken t JOIN dead_letter_records d ON d.id = t.dead_letter_id
+ORDER BY t.id`
+
+// TakeReplays leases up to limit of source's due replays to the worker that
+// asks, for lease: a Celery app's workers take their replays and publish
+// them through the app's broker, then report each sent. Two workers asking
+// at once take different replays; one that stops before it reports a
+// replay sent leaves it to the next, as resumed, once the lease ends.
+func (s *Store) TakeReplays(ctx context.Context, source string, limit int, lease time.Duration) ([]dlq.TakenReplay, error) {
+	var kind dlq.SourceKind
+	err := s.db.GetContext(ctx, &kind, `SELECT kind FROM sources WHERE name = $1`, source)
+	switch err := postgres.Translate(err); {
+	case errors.Is(err, dlq.ErrNotFound):
+		return nil, dlq.Errorf(dlq.ENotFound, "there is no source %q", dlq.ClipRunes(source, 40))
+	case err != nil:
+		return nil, fmt.Errorf("source %s: %w", source, err)
+	case !kind.TakesItsReplays():
+		return nil, &dlq.ValidationError{Fields: map[string]string{"source": fmt.Sprintf(
+			"%s is a source of kind %s, whose replays Redrive sends itself", source, kind)}}
+	}
+	out := []dlq.TakenReplay{}
+	if err := s.db.SelectContext(ctx, &out, takeForSourceSQL, source, limit, lease.Seconds()); err != nil {
+		return nil, fmt.Errorf("take replays of %s: %w", source, err)
+	}
+	return out, nil
 }

@@ -9,6 +9,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -173,7 +174,39 @@ func (s *Store) Ingest(ctx context.Context, source string, letters []dlq.IngestL
 	if err := s.checkHTTPSource(ctx, source); err != nil {
 		return nil, err
 	}
+	if err := s.checkReplayOf(ctx, source, letters); err != nil {
+		return nil, err
+	}
 	return s.ingest(ctx, s.db, source, letters)
+}
+
+// checkReplayOf refuses a letter that names as the one it replays a letter
+// that is not its source's: a source speaks for its own letters only.
+func (s *Store) checkReplayOf(ctx context.Context, source string, letters []dlq.IngestLetter) error {
+	var named []int64
+	for _, l := range letters {
+		if l.ReplayOf != 0 {
+			named = append(named, l.ReplayOf)
+		}
+	}
+	if len(named) == 0 {
+		return nil
+	}
+	var theirs []int64
+	if err := s.db.SelectContext(ctx, &theirs, `SELECT dead_letter_id FROM letter_sources WHERE source = $1 AND dead_letter_id = ANY($2)`,
+		source, pq.Array(named)); err != nil {
+		return fmt.Errorf("letters replayed: %w", err)
+	}
+	problems := map[string]string{}
+	for i, l := range letters {
+		if l.ReplayOf != 0 && !slices.Contains(theirs, l.ReplayOf) {
+			problems[fmt.Sprintf("letters[%d].replay_of", i)] = fmt.Sprintf("%d is not a letter of %s", l.ReplayOf, source)
+		}
+	}
+	if len(problems) > 0 {
+		return &dlq.ValidationError{Fields: problems}
+	}
+	return nil
 }
 
 // ingest writes letters of source with q, as Ingest says.
@@ -228,7 +261,7 @@ func (s *Store) checkHTTPSource(ctx context.Context, source string) error {
 			"%q is not a configured source: the operator names the sources a console takes letters from (REDRIVE_SOURCES)", dlq.ClipRunes(source, 40))}}
 	case err != nil:
 		return fmt.Errorf("source %s: %w", source, err)
-	case kind != dlq.SourceKindHTTP:
+	case !kind.SendsOverHTTP():
 		return &dlq.ValidationError{Fields: map[string]string{"source": fmt.Sprintf(
 			"%s is Redrive's own queue: its letters come from its worker, not over HTTP", source)}}
 	}

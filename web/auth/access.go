@@ -109,7 +109,7 @@ func (a *accessPolicy) middleware(next echo.HandlerFunc) echo.HandlerFunc {
 		if !ok {
 			return unauthenticated(c)
 		}
-		if key := routeKey(r.Method, c.Path()); p.SendsOnly() && key != SendLettersRoute && key != reportOutcomeRoute {
+		if key := routeKey(r.Method, c.Path()); p.SendsOnly() && key != SendLettersRoute && key != reportOutcomeRoute && key != takeReplaysRoute {
 			return &dlq.Error{Code: "forbidden",
 				Message: "This token may only send the letters of " + strings.Join(p.Sources, ", ") +
 					" (POST /api/v1/letters) and report how their replays went (POST " + ReportOutcomePath + ")."}
@@ -122,16 +122,22 @@ func (a *accessPolicy) middleware(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
-// SendLettersRoute and reportOutcomeRoute are the routes a token limited
-// to some sources may call (principal.Principal.SendsOnly): it sends their
-// letters, and says how the replays its system was sent went.
+// SendLettersRoute, reportOutcomeRoute and takeReplaysRoute are the routes
+// a token limited to some sources may call (principal.Principal.SendsOnly):
+// it sends their letters, takes the replays its workers publish, and says
+// how its replays went.
 var (
 	SendLettersRoute   = routeKey("POST", "/api/v1/letters")
 	reportOutcomeRoute = routeKey("POST", ReportOutcomePath)
+	takeReplaysRoute   = routeKey("POST", TakeReplaysPath)
 )
 
-// ReportOutcomePath is the route of a replay's reported outcome.
-const ReportOutcomePath = "/api/v1/letters/:id/outcome"
+// ReportOutcomePath is the route of a replay's reported outcome;
+// TakeReplaysPath the one a source's workers take their replays from.
+const (
+	ReportOutcomePath = "/api/v1/letters/:id/outcome"
+	TakeReplaysPath   = "/api/v1/sources/:name/replays/take"
+)
 
 // RequireRole is access's rule as route middleware, for a group whose
 // need is higher than its methods say (the admin pages' GETs).

@@ -27,6 +27,20 @@ CREATE TABLE IF NOT EXISTS letters (
     leased_until REAL NOT NULL DEFAULT 0,
     last_error   TEXT
 );
+CREATE TABLE IF NOT EXISTS outcomes (
+    letter_id    INTEGER PRIMARY KEY,
+    state        TEXT NOT NULL,
+    message      TEXT NOT NULL DEFAULT '',
+    job_ref      TEXT NOT NULL DEFAULT '',
+    tries        INTEGER NOT NULL DEFAULT 0,
+    next_at      REAL NOT NULL,
+    leased_until REAL NOT NULL DEFAULT 0
+);
+CREATE TABLE IF NOT EXISTS published (
+    replay_id INTEGER PRIMARY KEY,
+    task_id   TEXT NOT NULL,
+    at        REAL NOT NULL
+);
 CREATE TABLE IF NOT EXISTS attempts (
     task_id TEXT NOT NULL,
     attempt INTEGER NOT NULL,
@@ -143,6 +157,84 @@ class Spool:
         finally:
             db.close()
         return n, (row[0] if row else None)
+
+
+# How far along a replay is: a report never moves one back.
+STEPS = {"sent": 0, "running": 1, "succeeded": 2, "died_again": 2}
+
+
+class Outcomes:
+    """The outcomes of replays this app ran, on their way to Redrive, in
+    the spool's file: one row a replayed letter, its furthest state."""
+
+    def __init__(self, spool):
+        self.spool = spool
+
+    def put(self, letter_id, state, message="", job_ref=""):
+        db = self.spool._connect()
+        try:
+            db.execute("BEGIN IMMEDIATE")
+            row = db.execute("SELECT state FROM outcomes WHERE letter_id = ?", (letter_id,)).fetchone()
+            if row is None:
+                db.execute("INSERT INTO outcomes (letter_id, state, message, job_ref, next_at) VALUES (?, ?, ?, ?, ?)",
+                           (letter_id, state, message, job_ref, time.time()))
+            elif STEPS[state] >= STEPS.get(row[0], 0):
+                db.execute("UPDATE outcomes SET state = ?, message = ?, job_ref = CASE WHEN job_ref = '' THEN ? ELSE job_ref END, "
+                           "next_at = ?, leased_until = 0 WHERE letter_id = ?", (state, message, job_ref, time.time(), letter_id))
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        finally:
+            db.close()
+
+    def take(self, limit, lease):
+        now = time.time()
+        db = self.spool._connect()
+        try:
+            db.execute("BEGIN IMMEDIATE")
+            rows = db.execute("SELECT letter_id, state, message, job_ref FROM outcomes WHERE next_at <= ? AND leased_until <= ? "
+                              "ORDER BY next_at LIMIT ?", (now, now, limit)).fetchall()
+            db.executemany("UPDATE outcomes SET leased_until = ? WHERE letter_id = ?", [(now + lease, r[0]) for r in rows])
+            db.execute("COMMIT")
+        finally:
+            db.close()
+        return rows
+
+    def sent(self, letter_id, state):
+        """Forget an outcome Redrive has, unless a later one came meanwhile."""
+        db = self.spool._connect()
+        try:
+            db.execute("DELETE FROM outcomes WHERE letter_id = ? AND state = ?", (letter_id, state))
+        finally:
+            db.close()
+
+    def failed(self, letter_id, cap):
+        db = self.spool._connect()
+        try:
+            row = db.execute("SELECT tries FROM outcomes WHERE letter_id = ?", (letter_id,)).fetchone()
+            if row is not None:
+                db.execute("UPDATE outcomes SET tries = tries + 1, next_at = ?, leased_until = 0 WHERE letter_id = ?",
+                           (time.time() + backoff(row[0], 1.0, cap), letter_id))
+        finally:
+            db.close()
+
+    def published(self, replay_id):
+        """The task id replay_id was published as by this app, or None."""
+        db = self.spool._connect()
+        try:
+            row = db.execute("SELECT task_id FROM published WHERE replay_id = ?", (replay_id,)).fetchone()
+        finally:
+            db.close()
+        return row[0] if row else None
+
+    def mark_published(self, replay_id, task_id):
+        db = self.spool._connect()
+        try:
+            db.execute("INSERT OR IGNORE INTO published (replay_id, task_id, at) VALUES (?, ?, ?)", (replay_id, task_id, time.time()))
+            db.execute("DELETE FROM published WHERE at < ?", (time.time() - ATTEMPTS_KEPT_FOR,))
+        finally:
+            db.close()
 
 
 def backoff(tries, base, cap):

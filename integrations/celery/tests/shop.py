@@ -36,6 +36,11 @@ def ship(self, order):
     """Books a courier; retried twice, then a letter, until the fix."""
     if not fixed():
         raise CourierDown("courier API answered 401 Unauthorized for order %s: token expired" % order)
+    shipped = os.environ.get("SHOP_SHIPPED", "")
+    if shipped:
+        # One line per run: the tests count how often each order shipped.
+        with open(shipped, "a") as f:
+            f.write(order + "\n")
     return "shipped " + order
 
 
