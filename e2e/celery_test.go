@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -65,6 +66,60 @@ func startRedis(t *testing.T, server string) string {
 		return err == nil
 	})
 	return "redis://" + addr + "/0"
+}
+
+// rabbitServer is Debian's RabbitMQ, "" when it is not installed (make
+// test installs it when run as root).
+func rabbitServer() string {
+	if _, err := os.Stat("/usr/lib/rabbitmq/bin/rabbitmq-server"); err != nil {
+		return ""
+	}
+	return "/usr/lib/rabbitmq/bin/rabbitmq-server"
+}
+
+// startRabbit runs a RabbitMQ of the test's own (its own node, ports,
+// files and Erlang port mapper) until the test ends; it returns its URL.
+func startRabbit(t *testing.T, server string) string {
+	t.Helper()
+	dir := t.TempDir()
+	port, epmd := freePort(t), freePort(t)
+	name := fmt.Sprintf("redrive%d@localhost", port)
+	cmd := exec.Command(server)
+	cmd.Env = append(os.Environ(), "HOME="+dir, "RABBITMQ_NODENAME="+name, fmt.Sprintf("RABBITMQ_NODE_PORT=%d", port),
+		fmt.Sprintf("RABBITMQ_DIST_PORT=%d", freePort(t)), fmt.Sprintf("ERL_EPMD_PORT=%d", epmd),
+		"RABBITMQ_MNESIA_BASE="+filepath.Join(dir, "mnesia"), "RABBITMQ_LOG_BASE="+filepath.Join(dir, "log"),
+		"RABBITMQ_CONFIG_FILE="+filepath.Join(dir, "none"), "RABBITMQ_ENABLED_PLUGINS_FILE="+filepath.Join(dir, "plugins"))
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	// rabbitmq-server is a script that starts Erlang's VM: a group of its
+	// own is killed whole, and the wait for the output it shares is bounded.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.WaitDelay = 5 * time.Second
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start rabbitmq: %v", err)
+	}
+	t.Cleanup(func() {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		_ = cmd.Wait()
+		// Its Erlang port mapper, a daemon of its own port, goes too.
+		if epmdBin, _ := filepath.Glob("/usr/lib/erlang/erts-*/bin/epmd"); len(epmdBin) > 0 {
+			kill := exec.Command(epmdBin[0], "-kill")
+			kill.Env = append(os.Environ(), fmt.Sprintf("ERL_EPMD_PORT=%d", epmd))
+			_ = kill.Run()
+		}
+		if t.Failed() {
+			t.Logf("rabbitmq's output:\n%s", out.String())
+		}
+	})
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	waitUntil(t, 60*time.Second, "rabbitmq to listen", func() bool {
+		c, err := net.Dial("tcp", addr)
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	})
+	return "amqp://guest:guest@" + addr + "//"
 }
 
 // freePort is a port nothing listens on now.
@@ -270,7 +325,23 @@ shop.notify.delay("ord_7103", %q)`, notified))
 // one it replays.
 func TestCeleryReplayFromTheConsole(t *testing.T) {
 	t.Parallel()
-	broker := startRedis(t, needCelery(t))
+	redis := needCelery(t)
+	t.Run("Redis", func(t *testing.T) {
+		t.Parallel()
+		celeryReplay(t, startRedis(t, redis))
+	})
+	t.Run("RabbitMQ", func(t *testing.T) {
+		t.Parallel()
+		server := rabbitServer()
+		if server == "" {
+			t.Skip("no rabbitmq-server: make test installs it when run as root (apt-get install rabbitmq-server)")
+		}
+		celeryReplay(t, startRabbit(t, server))
+	})
+}
+
+// celeryReplay is TestCeleryReplayFromTheConsole on one broker.
+func celeryReplay(t *testing.T, broker string) {
 	db := storetest.NewDB(t)
 	store := storetest.NewStores(db.DB)
 	token := shopSource(t, db, store)
@@ -323,6 +394,24 @@ func TestCeleryReplayFromTheConsole(t *testing.T) {
 		if k != 1 {
 			t.Errorf("order %s shipped %d times", order, k)
 		}
+	}
+
+	if strings.HasPrefix(broker, "redis") {
+		// What the operator saw: the operation settled, and the charge's
+		// letter offering a replay by the app's workers, arguments editable.
+		page := newPage(t)
+		signIn(t, page, base, db, dlq.RoleOperator)
+		_, err := page.Goto(fmt.Sprintf("%s/operations/%d", base, opID))
+		must(t, err)
+		must(t, expect.Locator(byTestID(page, "op-settled-count")).ToContainText(fmt.Sprintf("%d of %d settled", n, n)))
+		screenshot(t, page, "celery-group-replay-settled")
+		var letter int64
+		must(t, db.Get(&letter, `SELECT id FROM dead_letter_records WHERE task = 'shop.charge'`))
+		_, err = page.Goto(fmt.Sprintf("%s/dead-letters/%d", base, letter))
+		must(t, err)
+		must(t, expect.Locator(byTestID(page, "replay-in-source")).ToContainText("published again through its broker"))
+		must(t, expect.Locator(byTestID(page, "edit-details")).ToHaveCount(1))
+		screenshot(t, page, "celery-letter")
 	}
 
 	// The declined charge, replayed with an edited amount, dies again: a

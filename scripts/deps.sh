@@ -9,8 +9,8 @@
 #   scripts/deps.sh run     PostgreSQL server binaries (unless DATABASE_URL is set)
 #   scripts/deps.sh test    the above, Debian's chromium, node and npm, pgbouncer
 #                           (the suite runs the worker and console through one),
-#                           python3-celery, python3-redis and redis-server (the
-#                           Celery integration's tests), and
+#                           python3-celery, python3-redis, redis-server and
+#                           rabbitmq-server (the Celery integration's tests), and
 #                           the Playwright driver in .cache/playwright-driver/<version>
 #                           and axe-core (npm) in .cache/axe-core/<version>
 #
@@ -110,6 +110,8 @@ missing_packages() {
 		# (integrations/celery), against a Redis the tests start.
 		/usr/bin/python3 -c 'import celery, redis' 2>/dev/null || pkgs+=(python3-celery python3-redis)
 		command -v redis-server >/dev/null || [ -x /usr/bin/redis-server ] || pkgs+=(redis-server)
+		# RabbitMQ, Celery's other broker: the replay test runs on both.
+		[ -x /usr/lib/rabbitmq/bin/rabbitmq-server ] || pkgs+=(rabbitmq-server)
 	fi
 	echo "${pkgs[@]}"
 }
