@@ -213,9 +213,9 @@ func (s shop) send(t *testing.T, code string) {
 // for good, and none that will still be retried: a task that exhausted its
 // retries (three attempts, each one's error), one that raised what it does
 // not retry (one attempt), while one that failed once and then succeeded
-// never appears. Redrive is down when they die: the letters wait in the
-// worker's spool and arrive once it is up, each once; a later failure
-// arrives within two seconds.
+// never appears. Redrive is down for a minute when they die: the letters
+// wait in the worker's spool, the worker works on, and they arrive once it
+// is up, each once; a later failure arrives within two seconds.
 func TestCeleryTasksThatFailForGoodBecomeLetters(t *testing.T) {
 	t.Parallel()
 	redis := needCelery(t)
@@ -230,6 +230,7 @@ func TestCeleryTasksThatFailForGoodBecomeLetters(t *testing.T) {
 	s := newShop(t, broker, "REDRIVE_URL=http://"+addr, "REDRIVE_TOKEN="+token, "REDRIVE_SOURCE=shop",
 		"REDRIVE_SPOOL="+filepath.Join(tmp, "spool.sqlite"), "REDRIVE_BACKOFF_CAP=1")
 	s.worker(t)
+	down := time.Now()
 	notified := filepath.Join(tmp, "notified")
 	s.send(t, fmt.Sprintf(`shop.ship.delay("ord_7101")
 shop.charge.delay("ord_7102", 4200)
@@ -247,13 +248,23 @@ shop.notify.delay("ord_7103", %q)`, notified))
 			filepath.Join(tmp, "spool.sqlite"))).Output()
 		return err == nil && strings.TrimSpace(string(out)) == "2"
 	})
+	// Redrive stays down for a minute, the worker trying every second or
+	// so (REDRIVE_BACKOFF_CAP=1) and working on meanwhile.
 	var letters int
+	for time.Since(down) < time.Minute {
+		time.Sleep(time.Second)
+	}
 	must(t, db.Get(&letters, `SELECT count(*) FROM dead_letter_records`))
 	if letters != 0 {
 		t.Fatalf("%d letters while Redrive was down", letters)
 	}
+	s.send(t, fmt.Sprintf(`shop.notify.delay("ord_7105", %q)`, notified+"-2"))
+	waitUntil(t, 30*time.Second, "the worker to go on working", func() bool {
+		_, err := os.Stat(notified + "-2")
+		return err == nil
+	})
 
-	// Redrive is up: the spool is sent.
+	// Redrive is up after a minute down: the spool is sent.
 	ln, err := net.Listen("tcp", addr)
 	must(t, err)
 	logger := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
