@@ -77,23 +77,31 @@ func (s *Store) replayInTx(ctx context.Context, tx *sqlx.Tx, p dlq.ReplayParams)
 	if err != nil {
 		return dlq.ReplayResult{}, err
 	}
-	action, details := dlq.ActionReplay, map[string]any{"replay_job_id": jobID, "task": l.Task}
+	auditID, err := auditReplay(ctx, tx, p, l, "replayed", map[string]any{"replay_job_id": jobID, "task": l.Task}, edited, args, kwargs)
+	if err != nil {
+		return dlq.ReplayResult{}, err
+	}
+	return dlq.ReplayResult{JobID: jobID, AuditID: auditID}, nil
+}
+
+// auditReplay appends the audit entry of l's replay, counted as counted,
+// with details: an edit and replay, with the arguments before and after,
+// when edited.
+func auditReplay(ctx context.Context, tx *sqlx.Tx, p dlq.ReplayParams, l dlq.DeadLetter, counted string, details map[string]any,
+	edited bool, args, kwargs json.RawMessage) (int64, error) {
+	action := dlq.ActionReplay
 	if edited {
 		action = dlq.ActionEditReplay
 		details["before"] = map[string]json.RawMessage{"args": l.Args, "kwargs": l.Kwargs}
 		details["after"] = map[string]json.RawMessage{"args": args, "kwargs": kwargs}
 	}
 	id := l.ID
-	auditID, err := audit.AppendAudit(ctx, tx, dlq.AuditEntry{
+	return audit.AppendAudit(ctx, tx, dlq.AuditEntry{
 		At: p.Now, Actor: p.Actor.Name, Action: action, DeadLetterID: &id,
-		Counts: audit.MustJSON(map[string]int{"replayed": 1}), Reason: p.Reason,
+		Counts: audit.MustJSON(map[string]int{counted: 1}), Reason: p.Reason,
 		RequestID: p.Actor.RequestID, RemoteAddr: p.Actor.RemoteAddr, UserAgent: p.Actor.UserAgent,
 		Details: audit.MustJSON(details),
 	})
-	if err != nil {
-		return dlq.ReplayResult{}, err
-	}
-	return dlq.ReplayResult{JobID: jobID, AuditID: auditID}, nil
 }
 
 // claimForReplay reads the letter id and claims it for a replay; a letter
@@ -178,19 +186,13 @@ func (s *Store) replayInSource(ctx context.Context, tx *sqlx.Tx, p dlq.ReplayPar
 	if _, err := tx.ExecContext(ctx, insertReplayedSQL, l.ID, l.FailedAt, l.Task, l.Queue, p.Actor.Name, nullID(jobID)); err != nil {
 		return dlq.ReplayResult{}, fmt.Errorf("dead letter %d: record the replay: %w", l.ID, postgres.Translate(err))
 	}
-	id := l.ID
 	details := map[string]any{"source": src.Name, "task": l.Task}
 	if jobID != 0 {
 		details["source_job_id"] = jobID
 	} else {
 		details["sent_to"] = "replay endpoint"
 	}
-	auditID, err := audit.AppendAudit(ctx, tx, dlq.AuditEntry{
-		At: p.Now, Actor: p.Actor.Name, Action: dlq.ActionReplay, DeadLetterID: &id,
-		Counts: audit.MustJSON(map[string]int{"replayed_in_source": 1}), Reason: p.Reason,
-		RequestID: p.Actor.RequestID, RemoteAddr: p.Actor.RemoteAddr, UserAgent: p.Actor.UserAgent,
-		Details: audit.MustJSON(details),
-	})
+	auditID, err := auditReplay(ctx, tx, p, l, "replayed_in_source", details, false, nil, nil)
 	if err != nil {
 		return dlq.ReplayResult{}, err
 	}
@@ -217,19 +219,8 @@ func (s *Store) queueForSource(ctx context.Context, tx *sqlx.Tx, p dlq.ReplayPar
 	if _, err := tx.ExecContext(ctx, insertReplayedSQL, l.ID, l.FailedAt, l.Task, l.Queue, p.Actor.Name, nil); err != nil {
 		return dlq.ReplayResult{}, fmt.Errorf("dead letter %d: record the replay: %w", l.ID, postgres.Translate(err))
 	}
-	action, details := dlq.ActionReplay, map[string]any{"source": src.Name, "task": l.Task, "sent_to": "its workers"}
-	if edited {
-		action = dlq.ActionEditReplay
-		details["before"] = map[string]json.RawMessage{"args": l.Args, "kwargs": l.Kwargs}
-		details["after"] = map[string]json.RawMessage{"args": args, "kwargs": kwargs}
-	}
-	id := l.ID
-	auditID, err := audit.AppendAudit(ctx, tx, dlq.AuditEntry{
-		At: p.Now, Actor: p.Actor.Name, Action: action, DeadLetterID: &id,
-		Counts: audit.MustJSON(map[string]int{"replayed_in_source": 1}), Reason: p.Reason,
-		RequestID: p.Actor.RequestID, RemoteAddr: p.Actor.RemoteAddr, UserAgent: p.Actor.UserAgent,
-		Details: audit.MustJSON(details),
-	})
+	auditID, err := auditReplay(ctx, tx, p, l, "replayed_in_source",
+		map[string]any{"source": src.Name, "task": l.Task, "sent_to": "its workers"}, edited, args, kwargs)
 	if err != nil {
 		return dlq.ReplayResult{}, err
 	}
