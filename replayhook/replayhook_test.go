@@ -247,3 +247,72 @@ func deref(s *string) string {
 	}
 	return *s
 }
+
+// The died-again guard watches replays in another system as it watches
+// Redrive's own jobs: when more than its share of the first replays to
+// settle die again (as the system reports them), the operation pauses, and
+// until the guard has judged no more than its window is sent.
+func TestDiedAgainGuardPausesAReplayOfAnotherSystem(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := storetest.NewDB(t)
+	stores := storetest.NewStores(db.DB)
+	rc := &receiver{ran: map[int64]replayhook.Replay{}}
+	endpoint := httptest.NewServer(rc)
+	t.Cleanup(endpoint.Close)
+	must(t, stores.Sources.Configure(ctx, []dlq.Source{{Name: "billing", Kind: dlq.SourceKindHTTP, ReplayURL: &endpoint.URL}}))
+	const n = dlq.GuardWindow + 100
+	var batch []dlq.IngestLetter
+	for i := range n {
+		l, err := dlq.IngestLetter{ExternalID: fmt.Sprintf("inv-%d", i), Task: "invoice.charge", ErrorClass: "CardDeclined",
+			Message: "card declined", FailedAt: time.Now().Add(-time.Hour)}.Normalise(time.Now())
+		must(t, err)
+		batch = append(batch, l)
+	}
+	for start := 0; start < n; start += dlq.MaxIngestBatch {
+		_, err := stores.Sources.Ingest(ctx, "billing", batch[start:min(start+dlq.MaxIngestBatch, n)])
+		must(t, err)
+	}
+	hook, err := replayhook.New(replayhook.Config{Source: "billing", URL: endpoint.URL, Secret: secret, Letters: stores.Letters})
+	must(t, err)
+	ops := stores.Operations.WithSources(map[string]dlq.ReplaySender{"billing": hook})
+	op, err := ops.CreateOperation(ctx, dlq.OperationParams{Kind: dlq.OpReplay, Actor: dlq.Actor{Name: "olga"}, Now: time.Now(),
+		DiedAgainPercent: 20, Selection: dlq.Selection{Filter: &dlq.Filter{Source: "billing", Status: dlq.StatusPending}}})
+	must(t, err)
+	for range 3 { // the guard's window fills; later batches take nothing
+		_, err := ops.RunOperationBatch(ctx, op.ID, 2000, time.Now())
+		must(t, err)
+	}
+	_, err = ops.SendSourceReplays(ctx)
+	must(t, err)
+	var sent int
+	must(t, db.Get(&sent, `SELECT count(*) FROM source_replays WHERE state = 'sent'`))
+	if sent != dlq.GuardWindow {
+		t.Fatalf("%d replays sent before the guard judged; want its window, %d", sent, dlq.GuardWindow)
+	}
+	// The system reports: the first hundred to settle, half died again.
+	var letters []int64
+	must(t, db.Select(&letters, `SELECT dead_letter_id FROM source_replays ORDER BY id LIMIT $1`, dlq.GuardSample))
+	for i, id := range letters {
+		state := dlq.SourceReplaySucceeded
+		if i%2 == 0 {
+			state = dlq.SourceReplayDiedAgain
+		}
+		_, err := ops.ReportReplayOutcome(ctx, dlq.OutcomeReport{LetterID: id, State: state})
+		must(t, err)
+	}
+	_, err = ops.FollowOperations(ctx, time.Now())
+	must(t, err)
+	got, err := ops.Operation(ctx, op.ID)
+	must(t, err)
+	if got.State != dlq.OpAutoPaused || got.GuardVerdict == nil || *got.GuardVerdict != "tripped" {
+		t.Errorf("after half the sample died again: state %s, verdict %v; want auto_paused, tripped", got.State, got.GuardVerdict)
+	}
+	_, err = ops.RunOperationBatch(ctx, op.ID, 2000, time.Now())
+	must(t, err)
+	var queued int
+	must(t, db.Get(&queued, `SELECT count(*) FROM source_replays`))
+	if queued != dlq.GuardWindow {
+		t.Errorf("%d replays queued once paused; want the %d of the window, no more", queued, dlq.GuardWindow)
+	}
+}
