@@ -7,10 +7,12 @@ import (
 	"maps"
 	"math/rand/v2"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/redrive/redrive/dlq"
 	"github.com/redrive/redrive/store/audit"
@@ -27,11 +29,13 @@ import (
 const ActionReplayRefused = "replay_refused"
 
 const (
-	// sendBatch is how many due replays one pass takes from a source.
-	sendBatch = 100
-	// sendLease is how long a runner holds the replays it is sending: one
-	// that stopped mid-send leaves them to another, resumed, after it.
-	sendLease = time.Minute
+	// sendBatch is how many due replays one pass takes from a source, and
+	// sendLease how long the runner holds them: one that stopped mid-send
+	// leaves them to another, resumed, after it. A webhook may take its
+	// client's 10 s timeout to answer, so a batch sent one by one takes up
+	// to 200 s, well within its lease.
+	sendBatch = 20
+	sendLease = 5 * time.Minute
 	// followBatch is how many sent replays one read of a source asks about.
 	followBatch = 1000
 	// maxSendBackoff bounds the wait before a failed send is tried again.
@@ -52,22 +56,28 @@ WHERE r.id = due.id
 RETURNING r.id, r.dead_letter_id, r.operation_id, r.source, r.external_id, coalesce(r.job_id, 0) AS job_id, r.tries, due.resumed`
 
 // SendSourceReplays sends every due queued replay to its source, a batch
-// at a time, until none is due; it returns how many it sent.
+// at a time, until none is due; it returns how many it sent. Each source
+// is sent to on its own, so that a slow webhook holds up only its own
+// replays.
 func (s *Store) SendSourceReplays(ctx context.Context) (int, error) {
-	sent := 0
-	for _, name := range slices.Sorted(maps.Keys(s.sources)) {
-		for {
-			n, taken, err := s.sendDue(ctx, name, s.sources[name])
-			sent += n
-			if err != nil {
-				return sent, fmt.Errorf("send replays to %s: %w", name, err)
+	var sent atomic.Int64
+	g, ctx := errgroup.WithContext(ctx)
+	for name, sender := range s.sources {
+		g.Go(func() error {
+			for {
+				n, taken, err := s.sendDue(ctx, name, sender)
+				sent.Add(int64(n))
+				if err != nil {
+					return fmt.Errorf("send replays to %s: %w", name, err)
+				}
+				if taken < sendBatch {
+					return nil
+				}
 			}
-			if taken < sendBatch {
-				break
-			}
-		}
+		})
 	}
-	return sent, nil
+	err := g.Wait()
+	return int(sent.Load()), err
 }
 
 // sendOutcome is what became of one send.
