@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jmoiron/sqlx"
 	"github.com/redrive/redrive/dlq"
@@ -178,7 +179,7 @@ func (s *Store) replayInSource(ctx context.Context, tx *sqlx.Tx, p dlq.ReplayPar
 		if _, err := tx.ExecContext(ctx, recordSentSQL, l.ID, src.Name, src.ExternalID, jobID); err != nil {
 			return dlq.ReplayResult{}, fmt.Errorf("dead letter %d: follow the replay: %w", l.ID, err)
 		}
-	} else if _, err := tx.ExecContext(ctx, queueReplaySQL, l.ID, src.Name, src.ExternalID); err != nil {
+	} else if _, err := tx.ExecContext(ctx, queueReplaySQL, l.ID, src.Name, src.ExternalID, nil, nil, nil); err != nil {
 		// Queued, sent within a moment and tried again until the endpoint
 		// takes it: a webhook's answer may take seconds, or never come.
 		return dlq.ReplayResult{}, fmt.Errorf("dead letter %d: queue the replay: %w", l.ID, err)
@@ -212,8 +213,11 @@ func (s *Store) queueForSource(ctx context.Context, tx *sqlx.Tx, p dlq.ReplayPar
 	if edited {
 		editedArgs, editedKwargs = args, kwargs
 	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO source_replays (dead_letter_id, source, external_id, run_at, args, kwargs)
-		VALUES ($1, $2, $3, coalesce($4, now()), $5, $6)`, l.ID, src.Name, src.ExternalID, p.RunAt, editedArgs, editedKwargs); err != nil {
+	var runAt *time.Time // zero: now
+	if !p.RunAt.IsZero() {
+		runAt = &p.RunAt
+	}
+	if _, err := tx.ExecContext(ctx, queueReplaySQL, l.ID, src.Name, src.ExternalID, runAt, editedArgs, editedKwargs); err != nil {
 		return dlq.ReplayResult{}, fmt.Errorf("dead letter %d: queue the replay: %w", l.ID, postgres.Translate(err))
 	}
 	if _, err := tx.ExecContext(ctx, insertReplayedSQL, l.ID, l.FailedAt, l.Task, l.Queue, p.Actor.Name, nil); err != nil {

@@ -42,15 +42,20 @@ const (
 	maxSendBackoff = 5 * time.Minute
 )
 
+// dueReplaysSQL picks up to $2 of source $1's replays due now, skipping
+// those another runner holds: waiting ones at their time, and sending ones
+// whose lease ran out (resumed).
+const dueReplaysSQL = `
+	SELECT id, state = 'sending' AS resumed FROM source_replays
+	WHERE source = $1 AND state IN ('waiting', 'sending') AND run_at <= now() AND coalesce(leased_until, run_at) <= now()
+	ORDER BY run_at LIMIT $2 FOR UPDATE SKIP LOCKED`
+
 // takeDueSQL leases up to $2 of source $1's due replays to this runner
 // for $3 seconds. A replay still leased as sending once its lease ran out
 // was cut short: it is taken again, resumed.
 const takeDueSQL = `
 UPDATE source_replays r SET state = 'sending', leased_until = now() + $3 * interval '1 second'
-FROM (
-	SELECT id, state = 'sending' AS resumed FROM source_replays
-	WHERE source = $1 AND state IN ('waiting', 'sending') AND run_at <= now() AND coalesce(leased_until, run_at) <= now()
-	ORDER BY run_at LIMIT $2 FOR UPDATE SKIP LOCKED
+FROM (` + dueReplaysSQL + `
 ) due
 WHERE r.id = due.id
 RETURNING r.id, r.dead_letter_id, r.operation_id, r.source, r.external_id, coalesce(r.job_id, 0) AS job_id, r.tries, due.resumed`
@@ -265,8 +270,10 @@ func recordStates(ctx context.Context, db sqlx.ExecerContext, states map[int64]d
 	return nil
 }
 
-// queueReplaySQL queues a single replay, to be sent at once by the runner.
-const queueReplaySQL = `INSERT INTO source_replays (dead_letter_id, source, external_id, run_at) VALUES ($1, $2, $3, now())`
+// queueReplaySQL queues a single replay, due at $4 (now when NULL), with
+// edited arguments when $5 and $6 are not NULL.
+const queueReplaySQL = `INSERT INTO source_replays (dead_letter_id, source, external_id, run_at, args, kwargs)
+VALUES ($1, $2, $3, coalesce($4, now()), $5, $6)`
 
 // nullID is a job id as a column takes it: NULL for none.
 func nullID(id int64) *int64 {
@@ -359,10 +366,7 @@ func (s *Store) ReportReplayOutcome(ctx context.Context, p dlq.OutcomeReport) (d
 const takeForSourceSQL = `
 WITH taken AS (
 	UPDATE source_replays r SET state = 'sending', leased_until = now() + $3 * interval '1 second'
-	FROM (
-		SELECT id, state = 'sending' AS resumed FROM source_replays
-		WHERE source = $1 AND state IN ('waiting', 'sending') AND run_at <= now() AND coalesce(leased_until, run_at) <= now()
-		ORDER BY run_at LIMIT $2 FOR UPDATE SKIP LOCKED
+	FROM (` + dueReplaysSQL + `
 	) due
 	WHERE r.id = due.id
 	RETURNING r.id, r.dead_letter_id, r.operation_id, r.external_id, r.args, r.kwargs, due.resumed
