@@ -55,8 +55,9 @@ type ReplayParams struct {
 	// audit entry keeps both versions.
 	Args, Kwargs json.RawMessage
 	Reason       string
-	// RunAt delays the replayed job; zero means now.
-	RunAt time.Time
+	// Target is where, from when and with how many attempts the replay
+	// runs; zero: as the letter's job ran, now.
+	Target ReplayTarget
 	// Now is the time recorded in the audit entry.
 	Now time.Time
 	// Key, when set, makes the replay happen once however often it is sent.

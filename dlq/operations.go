@@ -104,6 +104,12 @@ type Operation struct {
 	// them (FollowOperations, about once a second); nil before the first
 	// count, and for a discard.
 	Replays *ReplayCounts `db:"replays" json:"replays,omitempty"`
+	// TargetQueue, StartAt and TargetMaxAttempts are where, from when and
+	// with how many attempts a replay's jobs run (nil: each letter's own
+	// queue, now, its own attempts); Target gathers them.
+	TargetQueue       *string    `db:"target_queue" json:"queue,omitempty"`
+	StartAt           *time.Time `db:"start_at" json:"start_at,omitempty"`
+	TargetMaxAttempts *int       `db:"target_max_attempts" json:"max_attempts,omitempty"`
 }
 
 // GuardPending reports whether the died-again guard has yet to judge.
@@ -211,8 +217,11 @@ type OperationParams struct {
 	// DiedAgainPercent sets the died-again guard (0: none), a percentage
 	// strictly between 0 and 100.
 	DiedAgainPercent float64
-	Now              time.Time
-	Key              string // one-time key, as in ReplayParams
+	// Target is where, from when and with how many attempts a replay's
+	// jobs run; a discard leaves it zero.
+	Target ReplayTarget
+	Now    time.Time
+	Key    string // one-time key, as in ReplayParams
 	// Confirm, when set, is called inside the transaction with the number
 	// of pending letters the selection holds, counted by the server, before
 	// anything is written; an error from it aborts the operation. It is how
@@ -237,6 +246,9 @@ func (p OperationParams) RequestHash() string {
 		// Only when set, so that a key stored before the guard existed
 		// still matches its request.
 		parts = append(parts, p.DiedAgainPercent)
+	}
+	if !p.Target.IsZero() {
+		parts = append(parts, p.Target.Queue, p.Target.StartAt, p.Target.MaxAttempts)
 	}
 	return RequestHash(parts...)
 }

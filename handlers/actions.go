@@ -82,6 +82,10 @@ type letterFormState struct {
 	// reasons as typed, by form
 	replayReason, editReason, discardReason, restoreReason string
 	discardOpen                                            bool
+	// the replay elsewhere or later, as typed
+	targetOpen   bool
+	target       targetForm
+	targetReason string
 }
 
 // renderLetter renders a letter's page with its actions in state st.
@@ -120,7 +124,10 @@ func renderLetter(ctx context.Context, c echo.Context, p LetterPage, d dlq.DeadL
 		ID: d.ID, Status: string(d.Status), CSRFToken: meta.CSRFToken, CanAct: meta.CanAct,
 		ReplayJobID: v.ReplayJobID, ReplaySource: v.Source, DeletableIn: deletableIn(d),
 		ReplayByEndpoint: d.SourceKind == dlq.SourceKindHTTP, ReplayByWorkers: d.SourceKind.TakesItsReplays(),
-		ReplayKey: newFormKey(), EditKey: newFormKey(), DiscardKey: newFormKey(), RestoreKey: newFormKey(),
+		ReplayKey: newFormKey(), EditKey: newFormKey(), DiscardKey: newFormKey(), RestoreKey: newFormKey(), TargetKey: newFormKey(),
+		TargetOpen: st.targetOpen, TargetQueue: st.target.Queue, TargetStartAt: st.target.StartAt,
+		TargetMaxAttempts: st.target.MaxAttempts, TargetReason: st.targetReason,
+		Queue: d.Queue, MaxAttempts: d.MaxAttempts,
 		Editable: v.ArgsNote == "" && v.KwargsNote == "",
 		EditOpen: st.editOpen, EditArgs: v.Args, EditKwargs: v.Kwargs,
 		ReplayReason: st.replayReason, EditReason: st.editReason,
@@ -201,19 +208,32 @@ func ReplayLetter(p LetterPage) echo.HandlerFunc {
 		}
 		r := replay.ReplayRequest{ID: id, Actor: ActorFrom(c), Reason: formText(c, "reason"), Key: c.FormValue("key")}
 		st := letterFormState{replayReason: r.Reason}
-		if c.FormValue("edit") == "1" {
+		switch {
+		case c.FormValue("edit") == "1":
 			args, kwargs := c.FormValue("args"), c.FormValue("kwargs")
 			r.Args, r.Kwargs = &args, &kwargs
 			st = letterFormState{editOpen: true, args: &args, kwargs: &kwargs, editReason: r.Reason}
+		case c.FormValue("target") == "1":
+			var problems map[string]string
+			r.Target, st.target, problems = formTarget(c)
+			st.targetOpen, st.replayReason, st.targetReason = true, "", r.Reason
+			if len(problems) > 0 {
+				st.problems = problems
+				return rerenderLetter(c, p, id, http.StatusUnprocessableEntity, st)
+			}
 		}
 		res, err := p.Actions.Replay(c.Request().Context(), r)
 		if err == nil {
 			return redirectDone(c, id, res.AuditID, res.Repeated)
 		}
 		var ee *replay.EditError
+		var ve *dlq.ValidationError
 		switch {
 		case errors.As(err, &ee):
 			st.problems = map[string]string{ee.Field: ee.Message}
+			return rerenderLetter(c, p, id, http.StatusUnprocessableEntity, st)
+		case st.targetOpen && errors.As(err, &ve):
+			st.problems = ve.Fields
 			return rerenderLetter(c, p, id, http.StatusUnprocessableEntity, st)
 		case errors.Is(err, dlq.ErrConflict):
 			return refusedByState(c, p, id, err, st)

@@ -94,3 +94,53 @@ func stateProblem(err error) (msg, linkText, href string, ok bool) {
 
 // formText is a trimmed form value.
 func formText(c echo.Context, name string) string { return strings.TrimSpace(c.FormValue(name)) }
+
+// targetForm is a replay target as typed into a form, kept to show again
+// beside its problems.
+type targetForm struct {
+	Queue, StartAt, MaxAttempts string
+}
+
+// formTarget reads a replay's target from a form (queue, start_at,
+// max_attempts; all optional). A start time is UTC, as typed into a
+// datetime-local field ("2026-12-07T18:30") or in RFC 3339. Problems are
+// keyed by field, as dlq.ReplayTarget.Problems keys its own.
+func formTarget(c echo.Context) (dlq.ReplayTarget, targetForm, map[string]string) {
+	typed := targetForm{Queue: formText(c, "queue"), StartAt: formText(c, "start_at"), MaxAttempts: formText(c, "max_attempts")}
+	t, problems := parseTarget(typed)
+	return t, typed, problems
+}
+
+// parseTarget turns a typed target into a dlq.ReplayTarget; what cannot be
+// read is a problem keyed by its field (the bounds are checked later, by
+// dlq.ReplayTarget.Problems, where the API's are).
+func parseTarget(typed targetForm) (dlq.ReplayTarget, map[string]string) {
+	t := dlq.ReplayTarget{Queue: typed.Queue}
+	problems := map[string]string{}
+	if typed.StartAt != "" {
+		at, err := parseStartAt(typed.StartAt)
+		if err != nil {
+			problems["start_at"] = err.Error()
+		}
+		t.StartAt = at
+	}
+	if typed.MaxAttempts != "" {
+		n, err := strconv.Atoi(typed.MaxAttempts)
+		if err != nil || n < 1 {
+			problems["max_attempts"] = "a whole number of attempts, at least 1"
+		}
+		t.MaxAttempts = n
+	}
+	return t, problems
+}
+
+// parseStartAt reads a start time: RFC 3339, or a datetime-local value
+// without a zone, taken as UTC.
+func parseStartAt(s string) (time.Time, error) {
+	for _, layout := range []string{time.RFC3339, "2006-01-02T15:04", "2006-01-02T15:04:05", "2006-01-02 15:04"} {
+		if t, err := time.ParseInLocation(layout, s, time.UTC); err == nil {
+			return t, nil
+		}
+	}
+	return time.Time{}, errors.New("a time such as 2026-12-07T18:30 (UTC) or 2026-12-07T18:30:00+01:00")
+}

@@ -45,6 +45,23 @@ type replayBody struct {
 	Args   json.RawMessage `json:"args"`
 	Kwargs json.RawMessage `json:"kwargs"`
 	Reason string          `json:"reason"`
+	targetBody
+}
+
+// targetBody is a replay's target as the API takes it: another queue, a
+// start time (RFC 3339) and a maximum of attempts, each optional.
+type targetBody struct {
+	Queue       string     `json:"queue"`
+	StartAt     *time.Time `json:"start_at"`
+	MaxAttempts int        `json:"max_attempts"`
+}
+
+func (b targetBody) target() dlq.ReplayTarget {
+	t := dlq.ReplayTarget{Queue: strings.TrimSpace(b.Queue), MaxAttempts: b.MaxAttempts}
+	if b.StartAt != nil {
+		t.StartAt = *b.StartAt
+	}
+	return t
 }
 
 // ReplayJSON answers a replay.
@@ -65,11 +82,12 @@ func APIReplay(svc LetterActor) echo.HandlerFunc {
 			return err
 		}
 		var b replayBody
-		if err := decodeOptionalJSON(c, &b, "args, kwargs, reason"); err != nil {
+		if err := decodeOptionalJSON(c, &b, "args, kwargs, reason, queue, start_at, max_attempts"); err != nil {
 			return err
 		}
 		res, err := svc.Replay(c.Request().Context(), replay.ReplayRequest{ID: id, Actor: ActorFrom(c),
-			Args: rawText(b.Args), Kwargs: rawText(b.Kwargs), Reason: b.Reason, Key: c.Request().Header.Get(idempotencyKey)})
+			Args: rawText(b.Args), Kwargs: rawText(b.Kwargs), Reason: b.Reason, Target: b.target(),
+			Key: c.Request().Header.Get(idempotencyKey)})
 		if err != nil {
 			return err
 		}
@@ -154,6 +172,7 @@ type bulkBody struct {
 	Canary        int         `json:"canary"`
 	Reason        string      `json:"reason"`
 	WaitSeconds   *float64    `json:"wait_seconds"`
+	targetBody
 }
 
 // bulkFilter is the list's filter (dlq.Filter) as the API takes it. Only pending
@@ -170,7 +189,7 @@ type bulkFilter struct {
 	Source      string `json:"source"`
 }
 
-const bulkFields = "ids, filter, dry_run, rate_per_second, canary, reason, wait_seconds"
+const bulkFields = "ids, filter, dry_run, rate_per_second, canary, reason, wait_seconds, queue, start_at, max_attempts"
 
 // selection turns the body's ids or filter into a store selection. The
 // filter's fields become the store's typed filter directly (pending
@@ -243,6 +262,11 @@ type OperationJSON struct {
 	RatePerSecond *float64          `json:"rate_per_second,omitempty"`
 	Canary        int               `json:"canary,omitempty"`
 	CanaryJobs    []dlq.JobOutcome  `json:"canary_jobs,omitempty"`
+	// Queue, StartAt and MaxAttempts are where, from when and with how
+	// many attempts a replay's jobs run, when not as each letter ran.
+	Queue       *string    `json:"queue,omitempty"`
+	StartAt     *time.Time `json:"start_at,omitempty"`
+	MaxAttempts *int       `json:"max_attempts,omitempty"`
 	// Replays is where a replay's jobs are: waiting, running, succeeded,
 	// died again (the second phase; the operation is done once none wait
 	// or run). DiedAgainPercent is its died-again guard, when it has one.
@@ -260,7 +284,8 @@ func apiOperation(op dlq.Operation, jobs []dlq.JobOutcome) OperationJSON {
 	out := OperationJSON{Kind: op.Kind, State: string(op.State), Matched: op.Matched, Skipped: op.Skipped,
 		MaxID: op.MaxID, Actor: op.Actor, Reason: op.Reason, RatePerSecond: op.RatePerSecond, Canary: op.Canary,
 		CanaryJobs: jobs, AuditEventID: op.AuditEventID, Error: op.Error, FinishedAt: op.FinishedAt,
-		Replays: op.Replays, DiedAgainPercent: op.DiedAgainPercent, StoppedFollowingBy: op.StoppedFollowingBy}
+		Replays: op.Replays, DiedAgainPercent: op.DiedAgainPercent, StoppedFollowingBy: op.StoppedFollowingBy,
+		Queue: op.TargetQueue, StartAt: op.StartAt, MaxAttempts: op.TargetMaxAttempts}
 	if op.Kind == dlq.OpReplay && op.Replays == nil && op.ID != 0 {
 		out.Replays = &dlq.ReplayCounts{} // not counted yet: none settled
 	}
@@ -306,7 +331,7 @@ func APIBulk(svc BulkAPI, kind dlq.OperationKind, now func() time.Time) echo.Han
 		}
 		ctx := c.Request().Context()
 		op, err := svc.StartBulk(ctx, replay.BulkRequest{Kind: kind, Selection: sel, Actor: ActorFrom(c), Reason: b.Reason,
-			RatePerSecond: b.RatePerSecond, Canary: b.Canary, DryRun: b.DryRun, Key: c.Request().Header.Get(idempotencyKey)})
+			RatePerSecond: b.RatePerSecond, Canary: b.Canary, Target: b.target(), DryRun: b.DryRun, Key: c.Request().Header.Get(idempotencyKey)})
 		if err != nil {
 			return err
 		}

@@ -46,6 +46,8 @@ type bulkForm struct {
 	canaryOn                             bool
 	// diedAgain is the died-again guard's percentage ("": none).
 	diedAgain string
+	// target is where, from when and with how many attempts a replay runs.
+	target targetForm
 	// fresh is a first showing of the confirmation: the safe defaults
 	// apply (safeDefaults); a form sent back keeps what the operator chose.
 	fresh bool
@@ -102,7 +104,9 @@ func parseBulkForm(c echo.Context, now time.Time) (bulkForm, error) {
 	}
 	b := bulkForm{kind: dlq.OperationKind(form.Get("action")), key: form.Get("key"),
 		rate: form.Get("rate_per_second"), canarySize: form.Get("canary_size"), typed: form.Get("typed"),
-		reason: form.Get("reason"), canaryOn: form.Get("canary") == "on", diedAgain: strings.TrimSpace(form.Get("died_again_percent"))}
+		reason: form.Get("reason"), canaryOn: form.Get("canary") == "on", diedAgain: strings.TrimSpace(form.Get("died_again_percent")),
+		target: targetForm{Queue: strings.TrimSpace(form.Get("queue")), StartAt: strings.TrimSpace(form.Get("start_at")),
+			MaxAttempts: strings.TrimSpace(form.Get("max_attempts"))}}
 	if b.kind != dlq.OpReplay && b.kind != dlq.OpDiscard {
 		return bulkForm{}, BadRequest("invalid_action", "Choose replay or discard.")
 	}
@@ -229,6 +233,13 @@ func bulkRequest(b bulkForm, actor replay.Actor) (replay.BulkRequest, map[string
 			problems["died_again_percent"] = "The died-again threshold must be a percentage, like 20 (or empty: no guard)."
 		}
 	}
+	if b.kind == dlq.OpReplay {
+		var targetProblems map[string]string
+		r.Target, targetProblems = parseTarget(b.target)
+		for k, v := range targetProblems {
+			problems[k] = bulkProblem(k, v)
+		}
+	}
 	return r, problems
 }
 
@@ -266,6 +277,12 @@ func bulkProblem(field, msg string) string {
 		return "The canary size " + msg + "."
 	case "died_again_percent":
 		return "The died-again threshold " + msg + "."
+	case "queue":
+		return "The queue: " + msg + "."
+	case "start_at":
+		return "The start time: " + msg + "."
+	case "max_attempts":
+		return "Max attempts: " + msg + "."
 	default:
 		return field + ": " + msg
 	}
@@ -292,6 +309,7 @@ func renderConfirm(c echo.Context, svc BulkService, b bulkForm, status int, prob
 		Matched: p.Matched, MatchedText: views.Number(p.Matched), Skipped: p.Other, SkippedText: views.Number(p.Other),
 		NeedTyped: p.Matched > replay.TypedConfirmationOver, Typed: b.typed, Rate: b.rate,
 		CanaryOn: b.canaryOn, CanarySize: b.canarySize, Reason: b.reason, Problems: problems, DiedAgain: b.diedAgain,
+		Target:   views.ReplayTargetView{Queue: b.target.Queue, StartAt: b.target.StartAt, MaxAttempts: b.target.MaxAttempts, Problems: problems},
 		BackHref: "/dead-letters", ByTaskCut: len(p.ByTask) == 20,
 	}
 	if b.allMatching {

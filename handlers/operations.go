@@ -207,6 +207,7 @@ func operationView(op dlq.Operation, jobs []dlq.JobOutcome, skips dlq.SkipCounts
 	} else {
 		v.Selection = fmt.Sprintf("%d selected %s: %s", len(op.IDs), plural(len(op.IDs), "letter", "letters"), idList(op.IDs, 30))
 	}
+	v.Target = op.Target().Describe()
 	if op.RatePerSecond != nil && op.PaceOrigin != nil {
 		last := op.PaceOrigin.Add(time.Duration(float64(op.Matched) / *op.RatePerSecond * float64(time.Second)))
 		v.Pace = fmt.Sprintf("%s per second: the replayed jobs' start times are spread, the last about %s.",

@@ -25,6 +25,9 @@ type BulkRequest struct {
 	// share of the first dlq.GuardSample settled replays dying again
 	// pauses the operation.
 	DiedAgainPercent float64
+	// Target sends a replay's jobs to another queue, from a start time,
+	// with a new maximum of attempts (zero: as each letter ran, now).
+	Target dlq.ReplayTarget
 	// DryRun answers the counts and changes nothing.
 	DryRun bool
 	// Typed is what the engineer typed to confirm; the console requires it
@@ -70,7 +73,7 @@ func (s *Service) StartBulk(ctx context.Context, r BulkRequest) (dlq.Operation, 
 	if err := mayAct(r.Actor); err != nil {
 		return dlq.Operation{}, err
 	}
-	if err := validateBulk(r); err != nil {
+	if err := s.validateBulk(r); err != nil {
 		return dlq.Operation{}, err
 	}
 	if r.DryRun {
@@ -78,7 +81,7 @@ func (s *Service) StartBulk(ctx context.Context, r BulkRequest) (dlq.Operation, 
 	}
 	op, err := s.store.CreateOperation(ctx, dlq.OperationParams{
 		Kind: r.Kind, Selection: r.Selection, Actor: r.Actor.Actor, Reason: strings.TrimSpace(r.Reason),
-		RatePerSecond: r.RatePerSecond, Canary: r.Canary, DiedAgainPercent: r.DiedAgainPercent, Now: s.now(), Key: r.Key,
+		RatePerSecond: r.RatePerSecond, Canary: r.Canary, DiedAgainPercent: r.DiedAgainPercent, Target: r.Target, Now: s.now(), Key: r.Key,
 		Confirm: typedConfirmation(r),
 	})
 	if err != nil {
@@ -92,8 +95,12 @@ func (s *Service) StartBulk(ctx context.Context, r BulkRequest) (dlq.Operation, 
 // validateBulk checks a bulk request's bounds and reason before anything
 // is read, and names every problem at once so that a form can show them
 // all beside their fields.
-func validateBulk(r BulkRequest) error {
+func (s *Service) validateBulk(r BulkRequest) error {
 	problems := pacingProblems(r)
+	if r.Kind == dlq.OpDiscard && !r.Target.IsZero() {
+		problems["kind"] = "a queue, a start time and attempts apply to replays only"
+	}
+	r.Target.Problems(s.now(), problems)
 	if msg := reasonProblem(r); msg != "" {
 		problems["reason"] = msg
 	}

@@ -148,6 +148,9 @@ type ReplayRequest struct {
 	Actor  Actor
 	Args   *string // edited args as typed, or nil to keep the letter's
 	Kwargs *string // edited kwargs as typed, or nil to keep the letter's
+	// Target sends the replay to another queue, from a start time, with a
+	// new maximum of attempts (zero: as the letter ran, now).
+	Target dlq.ReplayTarget
 	Reason string
 	Key    string
 }
@@ -161,7 +164,7 @@ func (s *Service) Replay(ctx context.Context, r ReplayRequest) (dlq.ReplayResult
 	if err := checkReason(r.Reason); err != nil {
 		return dlq.ReplayResult{}, err
 	}
-	p := dlq.ReplayParams{ID: r.ID, Actor: r.Actor.Actor, Reason: strings.TrimSpace(r.Reason), Now: s.now(), Key: r.Key}
+	p := dlq.ReplayParams{ID: r.ID, Actor: r.Actor.Actor, Reason: strings.TrimSpace(r.Reason), Target: r.Target, Now: s.now(), Key: r.Key}
 	var err error
 	if p.Args, err = parseEdit("args", r.Args, '['); err != nil {
 		return dlq.ReplayResult{}, err

@@ -52,6 +52,15 @@ type LetterActionsView struct {
 	ReplayKey, EditKey, DiscardKey, RestoreKey string
 	ReplayReason                               string
 
+	// The replay elsewhere or later (dlq.ReplayTarget): its form's key,
+	// whether it starts open (after a refusal), and its fields as typed.
+	// Queue and MaxAttempts are the letter's own, shown as the defaults.
+	TargetKey                                                   string
+	TargetOpen                                                  bool
+	TargetQueue, TargetStartAt, TargetMaxAttempts, TargetReason string
+	Queue                                                       string
+	MaxAttempts                                                 int
+
 	// Editable is false when the payload is too large to edit here.
 	Editable   bool
 	EditOpen   bool // the editor starts open (after a refused edit)
@@ -129,4 +138,20 @@ func (l DiffLine) DiffClass() string {
 	default:
 		return "diff-same"
 	}
+}
+
+// orText is s, or def when s is empty.
+func orText(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+// attemptsPlaceholder is what an empty attempts field means.
+func attemptsPlaceholder(n int) string {
+	if n == 0 {
+		return "each letter's own"
+	}
+	return int64String(int64(n))
 }

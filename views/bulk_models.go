@@ -35,6 +35,9 @@ type BulkConfirmView struct {
 	CanarySize string
 	// DiedAgain is the died-again guard's percentage ("": none).
 	DiedAgain string
+	// Target is where, from when and with how many attempts a replay
+	// runs, as typed.
+	Target ReplayTargetView
 	// GuardNeverJudges: the guard is set, but fewer letters than it waits
 	// for will settle, so it can never pause this replay.
 	GuardNeverJudges bool

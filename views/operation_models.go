@@ -37,6 +37,9 @@ type OperationView struct {
 	SelectionHref string // "" for explicit ids
 	MaxID         int64
 	Pace          string // "" when not paced
+	// Target is where, from when and with how many attempts a replay's
+	// jobs run, in words ("in queue sandbox, from …"); "" as each letter ran.
+	Target string
 
 	Canary *CanaryView
 

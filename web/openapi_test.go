@@ -264,13 +264,14 @@ func TestOpenAPIResponsesMatch(t *testing.T) {
 	c.call(t, seen, "", "GET", "/api/v1/incidents", "", 401)
 
 	// Actions on one letter.
-	c.call(t, seen, op, "POST", fmt.Sprintf("/api/v1/dead-letters/%d/replay", a), `{"reason": "fixed"}`, 200)
+	c.call(t, seen, op, "POST", fmt.Sprintf("/api/v1/dead-letters/%d/replay", a), `{"reason": "fixed", "queue": "sandbox", "max_attempts": 2}`, 200)
 	conflict := c.call(t, seen, op, "POST", fmt.Sprintf("/api/v1/dead-letters/%d/replay", a), "", 409)
 	if conflict["replay_job_id"] == nil {
 		t.Errorf("409 of a replayed letter without replay_job_id: %v", conflict)
 	}
 	c.call(t, seen, op, "POST", fmt.Sprintf("/api/v1/dead-letters/%d/replay", b), `{"args": {"not": "an array"}}`, 422)
 	c.call(t, seen, vic, "POST", fmt.Sprintf("/api/v1/dead-letters/%d/replay", b), "", 403)
+	c.call(t, seen, op, "POST", fmt.Sprintf("/api/v1/dead-letters/%d/replay", b), `{"start_at": "2001-01-01T00:00:00Z"}`, 400)
 	c.call(t, seen, op, "POST", fmt.Sprintf("/api/v1/dead-letters/%d/discard", b), `{}`, 400)
 	c.call(t, seen, op, "POST", fmt.Sprintf("/api/v1/dead-letters/%d/discard", b), `{"reason": "test data"}`, 200)
 	c.call(t, seen, op, "POST", fmt.Sprintf("/api/v1/dead-letters/%d/restore", b), `{"reason": "not test data"}`, 200)
@@ -282,6 +283,9 @@ func TestOpenAPIResponsesMatch(t *testing.T) {
 		return fmt.Sprintf(`{"ids": %s, "reason": "deploy 42"%s}`, raw, extra)
 	}
 	c.call(t, seen, op, "POST", "/api/v1/dead-letters/replay", body(bulk, `, "dry_run": true`), 200)
+	later := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
+	c.call(t, seen, op, "POST", "/api/v1/dead-letters/replay", body(bulk, `, "dry_run": true, "queue": "sandbox", "start_at": "`+later+`", "max_attempts": 2`), 200)
+	c.call(t, seen, op, "POST", "/api/v1/dead-letters/replay", body(bulk, `, "max_attempts": 1000`), 400)
 	c.call(t, seen, op, "POST", "/api/v1/dead-letters/replay", `{"filter": {"since": "yesterday-ish"}}`, 400)
 	c.call(t, seen, op, "POST", "/api/v1/dead-letters/replay", `{"filter": {"fingerprint": "`+strings.Join(groups, ",")+`"}, "dry_run": true}`, 200)
 	c.call(t, seen, op, "POST", "/api/v1/dead-letters/replay", `{"filters": {}}`, 400)

@@ -29,11 +29,23 @@ type bulkFlags struct {
 	dryRun   bool
 	wait     bool
 	interval time.Duration
+	// where, from when and with how many attempts a replay runs
+	queue       string
+	startAt     string
+	maxAttempts int
 }
 
 // request turns the flags into the API's request, or a usage error.
 func (f bulkFlags) request(kind string) (BulkRequest, error) {
-	r := BulkRequest{Canary: f.canary, RatePerSecond: f.rate, Reason: f.reason, DryRun: f.dryRun}
+	r := BulkRequest{Canary: f.canary, RatePerSecond: f.rate, Reason: f.reason, DryRun: f.dryRun,
+		Queue: f.queue, MaxAttempts: f.maxAttempts}
+	if f.startAt != "" {
+		at, err := time.Parse(time.RFC3339, f.startAt)
+		if err != nil {
+			return r, usagef("--start-at %q: a time such as 2026-12-07T18:30:00Z", f.startAt)
+		}
+		r.StartAt = &at
+	}
 	// The CLI follows the operation itself (--wait), so the call returns
 	// as soon as the operation is stored.
 	zero := 0.0
@@ -104,7 +116,11 @@ func (f bulkFlags) filter() (*BulkFilter, error) {
 }
 
 func runBulk(ctx context.Context, e env, kind string, args []string) error {
-	fs := newFlags(kind+" (--ids 1,2,3 | --filter KEY=VALUE... | --group FP[,FP...]) [--canary N] [--rate R] [--reason TEXT] [--dry-run] [--wait]",
+	usage := kind + " (--ids 1,2,3 | --filter KEY=VALUE... | --group FP[,FP...]) [--canary N] [--rate R] [--reason TEXT] [--dry-run] [--wait]"
+	if kind == "replay" {
+		usage += " [--queue Q] [--start-at TIME] [--max-attempts N]"
+	}
+	fs := newFlags(usage,
 		"Start a bulk "+kind+" of pending dead letters on the console. --dry-run only counts them.", e)
 	var f bulkFlags
 	fs.StringVar(&f.ids, "ids", "", "letter ids, comma-separated")
@@ -112,6 +128,9 @@ func runBulk(ctx context.Context, e env, kind string, args []string) error {
 	fs.StringVar(&f.group, "group", "", "every pending letter of this error group (fingerprint, from redrive groups), or of several: FP,FP,...")
 	if kind == "replay" {
 		fs.IntVar(&f.canary, "canary", 0, "replay this many letters first, then wait for: redrive operations release ID")
+		fs.StringVar(&f.queue, "queue", "", "run the replayed jobs in this queue (a sandbox or debug queue) instead of each letter's own")
+		fs.StringVar(&f.startAt, "start-at", "", "start the replayed jobs at this time (RFC 3339, e.g. 2026-12-07T18:30:00Z) instead of now")
+		fs.IntVar(&f.maxAttempts, "max-attempts", 0, "give the replayed jobs this many attempts at most (0: each letter's own)")
 	}
 	fs.Float64Var(&f.rate, "rate", 0, "letters per second (0: as fast as the console goes)")
 	fs.StringVar(&f.reason, "reason", "", "why, for the audit trail")
@@ -160,6 +179,15 @@ func describePace(op Operation) string {
 	}
 	if op.RatePerSecond != nil {
 		parts = append(parts, strconv.FormatFloat(*op.RatePerSecond, 'f', -1, 64)+" per second")
+	}
+	if op.Queue != nil {
+		parts = append(parts, "in queue "+*op.Queue)
+	}
+	if op.StartAt != nil {
+		parts = append(parts, "from "+op.StartAt.UTC().Format(time.RFC3339))
+	}
+	if op.MaxAttempts != nil {
+		parts = append(parts, "at most "+strconv.Itoa(*op.MaxAttempts)+" attempts")
 	}
 	if len(parts) == 0 {
 		return ""

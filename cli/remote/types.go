@@ -98,6 +98,11 @@ type BulkRequest struct {
 	Canary        int         `json:"canary,omitempty"`
 	Reason        string      `json:"reason,omitempty"`
 	WaitSeconds   *float64    `json:"wait_seconds,omitempty"`
+	// Queue, StartAt and MaxAttempts send a replay's jobs to another
+	// queue, from a time, with a new maximum of attempts.
+	Queue       string     `json:"queue,omitempty"`
+	StartAt     *time.Time `json:"start_at,omitempty"`
+	MaxAttempts int        `json:"max_attempts,omitempty"`
 }
 
 // JobOutcome is where one of a canary's jobs is.
@@ -126,6 +131,9 @@ type Operation struct {
 	RatePerSecond *float64     `json:"rate_per_second"`
 	Canary        int          `json:"canary"`
 	CanaryJobs    []JobOutcome `json:"canary_jobs"`
+	Queue         *string      `json:"queue"`
+	StartAt       *time.Time   `json:"start_at"`
+	MaxAttempts   *int         `json:"max_attempts"`
 	// Replays is where a replay's jobs are: the second phase. The
 	// operation is done once none wait or run.
 	Replays            *ReplayCounts `json:"replays"`

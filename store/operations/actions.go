@@ -2,11 +2,11 @@ package operations
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/jmoiron/sqlx"
 	"github.com/redrive/redrive/dlq"
@@ -40,13 +40,16 @@ VALUES ($1, $2, $3, $4, now(), $5, $6)`
 // letter replayed and writes the audit entry, all in one transaction. A
 // letter already replayed or discarded yields a *StateError.
 func (s *Store) ReplayDeadLetter(ctx context.Context, p dlq.ReplayParams) (dlq.ReplayResult, error) {
+	if err := p.Target.Validate(p.Now); err != nil {
+		return dlq.ReplayResult{}, err
+	}
 	var res dlq.ReplayResult
 	err := postgres.InTx(ctx, s.db, func(tx *sqlx.Tx) error {
 		action := dlq.ActionReplay
 		if p.Args != nil || p.Kwargs != nil {
 			action = dlq.ActionEditReplay
 		}
-		hash := dlq.RequestHash(action, p.ID, audit.CanonJSON(p.Args), audit.CanonJSON(p.Kwargs), p.Reason, p.RunAt)
+		hash := dlq.RequestHash(action, p.ID, audit.CanonJSON(p.Args), audit.CanonJSON(p.Kwargs), p.Reason, p.Target)
 		repeated, err := audit.OnceWithKey(ctx, tx, p.Key, p.Actor, action, hash, &res, func() error {
 			var err error
 			res, err = s.replayInTx(ctx, tx, p)
@@ -90,6 +93,7 @@ func (s *Store) replayInTx(ctx context.Context, tx *sqlx.Tx, p dlq.ReplayParams)
 // when edited.
 func auditReplay(ctx context.Context, tx *sqlx.Tx, p dlq.ReplayParams, l dlq.DeadLetter, counted string, details map[string]any,
 	edited bool, args, kwargs json.RawMessage) (int64, error) {
+	p.Target.Details(details)
 	action := dlq.ActionReplay
 	if edited {
 		action = dlq.ActionEditReplay
@@ -156,6 +160,10 @@ func sourceOf(ctx context.Context, tx *sqlx.Tx, id int64) (*letterSource, error)
 // source is made while the letter is claimed: a replay racing it waits,
 // and a failed call leaves the letter pending.
 func (s *Store) replayInSource(ctx context.Context, tx *sqlx.Tx, p dlq.ReplayParams, l dlq.DeadLetter, src letterSource) (dlq.ReplayResult, error) {
+	if !p.Target.OnlyStart() {
+		return dlq.ReplayResult{}, dlq.Errorf(dlq.EConflict,
+			"dead letter %d is a job of %s, which runs it again in its own queue with its own attempts: replay it without another queue or attempts", l.ID, src.Name)
+	}
 	if src.Kind.TakesItsReplays() {
 		return s.queueForSource(ctx, tx, p, l, src)
 	}
@@ -169,7 +177,8 @@ func (s *Store) replayInSource(ctx context.Context, tx *sqlx.Tx, p dlq.ReplayPar
 			"dead letter %d came from %s, which this console is not configured to reach (REDRIVE_SOURCES)", l.ID, src.Name)
 	}
 	var jobID int64
-	if retrier, ok := sender.(dlq.Retrier); ok {
+	retrier, retries := sender.(dlq.Retrier)
+	if retries && p.Target.StartAt.IsZero() {
 		// Retried now, in the request: the operator sees River's answer.
 		id, err := retrier.Retry(ctx, src.ExternalID)
 		if err != nil {
@@ -179,18 +188,21 @@ func (s *Store) replayInSource(ctx context.Context, tx *sqlx.Tx, p dlq.ReplayPar
 		if _, err := tx.ExecContext(ctx, recordSentSQL, l.ID, src.Name, src.ExternalID, jobID); err != nil {
 			return dlq.ReplayResult{}, fmt.Errorf("dead letter %d: follow the replay: %w", l.ID, err)
 		}
-	} else if _, err := tx.ExecContext(ctx, queueReplaySQL, l.ID, src.Name, src.ExternalID, nil, nil, nil); err != nil {
-		// Queued, sent within a moment and tried again until the endpoint
-		// takes it: a webhook's answer may take seconds, or never come.
+	} else if _, err := tx.ExecContext(ctx, queueReplaySQL, l.ID, src.Name, src.ExternalID, nullTime(p.Target.StartAt), nil, nil); err != nil {
+		// Queued, sent within a moment (or at its start time) and tried
+		// again until the endpoint takes it: a webhook's answer may take
+		// seconds, or never come. A River job to retry later waits here
+		// too, and is retried when it is due.
 		return dlq.ReplayResult{}, fmt.Errorf("dead letter %d: queue the replay: %w", l.ID, err)
 	}
 	if _, err := tx.ExecContext(ctx, insertReplayedSQL, l.ID, l.FailedAt, l.Task, l.Queue, p.Actor.Name, nullID(jobID)); err != nil {
 		return dlq.ReplayResult{}, fmt.Errorf("dead letter %d: record the replay: %w", l.ID, postgres.Translate(err))
 	}
 	details := map[string]any{"source": src.Name, "task": l.Task}
-	if jobID != 0 {
+	switch {
+	case jobID != 0:
 		details["source_job_id"] = jobID
-	} else {
+	case !retries:
 		details["sent_to"] = "replay endpoint"
 	}
 	auditID, err := auditReplay(ctx, tx, p, l, "replayed_in_source", details, false, nil, nil)
@@ -213,11 +225,7 @@ func (s *Store) queueForSource(ctx context.Context, tx *sqlx.Tx, p dlq.ReplayPar
 	if edited {
 		editedArgs, editedKwargs = args, kwargs
 	}
-	var runAt *time.Time // zero: now
-	if !p.RunAt.IsZero() {
-		runAt = &p.RunAt
-	}
-	if _, err := tx.ExecContext(ctx, queueReplaySQL, l.ID, src.Name, src.ExternalID, runAt, editedArgs, editedKwargs); err != nil {
+	if _, err := tx.ExecContext(ctx, queueReplaySQL, l.ID, src.Name, src.ExternalID, nullTime(p.Target.StartAt), editedArgs, editedKwargs); err != nil {
 		return dlq.ReplayResult{}, fmt.Errorf("dead letter %d: queue the replay: %w", l.ID, postgres.Translate(err))
 	}
 	if _, err := tx.ExecContext(ctx, insertReplayedSQL, l.ID, l.FailedAt, l.Task, l.Queue, p.Actor.Name, nil); err != nil {
@@ -268,9 +276,10 @@ func editedField(sent, stored json.RawMessage, field string) (json.RawMessage, b
 // by it, returning the job's id.
 func enqueueReplay(ctx context.Context, tx *sqlx.Tx, l dlq.DeadLetter, args, kwargs json.RawMessage, p dlq.ReplayParams) (int64, error) {
 	id := l.ID
+	q, attempts := cmp.Or(p.Target.Queue, l.Queue), cmp.Or(p.Target.MaxAttempts, l.MaxAttempts)
 	enq, err := queue.Enqueue(ctx, tx, dlq.EnqueueParams{
-		Task: l.Task, Queue: l.Queue, Args: args, Kwargs: kwargs,
-		MaxAttempts: l.MaxAttempts, RunAt: p.RunAt, ReplayOf: &id,
+		Task: l.Task, Queue: q, Args: args, Kwargs: kwargs,
+		MaxAttempts: attempts, RunAt: p.Target.StartAt, ReplayOf: &id,
 	})
 	if err != nil {
 		return 0, fmt.Errorf("replay dead letter %d: %w", l.ID, err)

@@ -108,7 +108,8 @@ WITH %s, theirs AS MATERIALIZED (
 ), ours AS (
 	INSERT INTO jobs (id, queue, task, args, kwargs, max_attempts, run_at, replay_of, operation_id)
 	OVERRIDING SYSTEM VALUE
-	SELECT m.replay_job_id, r.queue, r.task, r.args, r.kwargs, r.max_attempts, ` + runAtSQL + `, r.id, $8::bigint
+	SELECT m.replay_job_id, coalesce($9::text, r.queue), r.task, r.args, r.kwargs, coalesce($10::integer, r.max_attempts),
+		` + runAtSQL + `, r.id, $8::bigint
 	FROM paced m
 	JOIN dead_letter_records r ON r.id = m.dead_letter_id
 	WHERE m.replay_job_id IS NOT NULL
@@ -128,9 +129,10 @@ WITH %s, theirs AS MATERIALIZED (
 )` + batchSummarySQL
 
 // runAtSQL is when the k-th replay of a batch starts: now, or on a paced
-// operation ($3 a second) its slot after the batch's start slot.
-const runAtSQL = `CASE WHEN $3::float8 IS NULL THEN now()
-		     ELSE greatest(now(), $4::timestamptz + ($5::bigint / $3::float8) * interval '1 second')
+// operation ($3 a second) its slot after the batch's start slot; never
+// before the operation's start time ($11; greatest ignores a NULL).
+const runAtSQL = `CASE WHEN $3::float8 IS NULL THEN greatest(now(), $11::timestamptz)
+		     ELSE greatest(now(), $11::timestamptz, $4::timestamptz + ($5::bigint / $3::float8) * interval '1 second')
 		          + (m.k / $3::float8) * interval '1 second' END`
 
 const discardBatchSQL = `
@@ -340,7 +342,8 @@ func batchQuery(op dlq.Operation, sel dlq.Selection, limit, lane, lanes int) (st
 	switch op.Kind {
 	case dlq.OpReplay:
 		query, take = replayBatchSQL, takeReplayable
-		args = []any{op.MaxID, limit, op.RatePerSecond, op.PaceOrigin, op.Done, op.Actor, op.AuditEventID, op.ID}
+		args = []any{op.MaxID, limit, op.RatePerSecond, op.PaceOrigin, op.Done, op.Actor, op.AuditEventID, op.ID,
+			op.TargetQueue, op.TargetMaxAttempts, op.StartAt}
 	case dlq.OpDiscard:
 		query = discardBatchSQL
 		args = []any{op.MaxID, limit, op.Actor, op.Reason, op.AuditEventID}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
@@ -16,7 +17,8 @@ import (
 
 const operationColumns = `id, kind, state, actor, reason, ids, filter, max_id, matched, rate_per_second, canary,
 	cursor_failed_at, cursor_id, lane_cursors, done_count, skipped, pace_origin, audit_event_id, error, created_at, updated_at, finished_at,
-	died_again_percent, guard_verdict, canary_verdict, enqueued_at, stopped_following_by, replays`
+	died_again_percent, guard_verdict, canary_verdict, enqueued_at, stopped_following_by, replays,
+	target_queue, start_at, target_max_attempts`
 
 // storedFilter is the filter as the operation keeps it: its own JSON, its
 // times the instants they meant at confirmation (dlq.TimeBound), without
@@ -111,6 +113,12 @@ func (s *Store) CreateOperation(ctx context.Context, p dlq.OperationParams) (dlq
 	if p.RatePerSecond < 0 || p.Canary < 0 {
 		return dlq.Operation{}, &dlq.ValidationError{Fields: map[string]string{"rate_per_second": "must not be negative"}}
 	}
+	if err := p.Target.Validate(p.Now); err != nil {
+		return dlq.Operation{}, err
+	}
+	if !p.Target.IsZero() && p.Kind != dlq.OpReplay {
+		return dlq.Operation{}, &dlq.ValidationError{Fields: map[string]string{"queue": "only a replay has a queue, a start time or attempts"}}
+	}
 	if p.DiedAgainPercent != 0 && (p.Kind != dlq.OpReplay || !(p.DiedAgainPercent > 0 && p.DiedAgainPercent < 100)) {
 		return dlq.Operation{}, &dlq.ValidationError{Fields: map[string]string{"died_again_percent": "a replay's guard is a percentage between 0 and 100 (0: no guard)"}}
 	}
@@ -168,10 +176,12 @@ func createOperationInTx(ctx context.Context, tx *sqlx.Tx, p dlq.OperationParams
 	}
 	var op dlq.Operation
 	err = tx.GetContext(ctx, &op, `
-		INSERT INTO operations (kind, actor, reason, ids, filter, max_id, matched, rate_per_second, canary, pace_origin, died_again_percent)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, now(), $10)
+		INSERT INTO operations (kind, actor, reason, ids, filter, max_id, matched, rate_per_second, canary, pace_origin, died_again_percent,
+			target_queue, start_at, target_max_attempts)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, greatest(now(), $12), $10, nullif($11, ''), $12, nullif($13, 0))
 		RETURNING `+operationColumns,
-		p.Kind, p.Actor.Name, p.Reason, ids, filter, maxID, matched, rate, p.Canary, guard)
+		p.Kind, p.Actor.Name, p.Reason, ids, filter, maxID, matched, rate, p.Canary, guard,
+		p.Target.Queue, nullTime(p.Target.StartAt), p.Target.MaxAttempts)
 	if err != nil {
 		return dlq.Operation{}, fmt.Errorf("insert operation: %w", postgres.Translate(err))
 	}
@@ -185,6 +195,7 @@ func createOperationInTx(ctx context.Context, tx *sqlx.Tx, p dlq.OperationParams
 	if guard != nil {
 		details["died_again_percent"] = *guard
 	}
+	p.Target.Details(details)
 	if sel.Filter == nil {
 		details["ids"] = sel.IDs
 	}
@@ -220,4 +231,12 @@ func (s *Store) RunnableOperations(ctx context.Context) ([]int64, error) {
 		return nil, fmt.Errorf("runnable operations: %w", err)
 	}
 	return ids, nil
+}
+
+// nullTime is t as a column takes it: NULL for the zero time.
+func nullTime(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
 }
