@@ -11,6 +11,9 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/redrive/redrive/argquery"
+	"github.com/redrive/redrive/mask"
 )
 
 // Page sizes of the dead-letter list.
@@ -48,8 +51,10 @@ type Filter struct {
 	// more, never both; Groups reads them together.
 	Fingerprint  string   `json:"fingerprint,omitempty"`
 	Fingerprints []string `json:"fingerprints,omitempty"`
-	// Q is a substring searched for, case-insensitively, in the error
-	// message, args and kwargs.
+	// Q is what the search box holds: a substring searched for,
+	// case-insensitively, in the error message, args and kwargs; or, when
+	// it holds a qualifier (kwargs.country:DE), a query of package
+	// argquery's language (Query).
 	Q string `json:"q,omitempty"`
 	// Source selects the letters of one source: RedriveSource for
 	// Redrive's own, or a system that sends its letters.
@@ -146,9 +151,19 @@ func (f Filter) fieldProblems(problems map[string]string) {
 	}
 }
 
-// searchProblem says what is wrong with a search term, "" when nothing.
+// searchProblem says what is wrong with a search term or query, ""
+// when nothing.
 func searchProblem(q string) string {
 	if q == "" {
+		return ""
+	}
+	if _, err := argquery.Parse(q); err != nil {
+		return err.Error()
+	}
+	if argquery.HasQualifier(q) {
+		if len([]rune(q)) > maxSearchLen || !printable(q) {
+			return fmt.Sprintf("must be at most %d printable characters", maxSearchLen)
+		}
 		return ""
 	}
 	switch n := len([]rune(q)); {
@@ -194,6 +209,27 @@ func ClipRunes(s string, n int) string {
 		return string(r[:n]) + "…"
 	}
 	return s
+}
+
+// Query returns the tree of f's search when it is a query with
+// qualifiers on the arguments; nil when it is a plain substring search
+// or none. Validate has refused a query that cannot be read.
+func (f Filter) Query() (argquery.Node, error) {
+	if f.Q == "" {
+		return nil, nil
+	}
+	return argquery.Parse(f.Q)
+}
+
+// SearchesText reports whether f searches the letters' search text (whose
+// rows are built a moment after a letter is written), rather than only
+// their columns.
+func (f Filter) SearchesText() bool {
+	if f.Q == "" {
+		return false
+	}
+	n, err := f.Query()
+	return err != nil || n == nil || argquery.HasText(n)
 }
 
 // Groups returns the error groups f selects letters of (Fingerprint and
@@ -291,4 +327,25 @@ func (f Filter) Pinned() url.Values {
 func (f Filter) FirstPage() Filter {
 	f.After = nil
 	return f
+}
+
+// MaskedQualifier says which qualifier of f's query names a key the
+// masking policy m hides, "" when none does. The pages show such a value
+// as mask.Placeholder to everyone (only an audited reveal of one letter
+// shows it), so a search by it, or a count of what it matches, would
+// tell what the pages hide: it is refused, and the store matches nothing
+// by such a key whatever the caller (letters.FilterWhere).
+func (f Filter) MaskedQualifier(m mask.Policy) string {
+	n, err := f.Query()
+	if err != nil || n == nil {
+		return ""
+	}
+	for _, c := range argquery.Qualifiers(n) {
+		for _, k := range c.Path.Keys() {
+			if m.Sensitive(k) {
+				return fmt.Sprintf("%s is masked (its key %q is secret by the masking policy): its values cannot be searched", c.Path, k)
+			}
+		}
+	}
+	return ""
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/redrive/redrive/dlq"
+	"github.com/redrive/redrive/mask"
 	"github.com/redrive/redrive/replay"
 )
 
@@ -315,13 +316,16 @@ func operationStatus(op dlq.Operation) int {
 // for the runner to finish it, and answers 200 when done or 202 while it
 // still runs (follow it at GET /api/v1/operations/{id}). dry_run answers
 // the counts at once and changes nothing.
-func APIBulk(svc BulkAPI, kind dlq.OperationKind, now func() time.Time) echo.HandlerFunc {
+func APIBulk(svc BulkAPI, kind dlq.OperationKind, masker mask.Policy, now func() time.Time) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		var b bulkBody
 		if err := decodeJSON(c, &b, bulkFields); err != nil {
 			return err
 		}
 		sel, err := b.selection(now())
+		if err == nil && sel.Filter != nil {
+			err = maskedSearch(*sel.Filter, masker, "filter.q")
+		}
 		if err != nil {
 			return err
 		}

@@ -87,6 +87,9 @@ func APIDeadLetters(store DeadLetterLister, now func() time.Time) echo.HandlerFu
 		ctx, cancel := context.WithTimeout(c.Request().Context(), readTimeout)
 		defer cancel()
 		f, err := ParseFilter(c.QueryParams(), now())
+		if err == nil {
+			err = maskedSearch(f, store.Masker(), "q")
+		}
 		if err != nil {
 			return err
 		}
@@ -102,7 +105,7 @@ func APIDeadLetters(store DeadLetterLister, now func() time.Time) echo.HandlerFu
 			s := page.Next.String()
 			out.NextCursor = &s
 		}
-		if f.Q != "" {
+		if f.SearchesText() {
 			out.NotYetSearchable = &page.NotYetSearchable
 		}
 		return c.JSON(http.StatusOK, out)

@@ -14,6 +14,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/redrive/redrive/dlq"
+	"github.com/redrive/redrive/mask"
 	"github.com/redrive/redrive/replay"
 	"github.com/redrive/redrive/views"
 )
@@ -97,7 +98,7 @@ func safeDefaultsAbove(b bulkForm) int64 {
 // parseBulkForm reads the action and the selection: a filter when "all
 // matching" is ticked (then ticked rows are only a subset of it), else the
 // ticked ids.
-func parseBulkForm(c echo.Context, now time.Time) (bulkForm, error) {
+func parseBulkForm(c echo.Context, masker mask.Policy, now time.Time) (bulkForm, error) {
 	form, err := c.FormParams()
 	if err != nil {
 		return bulkForm{}, BadRequest("invalid_form", "The form could not be read: %v", err)
@@ -116,6 +117,9 @@ func parseBulkForm(c echo.Context, now time.Time) (bulkForm, error) {
 			return bulkForm{}, BadRequest("invalid_filter", "The filter of this form could not be read; go back to the list and try again.")
 		}
 		f, err := ParseFilter(q, now)
+		if err == nil {
+			err = maskedSearch(f, masker, "q")
+		}
 		if err != nil {
 			return bulkForm{}, err
 		}
@@ -167,12 +171,12 @@ func formBound(s string) (int64, error) {
 
 // BulkConfirmPage renders the confirmation of a bulk action (GET or POST
 // /dead-letters/bulk). It changes nothing.
-func BulkConfirmPage(svc BulkService, now func() time.Time, version string) echo.HandlerFunc {
+func BulkConfirmPage(svc BulkService, masker mask.Policy, now func() time.Time, version string) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		if err := mayAct(c); err != nil {
 			return err
 		}
-		b, err := parseBulkForm(c, now())
+		b, err := parseBulkForm(c, masker, now())
 		if err != nil {
 			return err
 		}
@@ -186,9 +190,9 @@ func BulkConfirmPage(svc BulkService, now func() time.Time, version string) echo
 // /dead-letters/bulk/confirm) and redirects to the page that follows it.
 // A problem (no reason for a discard, the wrong typed number, a bad pace)
 // shows the confirmation again with the problem named; nothing started.
-func BulkConfirm(svc BulkService, now func() time.Time, version string) echo.HandlerFunc {
+func BulkConfirm(svc BulkService, masker mask.Policy, now func() time.Time, version string) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		b, err := parseBulkForm(c, now())
+		b, err := parseBulkForm(c, masker, now())
 		if err != nil {
 			return err
 		}

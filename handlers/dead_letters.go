@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/redrive/redrive/dlq"
+	"github.com/redrive/redrive/mask"
 	"github.com/redrive/redrive/views"
 )
 
@@ -19,6 +20,9 @@ import (
 type DeadLetterLister interface {
 	ListDeadLetters(ctx context.Context, f dlq.Filter) (dlq.DeadLetterPage, error)
 	CountDeadLetters(ctx context.Context, f dlq.Filter) (dlq.Count, error)
+	// Masker is the policy the letters are masked with: a search by a
+	// key it hides is refused.
+	Masker() mask.Policy
 }
 
 // readTimeout bounds each console read: a query that takes longer than
@@ -43,6 +47,9 @@ func DeadLetters(store DeadLetterLister, now func() time.Time, version string) e
 		c.Response().Header().Add("Vary", "HX-Request")
 
 		f, err := ParseFilter(q, now())
+		if err == nil {
+			err = maskedSearch(f, store.Masker(), "q")
+		}
 		var verr *dlq.ValidationError
 		if errors.As(err, &verr) {
 			v.Invalid = true
@@ -76,6 +83,7 @@ func DeadLetters(store DeadLetterLister, now func() time.Time, version string) e
 		v.Results = letterResults(f, page, count)
 		v.Results.CanAct, v.Results.CSRFToken = meta.CanAct, meta.CSRFToken
 		v.Results.FilterQuery = selectionQuery(f)
+		v.Results.ArgKeys = argSuggestions(f, page.Letters, store.Masker())
 		v.PauseTask, v.Pause = f.Task, pauseLinks(meta)
 		if f.Fingerprint != "" && len(page.Letters) > 0 {
 			v.PauseTask = page.Letters[0].Task // a group is one task's

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/redrive/redrive/dlq"
+	"github.com/redrive/redrive/mask"
 )
 
 // Query strings are read here and nowhere else: each Parse function turns
@@ -50,6 +51,17 @@ func ParseFilter(v url.Values, now time.Time) (dlq.Filter, error) {
 		}
 	}
 	return f, validated(f.Validate(), problems)
+}
+
+// maskedSearch refuses f when its search has a qualifier on a key the
+// masking policy m hides (dlq.Filter.MaskedQualifier), naming the problem
+// under key, the input it came from ("q", or "filter.q" in a bulk body).
+// The store would match nothing by such a key; this says why.
+func maskedSearch(f dlq.Filter, m mask.Policy, key string) error {
+	if msg := f.MaskedQualifier(m); msg != "" {
+		return &dlq.ValidationError{Fields: map[string]string{key: msg}}
+	}
+	return nil
 }
 
 // parseStatus reads the status parameter: none is pending (the letters

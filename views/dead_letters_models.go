@@ -85,6 +85,10 @@ type DeadLetterResults struct {
 	CanAct      bool
 	CSRFToken   string
 	FilterQuery string
+
+	// ArgKeys are the keys of the arguments of the letters in view, as
+	// suggestions for the search.
+	ArgKeys []ArgKeySuggestion
 }
 
 // DeadLetterDetailView is the page of one dead letter.
@@ -250,6 +254,9 @@ func filterHint(name string, problems map[string]string) string {
 	if name == "since" || name == "until" {
 		return "An age (90m, 24h, 7d, 2w) or a UTC time (2026-01-02T15:04, or RFC3339 with a zone)"
 	}
+	if name == "q" {
+		return `Text, or qualifiers on the arguments: kwargs.customer_id:cus_9, args.0:42, kwargs.amount>100, kwargs.name:"Jane Doe"; combine with and, or, not and ( )`
+	}
 	return ""
 }
 
@@ -266,4 +273,23 @@ func fieldLabel(field string) string {
 		return l
 	}
 	return field
+}
+
+// ArgKeySuggestion is a key of the arguments of the letters in view, for
+// the search: its path as a qualifier names it (kwargs.country), how many
+// of the letters hold it, and its common values.
+type ArgKeySuggestion struct {
+	Path    string
+	Letters int
+	Values  []ArgValueSuggestion
+}
+
+// ArgValueSuggestion is a common value of a key: the qualifier that
+// selects it, how many letters in view hold it, and the list with the
+// qualifier added to the search.
+type ArgValueSuggestion struct {
+	Qualifier string
+	Value     string
+	Letters   int
+	Href      string
 }

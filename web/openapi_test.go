@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"slices"
 	"strings"
 	"testing"
@@ -242,6 +243,13 @@ func TestOpenAPIResponsesMatch(t *testing.T) {
 	c.call(t, seen, "", "GET", "/api/v1/dead-letters", "", 401)
 	c.call(t, seen, "not-a-token", "GET", "/api/v1/dead-letters", "", 401)
 	c.call(t, seen, vic, "GET", "/api/v1/dead-letters?status=bogus&limit=0", "", 400)
+	// Qualifiers on the arguments; a masked key (card, by the default
+	// policy) and an unreadable query are refused.
+	if got := c.call(t, seen, vic, "GET", "/api/v1/dead-letters?q="+url.QueryEscape("kwargs.region:eu and args.0:1"), "", 200); len(got["items"].([]any)) != 6 {
+		t.Fatalf("kwargs.region:eu and args.0:1 listed %v", got["items"])
+	}
+	c.call(t, seen, vic, "GET", "/api/v1/dead-letters?q="+url.QueryEscape("kwargs.card_number:4242"), "", 400)
+	c.call(t, seen, vic, "GET", "/api/v1/dead-letters?q="+url.QueryEscape("kwargs.amount>lots"), "", 400)
 	// Several error groups: the letters of any of them, in one list.
 	var groups []string
 	if err := c.db.Select(&groups, `SELECT DISTINCT fingerprint FROM dead_letters ORDER BY 1`); err != nil || len(groups) != 2 {
@@ -288,6 +296,10 @@ func TestOpenAPIResponsesMatch(t *testing.T) {
 	c.call(t, seen, op, "POST", "/api/v1/dead-letters/replay", body(bulk, `, "max_attempts": 1000`), 400)
 	c.call(t, seen, op, "POST", "/api/v1/dead-letters/replay", `{"filter": {"since": "yesterday-ish"}}`, 400)
 	c.call(t, seen, op, "POST", "/api/v1/dead-letters/replay", `{"filter": {"fingerprint": "`+strings.Join(groups, ",")+`"}, "dry_run": true}`, 200)
+	if got := c.call(t, seen, op, "POST", "/api/v1/dead-letters/replay", `{"filter": {"q": "args[1].order:A-1 not kwargs.region:us"}, "dry_run": true}`, 200); got["matched"] == nil {
+		t.Fatalf("a dry run by qualifiers answered %v", got)
+	}
+	c.call(t, seen, op, "POST", "/api/v1/dead-letters/discard", `{"filter": {"q": "kwargs.card_number:4242"}, "reason": "x"}`, 400)
 	c.call(t, seen, op, "POST", "/api/v1/dead-letters/replay", `{"filters": {}}`, 400)
 	canary := c.call(t, seen, op, "POST", "/api/v1/dead-letters/replay", body(bulk, `, "canary": 1, "wait_seconds": 0`), 202)
 	canaryID := id(canary["operation_id"])

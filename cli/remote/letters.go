@@ -33,7 +33,7 @@ var letterFilters = []struct{ flag, param, help string }{
 	{"status", "status", "pending (default), replayed, discarded or all"},
 	{"error-class", "error_class", "only this error class"},
 	{"group", "fingerprint", "only this error group (fingerprint), or these: FP,FP,..."},
-	{"q", "q", "search the error text and arguments"},
+	{"q", "q", "search the error text and arguments, or by qualifiers: kwargs.customer_id:cus_9, args.0:42, kwargs.amount>100"},
 	{"source", "source", "only the letters of this source (redrive, or a system that sends its letters)"},
 	{"since", "since", "since a time (RFC 3339) or a duration ago (24h, 7d)"},
 	{"until", "until", "until a time or a duration ago"},

@@ -532,3 +532,37 @@ func TestSources(t *testing.T) {
 		t.Errorf("sources as JSON: %+v (err %v)", srcs, err)
 	}
 }
+
+// The list and the bulk commands take the search box's qualifiers on the
+// arguments in --q and --filter q=..., and an unreadable one comes back
+// as the API's 400 naming the problem.
+func TestArgumentQueries(t *testing.T) {
+	t.Parallel()
+	c := newConsole(t)
+	var de []int64
+	for i, country := range []string{"DE", "FR", "DE", "US"} {
+		id := storetest.InsertDeadLetter(t, c.db.DB, storetest.Letter{JobID: int64(2000000 + i), Task: "billing.charge", Fingerprint: fpCard,
+			Kwargs: fmt.Sprintf(`{"country": %q, "amount": %d}`, country, 100*(i+1))})
+		if country == "DE" {
+			de = append(de, id)
+		}
+	}
+	out, err := c.run(t, "letters", "list", "--q", "kwargs.country:DE", "--output", "json")
+	if err != nil || strings.Count(out, `"country": "DE"`) != 2 || strings.Contains(out, `"FR"`) {
+		t.Fatalf("letters list --q kwargs.country:DE: %v\n%s", err, out)
+	}
+	out, err = c.run(t, "discard", "--filter", "q=kwargs.country:DE and kwargs.amount>200", "--reason", "German test orders", "--wait", "--interval", "50ms")
+	if err != nil {
+		t.Fatalf("discard by qualifiers: %v\n%s", err, out)
+	}
+	if n := c.count(t, `SELECT count(*) FROM dead_letters WHERE status = 'discarded'`); n != 1 {
+		t.Fatalf("%d letters discarded, want 1 (letter %d)", n, de[1])
+	}
+	if n := c.count(t, `SELECT count(*) FROM dead_letters WHERE status = 'discarded' AND id = $1`, de[1]); n != 1 {
+		t.Fatalf("the wrong letter was discarded")
+	}
+	_, err = c.run(t, "replay", "--filter", "q=kwargs.amount>lots", "--dry-run")
+	if ae := apiError(t, err, 400, "invalid"); !strings.Contains(ae.Fields["filter.q"], "compares numbers") {
+		t.Fatalf("the API should say what is wrong with filter.q: %v", err)
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/lib/pq"
+	"github.com/redrive/redrive/argquery"
 	"github.com/redrive/redrive/dlq"
 	"github.com/redrive/redrive/store/postgres"
 )
@@ -99,13 +100,20 @@ const NewestFirst = `failed_at DESC, id DESC`
 // table carries no index of its own for those, so that a new letter writes
 // no more index entries than it did then.
 func FilterSource(f dlq.Filter) LetterSource {
-	if f.Status != dlq.StatusPending {
+	if f.Status != dlq.StatusPending || QueriesArguments(f) {
 		return AllLetters
 	}
 	if f.Reason == "" && (f.Task != "" || f.Queue != "" || f.ErrorClass != "" || len(f.Groups()) > 0) {
 		return AllLetters
 	}
 	return PendingLetters
+}
+
+// QueriesArguments reports whether f's search has qualifiers on the
+// arguments, which only the letters' own rows carry.
+func QueriesArguments(f dlq.Filter) bool {
+	n, err := f.Query()
+	return err == nil && n != nil && len(argquery.Qualifiers(n)) > 0
 }
 
 // FilterWhere renders f's conditions, cursor included, as a WHERE clause with
@@ -142,14 +150,7 @@ func FilterWhere(f dlq.Filter, src LetterSource, withCursor bool, argOffset int)
 		clauses = append(clauses, "fingerprint = ANY("+arg(pq.Array(groups))+")")
 	}
 	if f.Q != "" {
-		// The error message, args and kwargs as the pages show them
-		// (masked), trigram-indexed in a side table a replay never
-		// updates (00102_search.sql). Only rows built under the current
-		// mask policy count: one not rebuilt yet after a change may hold
-		// what the new policy hides. % and _ in the term are meant
-		// literally.
-		clauses = append(clauses, `id IN (SELECT dead_letter_id FROM dead_letter_search WHERE search_text ILIKE `+
-			arg("%"+escapeLike(f.Q)+"%")+` ESCAPE '\' AND policy_version = (SELECT version FROM mask_policy))`)
+		clauses = append(clauses, searchSQL(f, arg))
 	}
 	switch f.Source {
 	case "":
@@ -175,6 +176,25 @@ func FilterWhere(f dlq.Filter, src LetterSource, withCursor bool, argOffset int)
 		return "", nil
 	}
 	return "WHERE " + strings.Join(clauses, " AND "), args
+}
+
+// searchSQL is the condition of f's search box: a query with qualifiers
+// on the arguments (argQueryWhere), or a plain substring of the error
+// message, args and kwargs as the pages show them (masked),
+// trigram-indexed in a side table a replay never updates
+// (00102_search.sql). Only search rows built under the current mask
+// policy count: one not rebuilt yet after a change may hold what the new
+// policy hides. % and _ in the term are meant literally. A query Validate
+// would refuse matches nothing.
+func searchSQL(f dlq.Filter, arg func(any) string) string {
+	n, err := f.Query()
+	switch {
+	case err != nil:
+		return "FALSE"
+	case n != nil:
+		return "(" + argQueryWhere(n, arg) + ")"
+	}
+	return searchTextSQL(f.Q, arg)
 }
 
 // statusCondition is the status's condition in a query of src, "" for none.
@@ -227,7 +247,7 @@ func (s *Store) ListDeadLetters(ctx context.Context, f dlq.Filter) (dlq.DeadLett
 	if err != nil {
 		return dlq.DeadLetterPage{}, fmt.Errorf("list dead letters: %w", err)
 	}
-	if f.Q != "" {
+	if f.SearchesText() {
 		if page.NotYetSearchable, err = s.SearchBacklog(ctx); err != nil {
 			return dlq.DeadLetterPage{}, fmt.Errorf("list dead letters: %w", err)
 		}
