@@ -36,8 +36,9 @@ CREATE TABLE schedules (
     changed_at     timestamptz,
     change_reason  text,
     registered_at  timestamptz NOT NULL DEFAULT now(),
-    -- The last time a worker registered it: a schedule no worker has
-    -- registered for long has left the code.
+    -- The last time a worker registered it or enqueued an occurrence
+    -- (even of a disabled schedule): the page's hint, when the next run is
+    -- long past, of when a worker last ran it.
     last_seen_at   timestamptz NOT NULL DEFAULT now(),
 
     CONSTRAINT schedules_name_valid CHECK (length(name) BETWEEN 1 AND 200 AND name ~ '^[A-Za-z0-9_.:-]+$'),
