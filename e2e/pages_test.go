@@ -8,10 +8,12 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/playwright-community/playwright-go"
 
 	"github.com/redrive/redrive/dlq"
+	"github.com/redrive/redrive/store/storetest"
 )
 
 // Every page of the console, checked by axe-core in both colour schemes
@@ -66,10 +68,18 @@ func consolePages(t *testing.T, page playwright.Page) (base string, paths []stri
 		state, died_again_percent, guard_verdict, replays, enqueued_at)
 		VALUES ('replay', 'olga', 'fix shipped', '{1,2,3,4}', 4, 4, 4, 'settling', 20, 'passed',
 			'{"waiting": 1, "running": 1, "succeeded": 1, "died_again": 1}', now()) RETURNING id`).Scan(&op))
+	// A schedule with a run that died, for /schedules.
+	sched := storetest.NewStores(db.DB).Queue
+	at := time.Now().Add(-time.Minute).Truncate(time.Second)
+	_, err = sched.RegisterSchedules(context.Background(), []dlq.ScheduleDefinition{{Name: "billing.nightly-invoices", Cron: "30 2 * * *",
+		Timezone: "Europe/Berlin", Task: "billing.charge", Queue: "payments", Args: []byte(`[]`), Kwargs: []byte(`{}`), MaxAttempts: 1, NextRunAt: at}})
+	must(t, err)
+	_, err = sched.EnqueueOccurrence(context.Background(), "billing.nightly-invoices", at, at.Add(24*time.Hour))
+	must(t, err)
 	return base, []string{
 		"/", "/dead-letters", fmt.Sprintf("/dead-letters/%d", letter), "/groups", "/groups/" + fp,
 		"/dead-letters/bulk?" + bulk.Encode(), "/jobs", fmt.Sprintf("/jobs/%d", job), "/workers", "/audit",
-		"/operations", "/admin/users", "/admin/notifications",
+		"/operations", "/admin/users", "/admin/notifications", "/schedules",
 		fmt.Sprintf("/operations/%d", op),
 	}
 }

@@ -50,6 +50,9 @@ var actionTexts = map[string]string{
 	dlq.ActionGroupSplit:    "Split an error group",
 	dlq.ActionGroupUnmerge:  "Split a merged group off again",
 	dlq.ActionGroupsRebuild: "Regrouped every letter",
+	// Schedules.
+	dlq.ActionScheduleDisable: "Disabled a schedule",
+	dlq.ActionScheduleEnable:  "Enabled a schedule",
 }
 
 func actionText(action string) string {
@@ -191,6 +194,10 @@ func entryText(action string, d auditDetails) string {
 		return "Resumed " + d.Kind + " " + d.Name
 	case dlq.ActionPauseExpired:
 		return "The pause of " + d.Kind + " " + d.Name + " expired"
+	case dlq.ActionScheduleDisable:
+		return "Disabled schedule " + d.Name
+	case dlq.ActionScheduleEnable:
+		return "Enabled schedule " + d.Name
 	}
 	return actionText(action)
 }

@@ -352,3 +352,13 @@ func (m *Masked) WorkerStatuses(ctx context.Context) ([]dlq.WorkerStatus, error)
 func (m *Masked) PausesWithBacklog(ctx context.Context) ([]dlq.ActivePause, error) {
 	return m.queue.PausesWithBacklog(ctx)
 }
+
+// Schedules masks each schedule's arguments: they are the code's, but may
+// name a secret as a job's do.
+func (m *Masked) Schedules(ctx context.Context) ([]dlq.Schedule, error) {
+	list, err := m.queue.Schedules(ctx)
+	for i := range list {
+		list[i].Args, list[i].Kwargs, _ = m.masker.MaskArgs(list[i].Args, list[i].Kwargs)
+	}
+	return list, err
+}

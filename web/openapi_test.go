@@ -384,6 +384,7 @@ func TestOpenAPIResponsesMatch(t *testing.T) {
 	c.call(t, seen, vic, "GET", "/api/v1/audit?hide_sign_ins=yes", "", 400)
 
 	exercisePauses(t, c, seen)
+	exerciseSchedules(t, c, seen)
 	exerciseIngest(t, c, seen)
 	exerciseJobActions(t, c, seen)
 	exerciseGroupEdits(t, c, seen)
@@ -478,6 +479,59 @@ func waitForState(t *testing.T, c *apiConsole, id int64, state string) {
 		resp.Body.Close()
 		return bytes.Contains(raw, []byte(`"state":"`+state+`"`))
 	})
+}
+
+// exerciseSchedules drives the schedule API (issue 32): the list with a
+// run whose job died and a masked argument, a disable and an enable with
+// a reason, a key sent twice, and each way of being refused.
+func exerciseSchedules(t *testing.T, c *apiConsole, seen map[string][]int) {
+	t.Helper()
+	ctx := context.Background()
+	op, vic := c.operator, c.viewer
+	store := storetest.NewStores(c.db.DB)
+	at := time.Now().Add(-time.Minute).Truncate(time.Second)
+	if _, err := store.Queue.RegisterSchedules(ctx, []dlq.ScheduleDefinition{{Name: "billing.nightly", Cron: "0 3 * * *",
+		Timezone: "Europe/Berlin", Task: "billing.charge", Queue: "default", Args: []byte(`[]`),
+		Kwargs: []byte(`{"password": "hunter2"}`), MaxAttempts: 1, NextRunAt: at}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Queue.EnqueueOccurrence(ctx, "billing.nightly", at, at.Add(24*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+
+	list := c.call(t, seen, vic, "GET", "/api/v1/schedules", "", 200)
+	c.call(t, seen, "", "GET", "/api/v1/schedules", "", 401)
+	s := list["schedules"].([]any)[0].(map[string]any)
+	if s["name"] != "billing.nightly" || s["timezone"] != "Europe/Berlin" || len(s["runs"].([]any)) != 1 {
+		t.Errorf("the schedule as listed: %v", s)
+	}
+	if kw := s["kwargs"].(map[string]any); kw["password"] == "hunter2" {
+		t.Errorf("a schedule's secret argument is listed unmasked: %v", kw)
+	}
+
+	const path = "/api/v1/schedules/billing.nightly/"
+	c.call(t, seen, vic, "POST", path+"disable", `{"reason": "viewers may not"}`, 403)
+	c.call(t, seen, op, "POST", path+"disable", `{}`, 400)
+	c.call(t, seen, op, "POST", path+"disable", `{"reason": "x", "why": "y"}`, 400)
+	c.call(t, seen, op, "POST", "/api/v1/schedules/nope/disable", `{"reason": "gone"}`, 404)
+	c.call(t, seen, op, "POST", path+"enable", `{"reason": "already on"}`, 409)
+	off := c.callKey(t, seen, op, "sched-1", "POST", path+"disable", `{"reason": "the provider bills twice"}`, 200)
+	if sc := off["schedule"].(map[string]any); sc["enabled"] != false || sc["changed_by"] != "olga" || off["audit_event_id"] == nil {
+		t.Errorf("disabled: %v", off)
+	}
+	again := c.callKey(t, seen, op, "sched-1", "POST", path+"disable", `{"reason": "the provider bills twice"}`, 200)
+	if again["repeated"] != true || again["audit_event_id"] != off["audit_event_id"] {
+		t.Errorf("the same key and body again: %v, want the first answer repeated", again)
+	}
+	c.callKey(t, seen, op, "sched-1", "POST", path+"disable", `{"reason": "another"}`, 422)
+	conflict := c.call(t, seen, op, "POST", path+"disable", `{"reason": "me too"}`, 409)
+	if msg, _ := conflict["error"].(map[string]any)["message"].(string); !strings.Contains(msg, "already disabled") || !strings.Contains(msg, "olga") {
+		t.Errorf("409 of a disabled schedule does not say who disabled it: %v", conflict)
+	}
+	on := c.call(t, seen, op, "POST", path+"enable", `{"reason": "fixed in 4.2"}`, 200)
+	if sc := on["schedule"].(map[string]any); sc["enabled"] != true || sc["change_reason"] != "fixed in 4.2" {
+		t.Errorf("enabled: %v", on)
+	}
 }
 
 // exercisePauses drives the pause API (issue 14) through each of its

@@ -133,6 +133,17 @@ func routes(e *echo.Echo, cfg Config, sec *auth.Security, st stores) error {
 	e.POST("/api/v1/pauses/:id/resume", handlers.APIResume(st.queue, cfg.Now))
 	// --- end of pause routes.
 
+	// --- Schedules (issue 32): the periodic jobs workers register.
+	// Disabling and enabling need the operator role, as every POST does,
+	// and a reason; both are audited.
+	e.GET("/schedules", handlers.SchedulesPage(store, cfg.Now, cfg.Version))
+	e.POST("/schedules/:name/disable", handlers.ScheduleForm(st.queue, store, cfg.Now, cfg.Version, false))
+	e.POST("/schedules/:name/enable", handlers.ScheduleForm(st.queue, store, cfg.Now, cfg.Version, true))
+	e.GET("/api/v1/schedules", handlers.APISchedules(store))
+	e.POST("/api/v1/schedules/:name/disable", handlers.APIChangeSchedule(st.queue, store, cfg.Now, false))
+	e.POST("/api/v1/schedules/:name/enable", handlers.APIChangeSchedule(st.queue, store, cfg.Now, true))
+	// --- end of schedule routes.
+
 	// Users and API tokens: admins only.
 	admin := e.Group("/admin", auth.RequireRole(dlq.RoleAdmin))
 	admin.GET("", handlers.AdminRedirect())

@@ -205,6 +205,15 @@ func (c Config) validate() error {
 	if err := c.RetryPolicy.validate(); err != nil {
 		errs = append(errs, err)
 	}
+	if c.Registry != nil {
+		// A schedule of a task this worker cannot run would enqueue jobs
+		// that wait for a worker that may never come.
+		for _, s := range c.Registry.scheduleSnapshot() {
+			if _, ok := c.Registry.tasks[s.def.Task]; !ok {
+				errs = append(errs, fmt.Errorf("schedule %q: task %q is not registered: register its handler on the same Registry", s.def.Name, s.def.Task))
+			}
+		}
+	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("worker config: %w", err)
 	}

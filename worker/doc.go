@@ -52,6 +52,17 @@
 // permanent, class UnknownTask) rather than left waiting, so every worker
 // that serves a queue should register the same tasks.
 //
+// # Periodic jobs
+//
+// Registry.Schedule adds a schedule: a cron expression in a timezone, or an
+// interval, enqueuing a task. Every worker that registers it runs it in a
+// loop of its own (scheduler.go), apart from the claim path; an occurrence
+// is enqueued once across all of them by one statement whose guard only
+// the first gets through, under the idempotency key
+// periodic:<name>:<occurrence>. Occurrences missed while no worker ran are
+// skipped but for one, enqueued late by the first worker to start. A job
+// enqueued by a schedule is a job like any other: at least once.
+//
 // # Shutdown
 //
 // When Run's context is cancelled the worker stops claiming at once, lets

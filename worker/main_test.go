@@ -65,6 +65,9 @@ func runChild() int {
 		n, _ := strconv.Atoi(os.Getenv(name))
 		return time.Duration(n) * time.Millisecond
 	}
+	if every := ms("REDRIVE_CHILD_SCHEDULE_MS"); every > 0 {
+		reg.Schedule(scheduleName, worker.Schedule{Every: every, Task: "test.sleep", Kwargs: kwargs(map[string]int{"ms": 1})})
+	}
 	conc, _ := strconv.Atoi(os.Getenv("REDRIVE_CHILD_CONCURRENCY"))
 	err = cli.RunWorker(ctx, db, worker.Config{
 		Registry: reg, ID: os.Getenv("REDRIVE_CHILD_ID"), Concurrency: conc,

@@ -24,6 +24,9 @@ type child struct {
 type childOpts struct {
 	lease, grace time.Duration
 	concurrency  int
+	// schedule, when set, registers scheduleName to enqueue test.sleep
+	// this often.
+	schedule time.Duration
 }
 
 func startChild(t *testing.T, b *bundle, id string, o childOpts) *child {
@@ -34,7 +37,8 @@ func startChild(t *testing.T, b *bundle, id string, o childOpts) *child {
 		"REDRIVE_CHILD_DSN="+b.db.DSN, "REDRIVE_CHILD_ID="+id,
 		fmt.Sprintf("REDRIVE_CHILD_LEASE_MS=%d", o.lease.Milliseconds()),
 		fmt.Sprintf("REDRIVE_CHILD_GRACE_MS=%d", o.grace.Milliseconds()),
-		fmt.Sprintf("REDRIVE_CHILD_CONCURRENCY=%d", o.concurrency))
+		fmt.Sprintf("REDRIVE_CHILD_CONCURRENCY=%d", o.concurrency),
+		fmt.Sprintf("REDRIVE_CHILD_SCHEDULE_MS=%d", o.schedule.Milliseconds()))
 	c.cmd.Stdout, c.cmd.Stderr = c.out, c.out
 	// Should the test binary die, the kernel takes the child with it.
 	c.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}

@@ -36,12 +36,13 @@ type task struct {
 // Registry maps task names to handlers. Build it before calling New; it is
 // not safe for concurrent use.
 type Registry struct {
-	tasks map[string]task
+	tasks     map[string]task
+	schedules map[string]registeredSchedule
 }
 
 // NewRegistry returns an empty registry.
 func NewRegistry() *Registry {
-	return &Registry{tasks: map[string]task{}}
+	return &Registry{tasks: map[string]task{}, schedules: map[string]registeredSchedule{}}
 }
 
 // Register adds the handler for a task. Like http.ServeMux.Handle it panics
@@ -69,7 +70,21 @@ func (r *Registry) Tasks() []string {
 	return slices.Sorted(maps.Keys(r.tasks))
 }
 
+// Schedules returns the registered schedules' names, sorted.
+func (r *Registry) Schedules() []string {
+	return slices.Sorted(maps.Keys(r.schedules))
+}
+
 // snapshot copies the tasks so a Worker is unaffected by later changes.
 func (r *Registry) snapshot() map[string]task {
 	return maps.Clone(r.tasks)
+}
+
+// scheduleSnapshot copies the schedules, in name order.
+func (r *Registry) scheduleSnapshot() []registeredSchedule {
+	out := make([]registeredSchedule, 0, len(r.schedules))
+	for _, name := range r.Schedules() {
+		out = append(out, r.schedules[name])
+	}
+	return out
 }

@@ -60,6 +60,9 @@ type Worker struct {
 	tasks   map[string]task
 	// taskNames lists tasks, sorted, for the workers row and error messages.
 	taskNames []string
+	// schedules are the registry's schedules, owned by the scheduler loop
+	// once Run has registered them.
+	schedules []*scheduleRun
 	host      string
 	log       *slog.Logger
 
@@ -193,6 +196,9 @@ func New(store *queue.Store, cfg Config) (*Worker, error) {
 		idle:        make(chan jobRun),
 		stopRunners: make(chan struct{}),
 	}
+	for _, s := range cfg.Registry.scheduleSnapshot() {
+		w.schedules = append(w.schedules, &scheduleRun{registeredSchedule: s})
+	}
 	w.completer = newCompleter(w)
 	return w, nil
 }
@@ -208,7 +214,11 @@ func (w *Worker) Run(ctx context.Context) error {
 	if !w.started.CompareAndSwap(false, true) {
 		return errors.New("worker: Run called twice")
 	}
-	if err := w.register(ctx); err != nil {
+	err := w.register(ctx)
+	if err == nil {
+		err = w.registerSchedules(ctx)
+	}
+	if err != nil {
 		if ctx.Err() != nil {
 			// Stopped before it started: the driver reports the cancelled
 			// query as its own error, but this is a stop, not a failure.
@@ -217,7 +227,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		return err
 	}
 	w.log.Info("worker started", "queues", w.cfg.Queues, "concurrency", w.cfg.Concurrency,
-		"tasks", len(w.tasks), "version", w.cfg.Version, "listen", w.cfg.ListenDSN != "")
+		"tasks", len(w.tasks), "schedules", len(w.schedules), "version", w.cfg.Version, "listen", w.cfg.ListenDSN != "")
 
 	// Jobs and heartbeats outlive ctx: they stop on their own schedule
 	// during shutdown, so they hang off a context ctx cannot cancel.
@@ -233,6 +243,9 @@ func (w *Worker) Run(ctx context.Context) error {
 	loops.Go(func() { w.heartbeatLoop(heartbeatCtx) })
 	loops.Go(func() { w.rescueLoop(ctx) })
 	loops.Go(func() { w.cleanerLoop(ctx) })
+	if len(w.schedules) > 0 {
+		loops.Go(func() { w.scheduleLoop(ctx) })
+	}
 	if w.cfg.ListenDSN != "" {
 		loops.Go(func() { w.listen(ctx) })
 	} else {
@@ -241,7 +254,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.claimLoop(ctx, detached)
 
 	w.log.Info("worker stopping: no new claims", "in_flight", w.inFlight(), "grace", w.cfg.ShutdownGrace)
-	err := w.drain(detached)
+	err = w.drain(detached)
 	// The last outcomes are written while the heartbeat still renews
 	// their leases.
 	close(stopCompleter)
