@@ -72,6 +72,9 @@ type Worker struct {
 
 	// completer writes outcomes in batches.
 	completer *completer
+	// timings counts the written outcomes per task until timingsLoop
+	// flushes them.
+	timings *timings
 	// since is when this process registered, by the database's clock: the
 	// claims it can have made are no older.
 	since time.Time
@@ -192,6 +195,7 @@ func New(store *queue.Store, cfg Config) (*Worker, error) {
 		gaveUp:      map[dlq.Lease]time.Time{},
 		idle:        make(chan jobRun),
 		stopRunners: make(chan struct{}),
+		timings:     newTimings(),
 	}
 	w.completer = newCompleter(w)
 	return w, nil
@@ -233,6 +237,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	loops.Go(func() { w.heartbeatLoop(heartbeatCtx) })
 	loops.Go(func() { w.rescueLoop(ctx) })
 	loops.Go(func() { w.cleanerLoop(ctx) })
+	loops.Go(func() { w.timingsLoop(ctx) })
 	if w.cfg.ListenDSN != "" {
 		loops.Go(func() { w.listen(ctx) })
 	} else {
@@ -246,6 +251,8 @@ func (w *Worker) Run(ctx context.Context) error {
 	// their leases.
 	close(stopCompleter)
 	completer.Wait()
+	// The last outcomes' timings, which the loop, stopped with ctx, left.
+	w.flushTimings(detached)
 	stopHeartbeat()
 	loops.Wait()
 	close(w.stopRunners)
