@@ -53,6 +53,11 @@ func routes(e *echo.Echo, cfg Config, sec *auth.Security, st stores) error {
 	e.GET("/jobs", handlers.Jobs(reads, cfg.Now, cfg.Version), fresh)
 	e.GET("/jobs/:id", handlers.JobDetail(store, cfg.Now, cfg.Version))
 	e.GET("/workers", handlers.Workers(reads, cfg.Version), fresh)
+	// Per-task runs and timings, from the summaries the workers write.
+	e.GET("/tasks", handlers.Tasks(reads, cfg.Now, cfg.Version), fresh)
+	e.GET("/tasks/:task", handlers.TaskPage(reads, cfg.Now, cfg.Version), fresh)
+	e.GET("/api/v1/tasks", handlers.APITasks(reads, cfg.Now), fresh)
+	e.GET("/api/v1/tasks/:task", handlers.APITask(reads, cfg.Now), fresh)
 	e.GET("/api/v1/jobs/:id", handlers.APIJob(store))
 	e.POST("/api/v1/jobs", handlers.APIEnqueueJob(st.queue))
 	e.POST("/api/v1/jobs/batch", handlers.APIEnqueueBatch(st.queue))
