@@ -1,4 +1,4 @@
--- Per-task timings, and purges held for growing groups.
+-- Per-task timings (issue 32), and purges held for growing groups.
 
 -- +goose Up
 
@@ -39,6 +39,24 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
     FROM unnest(a, b) WITH ORDINALITY AS u(x, y, i)
 $$;
 
+-- Purges held because their group is still growing. A retention purge
+-- (the console's, REDRIVE_RETAIN_LETTERS, or `redrive purge --older-than`)
+-- does not delete the settled letters of a group that had a new letter in
+-- the hour before it: an incident still going on is when its old letters
+-- are compared with the new. It keeps them and writes one row here per
+-- such group, which the overview shows with a Confirm button; confirming
+-- deletes that group's letters settled before settled_before (audited) and
+-- the row. Each purge writes the rows anew: a group that stopped growing
+-- is purged as usual, and its row goes. One row per group, a handful.
+CREATE TABLE purge_holds (
+    fingerprint    text        PRIMARY KEY,
+    task           text        NOT NULL,
+    letters        bigint      NOT NULL,
+    settled_before timestamptz NOT NULL,
+    held_at        timestamptz NOT NULL
+);
+
 -- +goose Down
+DROP TABLE purge_holds;
 DROP TABLE task_timings;
 DROP FUNCTION timing_histogram_add(bigint[], bigint[]);

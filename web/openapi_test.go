@@ -56,7 +56,7 @@ func newAPIConsole(t *testing.T) *apiConsole {
 			t.Errorf("runner: %v", err)
 		}
 	})
-	h, err := web.NewServer(web.Config{DB: store.DB, Replay: replay.NewService(replay.Config{Store: store.Operations, Workers: store.Queue, Wake: runner.Wake})})
+	h, err := web.NewServer(web.Config{DB: store.DB, RetainLetters: 30 * 24 * time.Hour, Replay: replay.NewService(replay.Config{Store: store.Operations, Workers: store.Queue, Wake: runner.Wake})})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -372,6 +372,7 @@ func TestOpenAPIResponsesMatch(t *testing.T) {
 	exerciseJobActions(t, c, seen)
 	exerciseGroupEdits(t, c, seen)
 	exerciseTasks(t, c, seen)
+	exerciseRetention(t, c, seen)
 
 	for path, item := range c.doc.Paths.Map() {
 		for method := range item.Operations() {
@@ -781,4 +782,22 @@ func exerciseTasks(t *testing.T, c *apiConsole, seen map[string][]int) {
 	}
 	c.call(t, seen, c.viewer, "GET", "/api/v1/tasks/not%20a%20task", "", 400)
 	c.call(t, seen, "", "GET", "/api/v1/tasks", "", 401)
+}
+
+// exerciseRetention reads the next purge's forecast and the holds, and
+// confirms a hold: once (200), again (404), as a viewer (403).
+func exerciseRetention(t *testing.T, c *apiConsole, seen map[string][]int) {
+	t.Helper()
+	c.db.MustExec(`INSERT INTO purge_holds (fingerprint, task, letters, settled_before, held_at)
+		VALUES ('f-growing', 'billing.charge', 0, now() - interval '30 days', now())`)
+	r := c.call(t, seen, c.viewer, "GET", "/api/v1/retention", "", 200)
+	if r["retain_letters"] != "720h0m0s" || r["next_purge"] == nil || len(r["holds"].([]any)) != 1 {
+		t.Errorf("retention: %v; want 30 days, the next purge and the hold", r)
+	}
+	c.call(t, seen, c.viewer, "POST", "/api/v1/retention/holds/f-growing/confirm", "", 403)
+	if done := c.call(t, seen, c.operator, "POST", "/api/v1/retention/holds/f-growing/confirm", "", 200); done["purged"] != 0.0 {
+		t.Errorf("confirmed: %v", done)
+	}
+	c.call(t, seen, c.operator, "POST", "/api/v1/retention/holds/f-growing/confirm", "", 404)
+	c.call(t, seen, "", "GET", "/api/v1/retention", "", 401)
 }

@@ -138,6 +138,14 @@ func routes(e *echo.Echo, cfg Config, sec *auth.Security, st stores) error {
 	e.POST("/api/v1/pauses/:id/resume", handlers.APIResume(st.queue, cfg.Now))
 	// --- end of pause routes.
 
+	// --- Retention of settled letters (issue 32): the next purge, seen
+	// coming on the overview and the letter list, and the purges held for
+	// growing groups, which an operator confirms (audited).
+	e.Use(handlers.RetentionNotice(st.operations, cfg.RetainLetters, cfg.Now))
+	e.POST("/retention/holds/:group/confirm", handlers.ConfirmPurgeForm(st.operations, cfg.Now))
+	e.GET("/api/v1/retention", handlers.APIRetention(st.operations, cfg.RetainLetters, cfg.Now))
+	e.POST("/api/v1/retention/holds/:group/confirm", handlers.APIConfirmPurge(st.operations, cfg.Now))
+
 	// Users and API tokens: admins only.
 	admin := e.Group("/admin", auth.RequireRole(dlq.RoleAdmin))
 	admin.GET("", handlers.AdminRedirect())
