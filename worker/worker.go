@@ -251,8 +251,12 @@ func (w *Worker) Run(ctx context.Context) error {
 	// their leases.
 	close(stopCompleter)
 	completer.Wait()
-	// The last outcomes' timings, which the loop, stopped with ctx, left.
-	w.flushTimings(detached)
+	// The last outcomes' timings, which the loop, stopped with ctx, left;
+	// bounded as a hand-back is, so that a database away at shutdown
+	// costs the timings, not the orchestrator's patience.
+	flushCtx, cancelFlush := context.WithTimeout(detached, handBackTimeout)
+	w.flushTimings(flushCtx)
+	cancelFlush()
 	stopHeartbeat()
 	loops.Wait()
 	close(w.stopRunners)
