@@ -135,7 +135,7 @@ func serveDev(ctx context.Context, f flags, ac auth.Config, dataDir, databaseURL
 	if err != nil {
 		return err
 	}
-	console, err := NewConsole(ctx, ConsoleConfig{DB: db, Logger: logger, Registry: metrics, Auth: ac, Sources: srcs,
+	console, err := NewConsole(ctx, ConsoleConfig{DB: db, Logger: logger, Registry: metrics, Auth: ac, Sources: srcs, RetainLetters: f.duration("retain-letters"),
 		LogsURLTemplate: f.str("logs-url-template"), Notify: notifyConfig(f), Reads: readConfig(f, databaseURL),
 		Demo: NewDemoOutage(outages)})
 	if err != nil {

@@ -55,6 +55,7 @@ var options = []option{
 	{"read-database-url", "REDRIVE_READ_DATABASE_URL", "", "a streaming replica for the console's lists, search, groups, overview and exports (default: everything reads the primary)"},
 	{"read-max-lag", "REDRIVE_READ_MAX_LAG", 30 * time.Second, "read the primary instead while the replica is further behind than this, or down"},
 	{"sources", "REDRIVE_SOURCES", "", "other systems whose letters the console takes in, as NAME=KIND, comma-separated; KIND http: they POST them to /api/v1/letters, and NAME=http:https://... names the endpoint their replays are posted to; river: the console imports the jobs River discarded, from its own database or NAME=river:postgres://...; celery: a Celery app with redrive-celery, whose workers send its letters and take its replays (redrive, the console's own queue, is always one)"},
+	{"retain-letters", "REDRIVE_RETAIN_LETTERS", time.Duration(0), "delete replayed and discarded letters settled longer ago than this, at the top of every hour, as `redrive purge --older-than` does (a group still growing is held for an operator to confirm on the overview); 0: kept until `redrive purge`"},
 	{"replay-secrets", "REDRIVE_REPLAY_SECRETS", "", "the keys that sign the replays posted to HTTP sources' replay endpoints, as NAME=SECRET, comma-separated: one per source with an endpoint, at least 32 bytes (make one with `openssl rand -hex 32`)"},
 	// The worker (worker, dev).
 	{"queues", "REDRIVE_QUEUES", dlq.DefaultQueue, "comma-separated queues to work"},
@@ -104,7 +105,7 @@ var (
 	consoleOptions  = []string{"logs-url-template", "addr", "session-keys", "session-lifetime", "session-idle", "trusted-proxies",
 		"auth-header", "proxy-roles", "proxy-default-role", "metrics-token", "mask-keys", "mask-patterns",
 		"notify-webhook-urls", "notify-new-group-window", "notify-new-group-gather", "public-url", "read-database-url", "read-max-lag", "sources",
-		"replay-secrets"}
+		"replay-secrets", "retain-letters"}
 	workerOptions = []string{"queues", "concurrency", "demo-tasks", "shutdown-grace", "lease", "job-timeout", "retry-base",
 		"metrics-addr", "retry-cap", "retain-succeeded", "listen-database-url"}
 )

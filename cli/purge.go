@@ -14,7 +14,9 @@ import (
 
 func runPurge(ctx context.Context, args []string, e env) error {
 	fs := newFlagSet("purge", "Retention. --older-than deletes dead letters replayed or discarded longer ago\n"+
-		"than that (pending letters are never deleted; each batch is audited).\n"+
+		"than that (pending letters are never deleted; each batch is audited), except\n"+
+		"those of groups with a new letter in the last hour: held until an operator\n"+
+		"confirms on the console's overview, or the group stops growing.\n"+
 		"--processed-events-older-than forgets the event ids worker.ProcessOnce\n"+
 		"recorded: past that age a redelivered event would apply again, so keep it\n"+
 		"far longer than any redelivery takes (weeks). At least one is required.", e.stderr)
@@ -49,10 +51,14 @@ func runPurge(ctx context.Context, args []string, e env) error {
 	}
 	defer db.Close()
 	if letterAge > 0 {
-		n, err := operations.New(db, groups.New(db)).PurgeSettled(ctx, dlq.PurgeParams{
+		n, holds, err := operations.New(db, groups.New(db)).PurgeSettled(ctx, dlq.PurgeParams{
 			OlderThan: letterAge, Now: time.Now(), Actor: dlq.Actor{Name: actor, UserAgent: "redrive purge"},
 		})
 		fmt.Fprintf(e.stdout, "purged %d settled dead letters older than %s\n", n, olderThan)
+		for _, h := range holds {
+			fmt.Fprintf(e.stdout, "held %d letters of group %s (%s): it had a new letter within %s; confirm on the console's overview\n",
+				h.Letters, h.Fingerprint, h.Task, dlq.PurgeGrowingWindow)
+		}
 		if err != nil {
 			return err
 		}

@@ -69,7 +69,7 @@ func runServe(ctx context.Context, args []string, e env) error {
 	}
 	c, err := NewConsole(ctx, ConsoleConfig{DB: db, Logger: logger, Registry: newMetricsRegistry(), Auth: auth,
 		LogsURLTemplate: f.str("logs-url-template"), Notify: notifyConfig(f), Reads: readConfig(f, f.str("database-url")),
-		Sources: srcs})
+		Sources: srcs, RetainLetters: f.duration("retain-letters")})
 	if err != nil {
 		return err
 	}
@@ -99,6 +99,9 @@ type ConsoleConfig struct {
 	// Sources are the other systems whose letters the console takes in
 	// (--sources); Redrive's own queue is always one.
 	Sources []SourceConfig
+	// RetainLetters is --retain-letters: the age past which settled
+	// letters are purged every hour; zero: never by the console.
+	RetainLetters time.Duration
 }
 
 // NotifyConfig is the console's webhook notifications.
@@ -260,7 +263,8 @@ func NewConsole(ctx context.Context, cfg ConsoleConfig) (*Console, error) {
 	handler, err := web.NewServer(web.Config{
 		DB: cfg.DB, Logger: cfg.Logger, Version: cfg.Version, Registry: cfg.Registry, Replica: replica,
 		LogsURLTemplate: cfg.LogsURLTemplate, Auth: cfg.Auth, NotifyEndpoints: endpoints, Demo: cfg.Demo,
-		Replay: replay.NewService(replay.Config{Store: ops, Workers: queue.New(cfg.DB, g), Logger: cfg.Logger, Wake: runner.Wake}),
+		Replay:        replay.NewService(replay.Config{Store: ops, Workers: queue.New(cfg.DB, g), Logger: cfg.Logger, Wake: runner.Wake}),
+		RetainLetters: cfg.RetainLetters,
 	})
 	if err != nil {
 		if replica != nil {
@@ -297,6 +301,8 @@ func (c *Console) Run(ctx context.Context) error {
 		return web.LogAuditHead(gctx, web.AuditHeadLogConfig{Source: audit.New(c.cfg.DB), Logger: c.cfg.Logger})
 	})
 	g.Go(func() error { c.rebuild(gctx); return nil })
+	retention := &replay.Retention{Store: operations.New(c.cfg.DB, groups.New(c.cfg.DB)), RetainFor: c.cfg.RetainLetters, Logger: c.cfg.Logger}
+	g.Go(func() error { return retention.Run(gctx) })
 	return g.Wait()
 }
 

@@ -17,7 +17,7 @@ import (
 // AuditActions lists every action an entry may record, for the filter.
 var AuditActions = []string{
 	ActionReplay, ActionEditReplay, ActionDiscard, ActionRestore, ActionBulkStart, ActionBulkFinish,
-	ActionBulkCancel, ActionCanaryRelease, ActionPurge, ActionRevealArgs, ActionSignIn, ActionSignInFailed,
+	ActionBulkCancel, ActionCanaryRelease, ActionPurge, ActionPurgeHeld, ActionPurgeConfirm, ActionRevealArgs, ActionSignIn, ActionSignInFailed,
 	ActionUserChange, ActionTokenChange, ActionJobRunNow, ActionJobKill, ActionJobCancel,
 	ActionCanaryVerdict, ActionBulkAutoPause, ActionBulkResume, ActionBulkStopFollowing,
 	ActionPause, ActionResume, ActionPauseExpired, ActionGroupMerge, ActionGroupSplit, ActionGroupUnmerge, ActionGroupsRebuild,

@@ -76,7 +76,19 @@ func consolePages(t *testing.T, page playwright.Page) (base string, paths []stri
 	must(t, err)
 	_, err = sched.EnqueueOccurrence(context.Background(), "billing.nightly-invoices", at, at.Add(24*time.Hour))
 	must(t, err)
+	// A task's timings for /tasks and its page, and a purge held for a
+	// growing group, shown on the overview and the letter list.
+	_, err = db.ExecContext(context.Background(), `
+		INSERT INTO task_timings (task, span, start_at, runs, failures, dead, wait, run) VALUES
+			('billing.charge', 'minute', date_trunc('minute', now()), 120, 9, 2, '{0,0,0,40,60,20}', '{0,0,0,0,0,0,0,0,0,0,100,15,5}'),
+			('billing.charge', 'hour', date_trunc('hour', now()), 120, 9, 2, '{0,0,0,40,60,20}', '{0,0,0,0,0,0,0,0,0,0,100,15,5}')`)
+	must(t, err)
+	_, err = db.ExecContext(context.Background(), `
+		INSERT INTO purge_holds (fingerprint, task, letters, settled_before, held_at)
+			VALUES ($1, 'billing.charge', 37, now() - interval '30 days', now() - interval '2 hours')`, fp)
+	must(t, err)
 	return base, []string{
+		"/tasks", "/tasks/billing.charge",
 		"/", "/dead-letters", fmt.Sprintf("/dead-letters/%d", letter), "/groups", "/groups/" + fp,
 		"/dead-letters/bulk?" + bulk.Encode(), "/jobs", fmt.Sprintf("/jobs/%d", job), "/workers", "/audit",
 		"/operations", "/admin/users", "/admin/notifications", "/schedules",

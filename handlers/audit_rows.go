@@ -28,6 +28,8 @@ var actionTexts = map[string]string{
 	dlq.ActionBulkCancel:    "Cancelled a bulk operation",
 	dlq.ActionCanaryRelease: "Released the rest after the canary",
 	dlq.ActionPurge:         "Purged settled letters",
+	dlq.ActionPurgeHeld:     "Held a purge: the group is still growing",
+	dlq.ActionPurgeConfirm:  "Confirmed a held purge",
 	dlq.ActionRevealArgs:    "Revealed masked arguments",
 	dlq.ActionSignIn:        "Signed in",
 	dlq.ActionSignInFailed:  "Failed to sign in",

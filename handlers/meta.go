@@ -50,6 +50,9 @@ func Meta(c echo.Context, title, active, version string) views.PageMeta {
 	if notices, ok := c.Get(pausesKey).([]views.PauseNotice); ok && len(notices) > 0 {
 		m.Pauses, m.PauseKey = notices, newFormKey()
 	}
+	if r, ok := c.Get(retentionKey).(*views.Retention); ok {
+		m.Retention = r
+	}
 	if b, ok := c.Get(inFlightKey).(*views.InFlightBanner); ok {
 		m.InFlight = b
 	}

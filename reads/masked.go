@@ -291,6 +291,11 @@ func (m *Masked) JobQueues(ctx context.Context) ([]string, error) { return m.que
 // TaskNames lists the task names jobs have.
 func (m *Masked) TaskNames(ctx context.Context) ([]string, error) { return m.queue.TaskNames(ctx) }
 
+// Timings reads the tasks' timing summaries; they hold no secret.
+func (m *Masked) Timings(ctx context.Context, task string, now time.Time) ([]dlq.TaskTimings, error) {
+	return m.queue.Timings(ctx, task, now)
+}
+
 // SucceededKept says how many succeeded jobs are kept, and for how long.
 func (m *Masked) SucceededKept(ctx context.Context) (dlq.SucceededKept, error) {
 	return m.queue.SucceededKept(ctx)

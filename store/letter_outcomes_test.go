@@ -130,7 +130,7 @@ func TestPurgeTakesTheOutcomeAndUnlinksTheReplay(t *testing.T) {
 	if _, err := store.Operations.DiscardDeadLetter(ctx, dlq.DiscardParams{ID: ids[1], Actor: alice, Reason: "noise", Now: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
-	n, err := store.Operations.PurgeSettled(ctx, dlq.PurgeParams{OlderThan: time.Hour, Actor: alice, Now: time.Now().Add(2 * time.Hour)})
+	n, _, err := store.Operations.PurgeSettled(ctx, dlq.PurgeParams{OlderThan: time.Hour, Actor: alice, Now: time.Now().Add(2 * time.Hour)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -111,6 +111,7 @@ var statusOf = map[string]int{
 	"invalid_recent":  http.StatusBadRequest,
 	"invalid_after":   http.StatusBadRequest,
 	"invalid_target":  http.StatusBadRequest,
+	"invalid_task":    http.StatusBadRequest,
 	"invalid_time":    http.StatusBadRequest,
 	"malformed_json":  http.StatusBadRequest,
 	"unreadable_body": http.StatusBadRequest,

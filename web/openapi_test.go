@@ -57,7 +57,7 @@ func newAPIConsole(t *testing.T) *apiConsole {
 			t.Errorf("runner: %v", err)
 		}
 	})
-	h, err := web.NewServer(web.Config{DB: store.DB, Replay: replay.NewService(replay.Config{Store: store.Operations, Workers: store.Queue, Wake: runner.Wake})})
+	h, err := web.NewServer(web.Config{DB: store.DB, RetainLetters: 30 * 24 * time.Hour, Replay: replay.NewService(replay.Config{Store: store.Operations, Workers: store.Queue, Wake: runner.Wake})})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -388,6 +388,8 @@ func TestOpenAPIResponsesMatch(t *testing.T) {
 	exerciseIngest(t, c, seen)
 	exerciseJobActions(t, c, seen)
 	exerciseGroupEdits(t, c, seen)
+	exerciseTasks(t, c, seen)
+	exerciseRetention(t, c, seen)
 
 	for path, item := range c.doc.Paths.Map() {
 		for method := range item.Operations() {
@@ -823,4 +825,49 @@ func exerciseGroupEdits(t *testing.T, c *apiConsole, seen map[string][]int) {
 	c.call(t, seen, op, "POST", "/api/v1/groups/0123456789abcdef/split", req, 404)
 	c.call(t, seen, op, "POST", "/api/v1/groups/"+ups+"/merge", `{"groups": ["`+dhl+`"], "reason": "again"}`, 200)
 	c.call(t, seen, op, "POST", "/api/v1/groups/"+ups+"/split", req, 409)
+}
+
+// exerciseTasks reads the tasks' timings: a task with summaries, one
+// without (zeros, null percentiles), and a name no task can have.
+func exerciseTasks(t *testing.T, c *apiConsole, seen map[string][]int) {
+	t.Helper()
+	c.db.MustExec(`INSERT INTO task_timings (task, span, start_at, runs, failures, dead, wait, run) VALUES
+		('billing.charge', 'minute', date_trunc('minute', now()), 4, 1, 1, '{0,2,2}', '{0,0,0,0,0,4}'),
+		('billing.charge', 'hour', date_trunc('hour', now()), 4, 1, 1, '{0,2,2}', '{0,0,0,0,0,4}')`)
+	list := c.call(t, seen, c.viewer, "GET", "/api/v1/tasks", "", 200)
+	tasks, _ := list["tasks"].([]any)
+	if len(tasks) != 1 || tasks[0].(map[string]any)["task"] != "billing.charge" {
+		t.Fatalf("tasks: %v; want billing.charge", list)
+	}
+	one := c.call(t, seen, c.viewer, "GET", "/api/v1/tasks/billing.charge", "", 200)
+	for _, w := range one["windows"].([]any) {
+		w := w.(map[string]any)
+		if w["runs"] != 4.0 || w["failures"] != 1.0 || w["dead_letters"] != 1.0 || w["run_ms"] == nil {
+			t.Errorf("billing.charge over %v: %v; want 4 runs, 1 failure, 1 dead letter and its run times", w["window"], w)
+		}
+	}
+	none := c.call(t, seen, c.viewer, "GET", "/api/v1/tasks/never.ran", "", 200)
+	if w := none["windows"].([]any)[0].(map[string]any); w["runs"] != 0.0 || w["wait_ms"] != nil {
+		t.Errorf("a task that never ran: %v; want zeros and null percentiles", none)
+	}
+	c.call(t, seen, c.viewer, "GET", "/api/v1/tasks/not%20a%20task", "", 400)
+	c.call(t, seen, "", "GET", "/api/v1/tasks", "", 401)
+}
+
+// exerciseRetention reads the next purge's forecast and the holds, and
+// confirms a hold: once (200), again (404), as a viewer (403).
+func exerciseRetention(t *testing.T, c *apiConsole, seen map[string][]int) {
+	t.Helper()
+	c.db.MustExec(`INSERT INTO purge_holds (fingerprint, task, letters, settled_before, held_at)
+		VALUES ('f-growing', 'billing.charge', 0, now() - interval '30 days', now())`)
+	r := c.call(t, seen, c.viewer, "GET", "/api/v1/retention", "", 200)
+	if r["retain_letters"] != "720h0m0s" || r["next_purge"] == nil || len(r["holds"].([]any)) != 1 {
+		t.Errorf("retention: %v; want 30 days, the next purge and the hold", r)
+	}
+	c.call(t, seen, c.viewer, "POST", "/api/v1/retention/holds/f-growing/confirm", "", 403)
+	if done := c.call(t, seen, c.operator, "POST", "/api/v1/retention/holds/f-growing/confirm", "", 200); done["purged"] != 0.0 {
+		t.Errorf("confirmed: %v", done)
+	}
+	c.call(t, seen, c.operator, "POST", "/api/v1/retention/holds/f-growing/confirm", "", 404)
+	c.call(t, seen, "", "GET", "/api/v1/retention", "", 401)
 }

@@ -53,6 +53,11 @@ func routes(e *echo.Echo, cfg Config, sec *auth.Security, st stores) error {
 	e.GET("/jobs", handlers.Jobs(reads, cfg.Now, cfg.Version), fresh)
 	e.GET("/jobs/:id", handlers.JobDetail(store, cfg.Now, cfg.Version))
 	e.GET("/workers", handlers.Workers(reads, cfg.Version), fresh)
+	// Per-task runs and timings, from the summaries the workers write.
+	e.GET("/tasks", handlers.Tasks(reads, cfg.Now, cfg.Version), fresh)
+	e.GET("/tasks/:task", handlers.TaskPage(reads, cfg.Now, cfg.Version), fresh)
+	e.GET("/api/v1/tasks", handlers.APITasks(reads, cfg.Now), fresh)
+	e.GET("/api/v1/tasks/:task", handlers.APITask(reads, cfg.Now), fresh)
 	e.GET("/api/v1/jobs/:id", handlers.APIJob(store))
 	e.POST("/api/v1/jobs", handlers.APIEnqueueJob(st.queue))
 	e.POST("/api/v1/jobs/batch", handlers.APIEnqueueBatch(st.queue))
@@ -143,6 +148,13 @@ func routes(e *echo.Echo, cfg Config, sec *auth.Security, st stores) error {
 	e.POST("/api/v1/schedules/:name/disable", handlers.APIChangeSchedule(st.queue, store, cfg.Now, false))
 	e.POST("/api/v1/schedules/:name/enable", handlers.APIChangeSchedule(st.queue, store, cfg.Now, true))
 	// --- end of schedule routes.
+	// --- Retention of settled letters (issue 32): the next purge, seen
+	// coming on the overview and the letter list, and the purges held for
+	// growing groups, which an operator confirms (audited).
+	e.Use(handlers.RetentionNotice(st.operations, cfg.RetainLetters, cfg.Now))
+	e.POST("/retention/holds/:group/confirm", handlers.ConfirmPurgeForm(st.operations, cfg.Now))
+	e.GET("/api/v1/retention", handlers.APIRetention(st.operations, cfg.RetainLetters, cfg.Now))
+	e.POST("/api/v1/retention/holds/:group/confirm", handlers.APIConfirmPurge(st.operations, cfg.Now))
 
 	// Users and API tokens: admins only.
 	admin := e.Group("/admin", auth.RequireRole(dlq.RoleAdmin))

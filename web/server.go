@@ -60,6 +60,10 @@ type Config struct {
 	// NotifyEndpoints are the webhooks notifications go to, redacted, for
 	// the admin page (notify.Endpoint.Redacted).
 	NotifyEndpoints []string
+	// RetainLetters is the console's scheduled retention of settled
+	// letters (REDRIVE_RETAIN_LETTERS), which the overview and the letter
+	// list forecast; zero: none.
+	RetainLetters time.Duration
 	// Demo is the demo incident's simulated outage, set by `redrive dev`
 	// only: the overview tells its story and offers "Deploy the fix".
 	Demo handlers.DemoOutage

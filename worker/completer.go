@@ -44,6 +44,9 @@ type outcome struct {
 	d       decision
 	attempt dlq.Attempt
 	log     *jobLog
+	// ran is how long the handler ran, by the worker's clock, for the
+	// task's timings (dlq.Attempt keeps whole milliseconds only).
+	ran time.Duration
 	// retaken: the claim took its job back from the rescuer once already
 	// (retake); it does not try again.
 	retaken bool
@@ -337,6 +340,7 @@ func (c *completer) settle(ctx context.Context, batch []outcome, written map[int
 	defer m.flush()
 	debug := c.w.log.Enabled(ctx, slog.LevelDebug)
 	leases := make([]dlq.Lease, 0, len(batch))
+	timed := make([]timed, 0, len(batch))
 	var unwritten []outcome
 	for _, o := range batch {
 		job, a := o.active.job, o.attempt
@@ -346,6 +350,7 @@ func (c *completer) settle(ctx context.Context, batch []outcome, written map[int
 			continue
 		}
 		leases = append(leases, o.lease)
+		timed = append(timed, o.timed())
 		switch o.d.act {
 		case actComplete:
 			m.observe(job.Task, job.Queue, outcomeSucceeded, a.DurationMS)
@@ -360,6 +365,7 @@ func (c *completer) settle(ctx context.Context, batch []outcome, written map[int
 			o.log.get().Warn("job dead-lettered", "reason", o.d.reason, "class", a.Class, "err", a.Message, "dead_letter_id", letter)
 		}
 	}
+	c.w.timings.add(timed)
 	lost := c.retake(ctx, unwritten)
 	c.recordLost(ctx, lost)
 	for _, o := range lost {

@@ -112,6 +112,9 @@ type Config struct {
 	RetainSucceeded time.Duration
 	// CleanInterval is how often the cleaner runs. Default 30s.
 	CleanInterval time.Duration
+	// TimingsInterval is how often the worker writes the per-task timings
+	// it counted (one statement a flush). Default DefaultTimingsInterval.
+	TimingsInterval time.Duration
 	// RetryPolicy spaces the retries of transient failures.
 	RetryPolicy RetryPolicy
 	// Logger receives the worker's logs. Default: discard.
@@ -147,6 +150,7 @@ func (c Config) withDefaults() Config {
 	c.ShutdownGrace = cmp.Or(c.ShutdownGrace, DefaultShutdownGrace)
 	c.RetainSucceeded = cmp.Or(c.RetainSucceeded, DefaultRetainSucceeded)
 	c.CleanInterval = cmp.Or(c.CleanInterval, DefaultCleanInterval)
+	c.TimingsInterval = cmp.Or(c.TimingsInterval, DefaultTimingsInterval)
 	c.RetryPolicy = c.RetryPolicy.withDefaults()
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -186,7 +190,7 @@ func (c Config) validate() error {
 		"LeaseDuration": c.LeaseDuration, "HeartbeatInterval": c.HeartbeatInterval,
 		"PollInterval": c.PollInterval, "RescueInterval": c.RescueInterval, "RestartGrace": c.RestartGrace,
 		"DefaultTimeout": c.DefaultTimeout, "MaxTimeout": c.MaxTimeout, "ShutdownGrace": c.ShutdownGrace,
-		"CleanInterval": c.CleanInterval,
+		"CleanInterval": c.CleanInterval, "TimingsInterval": c.TimingsInterval,
 	} {
 		if d < 0 {
 			errs = append(errs, fmt.Errorf("%s %s: must not be negative", name, d))

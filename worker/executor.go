@@ -105,7 +105,7 @@ func (w *Worker) record(ctx context.Context, a *activeJob, log *jobLog, start ti
 	lease := dlq.LeaseOf(w.cfg.ID, job)
 	switch d.act {
 	case actComplete, actRetry, actDeadLetter:
-		w.completer.add(outcome{active: a, lease: lease, d: d, attempt: attempt, log: log})
+		w.completer.add(outcome{active: a, lease: lease, d: d, attempt: attempt, log: log, ran: attempt.At.Sub(start)})
 	case actHandBack:
 		w.handBack(context.WithoutCancel(ctx), &job, attempt, log)
 		w.release(lease)

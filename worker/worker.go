@@ -75,6 +75,9 @@ type Worker struct {
 
 	// completer writes outcomes in batches.
 	completer *completer
+	// timings counts the written outcomes per task until timingsLoop
+	// flushes them.
+	timings *timings
 	// since is when this process registered, by the database's clock: the
 	// claims it can have made are no older.
 	since time.Time
@@ -195,6 +198,7 @@ func New(store *queue.Store, cfg Config) (*Worker, error) {
 		gaveUp:      map[dlq.Lease]time.Time{},
 		idle:        make(chan jobRun),
 		stopRunners: make(chan struct{}),
+		timings:     newTimings(),
 	}
 	for _, s := range cfg.Registry.scheduleSnapshot() {
 		w.schedules = append(w.schedules, &scheduleRun{registeredSchedule: s})
@@ -246,6 +250,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	if len(w.schedules) > 0 {
 		loops.Go(func() { w.scheduleLoop(ctx) })
 	}
+	loops.Go(func() { w.timingsLoop(ctx) })
 	if w.cfg.ListenDSN != "" {
 		loops.Go(func() { w.listen(ctx) })
 	} else {
@@ -259,6 +264,12 @@ func (w *Worker) Run(ctx context.Context) error {
 	// their leases.
 	close(stopCompleter)
 	completer.Wait()
+	// The last outcomes' timings, which the loop, stopped with ctx, left;
+	// bounded as a hand-back is, so that a database away at shutdown
+	// costs the timings, not the orchestrator's patience.
+	flushCtx, cancelFlush := context.WithTimeout(detached, handBackTimeout)
+	w.flushTimings(flushCtx)
+	cancelFlush()
 	stopHeartbeat()
 	loops.Wait()
 	close(w.stopRunners)
