@@ -68,7 +68,7 @@ func TestRiverLettersReplayedInRiver(t *testing.T) {
 
 	// The fix shipped; replay the oldest from its page.
 	fixed.Store(true)
-	must(t, page.Locator(`tr[data-testid="letter-row"] a`).Last().Click())
+	must(t, page.Locator(`tr[data-testid="letter-row"] [data-testid="letter-link"]`).Last().Click())
 	must(t, expect.Locator(byTestID(page, "letter-source")).ToContainText("shop: River job "))
 	source, err := byTestID(page, "letter-source").TextContent()
 	must(t, err)

@@ -67,7 +67,7 @@ func TestLettersFromAnotherSystem(t *testing.T) {
 	must(t, row.GetByTestId("source-pending").Click())
 	must(t, expect.Locator(byTestID(page, "letter-count")).ToContainText("3 pending letters match"))
 	screenshot(t, page, "letters-of-a-source")
-	must(t, page.Locator(`tr[data-testid="letter-row"] a`).First().Click())
+	must(t, page.Locator(`tr[data-testid="letter-row"] [data-testid="letter-link"]`).First().Click())
 	must(t, expect.Locator(byTestID(page, "letter-source")).ToHaveText("legacy, its id there celery-0"))
 	must(t, expect.Locator(byTestID(page, "replay-refused")).ToContainText("arrived over HTTP"))
 	must(t, expect.Locator(byTestID(page, "replay-form")).ToHaveCount(0))
