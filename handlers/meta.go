@@ -50,6 +50,12 @@ func Meta(c echo.Context, title, active, version string) views.PageMeta {
 	if notices, ok := c.Get(pausesKey).([]views.PauseNotice); ok && len(notices) > 0 {
 		m.Pauses, m.PauseKey = notices, newFormKey()
 	}
+	if notices, ok := c.Get(throttlesKey).([]views.ThrottleNotice); ok && len(notices) > 0 {
+		m.Throttles = notices
+		if m.PauseKey == "" {
+			m.PauseKey = newFormKey()
+		}
+	}
 	if b, ok := c.Get(inFlightKey).(*views.InFlightBanner); ok {
 		m.InFlight = b
 	}
