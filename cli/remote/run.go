@@ -26,6 +26,7 @@ const Usage = `  letters     list or show dead letters (letters list, letters sh
   discard     discard letters in bulk: --ids, --filter or --group
   operations  bulk operations: list, watch ID, cancel ID, release ID
   sources     where letters come from, and whether each is importing
+  throttles   slow a queue or a task down: list, set, change ID, lift ID
               (remote commands talk to a console: set REDRIVE_URL and REDRIVE_TOKEN)
 `
 
@@ -75,6 +76,7 @@ var commands = map[string]command{
 	"discard":    func(ctx context.Context, e env, args []string) error { return runBulk(ctx, e, "discard", args) },
 	"operations": runOperations,
 	"sources":    runSources,
+	"throttles":  runThrottles,
 }
 
 // Handles reports whether name is a remote command.
