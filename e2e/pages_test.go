@@ -66,7 +66,12 @@ func consolePages(t *testing.T, page playwright.Page) (base string, paths []stri
 		state, died_again_percent, guard_verdict, replays, enqueued_at)
 		VALUES ('replay', 'olga', 'fix shipped', '{1,2,3,4}', 4, 4, 4, 'settling', 20, 'passed',
 			'{"waiting": 1, "running": 1, "succeeded": 1, "died_again": 1}', now()) RETURNING id`).Scan(&op))
+	// A throttle, for its banner on every page and the pauses page's table.
+	_, err = db.ExecContext(context.Background(), `INSERT INTO throttles (kind, name, max_running, max_per_second, reason, set_by, until)
+		VALUES ('task', 'billing.charge', 3, 0.5, 'provider rate-limits us', 'olga', now() + interval '1 hour')`)
+	must(t, err)
 	return base, []string{
+		"/pauses", "/throttles/new?queue=default", "/throttles/1",
 		"/", "/dead-letters", fmt.Sprintf("/dead-letters/%d", letter), "/groups", "/groups/" + fp,
 		"/dead-letters/bulk?" + bulk.Encode(), "/jobs", fmt.Sprintf("/jobs/%d", job), "/workers", "/audit",
 		"/operations", "/admin/users", "/admin/notifications",

@@ -287,7 +287,6 @@ func ThrottleForm(store ThrottleStore, pauses PauseStore, now func() time.Time, 
 		}
 		meta := Meta(c, title, "", version)
 		f.CSRFToken = meta.CSRFToken
-		meta.Flash = &views.Flash{Kind: "error", Message: "Not throttled: " + joinProblems(problems)}
 		return Render(c, http.StatusUnprocessableEntity, views.Layout(meta, views.ThrottleFormPage(f)))
 	}
 }

@@ -267,4 +267,15 @@ func TestClaimCostOfThrottles(t *testing.T) {
 	db.MustExec(`UPDATE throttles SET max_running = 50`)
 	full := pausedClaimCost(t, db, []string{"default"}, limit)
 	t.Logf("the same throttle full (50 of 50 running): walked %.0f rows, %.0f buffers, %.2f ms", full.walked, full.buffers, full.ms)
+
+	// A queue's throttle leaves the main walk before it starts, and its
+	// own walk reads its room: no walk past the queue's backlog.
+	db.MustExec(`DELETE FROM throttles`)
+	db.MustExec(`INSERT INTO throttles (kind, name, max_running, reason, set_by) VALUES ('queue', 'default', 60, 'test', 'plan-test')`)
+	q := pausedClaimCost(t, db, []string{"default"}, limit)
+	t.Logf("queue default throttled to 60 running, 50 running (%d jobs in it): walked %.0f rows, %.0f buffers, %.2f ms",
+		throttled+others, q.walked, q.buffers, q.ms)
+	if q.walked > 10+1 || q.claimed != 10+1 {
+		t.Errorf("a throttled queue's claim walked %.0f rows and claimed %d, want its room of 10 (and the marker)", q.walked, q.claimed)
+	}
 }
