@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -42,6 +44,29 @@ func (s *suite) drain(ctx context.Context, e engine, p Profile, procs, round int
 	return nil
 }
 
+// setupEnv names SQL to run on each Redrive run's database before its
+// workers start (BENCH_REDRIVE_SETUP="INSERT INTO throttles ..."): the
+// engine's cost with some state in place, such as a throttle, measured by
+// the same runs. Its statements come before the meter starts.
+const setupEnv = "BENCH_REDRIVE_SETUP"
+
+// runSetup runs setupEnv's SQL on a Redrive run's database.
+func runSetup(ctx context.Context, e engine, dsn string) error {
+	sql := os.Getenv(setupEnv)
+	if sql == "" || e.Name() != "Redrive" {
+		return nil
+	}
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return fmt.Errorf("%s: %w", setupEnv, err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, sql); err != nil {
+		return fmt.Errorf("%s: %w", setupEnv, err)
+	}
+	return nil
+}
+
 // work copies template, starts procs worker children with profile p,
 // waits until they are ready, then times them from "go" until no job is
 // left unfinished. after, when set, inspects the database before it is
@@ -57,6 +82,9 @@ func (s *suite) work(ctx context.Context, e engine, template string, p Profile, 
 			return err
 		}
 		defer db.Close()
+		if err := runSetup(ctx, e, s.c.dsn(name)); err != nil {
+			return err
+		}
 		kids, err := startChildren(ctx, s.self, e, s.c.dsn(name), p, procs)
 		if err != nil {
 			return err

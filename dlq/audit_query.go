@@ -20,7 +20,8 @@ var AuditActions = []string{
 	ActionBulkCancel, ActionCanaryRelease, ActionPurge, ActionPurgeHeld, ActionPurgeConfirm, ActionRevealArgs, ActionSignIn, ActionSignInFailed,
 	ActionUserChange, ActionTokenChange, ActionJobRunNow, ActionJobKill, ActionJobCancel,
 	ActionCanaryVerdict, ActionBulkAutoPause, ActionBulkResume, ActionBulkStopFollowing,
-	ActionPause, ActionResume, ActionPauseExpired, ActionGroupMerge, ActionGroupSplit, ActionGroupUnmerge, ActionGroupsRebuild,
+	ActionPause, ActionResume, ActionPauseExpired, ActionThrottle, ActionThrottleChange, ActionThrottleLift, ActionThrottleExpired,
+	ActionGroupMerge, ActionGroupSplit, ActionGroupUnmerge, ActionGroupsRebuild,
 	ActionScheduleDisable, ActionScheduleEnable,
 }
 

@@ -87,8 +87,13 @@ func consolePages(t *testing.T, page playwright.Page) (base string, paths []stri
 		INSERT INTO purge_holds (fingerprint, task, letters, settled_before, held_at)
 			VALUES ($1, 'billing.charge', 37, now() - interval '30 days', now() - interval '2 hours')`, fp)
 	must(t, err)
+	// A throttle, for its banner on every page and the pauses page's table.
+	_, err = db.ExecContext(context.Background(), `INSERT INTO throttles (kind, name, max_running, max_per_second, reason, set_by, until)
+		VALUES ('task', 'billing.charge', 3, 0.5, 'provider rate-limits us', 'olga', now() + interval '1 hour')`)
+	must(t, err)
 	return base, []string{
 		"/tasks", "/tasks/billing.charge",
+		"/pauses", "/throttles/new?queue=default", "/throttles/1",
 		"/", "/dead-letters", fmt.Sprintf("/dead-letters/%d", letter), "/groups", "/groups/" + fp,
 		"/dead-letters/bulk?" + bulk.Encode(), "/jobs", fmt.Sprintf("/jobs/%d", job), "/workers", "/audit",
 		"/operations", "/admin/users", "/admin/notifications", "/schedules",

@@ -19,29 +19,33 @@ import (
 
 // actionTexts names each audit action as a person would say it.
 var actionTexts = map[string]string{
-	dlq.ActionReplay:        "Replayed",
-	dlq.ActionEditReplay:    "Edited and replayed",
-	dlq.ActionDiscard:       "Discarded",
-	dlq.ActionRestore:       "Restored",
-	dlq.ActionBulkStart:     "Started a bulk operation",
-	dlq.ActionBulkFinish:    "Bulk operation finished",
-	dlq.ActionBulkCancel:    "Cancelled a bulk operation",
-	dlq.ActionCanaryRelease: "Released the rest after the canary",
-	dlq.ActionPurge:         "Purged settled letters",
-	dlq.ActionPurgeHeld:     "Held a purge: the group is still growing",
-	dlq.ActionPurgeConfirm:  "Confirmed a held purge",
-	dlq.ActionRevealArgs:    "Revealed masked arguments",
-	dlq.ActionSignIn:        "Signed in",
-	dlq.ActionSignInFailed:  "Failed to sign in",
-	dlq.ActionUserChange:    "Changed a user",
-	dlq.ActionTokenChange:   "Changed an API token",
-	dlq.ActionPause:         "Paused",
-	dlq.ActionResume:        "Resumed",
-	dlq.ActionPauseExpired:  "Pause expired",
-	dlq.ActionJobRunNow:     "Ran now",
-	dlq.ActionJobKill:       "Killed to the dead letters",
-	dlq.ActionJobCancel:     "Asked to cancel a running job",
-	dlq.ActionDemo:          "Demo action",
+	dlq.ActionReplay:          "Replayed",
+	dlq.ActionEditReplay:      "Edited and replayed",
+	dlq.ActionDiscard:         "Discarded",
+	dlq.ActionRestore:         "Restored",
+	dlq.ActionBulkStart:       "Started a bulk operation",
+	dlq.ActionBulkFinish:      "Bulk operation finished",
+	dlq.ActionBulkCancel:      "Cancelled a bulk operation",
+	dlq.ActionCanaryRelease:   "Released the rest after the canary",
+	dlq.ActionPurge:           "Purged settled letters",
+	dlq.ActionPurgeHeld:       "Held a purge: the group is still growing",
+	dlq.ActionPurgeConfirm:    "Confirmed a held purge",
+	dlq.ActionRevealArgs:      "Revealed masked arguments",
+	dlq.ActionSignIn:          "Signed in",
+	dlq.ActionSignInFailed:    "Failed to sign in",
+	dlq.ActionUserChange:      "Changed a user",
+	dlq.ActionTokenChange:     "Changed an API token",
+	dlq.ActionPause:           "Paused",
+	dlq.ActionResume:          "Resumed",
+	dlq.ActionPauseExpired:    "Pause expired",
+	dlq.ActionThrottle:        "Throttled",
+	dlq.ActionThrottleChange:  "Changed a throttle",
+	dlq.ActionThrottleLift:    "Lifted a throttle",
+	dlq.ActionThrottleExpired: "Throttle expired",
+	dlq.ActionJobRunNow:       "Ran now",
+	dlq.ActionJobKill:         "Killed to the dead letters",
+	dlq.ActionJobCancel:       "Asked to cancel a running job",
+	dlq.ActionDemo:            "Demo action",
 	// A bulk replay's follow-through.
 	dlq.ActionCanaryVerdict:     "Canary verdict",
 	dlq.ActionBulkAutoPause:     "Auto-paused: replays died again",
@@ -200,6 +204,14 @@ func entryText(action string, d auditDetails) string {
 		return "Disabled schedule " + d.Name
 	case dlq.ActionScheduleEnable:
 		return "Enabled schedule " + d.Name
+	case dlq.ActionThrottle:
+		return "Throttled " + d.Kind + " " + d.Name + pauseUntil(d.Until)
+	case dlq.ActionThrottleChange:
+		return "Changed the throttle of " + d.Kind + " " + d.Name
+	case dlq.ActionThrottleLift:
+		return "Lifted the throttle of " + d.Kind + " " + d.Name
+	case dlq.ActionThrottleExpired:
+		return "The throttle of " + d.Kind + " " + d.Name + " expired"
 	}
 	return actionText(action)
 }

@@ -53,6 +53,12 @@ func Meta(c echo.Context, title, active, version string) views.PageMeta {
 	if r, ok := c.Get(retentionKey).(*views.Retention); ok {
 		m.Retention = r
 	}
+	if notices, ok := c.Get(throttlesKey).([]views.ThrottleNotice); ok && len(notices) > 0 {
+		m.Throttles = notices
+		if m.PauseKey == "" {
+			m.PauseKey = newFormKey()
+		}
+	}
 	if b, ok := c.Get(inFlightKey).(*views.InFlightBanner); ok {
 		m.InFlight = b
 	}

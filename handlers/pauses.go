@@ -32,6 +32,9 @@ type PauseStore interface {
 	ExpirePauses(ctx context.Context, now time.Time) ([]dlq.Pause, error)
 	PausesWithBacklog(ctx context.Context) ([]dlq.ActivePause, error)
 	RecentPauses(ctx context.Context, limit int) ([]dlq.Pause, error)
+	// The pauses page lists the throttles too (throttles.go).
+	ThrottlesWithWork(ctx context.Context) ([]dlq.ActiveThrottle, error)
+	RecentThrottles(ctx context.Context, limit int) ([]dlq.Throttle, error)
 }
 
 const pausesKey = "redrive.pauses"
@@ -83,7 +86,7 @@ func pauseNotice(p dlq.Pause) views.PauseNotice {
 
 // pauseLinks is what a list page needs to offer pause links.
 func pauseLinks(meta views.PageMeta) *views.PauseLinks {
-	return &views.PauseLinks{CanAct: meta.CanAct, Open: meta.Pauses}
+	return &views.PauseLinks{CanAct: meta.CanAct, Open: meta.Pauses, Throttled: meta.Throttles}
 }
 
 // openPauseOf returns the banner's pause of kind and name, if one is open.
@@ -190,13 +193,24 @@ func renderPauses(c echo.Context, store PauseStore, version string, f views.Paus
 	if err != nil {
 		return err
 	}
-	meta := Meta(c, "Pauses", "", version)
+	throttles, err := store.ThrottlesWithWork(ctx)
+	if err != nil {
+		return err
+	}
+	recentThrottles, err := store.RecentThrottles(ctx, 20)
+	if err != nil {
+		return err
+	}
+	meta := Meta(c, "Pauses and throttles", "", version)
 	meta.Flash = flash
 	f.CSRFToken, f.Waiting = meta.CSRFToken, -1
 	if f.Key == "" {
 		f.Key = newFormKey()
 	}
-	page := views.PausesPage{Open: pauseRows(open), Form: f, CanAct: meta.CanAct, CSRFToken: meta.CSRFToken}
+	tf := throttleForm(f.Now)
+	tf.CSRFToken, tf.Key = meta.CSRFToken, newFormKey()
+	page := views.PausesPage{Open: pauseRows(open), Form: f, ThrottleForm: tf, CanAct: meta.CanAct, CSRFToken: meta.CSRFToken}
+	page.Throttles, page.RecentThrottles = throttleRows(throttles, recentThrottles)
 	for _, p := range recent {
 		if p.ResumedAt == nil {
 			continue
@@ -228,6 +242,12 @@ func doneFlashPause(done, what string) *views.Flash {
 		return &views.Flash{Kind: "ok", Message: "Paused " + what + ". Workers claim none of its jobs until it is resumed."}
 	case "resumed":
 		return &views.Flash{Kind: "ok", Message: "Resumed " + what + ". Workers are claiming its jobs again."}
+	case "throttled":
+		return &views.Flash{Kind: "ok", Message: "Throttled " + what + ". Workers start its jobs within these limits, across all of them."}
+	case "throttle-changed":
+		return &views.Flash{Kind: "ok", Message: "Changed the throttle: " + what + "."}
+	case "lifted":
+		return &views.Flash{Kind: "ok", Message: "Lifted the throttle of " + what + ". Workers take its jobs as fast as they can again."}
 	}
 	return nil
 }

@@ -56,11 +56,16 @@ type PauseForm struct {
 // PausesPage lists the open pauses, the form to pause something, and the
 // recent ended pauses.
 type PausesPage struct {
-	Open      []PauseRow
-	Recent    []PauseRow
-	Form      PauseForm
-	CanAct    bool
-	CSRFToken string
+	Open   []PauseRow
+	Recent []PauseRow
+	Form   PauseForm
+	// Throttles are the open throttles, RecentThrottles the ended ones,
+	// ThrottleForm the form to throttle something.
+	Throttles       []ThrottleRow
+	RecentThrottles []ThrottleRow
+	ThrottleForm    ThrottleForm
+	CanAct          bool
+	CSRFToken       string
 }
 
 // PauseLinks says what a list page needs for its pause links: whether the
@@ -68,6 +73,21 @@ type PausesPage struct {
 type PauseLinks struct {
 	CanAct bool
 	Open   []PauseNotice
+	// Throttled are the open throttles, for the throttle links.
+	Throttled []ThrottleNotice
+}
+
+// ThrottleOf returns the open throttle of kind and name, or nil.
+func (l *PauseLinks) ThrottleOf(kind, name string) *ThrottleNotice {
+	if l == nil {
+		return nil
+	}
+	for i := range l.Throttled {
+		if l.Throttled[i].Kind == kind && l.Throttled[i].Name == name {
+			return &l.Throttled[i]
+		}
+	}
+	return nil
 }
 
 // Of returns the open pause of kind and name, or nil.

@@ -385,6 +385,7 @@ func TestOpenAPIResponsesMatch(t *testing.T) {
 
 	exercisePauses(t, c, seen)
 	exerciseSchedules(t, c, seen)
+	exerciseThrottles(t, c, seen)
 	exerciseIngest(t, c, seen)
 	exerciseJobActions(t, c, seen)
 	exerciseGroupEdits(t, c, seen)
@@ -613,6 +614,76 @@ func exercisePauses(t *testing.T, c *apiConsole, seen map[string][]int) {
 	c.call(t, seen, op, "DELETE", "/api/v1/pauses/x", "", 400)
 	c.call(t, seen, op, "POST", fmt.Sprintf("/api/v1/pauses/%d/resume", id(byStamp)), `{"reason": 5}`, 400)
 	c.call(t, seen, op, "POST", fmt.Sprintf("/api/v1/pauses/%d/resume", id(byStamp)), `{"reason": "done"}`, 200)
+}
+
+// exerciseThrottles drives the throttle API (issue 32) through each of
+// its answers: a task throttled, the same key again and reused, a second
+// throttle of it, a change, lifts by DELETE and by POST .../lift, and each
+// way of being refused.
+func exerciseThrottles(t *testing.T, c *apiConsole, seen map[string][]int) {
+	t.Helper()
+	op, vic := c.operator, c.viewer
+	id := func(m map[string]any) int64 { return int64(m["throttle"].(map[string]any)["id"].(float64)) }
+	fields := func(m map[string]any) map[string]any {
+		f, _ := m["error"].(map[string]any)["fields"].(map[string]any)
+		return f
+	}
+	c.call(t, seen, vic, "GET", "/api/v1/throttles", "", 200)
+	c.call(t, seen, "", "GET", "/api/v1/throttles", "", 401)
+	c.call(t, seen, vic, "GET", "/api/v1/throttles?recent=501", "", 400)
+
+	task := `{"task": "billing.charge", "max_running": 3, "reason": "provider rate-limits us", "for": "1h"}`
+	first := c.callKey(t, seen, op, "throttle-1", "POST", "/api/v1/throttles", task, 201)
+	if th := first["throttle"].(map[string]any); th["kind"] != "task" || th["max_running"] != 3.0 || th["max_per_second"] != nil || th["until"] == nil {
+		t.Errorf("a task throttled to 3 for 1h: %v", first)
+	}
+	if again := c.callKey(t, seen, op, "throttle-1", "POST", "/api/v1/throttles", task, 200); again["repeated"] != true || id(again) != id(first) {
+		t.Errorf("the same key and body again: %v, want throttle %d repeated", again, id(first))
+	}
+	c.callKey(t, seen, op, "throttle-1", "POST", "/api/v1/throttles", `{"task": "billing.charge", "max_running": 4, "reason": "r"}`, 422)
+	conflict := c.call(t, seen, op, "POST", "/api/v1/throttles", `{"task": "billing.charge", "max_per_second": 1, "reason": "me too"}`, 409)
+	if msg, _ := conflict["error"].(map[string]any)["message"].(string); !strings.Contains(msg, "already throttled") {
+		t.Errorf("409 of a throttled task does not name the open throttle: %v", conflict)
+	}
+	c.call(t, seen, vic, "POST", "/api/v1/throttles", `{"task": "email.send", "max_running": 1, "reason": "viewer"}`, 403)
+	if f := fields(c.call(t, seen, op, "POST", "/api/v1/throttles", `{"task": "email.send", "reason": "no limit"}`, 400)); f["max_running"] == nil {
+		t.Errorf("a throttle without a limit: fields %v", f)
+	}
+	if f := fields(c.call(t, seen, op, "POST", "/api/v1/throttles", `{"queue": "default", "max_per_second": 0, "reason": "r"}`, 400)); f["max_per_second"] == nil {
+		t.Errorf("a rate of 0: fields %v", f)
+	}
+	c.call(t, seen, op, "POST", "/api/v1/throttles", `{"queue": "default", "max_running": 2, "reason": "r", "colour": "red"}`, 400)
+	byRate := c.call(t, seen, op, "POST", "/api/v1/throttles", `{"queue": "default", "max_per_second": 2.5, "reason": "deploy"}`, 201)
+	if list := c.call(t, seen, vic, "GET", "/api/v1/throttles?recent=10", "", 200); len(list["throttles"].([]any)) != 2 {
+		t.Errorf("open throttles: %v, want 2", list["throttles"])
+	}
+
+	// A change gives the limits again; the queue or task stays.
+	path := fmt.Sprintf("/api/v1/throttles/%d", id(first))
+	changed := c.call(t, seen, op, "PATCH", path, `{"max_running": 1, "max_per_second": 0.5, "reason": "slower"}`, 200)
+	if th := changed["throttle"].(map[string]any); th["max_running"] != 1.0 || th["max_per_second"] != 0.5 || th["changed_by"] != "olga" {
+		t.Errorf("changed: %v", changed)
+	}
+	if f := fields(c.call(t, seen, op, "PATCH", path, `{"task": "email.send", "max_running": 1, "reason": "r"}`, 400)); f["task"] == nil {
+		t.Errorf("a change of the task: fields %v", f)
+	}
+	c.call(t, seen, vic, "PATCH", path, `{"max_running": 9, "reason": "viewer"}`, 403)
+	c.call(t, seen, op, "PATCH", "/api/v1/throttles/99999999", `{"max_running": 1, "reason": "r"}`, 404)
+
+	ended := c.call(t, seen, op, "DELETE", path, `{"reason": "fixed"}`, 200)
+	if th := ended["throttle"].(map[string]any); th["lifted_by"] != "olga" || th["lifted_at"] == nil || th["expired"] != false {
+		t.Errorf("lifted: %v", ended)
+	}
+	if msg, _ := c.call(t, seen, op, "DELETE", path, "", 409)["error"].(map[string]any)["message"].(string); !strings.Contains(msg, "already ended") {
+		t.Errorf("lifted twice: %q, want already ended", msg)
+	}
+	c.call(t, seen, op, "PATCH", path, `{"max_running": 1, "reason": "r"}`, 409)
+	c.call(t, seen, op, "DELETE", "/api/v1/throttles/99999999", "", 404)
+	lift := fmt.Sprintf("/api/v1/throttles/%d/lift", id(byRate))
+	c.call(t, seen, vic, "POST", lift, "", 403)
+	c.call(t, seen, op, "POST", lift, `{"reason": 5}`, 400)
+	c.call(t, seen, op, "POST", lift, "", 200)
+	c.call(t, seen, op, "POST", lift, "", 409)
 }
 
 // exerciseJobActions drives the actions on live jobs (issue 14) through

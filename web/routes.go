@@ -155,6 +155,20 @@ func routes(e *echo.Echo, cfg Config, sec *auth.Security, st stores) error {
 	e.POST("/retention/holds/:group/confirm", handlers.ConfirmPurgeForm(st.operations, cfg.Now))
 	e.GET("/api/v1/retention", handlers.APIRetention(st.operations, cfg.RetainLetters, cfg.Now))
 	e.POST("/api/v1/retention/holds/:group/confirm", handlers.APIConfirmPurge(st.operations, cfg.Now))
+	// --- Throttles (issue 32): the banner under the pauses', the forms,
+	// the API; listed on the pauses page.
+	e.Use(handlers.ThrottleBanner(st.queue, cfg.Now))
+	e.GET("/throttles/new", handlers.NewThrottlePage(st.queue, cfg.Now, cfg.Version))
+	e.POST("/throttles", handlers.ThrottleForm(st.queue, st.queue, cfg.Now, cfg.Version))
+	e.GET("/throttles/:id", handlers.ChangeThrottlePage(st.queue, cfg.Now, cfg.Version))
+	e.POST("/throttles/:id", handlers.ThrottleForm(st.queue, st.queue, cfg.Now, cfg.Version))
+	e.POST("/throttles/:id/lift", handlers.LiftForm(st.queue, st.queue, cfg.Now, cfg.Version))
+	e.GET("/api/v1/throttles", handlers.APIThrottles(st.queue))
+	e.POST("/api/v1/throttles", handlers.APIThrottle(st.queue, cfg.Now))
+	e.PATCH("/api/v1/throttles/:id", handlers.APIChangeThrottle(st.queue, cfg.Now))
+	e.DELETE("/api/v1/throttles/:id", handlers.APILift(st.queue, cfg.Now))
+	e.POST("/api/v1/throttles/:id/lift", handlers.APILift(st.queue, cfg.Now))
+	// --- end of throttle routes.
 
 	// Users and API tokens: admins only.
 	admin := e.Group("/admin", auth.RequireRole(dlq.RoleAdmin))

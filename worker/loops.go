@@ -20,6 +20,11 @@ const (
 	// their locks, and the rows' index pages, for longer than the jobs
 	// need to start.
 	maxClaimBatch = 1_000
+	// throttleRetry is how soon a worker claims again after a short claim
+	// while a throttle is open: the throttled work left waiting gets a
+	// slot when a job of it finishes on any worker, and a token as time
+	// passes, neither of which wakes anyone.
+	throttleRetry = 50 * time.Millisecond
 )
 
 // topUp is how many free slots are worth a claim at once.
@@ -35,6 +40,9 @@ func (w *Worker) claimLoop(ctx, jobsCtx context.Context) {
 	defer poll.Stop()
 	cooldown := time.NewTimer(claimCooldown)
 	defer cooldown.Stop()
+	throttled := time.NewTimer(throttleRetry)
+	throttled.Stop() // armed by a short claim while a throttle is open
+	defer throttled.Stop()
 	// Claim at once on start: work may have piled up while no worker ran.
 	mayHaveWork := true
 	var lastClaim time.Time
@@ -47,9 +55,13 @@ func (w *Worker) claimLoop(ctx, jobsCtx context.Context) {
 			if wait := claimCooldown - time.Since(lastClaim); free >= w.topUp() || wait <= 0 {
 				limit := min(free, maxClaimBatch)
 				from := cursor.next(time.Now(), w.cfg.PollInterval)
-				jobs, err := w.claim(jobsCtx, from, limit)
+				c, err := w.claim(jobsCtx, from, limit)
+				jobs := c.Jobs
 				lastClaim = time.Now()
 				cursor.advance(lastClaim, from, jobs, limit, err != nil)
+				if err == nil && c.Throttled && len(jobs) < limit {
+					throttled.Reset(throttleRetry)
+				}
 				// A full batch suggests more is waiting: claim again as soon
 				// as slots free. A short one from the head means the queues
 				// are drained for now, and a freed slot alone is no reason to
@@ -70,6 +82,8 @@ func (w *Worker) claimLoop(ctx, jobsCtx context.Context) {
 			mayHaveWork = true
 		case <-w.slotFreed:
 		case <-cooldown.C:
+		case <-throttled.C:
+			mayHaveWork = true
 		case <-poll.C:
 			mayHaveWork = true
 		}
@@ -81,12 +95,12 @@ func (w *Worker) claimLoop(ctx, jobsCtx context.Context) {
 // that shutdown does not cancel: a claim cancelled mid-flight can commit
 // without our seeing its rows, stranding those jobs until their leases
 // expire and burning an attempt of each.
-func (w *Worker) claim(jobsCtx context.Context, from map[string]dlq.Position, limit int) ([]dlq.Job, error) {
+func (w *Worker) claim(jobsCtx context.Context, from map[string]dlq.Position, limit int) (dlq.Claim, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(jobsCtx), writeTimeout)
 	defer cancel()
 	w.claiming.Lock()
-	jobs, err := w.store.ClaimAfter(ctx, w.cfg.ID, w.cfg.Queues, from, limit, w.cfg.LeaseDuration)
-	w.start(jobsCtx, jobs)
+	c, err := w.store.ClaimThrottled(ctx, w.cfg.ID, w.cfg.Queues, from, limit, w.cfg.LeaseDuration)
+	w.start(jobsCtx, c.Jobs)
 	w.claiming.Unlock()
 	defer tell(w.signals.claimed)
 	if err != nil {
@@ -97,12 +111,12 @@ func (w *Worker) claim(jobsCtx context.Context, from map[string]dlq.Position, li
 		// next poll rather than being woken: a claim that fails every time
 		// (the database down, a broken query) must not spin.
 		w.handBackOrphans(jobsCtx)
-		return nil, err
+		return dlq.Claim{}, err
 	}
-	if len(jobs) > 0 {
-		w.log.Debug("claimed jobs", "count", len(jobs))
+	if len(c.Jobs) > 0 {
+		w.log.Debug("claimed jobs", "count", len(c.Jobs))
 	}
-	return jobs, nil
+	return c, nil
 }
 
 // start runs each claimed job on a runner (dispatch). The jobs are in the
@@ -396,6 +410,7 @@ func (w *Worker) rescue(ctx context.Context) {
 		return
 	}
 	w.expirePauses(ctx)
+	w.expireThrottles(ctx)
 	for {
 		res, err := w.store.RescueExpired(ctx, rescueBatch, w.cfg.ID, w.cfg.NowFunc(), w.cfg.RestartGrace)
 		if err != nil {

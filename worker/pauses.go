@@ -21,3 +21,21 @@ func (w *Worker) expirePauses(ctx context.Context) {
 		signal(w.wake)
 	}
 }
+
+// expireThrottles records the throttles whose time ran out, as
+// expirePauses does the pauses.
+func (w *Worker) expireThrottles(ctx context.Context) {
+	expired, err := w.store.ExpireThrottles(ctx, w.cfg.NowFunc())
+	switch {
+	case err != nil:
+		w.noteFailure(err)
+		if ctx.Err() == nil {
+			w.log.Warn("recording expired throttles failed; trying again at the next rescue", "err", err)
+		}
+	case len(expired) > 0:
+		for _, t := range expired {
+			w.log.Info("throttle expired", "throttle_id", t.ID, "kind", t.Kind, "name", t.Name)
+		}
+		signal(w.wake)
+	}
+}

@@ -27,6 +27,7 @@ const Usage = `  letters     list or show dead letters (letters list, letters sh
   operations  bulk operations: list, watch ID, cancel ID, release ID
   sources     where letters come from, and whether each is importing
   schedules   periodic jobs: list, disable NAME, enable NAME (--reason)
+  throttles   slow a queue or a task down: list, set, change ID, lift ID
               (remote commands talk to a console: set REDRIVE_URL and REDRIVE_TOKEN)
 `
 
@@ -77,6 +78,7 @@ var commands = map[string]command{
 	"operations": runOperations,
 	"sources":    runSources,
 	"schedules":  runSchedules,
+	"throttles":  runThrottles,
 }
 
 // Handles reports whether name is a remote command.

@@ -193,9 +193,15 @@ func expirePausesInTx(ctx context.Context, tx *sqlx.Tx, now time.Time, where str
 }
 
 func wakeWorkers(ctx context.Context, tx *sqlx.Tx, p dlq.Pause) error {
+	return wakeWorkersFor(ctx, tx, p.Kind, p.Name)
+}
+
+// wakeWorkersFor wakes the workers on a change to what a queue's or a
+// task's pause or throttle holds back (wakeWorkersSQL).
+func wakeWorkersFor(ctx context.Context, tx *sqlx.Tx, kind, name string) error {
 	queue := ""
-	if p.Kind == dlq.PauseQueue {
-		queue = p.Name
+	if kind == dlq.PauseQueue {
+		queue = name
 	}
 	var n int64
 	if err := tx.GetContext(ctx, &n, wakeWorkersSQL, queue); err != nil {

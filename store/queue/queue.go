@@ -63,6 +63,19 @@ import (
 // is ever recorded against a claim that was lost. A worker killed, unlike
 // the server, loses nothing: the WAL writer flushes within a fraction of
 // a second, and the claim keeps counting its attempt.
+//
+// Throttled queues and tasks (store/queue/throttle.go) are left out of the
+// first walk as paused ones are, and taken by a second one (slowed), which runs only
+// while a throttle is open: room is then what redrive_throttle_room() says
+// each may start now (it locks the throttles for the claim's transaction),
+// and the walk takes at most that many of each throttle's jobs, oldest due
+// first. A task's throttle governs its jobs on every queue, a throttled
+// queue included; a queue's throttle the rest of that queue. The claim
+// then spends the start rate's tokens of what it took (spent), and the
+// extra row at the end (id 0) says a throttle was open: a short claim is
+// then no sign that the queues are drained, and the worker asks again soon.
+// With no throttle open, room is empty and skipped by its EXISTS, and the
+// claim walks as before.
 var claimSQL, claimAfterSQL = claimQuery(false), claimQuery(true)
 
 func claimQuery(after bool) string {
@@ -73,27 +86,76 @@ func claimQuery(after bool) string {
 	}
 	return `
 WITH async_commit AS (SELECT set_config('synchronous_commit', 'off', true) AS setting),
+room AS MATERIALIZED (
+	SELECT r.id, r.kind, r.name, r.room FROM redrive_throttle_room() r
+	WHERE EXISTS (` + openThrottlesSQL + `)
+),
 next AS (
-	SELECT due.id AS next_id
+	SELECT due.id, due.run_at
 	FROM ` + from + `
 	CROSS JOIN LATERAL (
 		SELECT id, run_at FROM jobs
 		WHERE queue = q.name AND state IN ('available', 'retrying') AND run_at <= now()` + walk + `
-			AND (task || '') <> ALL (ARRAY(` + pausedSQL + ` AND kind = 'task'))
+			AND (task || '') <> ALL (ARRAY(` + pausedSQL + ` AND kind = 'task' UNION ALL SELECT name FROM room WHERE kind = 'task'))
 		ORDER BY run_at, id
 		LIMIT $2
 		FOR UPDATE SKIP LOCKED
 	) due
-	WHERE q.name <> ALL (ARRAY(` + pausedSQL + ` AND kind = 'queue'))
+	WHERE q.name <> ALL (ARRAY(` + pausedSQL + ` AND kind = 'queue' UNION ALL SELECT name FROM room WHERE kind = 'queue'))
 	ORDER BY due.run_at, due.id
 	LIMIT $2
+),
+slowed AS (
+	SELECT s.id, s.run_at FROM (
+		SELECT due.id, due.run_at, r.room, row_number() OVER (PARTITION BY r.id ORDER BY due.run_at, due.id) AS n
+		FROM room r
+		CROSS JOIN unnest($1::text[]) AS q(name)
+		CROSS JOIN LATERAL (
+			SELECT id, run_at FROM jobs
+			WHERE queue = q.name AND state IN ('available', 'retrying') AND run_at <= now()
+				AND q.name <> ALL (ARRAY(` + pausedSQL + ` AND kind = 'queue'))
+				AND CASE WHEN r.kind = 'task' THEN (task || '') = r.name
+					ELSE (task || '') <> ALL (ARRAY(` + pausedSQL + ` AND kind = 'task' UNION ALL SELECT name FROM room WHERE kind = 'task')) END
+			ORDER BY run_at, id
+			LIMIT least(r.room, $2)
+			FOR UPDATE SKIP LOCKED
+		) due
+		WHERE r.room > 0 AND (r.kind = 'task' OR q.name = r.name)
+	) s
+	WHERE s.n <= s.room
+),
+claimed AS (
+	UPDATE jobs j
+	SET state = 'running', attempt = j.attempt + 1, lease_owner = $3,
+		lease_expires_at = now() + $4 * interval '1 millisecond', attempted_at = now()
+	WHERE j.id = ANY(ARRAY(
+		SELECT c.id FROM (SELECT id, run_at FROM next UNION ALL SELECT id, run_at FROM slowed) c
+		ORDER BY c.run_at, c.id LIMIT $2
+	)) AND (SELECT setting FROM async_commit) = 'off'
+	RETURNING ` + claimedColumns + `
+),
+spent AS (
+	UPDATE throttles t
+	SET tokens = least(greatest(1, t.max_per_second),
+			t.tokens + t.max_per_second * greatest(0, extract(epoch FROM now() - t.refilled_at))) - s.started,
+		refilled_at = greatest(t.refilled_at, now())
+	FROM (
+		SELECT r.id, count(*) AS started FROM room r JOIN claimed c
+			ON CASE WHEN r.kind = 'task' THEN c.task = r.name
+				ELSE c.queue = r.name AND c.task <> ALL (ARRAY(SELECT name FROM room WHERE kind = 'task')) END
+		WHERE r.room > 0
+		GROUP BY r.id
+	) s
+	WHERE t.id = s.id AND t.max_per_second IS NOT NULL
 )
-UPDATE jobs j
-SET state = 'running', attempt = j.attempt + 1, lease_owner = $3,
-	lease_expires_at = now() + $4 * interval '1 millisecond', attempted_at = now()
-WHERE j.id = ANY(ARRAY(SELECT next_id FROM next)) AND (SELECT setting FROM async_commit) = 'off'
-RETURNING ` + claimedColumns
+SELECT ` + claimedColumns + ` FROM claimed
+UNION ALL
+SELECT ` + throttleMarker + ` WHERE EXISTS (SELECT 1 FROM room)`
 }
+
+// throttleMarker is the claim's last row when a throttle is open: id 0,
+// which no job has, and values of the claimed columns' types.
+const throttleMarker = `0, '', '', '[]'::jsonb, '{}'::jsonb, NULL, 0, 0, now(), NULL, '[]'::jsonb, now(), now(), NULL, NULL, NULL`
 
 // claimedColumns are jobColumns less those the claim itself sets to
 // values Claim knows: state, lease_owner and lease_expires_at (attempted_at
@@ -106,6 +168,10 @@ const claimedColumns = `id, queue, task, args, kwargs, idempotency_key, attempt,
 // clock: an expired pause holds nothing, whether or not anyone has
 // recorded its expiry yet.
 const pausedSQL = `SELECT name FROM pauses WHERE resumed_at IS NULL AND (until IS NULL OR until > now())`
+
+// openThrottlesSQL selects the throttles open now, by the database's
+// clock, as pausedSQL does the pauses.
+const openThrottlesSQL = `SELECT 1 FROM throttles WHERE lifted_at IS NULL AND (until IS NULL OR until > now())`
 
 // Claim leases up to limit due jobs from queues to worker for lease. The
 // rows are scanned by hand: on the claim path, sqlx's reflection cost more
@@ -123,33 +189,45 @@ func (s *Store) Claim(ctx context.Context, worker string, queues []string, limit
 // run_at). The caller must claim from the head now and then, and whenever
 // a claim after positions comes back short, to take those too.
 func (s *Store) ClaimAfter(ctx context.Context, worker string, queues []string, after map[string]dlq.Position, limit int, lease time.Duration) ([]dlq.Job, error) {
+	c, err := s.ClaimThrottled(ctx, worker, queues, after, limit, lease)
+	return c.Jobs, err
+}
+
+// ClaimThrottled is ClaimAfter that also says whether a throttle was open
+// (dlq.Claim.Throttled): a claim that came back short may then have left
+// throttled work waiting for room, to be asked for again soon.
+func (s *Store) ClaimThrottled(ctx context.Context, worker string, queues []string, after map[string]dlq.Position, limit int, lease time.Duration) (dlq.Claim, error) {
 	leaseMS := lease.Milliseconds()
 	query, args := claimArgs(worker, queues, after, limit, leaseMS)
 	rows, err := s.db.QueryContext(ctx, query, args...)
 	if err != nil {
-		return nil, fmt.Errorf("claim jobs: %w", err)
+		return dlq.Claim{}, fmt.Errorf("claim jobs: %w", err)
 	}
 	defer rows.Close()
-	jobs := make([]dlq.Job, 0, limit)
+	c := dlq.Claim{Jobs: make([]dlq.Job, 0, limit)}
 	owner := worker
 	for rows.Next() {
 		// Scanned in place: a Job scanned on its own would escape to the
 		// heap (Scan takes pointers into it) and then be copied.
-		jobs = append(jobs, dlq.Job{State: dlq.StateRunning, LeaseOwner: &owner})
-		j := &jobs[len(jobs)-1]
+		c.Jobs = append(c.Jobs, dlq.Job{State: dlq.StateRunning, LeaseOwner: &owner})
+		j := &c.Jobs[len(c.Jobs)-1]
 		times := new([2]time.Time) // attempted_at and the lease's end, in one allocation
 		if err := rows.Scan(&j.ID, &j.Queue, &j.Task, &j.Args, &j.Kwargs, &j.IdempotencyKey, &j.Attempt,
 			&j.MaxAttempts, &j.RunAt, &j.LastError, &j.Errors,
 			&j.CreatedAt, &times[0], &j.FinishedAt, &j.ReplayOf, &j.TimeoutMS); err != nil {
-			return nil, fmt.Errorf("claim jobs: %w", err)
+			return dlq.Claim{}, fmt.Errorf("claim jobs: %w", err)
+		}
+		if j.ID == 0 { // throttleMarker
+			c.Jobs, c.Throttled = c.Jobs[:len(c.Jobs)-1], true
+			continue
 		}
 		times[1] = times[0].Add(time.Duration(leaseMS) * time.Millisecond)
 		j.AttemptedAt, j.LeaseExpiresAt = &times[0], &times[1]
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("claim jobs: %w", err)
+		return dlq.Claim{}, fmt.Errorf("claim jobs: %w", err)
 	}
-	return jobs, nil
+	return c, nil
 }
 
 // claimArgs is the claim to run, from the head of every queue or after
