@@ -3,25 +3,17 @@ package worker
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"sync"
 
 	"github.com/redrive/redrive/dlq"
 )
 
-// What one attempt keeps of the lines its task logged through Logger.
-// Every failed attempt is kept in the job's history and copied into its
-// dead letter, so the lines are bounded like the traceback is; past the
-// bound whole lines are dropped, counted, and the cut is said in one last
-// line (cutNote).
-const (
-	maxAttemptLogBytes = 64 << 10
-	// keptLogLevel is the least level kept with the attempt: Debug lines
-	// go only to the worker's own logger (when its level lets them), so a
-	// chatty loop does not spend the attempt's 64 KiB on them.
-	keptLogLevel = slog.LevelInfo
-)
+// keptLogLevel is the least level kept with the attempt (at most
+// dlq.MaxAttemptLogBytes of lines): Debug lines go only to the worker's
+// own logger (when its level lets them), so that a chatty loop does not
+// spend the attempt's 64 KiB on them.
+const keptLogLevel = slog.LevelInfo
 
 // attemptLines holds the lines logged during one attempt, formatted as
 // logfmt by a slog.TextHandler writing into it (one Write per line). It
@@ -45,7 +37,7 @@ func (b *attemptLines) Write(p []byte) (int, error) {
 	defer b.mu.Unlock()
 	switch {
 	case b.closed:
-	case b.cutLines > 0 || len(b.buf)+len(p) > maxAttemptLogBytes:
+	case b.cutLines > 0 || len(b.buf)+len(p) > dlq.MaxAttemptLogBytes:
 		b.cutLines++
 		b.cutBytes += len(p)
 	default:
@@ -63,7 +55,7 @@ func (b *attemptLines) close() string {
 	s := string(b.buf)
 	b.buf = nil
 	if b.cutLines > 0 {
-		s += cutNote(b.cutLines, b.cutBytes) + "\n"
+		s += dlq.LogsCutNote(b.cutLines, b.cutBytes) + "\n"
 	}
 	return dlq.MakeStorable(s)
 }
@@ -73,19 +65,6 @@ func (b *attemptLines) drop() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.closed, b.buf = true, nil
-}
-
-// cutNote says how much was dropped: "… 12 more lines, 3.1 KiB, cut".
-func cutNote(lines, bytes int) string {
-	noun := "lines"
-	if lines == 1 {
-		noun = "line"
-	}
-	size := fmt.Sprintf("%d B", bytes)
-	if bytes >= 1<<10 {
-		size = fmt.Sprintf("%.1f KiB", float64(bytes)/(1<<10))
-	}
-	return fmt.Sprintf("… %d more %s, %s, cut", lines, noun, size)
 }
 
 // keepingHandler sends each record both to the attempt's lines (keep, at
