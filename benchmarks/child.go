@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/pprof"
+	"strconv"
 	"strings"
 )
 
@@ -21,6 +22,11 @@ const cpuProfileEnv = "BENCH_CPUPROFILE"
 // profile of what its run allocated there (engine-pid.allocs.pprof), read
 // with `go tool pprof -sample_index=alloc_space`.
 const allocProfileEnv = "BENCH_ALLOCPROFILE"
+
+// jobLogLinesEnv, when set to n, has each Redrive job log n lines through
+// worker.Logger (Profile.JobLogLines): what keeping an attempt's lines
+// costs the drain and the dead-lettering.
+const jobLogLinesEnv = "BENCH_JOB_LOG_LINES"
 
 // runChild is a worker process of a throughput or dead-letter run (the
 // harness re-executes itself as `child`): it builds the engine's worker,
@@ -42,6 +48,11 @@ func runChild(ctx context.Context, args []string, stdin io.Reader, stdout io.Wri
 	p, err := profileByName(*profileName)
 	if err != nil {
 		return err
+	}
+	if v := os.Getenv(jobLogLinesEnv); v != "" {
+		if p.JobLogLines, err = strconv.Atoi(v); err != nil || p.JobLogLines < 0 {
+			return fmt.Errorf("%s=%q: want a number of lines", jobLogLinesEnv, v)
+		}
 	}
 	run, closeFn, err := e.Worker(ctx, *dsn, p.forProcs(*procs))
 	if err != nil {

@@ -84,11 +84,24 @@ func (redriveEngine) Unfinished(ctx context.Context, db *pgxpool.Pool) (bool, er
 }
 
 // redriveRegistry holds the benchmark's handlers: a no-op, and a failure
-// that no retry could fix.
-func redriveRegistry() *worker.Registry {
+// that no retry could fix; each logs logLines lines first.
+func redriveRegistry(logLines int) *worker.Registry {
+	logSome := func(ctx context.Context, job *worker.Job) {
+		if logLines == 0 {
+			return
+		}
+		log := worker.Logger(ctx)
+		for i := range logLines {
+			log.Info("bench job working", "job", job.ID, "line", i)
+		}
+	}
 	reg := worker.NewRegistry()
-	reg.Register(redriveNoop, func(context.Context, *worker.Job) error { return nil }, worker.TaskOptions{})
-	reg.Register(redriveFail, func(context.Context, *worker.Job) error {
+	reg.Register(redriveNoop, func(ctx context.Context, job *worker.Job) error {
+		logSome(ctx, job)
+		return nil
+	}, worker.TaskOptions{})
+	reg.Register(redriveFail, func(ctx context.Context, job *worker.Job) error {
+		logSome(ctx, job)
 		return worker.Permanent(errors.New(failMessage))
 	}, worker.TaskOptions{})
 	return reg
@@ -100,7 +113,7 @@ func (redriveEngine) Worker(ctx context.Context, dsn string, p Profile) (func(co
 		return nil, nil, err
 	}
 	cfg := p.Redrive
-	cfg.Registry = redriveRegistry()
+	cfg.Registry = redriveRegistry(p.JobLogLines)
 	w, err := worker.New(queue.New(db, groups.New(db)), cfg)
 	if err != nil {
 		db.Close()

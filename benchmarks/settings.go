@@ -95,6 +95,10 @@ type Profile struct {
 	// RiverPoolConns is the pgx pool size of each River process; 0 keeps
 	// pgxpool's default (the larger of 4 and the number of CPUs).
 	RiverPoolConns int
+	// JobLogLines is how many lines each Redrive job logs through
+	// worker.Logger before it returns (BENCH_JOB_LOG_LINES): the cost of
+	// the lines an attempt keeps. 0, the default, logs none.
+	JobLogLines int
 }
 
 // forProcs is p as each of procs worker processes runs it.

@@ -54,6 +54,7 @@ func (a Attempt) appendJSON(b []byte) ([]byte, error) {
 		b = append(b, `,"duration_ms":`...)
 		b = strconv.AppendInt(b, a.DurationMS, 10)
 	}
+	b = appendJSONField(b, "logs", a.Logs, true)
 	return append(b, '}'), nil
 }
 

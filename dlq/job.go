@@ -99,6 +99,10 @@ type Attempt struct {
 	// RetryInMS is the delay chosen before the next attempt, when there is one.
 	RetryInMS  int64 `json:"retry_in_ms,omitempty"`
 	DurationMS int64 `json:"duration_ms,omitempty"`
+	// Logs are the lines the task logged during the attempt through
+	// worker.Logger, as logfmt, at most 64 KiB, a cut said in a last line
+	// ("… 12 more lines, 3.1 KiB, cut"). Only failed attempts keep them.
+	Logs string `json:"logs,omitempty"`
 }
 
 // Attempts is a job's history, stored as a jsonb array.

@@ -5,7 +5,7 @@ import (
 )
 
 // MaskLetter masks a letter for display with p: its arguments and its
-// error message, traceback and each attempt's message and traceback. The
+// error message, traceback and each attempt's message, traceback and logs. The
 // secrets are read from the real arguments, so call it on the letter as
 // stored.
 func MaskLetter(p mask.Policy, d *DeadLetter) {
@@ -34,7 +34,7 @@ func maskAttempts(t mask.TextMask, as Attempts) Attempts {
 	}
 	out := make(Attempts, len(as))
 	for i, a := range as {
-		a.Message, a.Traceback = t.Apply(a.Message), t.Apply(a.Traceback)
+		a.Message, a.Traceback, a.Logs = t.Apply(a.Message), t.Apply(a.Traceback), t.Apply(a.Logs)
 		out[i] = a
 	}
 	return out

@@ -420,9 +420,12 @@ func (l IngestLetter) attemptProblems(problems map[string]string) {
 		problems["history"] = fmt.Sprintf("must hold at most %d attempts", MaxIngestHistory)
 	}
 	for _, a := range l.History {
-		text := a.Class + a.Message + a.Traceback + a.Worker + a.Host + a.Version
+		text := a.Class + a.Message + a.Traceback + a.Worker + a.Host + a.Version + a.Logs
 		if !utf8.ValidString(text) || strings.ContainsRune(text, 0) {
-			problems["history"] = "each attempt's class, message, traceback, worker, host and version must be UTF-8 text"
+			problems["history"] = "each attempt's class, message, traceback, worker, host, version and logs must be UTF-8 text"
+		}
+		if len(a.Logs) > MaxAttemptLogBytes {
+			problems["history"] = fmt.Sprintf("each attempt's logs must be at most %d KiB, as Redrive's own worker keeps", MaxAttemptLogBytes>>10)
 		}
 		if !slices.Contains(ingestOutcomes, a.Outcome) {
 			problems["history"] = fmt.Sprintf("an attempt's outcome is one of %s", joinOutcomes(ingestOutcomes))

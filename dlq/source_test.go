@@ -44,6 +44,19 @@ func TestIngestLetterNormalise(t *testing.T) {
 	if !strings.Contains(ve.Fields["history"], "retry") {
 		t.Errorf("the history's problem %q does not list the outcomes", ve.Fields["history"])
 	}
+
+	// An attempt's logs, which another system may send, are bounded and
+	// must be text like the rest of it.
+	for logs, want := range map[string]string{
+		strings.Repeat("x", dlq.MaxAttemptLogBytes+1): "at most 64 KiB",
+		"level=INFO msg=\"nul\x00\"\n":                "UTF-8 text",
+	} {
+		_, err = dlq.IngestLetter{ExternalID: "t-3", Task: "a", ErrorClass: "E", FailedAt: failed,
+			History: dlq.Attempts{{Class: "E", Logs: logs}}}.Normalise(now)
+		if !errors.As(err, &ve) || !strings.Contains(ve.Fields["history"], want) {
+			t.Errorf("logs of %d bytes: got %v, want a history problem saying %q", len(logs), err, want)
+		}
+	}
 }
 
 func TestRiverExternalID(t *testing.T) {

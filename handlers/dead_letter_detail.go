@@ -89,7 +89,7 @@ func detailView(d dlq.DeadLetterDetail, logsTemplate string) views.DeadLetterDet
 		av := views.AttemptView{
 			N: a.Attempt, At: a.At, Host: a.Host, Worker: a.Worker, Version: a.Version,
 			ErrorClass: a.Class, Message: a.Message, Outcome: string(a.Outcome), OutcomeText: outcomeText(a.Outcome),
-			Traceback: a.Traceback, LogsURL: logsURL(logsTemplate, d.JobID, d.Task, a),
+			Traceback: a.Traceback, Logs: attemptLogs(a.Logs), LogsURL: logsURL(logsTemplate, d.JobID, d.Task, a),
 		}
 		if a.DurationMS > 0 {
 			av.Duration = humanDuration(msDuration(a.DurationMS))

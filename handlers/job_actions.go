@@ -129,7 +129,9 @@ func jobPageProblem(c echo.Context, store JobReader, id int64, now func() time.T
 	if err != nil {
 		return err
 	}
-	p := jobDetailPage(job, now())
+	// The attempts' links to the team's logs are left out of this
+	// re-rendering, whose point is the problem; the lines kept show.
+	p := jobDetailPage(job, now(), "")
 	p.Actions = jobActionsPanel(c, job, now())
 	if p.Actions == nil {
 		p.Actions = &views.JobActionsView{ID: job.ID, State: string(job.State), CanAct: true}

@@ -188,9 +188,10 @@ type JobReader interface {
 	DeadLetterIDForJob(ctx context.Context, jobID int64) (int64, error)
 }
 
-// JobDetail renders one job: every field, its payload and attempt history.
-// An unknown id is a 404 page.
-func JobDetail(store JobReader, now func() time.Time, version string) echo.HandlerFunc {
+// JobDetail renders one job: every field, its payload and attempt history,
+// each attempt linked to its logs with logsTemplate (see logsURL). An
+// unknown id is a 404 page.
+func JobDetail(store JobReader, now func() time.Time, version, logsTemplate string) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		id, err := parseJobID(c)
 		if err != nil {
@@ -204,7 +205,7 @@ func JobDetail(store JobReader, now func() time.Time, version string) echo.Handl
 		if err != nil {
 			return err
 		}
-		p := jobDetailPage(job, now())
+		p := jobDetailPage(job, now(), logsTemplate)
 		p.Actions = jobActionsPanel(c, job, now()) // job_actions.go
 		if job.State == dlq.StateDead {
 			letter, err := store.DeadLetterIDForJob(ctx, job.ID)
@@ -227,7 +228,7 @@ func JobDetail(store JobReader, now func() time.Time, version string) echo.Handl
 }
 
 // parseID reads a positive int64 id from a path segment.
-func jobDetailPage(j dlq.Job, now time.Time) views.JobDetailPage {
+func jobDetailPage(j dlq.Job, now time.Time, logsTemplate string) views.JobDetailPage {
 	p := views.JobDetailPage{
 		ID:             j.ID,
 		Queue:          j.Queue,
@@ -260,7 +261,9 @@ func jobDetailPage(j dlq.Job, now time.Time) views.JobDetailPage {
 		p.ReplayOfHref = "/dead-letters/" + strconv.FormatInt(*j.ReplayOf, 10)
 	}
 	for _, a := range j.Errors {
-		p.Attempts = append(p.Attempts, attemptRow(a))
+		r := attemptRow(a)
+		r.LogsURL = logsURL(logsTemplate, j.ID, j.Task, a)
+		p.Attempts = append(p.Attempts, r)
 	}
 	return p
 }
@@ -311,7 +314,7 @@ func setRunAt(p *views.JobDetailPage, j dlq.Job, now time.Time) {
 func attemptRow(a dlq.Attempt) views.AttemptRow {
 	r := views.AttemptRow{
 		N: a.Attempt, At: a.At, Worker: a.Worker, Host: a.Host, Version: a.Version,
-		Class: a.Class, Message: a.Message, Traceback: a.Traceback,
+		Class: a.Class, Message: a.Message, Traceback: a.Traceback, Logs: attemptLogs(a.Logs),
 		Outcome: outcomeText(a.Outcome), Kind: string(a.Outcome),
 	}
 	if a.DurationMS > 0 {

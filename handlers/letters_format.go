@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/redrive/redrive/dlq"
+	"github.com/redrive/redrive/views"
 )
 
 // Pure helpers that turn letters into words for the pages. Kept apart from
@@ -167,6 +168,23 @@ func logsURL(tmpl string, jobID int64, task string, a dlq.Attempt) string {
 		"{from}", url.QueryEscape(from.Format(time.RFC3339)),
 		"{to}", url.QueryEscape(to.Format(time.RFC3339)),
 	).Replace(tmpl)
+}
+
+// openLogLines is the most lines of an attempt's logs shown open: longer
+// logs start collapsed, so that a page of attempts stays a timeline.
+const openLogLines = 12
+
+// attemptLogs is an attempt's logged lines (masked already) for display.
+func attemptLogs(logs string) views.AttemptLogs {
+	lines := strings.Count(logs, "\n")
+	if logs != "" && !strings.HasSuffix(logs, "\n") {
+		lines++
+	}
+	cut := dlq.LogsWereCut(logs)
+	if cut {
+		lines-- // the note is no line the task logged
+	}
+	return views.AttemptLogs{Text: logs, Lines: lines, Cut: cut, Open: lines <= openLogLines}
 }
 
 func msDuration(ms int64) time.Duration { return time.Duration(ms) * time.Millisecond }

@@ -175,7 +175,8 @@ type AttemptView struct {
 	Outcome     string // "retry", "dead", "lease_expired", "interrupted"
 	OutcomeText string
 	Traceback   string
-	LogsURL     string // "" when no logs link is configured
+	Logs        AttemptLogs // what the task logged; empty when nothing
+	LogsURL     string      // "" when no logs link is configured
 }
 
 // GroupsView is the error-groups page.

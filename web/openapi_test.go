@@ -261,6 +261,13 @@ func TestOpenAPIResponsesMatch(t *testing.T) {
 	}
 	c.call(t, seen, vic, "GET", "/api/v1/dead-letters?fingerprint="+groups[0]+",not-a-group", "", 400)
 	c.call(t, seen, vic, "GET", fmt.Sprintf("/api/v1/dead-letters/%d", a), "", 200)
+	// An attempt that logged: its lines are in the history (Attempt.logs).
+	logged := storetest.InsertDeadLetter(t, c.db.DB, storetest.Letter{Task: "billing.charge", History: `[{"attempt": 1,
+		"at": "2026-03-01T09:00:00Z", "class": "HTTPError", "message": "402", "outcome": "dead",
+		"logs": "time=09:00:00.001 level=INFO msg=charging order=A-1\n"}]`})
+	if got := c.call(t, seen, vic, "GET", fmt.Sprintf("/api/v1/dead-letters/%d", logged), "", 200); !strings.Contains(fmt.Sprint(got["history"]), "msg=charging order=A-1") {
+		t.Errorf("an attempt's logs are not in the letter's history: %v", got["history"])
+	}
 	c.call(t, seen, vic, "GET", "/api/v1/dead-letters/99999999", "", 404)
 	c.call(t, seen, vic, "GET", "/api/v1/dead-letters/abc", "", 400)
 	c.call(t, seen, op, "POST", fmt.Sprintf("/api/v1/dead-letters/%d/reveal", a), "", 200)

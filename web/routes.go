@@ -51,7 +51,7 @@ func routes(e *echo.Echo, cfg Config, sec *auth.Security, st stores) error {
 		e.POST(handlers.DemoDeployFixURL, handlers.DeployDemoFix(cfg.Demo, now))
 	}
 	e.GET("/jobs", handlers.Jobs(reads, cfg.Now, cfg.Version), fresh)
-	e.GET("/jobs/:id", handlers.JobDetail(store, cfg.Now, cfg.Version))
+	e.GET("/jobs/:id", handlers.JobDetail(store, cfg.Now, cfg.Version, cfg.LogsURLTemplate))
 	e.GET("/workers", handlers.Workers(reads, cfg.Version), fresh)
 	// Per-task runs and timings, from the summaries the workers write.
 	e.GET("/tasks", handlers.Tasks(reads, cfg.Now, cfg.Version), fresh)

@@ -102,6 +102,10 @@ func (w *Worker) record(ctx context.Context, a *activeJob, log *jobLog, start ti
 	if c := cancelRequest(stop); c != nil && err != nil {
 		attempt = cancelledAttempt(attempt, c, err)
 	}
+	// The task's lines end with its attempt, and go where the attempt's
+	// failure goes: into the statement that writes it. A success writes no
+	// attempt, and so keeps none (see Logger).
+	attempt.Logs = log.endLines(d.act != actComplete && d.act != actDiscard)
 	lease := dlq.LeaseOf(w.cfg.ID, job)
 	switch d.act {
 	case actComplete, actRetry, actDeadLetter:
@@ -238,9 +242,9 @@ func (w *Worker) handBack(detached context.Context, job *dlq.Job, a dlq.Attempt,
 	log := jl.get()
 	ctx, cancel := context.WithTimeout(detached, handBackTimeout)
 	defer cancel()
-	ran := a.DurationMS
+	ran, logs := a.DurationMS, a.Logs
 	a = w.interruptedAttempt(job, a.At, fmt.Sprintf("cancelled after the %s shutdown grace", w.cfg.ShutdownGrace))
-	a.DurationMS = ran
+	a.DurationMS, a.Logs = ran, logs
 	handed, err := w.store.HandBack(ctx, dlq.LeaseOf(w.cfg.ID, *job), a)
 	switch {
 	case err != nil:

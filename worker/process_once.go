@@ -57,9 +57,18 @@ func withLogger(ctx context.Context, l *jobLog) context.Context {
 
 // Logger returns the logger of the job running under ctx, carrying the
 // worker, job id, task, queue and attempt; outside a job it discards.
+//
+// What a task logs through it at Info and above is also kept with the
+// attempt (the first 64 KiB, the cut said): a failed attempt's lines are
+// written with its outcome into the job's history, and so onto its dead
+// letter, where the letter and job pages show them masked like its error.
+// A succeeded attempt's lines are not kept (they would cost every success
+// a larger write); they reach the worker's own logger, as every line does.
+// A line logged after the attempt ended, by a goroutine the task left
+// running, reaches only the worker's own logger.
 func Logger(ctx context.Context) *slog.Logger {
 	if l, ok := ctx.Value(loggerKey{}).(*jobLog); ok {
-		return l.get()
+		return l.forTask()
 	}
 	return slog.New(slog.DiscardHandler)
 }
@@ -72,14 +81,52 @@ type jobLog struct {
 	base *slog.Logger
 	job  *dlq.Job
 	l    *slog.Logger
+	// The task's logger (forTask) and the lines it keeps, built on first
+	// use too: a task that logs nothing costs its attempt nothing more.
+	// The once is also spent when the attempt ends (endLines), so that a
+	// logger asked for later keeps nothing.
+	taskOnce sync.Once
+	task     *slog.Logger
+	lines    *attemptLines
 }
 
 // init sets the logger up for job; it must not have been used yet.
 func (j *jobLog) init(base *slog.Logger, job *dlq.Job) { j.base, j.job = base, job }
 
+// get is the worker's own logger for the job: what the worker says of it
+// (retried, dead-lettered) goes there, and is not kept with the attempt.
 func (j *jobLog) get() *slog.Logger {
 	j.once.Do(func() {
 		j.l = j.base.With("job_id", j.job.ID, "task", j.job.Task, "queue", j.job.Queue, "attempt", j.job.Attempt)
 	})
 	return j.l
+}
+
+// forTask is the logger Logger hands the task: the worker's own, whose
+// lines are also kept with the attempt while it runs.
+func (j *jobLog) forTask() *slog.Logger {
+	j.taskOnce.Do(func() {
+		j.lines = &attemptLines{}
+		j.task = slog.New(newKeepingHandler(j.lines, j.get().Handler()))
+	})
+	if j.task == nil {
+		// Asked for after the attempt ended, with nothing logged during it.
+		return j.get()
+	}
+	return j.task
+}
+
+// endLines ends the attempt's lines and returns them ("" when the task
+// logged none). With keep false they are dropped unformatted: a succeeded
+// attempt's are not stored.
+func (j *jobLog) endLines(keep bool) string {
+	j.taskOnce.Do(func() {})
+	if j.lines == nil {
+		return ""
+	}
+	if !keep {
+		j.lines.drop()
+		return ""
+	}
+	return j.lines.close()
 }

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"net/url"
+	"strings"
 	"text/tabwriter"
 	"time"
 )
@@ -138,6 +139,9 @@ func runLetterShow(ctx context.Context, e env, args []string) error {
 		fmt.Fprintln(w, "Attempts:")
 		for _, a := range d.History {
 			fmt.Fprintf(w, "  #%d %s %s %s: %s\n", a.Attempt, a.At.Format(time.RFC3339), oneLine(a.Outcome), oneLine(a.Class), clip(a.Message, 100))
+			if a.Logs != "" {
+				fmt.Fprintf(w, "    logged:\n%s", indent(block(a.Logs), "      "))
+			}
 		}
 	}
 	if d.Traceback != "" {
@@ -154,4 +158,10 @@ func writeJSON(e env, v any) error {
 	enc := json.NewEncoder(e.stdout)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
+}
+
+// indent puts prefix before each line of s, which ends in a newline.
+func indent(s, prefix string) string {
+	s = strings.TrimSuffix(s, "\n")
+	return prefix + strings.ReplaceAll(s, "\n", "\n"+prefix) + "\n"
 }

@@ -180,6 +180,20 @@ func TestLetters(t *testing.T) {
 			}
 		}
 	})
+	t.Run("ShowPrintsWhatEachAttemptLoggedMasked", func(t *testing.T) {
+		id := storetest.InsertDeadLetter(t, c.db.DB, storetest.Letter{JobID: 2000000, Task: "billing.charge",
+			Kwargs: `{"token": "tok_live_9f8e7d6c5b4a"}`, History: `[{"attempt": 1, "at": "2026-03-01T09:00:00Z",
+			"class": "HTTPError", "message": "402", "outcome": "dead",
+			"logs": "time=09:00:00.001 level=INFO msg=charging\ntime=09:00:00.002 level=WARN msg=refused auth=\"Bearer tok_live_9f8e7d6c5b4a\"\n"}]`})
+		out, err := c.run(t, "letters", "show", fmt.Sprint(id))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := "    logged:\n      time=09:00:00.001 level=INFO msg=charging\n      time=09:00:00.002 level=WARN msg=refused auth=\"Bearer •••\"\n"
+		if !strings.Contains(out, want) || strings.Contains(out, "tok_live") {
+			t.Errorf("show should print the attempt's lines, masked and indented:\n%s", out)
+		}
+	})
 	t.Run("UnknownIDIsTheAPIs404", func(t *testing.T) {
 		_, err := c.run(t, "letters", "show", "99999999")
 		apiError(t, err, 404, "not_found")

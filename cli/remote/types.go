@@ -51,6 +51,9 @@ type Attempt struct {
 	Message    string    `json:"message"`
 	Outcome    string    `json:"outcome"`
 	DurationMS int64     `json:"duration_ms"`
+	// Logs are what the task logged during the attempt (masked), "" when
+	// nothing.
+	Logs string `json:"logs,omitempty"`
 }
 
 // LetterDetail is one letter with its traceback and history.
