@@ -21,7 +21,7 @@ var AuditActions = []string{
 	ActionUserChange, ActionTokenChange, ActionJobRunNow, ActionJobKill, ActionJobCancel,
 	ActionCanaryVerdict, ActionBulkAutoPause, ActionBulkResume, ActionBulkStopFollowing,
 	ActionPause, ActionResume, ActionPauseExpired, ActionGroupMerge, ActionGroupSplit, ActionGroupUnmerge, ActionGroupsRebuild,
-	ActionScheduleDisable, ActionScheduleEnable, ActionTestRun,
+	ActionScheduleDisable, ActionScheduleEnable, ActionTestRun, ActionJobEnqueue,
 }
 
 // SessionActions are the entries of people signing in (or failing to):

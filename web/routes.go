@@ -60,7 +60,7 @@ func routes(e *echo.Echo, cfg Config, sec *auth.Security, st stores) error {
 	e.POST(auth.ReportOutcomePath, handlers.APIReportOutcome(st.operations))  // and how their replays went
 	e.POST(auth.TakeReplaysPath, handlers.APITakeReplays(st.operations))      // replays a Celery app's workers publish
 	e.GET("/api/v1/sources", handlers.APISources(st.sources))
-	liveJobRoutes(e, cfg, store, st.operations) // run now, kill, cancel (job_routes.go)
+	liveJobRoutes(e, cfg, store, st.operations, st.queue) // run now, kill, cancel, enqueue (job_routes.go)
 
 	// Dead letters and error groups, read side. Static paths win over :id in
 	// echo's router.
