@@ -80,6 +80,8 @@ var countLabels = map[string]string{
 	"died_again":         "replays died again",
 	"running":            "replays running",
 	"waiting":            "replays waiting",
+	"test_runs":          "test job (the letter unchanged)",
+	"enqueued":           "job enqueued",
 }
 
 // auditCounts turns an entry's counts object into labelled items.
