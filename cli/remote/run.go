@@ -27,6 +27,7 @@ const Usage = `  letters     list or show dead letters (letters list, letters sh
   operations  bulk operations: list, watch ID, cancel ID, release ID
   sources     where letters come from, and whether each is importing
   schedules   periodic jobs: list, disable NAME, enable NAME (--reason)
+  test-run    one test job from a letter's arguments (test-run ID --queue sandbox --wait)
               (remote commands talk to a console: set REDRIVE_URL and REDRIVE_TOKEN)
 `
 
@@ -77,6 +78,7 @@ var commands = map[string]command{
 	"operations": runOperations,
 	"sources":    runSources,
 	"schedules":  runSchedules,
+	"test-run":   runTestRun,
 }
 
 // Handles reports whether name is a remote command.
