@@ -100,9 +100,10 @@ func testRunRefused(c echo.Context, p LetterPage, id int64, err error, form test
 	return rerenderLetter(c, p, id, status, letterFormState{test: form})
 }
 
-// testRunFields are the test run form's fields, beside which their
-// problems are shown.
-var testRunFields = map[string]bool{"args": true, "kwargs": true, "queue": true, "start_at": true, "max_attempts": true, "reason": true}
+// testRunFields are the test run form's fields beside which their
+// problems are shown; any other (the reason's length, the letter's task
+// no longer registered) goes above the form.
+var testRunFields = map[string]bool{"args": true, "kwargs": true, "queue": true, "start_at": true, "max_attempts": true}
 
 // LetterTestRuns handles GET /dead-letters/:id/test-runs: the list of the
 // letter's test jobs alone, which the page polls while one is unfinished.

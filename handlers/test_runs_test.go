@@ -72,6 +72,17 @@ func TestLetterTestRun(t *testing.T) {
 		}
 	})
 
+	t.Run("ATooLongReasonIsSaidAboveTheForm", func(t *testing.T) {
+		t.Parallel()
+		a := newActions(t)
+		id := a.letters(t, 1, "billing.charge")[0]
+		_, doc := a.page(t, a.olga, fmt.Sprintf("/dead-letters/%d", id))
+		rec := a.submit(t, a.olga, doc, `[data-testid="test-run-form"]`, url.Values{"reason": {strings.Repeat("x", 1001)}})
+		if got := text(parseHTML(t, rec), "test-run-result"); rec.Code != http.StatusUnprocessableEntity || !strings.Contains(got, "reason: is 1001 characters long") {
+			t.Fatalf("a too long reason: %d, %q", rec.Code, got)
+		}
+	})
+
 	t.Run("AViewerMayNotRunOne", func(t *testing.T) {
 		t.Parallel()
 		a := newActions(t)
