@@ -22,7 +22,7 @@ var AuditActions = []string{
 	ActionCanaryVerdict, ActionBulkAutoPause, ActionBulkResume, ActionBulkStopFollowing,
 	ActionPause, ActionResume, ActionPauseExpired, ActionThrottle, ActionThrottleChange, ActionThrottleLift, ActionThrottleExpired,
 	ActionGroupMerge, ActionGroupSplit, ActionGroupUnmerge, ActionGroupsRebuild,
-	ActionScheduleDisable, ActionScheduleEnable,
+	ActionScheduleDisable, ActionScheduleEnable, ActionTestRun, ActionJobEnqueue,
 }
 
 // SessionActions are the entries of people signing in (or failing to):

@@ -96,7 +96,8 @@ func consolePages(t *testing.T, page playwright.Page) (base string, paths []stri
 		"/pauses", "/throttles/new?queue=default", "/throttles/1",
 		"/", "/dead-letters", fmt.Sprintf("/dead-letters/%d", letter), "/groups", "/groups/" + fp,
 		"/dead-letters/bulk?" + bulk.Encode(), "/jobs", fmt.Sprintf("/jobs/%d", job), "/workers", "/audit",
-		"/operations", "/admin/users", "/admin/notifications", "/schedules",
+		"/operations", "/admin/users", "/admin/notifications", "/schedules", "/jobs/new",
+		fmt.Sprintf("/dead-letters/%d?test=1", letter), // the test run form open
 		fmt.Sprintf("/operations/%d", op),
 	}
 }

@@ -36,6 +36,7 @@ type LetterActor interface {
 	Discard(ctx context.Context, r replay.DiscardRequest) (int64, error)
 	Restore(ctx context.Context, id int64, a replay.Actor, reason, key string) (int64, error)
 	VersionWarning(ctx context.Context, l dlq.DeadLetter, staleAfter time.Duration) (string, error)
+	TestRun(ctx context.Context, r replay.TestRunRequest) (dlq.TestRunResult, error)
 }
 
 // LetterPage is what a letter's page and its action handlers share.
@@ -44,6 +45,8 @@ type LetterPage struct {
 	Letters DeadLetterGetter
 	Audit   AuditLister
 	Actions LetterActor
+	// TestRuns lists the letter's test jobs.
+	TestRuns TestRunLister
 	// LogsTemplate links each attempt to its logs (see logsURL).
 	LogsTemplate string
 	Version      string
@@ -66,6 +69,8 @@ func DeadLetter(p LetterPage) echo.HandlerFunc {
 		if done, err := strconv.ParseInt(c.QueryParam("done"), 10, 64); err == nil {
 			st.doneID, st.repeated = done, c.QueryParam("repeat") == "1"
 		}
+		// ?test=1 opens the test run form (the group page's "Run one test job").
+		st.test.open = c.QueryParam("test") == "1"
 		return renderLetter(ctx, c, p, d, http.StatusOK, st)
 	}
 }
@@ -86,6 +91,8 @@ type letterFormState struct {
 	targetOpen   bool
 	target       targetForm
 	targetReason string
+	// the test run form, as typed
+	test testRunForm
 }
 
 // renderLetter renders a letter's page with its actions in state st.
@@ -97,9 +104,14 @@ func renderLetter(ctx context.Context, c echo.Context, p LetterPage, d dlq.DeadL
 	// reads: side by side, the page waits for the slower one only.
 	var audit dlq.AuditPage
 	var versionWarning string
+	var testRuns []dlq.TestRun
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() (err error) {
 		audit, err = p.Audit.ListAudit(gctx, dlq.AuditFilter{DeadLetterID: d.ID, Limit: letterAuditLimit})
+		return err
+	})
+	g.Go(func() (err error) {
+		testRuns, err = p.TestRuns.TestRuns(gctx, d.ID, letterTestRunsLimit)
 		return err
 	})
 	if d.Status == dlq.StatusPending && meta.CanAct {
@@ -151,6 +163,11 @@ func renderLetter(ctx context.Context, c echo.Context, p LetterPage, d dlq.DeadL
 	}
 	a.VersionWarning = versionWarning
 	v.Actions = a
+	v.TestRuns = testRunsView(d, a, testRuns, st.test, st.test.open)
+	if a.Result != nil && a.Result.Kind == "ok" && isTestRun(audit.Entries, st.doneID) && v.TestRuns != nil {
+		// A test run's result belongs with the test jobs it starts.
+		v.TestRuns.Result, v.Actions.Result = a.Result, nil
+	}
 	return Render(c, status, views.Layout(meta, views.DeadLetterDetail(v)))
 }
 
@@ -193,6 +210,8 @@ func resultNotice(entries []dlq.AuditEntry, id int64, repeated bool) *views.Noti
 			return &views.Notice{Kind: "ok", Message: prefix + "Discarded. The letter is kept, hidden from the pending list, and can be restored."}
 		case dlq.ActionRestore:
 			return &views.Notice{Kind: "ok", Message: prefix + "Restored: the letter is pending again."}
+		case dlq.ActionTestRun:
+			return testRunNotice(e, prefix)
 		}
 	}
 	return nil

@@ -59,6 +59,9 @@ var actionTexts = map[string]string{
 	// Schedules.
 	dlq.ActionScheduleDisable: "Disabled a schedule",
 	dlq.ActionScheduleEnable:  "Enabled a schedule",
+	// Trials and jobs typed in by hand.
+	dlq.ActionTestRun:    "Ran one test job (the letter stays pending)",
+	dlq.ActionJobEnqueue: "Enqueued a job by hand",
 }
 
 func actionText(action string) string {
@@ -83,6 +86,8 @@ var countLabels = map[string]string{
 	"died_again":         "replays died again",
 	"running":            "replays running",
 	"waiting":            "replays waiting",
+	"test_runs":          "test job (the letter unchanged)",
+	"enqueued":           "job enqueued",
 }
 
 // auditCounts turns an entry's counts object into labelled items.
@@ -128,6 +133,8 @@ type auditDetails struct {
 	Name                string `json:"name"`    // of the paused task or queue
 	Until               string `json:"until"`   // of a pause, RFC 3339
 	Verdict             string `json:"verdict"` // of a canary
+	TestJobID           int64  `json:"test_job_id"`
+	JobID               int64  `json:"job_id"` // of a job enqueued by hand
 }
 
 func parseDetails(raw json.RawMessage) auditDetails {
@@ -223,8 +230,15 @@ func linkEntry(r *views.AuditRow, e dlq.AuditEntry, d auditDetails) {
 		r.LetterID = *e.DeadLetterID
 		r.LetterHref = fmt.Sprintf("/dead-letters/%d", r.LetterID)
 	}
-	if d.ReplayJobID != 0 {
-		r.JobID, r.JobHref = d.ReplayJobID, fmt.Sprintf("/jobs/%d", d.ReplayJobID)
+	job := d.ReplayJobID
+	switch e.Action {
+	case dlq.ActionTestRun:
+		job = d.TestJobID
+	case dlq.ActionJobEnqueue:
+		job = d.JobID
+	}
+	if job != 0 {
+		r.JobID, r.JobHref = job, fmt.Sprintf("/jobs/%d", job)
 	}
 	if e.OperationID != nil {
 		r.OperationID = *e.OperationID

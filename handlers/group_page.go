@@ -174,6 +174,11 @@ func addGroupLetters(v *views.GroupPageView, meta views.PageMeta, g dlq.ErrorGro
 	if meta.CanAct {
 		v.EditHref = GroupHref(g.Fingerprint) + "/edit"
 	}
+	if meta.CanAct && g.Pending > 0 && len(page.Letters) > 0 {
+		// The newest letter stands for the group, as its traceback does:
+		// its page runs the test job and follows it.
+		v.TestRunHref = fmt.Sprintf("/dead-letters/%d?test=1#test-runs", page.Letters[0].ID)
+	}
 	v.Pause = pauseLinks(meta)
 }
 

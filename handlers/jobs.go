@@ -53,7 +53,7 @@ func Jobs(store JobLister, now func() time.Time, version string) echo.HandlerFun
 		if err != nil {
 			return err
 		}
-		p.Pause = pauseLinks(meta)
+		p.Pause, p.CanEnqueue = pauseLinks(meta), meta.CanAct
 		markHeld(p.Rows, meta.Pauses, t)
 		// Run now and kill act on waiting jobs only: a list of running,
 		// finished or dead jobs gets no bar that could only select nothing.

@@ -367,3 +367,18 @@ func (m *Masked) Schedules(ctx context.Context) ([]dlq.Schedule, error) {
 	}
 	return list, err
 }
+
+// TestRuns masks the last error of a letter's test jobs, which ran with
+// its arguments.
+func (m *Masked) TestRuns(ctx context.Context, id int64, limit int) ([]dlq.TestRun, error) {
+	runs, err := m.operations.TestRuns(ctx, id, limit)
+	for i := range runs {
+		r := &runs[i]
+		if r.LastError != nil {
+			s := m.masker.MaskText(*r.LastError, r.Args, r.Kwargs)
+			r.LastError = &s
+		}
+		r.Args, r.Kwargs = nil, nil
+	}
+	return runs, err
+}

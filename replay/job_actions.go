@@ -15,6 +15,7 @@ type JobStore interface {
 	ActOnJob(ctx context.Context, p dlq.JobActionParams) (dlq.JobActionResult, error)
 	ActOnJobs(ctx context.Context, p dlq.BulkJobParams) (dlq.BulkJobResult, error)
 	PreviewJobs(ctx context.Context, a dlq.JobAction, sel dlq.JobSelection, sampleSize int) (dlq.JobPreview, error)
+	EnqueueJob(ctx context.Context, p dlq.EnqueueJobParams) (dlq.EnqueueJobResult, error)
 }
 
 // JobService applies policy to actions on live jobs (run now, kill,

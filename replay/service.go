@@ -79,6 +79,7 @@ type Actor struct {
 // Store is what the service needs from the store's operations room.
 type Store interface {
 	ReplayDeadLetter(ctx context.Context, p dlq.ReplayParams) (dlq.ReplayResult, error)
+	TestRunDeadLetter(ctx context.Context, p dlq.TestRunParams) (dlq.TestRunResult, error)
 	DiscardDeadLetter(ctx context.Context, p dlq.DiscardParams) (int64, error)
 	RestoreDeadLetter(ctx context.Context, p dlq.RestoreParams) (int64, error)
 	PreviewSelection(ctx context.Context, sel dlq.Selection, sampleSize int) (dlq.Preview, error)

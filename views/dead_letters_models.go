@@ -144,7 +144,10 @@ type DeadLetterDetailView struct {
 
 	// Actions is the action panel; Audit the letter's own audit entries,
 	// newest first (AuditMore: there are older ones, on the audit page).
-	Actions   LetterActionsView
+	Actions LetterActionsView
+	// TestRuns is the test runs panel; nil when there is nothing to show
+	// (no test job, and the requester may not run one).
+	TestRuns  *TestRunsView
 	Audit     []AuditRow
 	AuditMore bool
 	AuditHref string

@@ -46,9 +46,12 @@ type GroupPageView struct {
 	// SampleID is the newest letter, whose (masked) traceback is shown.
 	SampleID   int64
 	SampleHref string
-	Traceback  string
-	Letters    DeadLetterResults
-	CanAct     bool
+	// TestRunHref opens the newest letter's test run form, whose arguments
+	// a test job of the group runs with; "" when there is none to run.
+	TestRunHref string
+	Traceback   string
+	Letters     DeadLetterResults
+	CanAct      bool
 	// Links: the group's pending letters, all its letters, the other
 	// groups of its task, and the bulk confirmations for the group.
 	PendingHref string

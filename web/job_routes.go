@@ -13,7 +13,7 @@ import (
 // the list. They are POSTs, so the access rules require the operator role
 // and a CSRF token (or a bearer token); the handlers and replay.JobService
 // check the role again.
-func liveJobRoutes(e *echo.Echo, cfg Config, store handlers.JobReader, jobs replay.JobStore) {
+func liveJobRoutes(e *echo.Echo, cfg Config, store handlers.JobReader, jobs replay.JobStore, tasks handlers.TaskNamer) {
 	svc := replay.NewJobService(jobs, cfg.Logger, cfg.Now)
 	for path, a := range map[string]dlq.JobAction{"run-now": dlq.JobRunNow, "kill": dlq.JobKill, "cancel": dlq.JobCancel} {
 		e.POST("/jobs/:id/"+path, handlers.JobActionHandler(store, svc, a, cfg.Now, cfg.Version))
@@ -23,4 +23,7 @@ func liveJobRoutes(e *echo.Echo, cfg Config, store handlers.JobReader, jobs repl
 	e.POST("/jobs/bulk/confirm", handlers.JobsBulkConfirm(svc, cfg.Version))
 	e.POST("/api/v1/jobs/run-now", handlers.APIJobsBulk(svc, dlq.JobRunNow))
 	e.POST("/api/v1/jobs/kill", handlers.APIJobsBulk(svc, dlq.JobKill))
+	// "Enqueue a job" by hand, audited; producers use POST /api/v1/jobs.
+	e.GET("/jobs/new", handlers.EnqueuePage(tasks, cfg.Version))
+	e.POST("/jobs/new", handlers.EnqueueJob(tasks, svc, cfg.Version))
 }

@@ -287,6 +287,14 @@ func TestOpenAPIResponsesMatch(t *testing.T) {
 	c.call(t, seen, op, "POST", fmt.Sprintf("/api/v1/dead-letters/%d/replay", b), `{"args": {"not": "an array"}}`, 422)
 	c.call(t, seen, vic, "POST", fmt.Sprintf("/api/v1/dead-letters/%d/replay", b), "", 403)
 	c.call(t, seen, op, "POST", fmt.Sprintf("/api/v1/dead-letters/%d/replay", b), `{"start_at": "2001-01-01T00:00:00Z"}`, 400)
+	// A test run leaves b pending: it is replayed below all the same.
+	c.call(t, seen, op, "POST", fmt.Sprintf("/api/v1/dead-letters/%d/test-runs", b), `{"queue": "sandbox", "kwargs": {"region": "us"}}`, 201)
+	c.call(t, seen, op, "POST", fmt.Sprintf("/api/v1/dead-letters/%d/test-runs", b), `{"args": {"not": "an array"}}`, 422)
+	c.call(t, seen, vic, "POST", fmt.Sprintf("/api/v1/dead-letters/%d/test-runs", b), "", 403)
+	if runs := c.call(t, seen, vic, "GET", fmt.Sprintf("/api/v1/dead-letters/%d/test-runs", b), "", 200); len(runs["test_runs"].([]any)) != 1 {
+		t.Errorf("test runs of letter %d: %v; want the one just run", b, runs)
+	}
+	c.call(t, seen, vic, "GET", "/api/v1/dead-letters/abc/test-runs", "", 400)
 	c.call(t, seen, op, "POST", fmt.Sprintf("/api/v1/dead-letters/%d/discard", b), `{}`, 400)
 	c.call(t, seen, op, "POST", fmt.Sprintf("/api/v1/dead-letters/%d/discard", b), `{"reason": "test data"}`, 200)
 	c.call(t, seen, op, "POST", fmt.Sprintf("/api/v1/dead-letters/%d/restore", b), `{"reason": "not test data"}`, 200)

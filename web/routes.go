@@ -65,13 +65,13 @@ func routes(e *echo.Echo, cfg Config, sec *auth.Security, st stores) error {
 	e.POST(auth.ReportOutcomePath, handlers.APIReportOutcome(st.operations))  // and how their replays went
 	e.POST(auth.TakeReplaysPath, handlers.APITakeReplays(st.operations))      // replays a Celery app's workers publish
 	e.GET("/api/v1/sources", handlers.APISources(st.sources))
-	liveJobRoutes(e, cfg, store, st.operations) // run now, kill, cancel (job_routes.go)
+	liveJobRoutes(e, cfg, store, st.operations, st.queue) // run now, kill, cancel, enqueue (job_routes.go)
 
 	// Dead letters and error groups, read side. Static paths win over :id in
 	// echo's router.
 	// One letter page, read through the masking store: shown by GET, and
 	// again by the actions below when they re-render it with a problem.
-	letterPage := handlers.LetterPage{Letters: store, Audit: store, Actions: cfg.Replay,
+	letterPage := handlers.LetterPage{Letters: store, Audit: store, Actions: cfg.Replay, TestRuns: store,
 		LogsTemplate: cfg.LogsURLTemplate, Version: cfg.Version}
 	letter := handlers.DeadLetter(letterPage)
 	e.GET("/dead-letters", handlers.DeadLetters(reads, cfg.Now, cfg.Version), fresh)
@@ -97,6 +97,8 @@ func routes(e *echo.Echo, cfg Config, sec *auth.Security, st stores) error {
 	e.POST("/dead-letters/:id/replay", handlers.ReplayLetter(letterPage))
 	e.POST("/dead-letters/:id/discard", handlers.DiscardLetter(letterPage))
 	e.POST("/dead-letters/:id/restore", handlers.RestoreLetter(letterPage))
+	e.POST("/dead-letters/:id/test-run", handlers.TestRunLetter(letterPage)) // one test job; the letter stays pending
+	e.GET("/dead-letters/:id/test-runs", handlers.LetterTestRuns(store))     // the page's live list of them
 	e.GET("/dead-letters/bulk", handlers.BulkConfirmPage(cfg.Replay, sec.Masker(), cfg.Now, cfg.Version))
 	e.POST("/dead-letters/bulk", handlers.BulkConfirmPage(cfg.Replay, sec.Masker(), cfg.Now, cfg.Version))
 	e.POST("/dead-letters/bulk/confirm", handlers.BulkConfirm(cfg.Replay, sec.Masker(), cfg.Now, cfg.Version))
@@ -115,6 +117,8 @@ func routes(e *echo.Echo, cfg Config, sec *auth.Security, st stores) error {
 	e.POST("/api/v1/dead-letters/:id/replay", handlers.APIReplay(cfg.Replay))
 	e.POST("/api/v1/dead-letters/:id/discard", handlers.APIDiscard(cfg.Replay))
 	e.POST("/api/v1/dead-letters/:id/restore", handlers.APIRestore(cfg.Replay))
+	e.POST("/api/v1/dead-letters/:id/test-runs", handlers.APITestRun(cfg.Replay))
+	e.GET("/api/v1/dead-letters/:id/test-runs", handlers.APITestRuns(store))
 	e.POST("/api/v1/dead-letters/replay", handlers.APIBulk(cfg.Replay, dlq.OpReplay, sec.Masker(), cfg.Now))
 	e.POST("/api/v1/dead-letters/discard", handlers.APIBulk(cfg.Replay, dlq.OpDiscard, sec.Masker(), cfg.Now))
 	e.GET("/api/v1/operations", handlers.APIOperations(store))

@@ -28,6 +28,7 @@ const Usage = `  letters     list or show dead letters (letters list, letters sh
   sources     where letters come from, and whether each is importing
   schedules   periodic jobs: list, disable NAME, enable NAME (--reason)
   throttles   slow a queue or a task down: list, set, change ID, lift ID
+  test-run    one test job from a letter's arguments (test-run ID --queue sandbox --wait)
               (remote commands talk to a console: set REDRIVE_URL and REDRIVE_TOKEN)
 `
 
@@ -79,6 +80,7 @@ var commands = map[string]command{
 	"sources":    runSources,
 	"schedules":  runSchedules,
 	"throttles":  runThrottles,
+	"test-run":   runTestRun,
 }
 
 // Handles reports whether name is a remote command.

@@ -60,23 +60,24 @@ func checkTasksKnown(ctx context.Context, q sqlx.QueryerContext, tasks []string)
 	if err := sqlx.SelectContext(ctx, q, &known, knownTasksSQL, pq.Array(tasks)); err != nil {
 		return fmt.Errorf("check tasks: %w", err)
 	}
-	return unknownTask(tasks, known)
+	if t, ok := unknownTask(tasks, known); ok {
+		return unknownTaskError(ctx, q, t)
+	}
+	return nil
 }
 
-// unknownTask refuses the first of tasks missing from known.
-func unknownTask(tasks, known []string) error {
+// unknownTask returns the first of tasks missing from known.
+func unknownTask(tasks, known []string) (string, bool) {
 	seen := make(map[string]bool, len(known))
 	for _, k := range known {
 		seen[k] = true
 	}
 	for _, t := range tasks {
 		if !seen[t] {
-			return &dlq.ValidationError{Fields: map[string]string{
-				"task": fmt.Sprintf("unknown task %q: no worker has registered it", t),
-			}}
+			return t, true
 		}
 	}
-	return nil
+	return "", false
 }
 
 const insertJobsSQL = `

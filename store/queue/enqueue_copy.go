@@ -66,8 +66,8 @@ func enqueueByCopy(ctx context.Context, tx *sql.Tx, b *batch) ([]int64, error) {
 	if err != nil {
 		return nil, fmt.Errorf("enqueue batch: reserve ids: %w", postgres.Translate(err))
 	}
-	if err := unknownTask(b.tasks, knownTasks); err != nil {
-		return nil, err
+	if t, ok := unknownTask(b.tasks, knownTasks); ok {
+		return nil, unknownTaskError(ctx, tx, t)
 	}
 	if len(ids) != b.n {
 		return nil, fmt.Errorf("enqueue batch: reserved %d ids for %d jobs", len(ids), b.n)
