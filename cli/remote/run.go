@@ -29,6 +29,8 @@ const Usage = `  letters     list or show dead letters (letters list, letters sh
   schedules   periodic jobs: list, disable NAME, enable NAME (--reason)
   throttles   slow a queue or a task down: list, set, change ID, lift ID
   test-run    one test job from a letter's arguments (test-run ID --queue sandbox --wait)
+  tasks       each task's runs, failures and timings: tasks [NAME]
+  retention   the next purge and the held ones: retention [show], retention confirm GROUP
               (remote commands talk to a console: set REDRIVE_URL and REDRIVE_TOKEN)
 `
 
@@ -81,6 +83,8 @@ var commands = map[string]command{
 	"schedules":  runSchedules,
 	"throttles":  runThrottles,
 	"test-run":   runTestRun,
+	"tasks":      runTasks,
+	"retention":  runRetention,
 }
 
 // Handles reports whether name is a remote command.
