@@ -172,24 +172,12 @@ func (s *Store) ExpirePauses(ctx context.Context, now time.Time) ([]dlq.Pause, e
 	return expired, err
 }
 
+// pauseExpiry records a pause's time running out.
+var pauseExpiry = holdExpiry[dlq.Pause]{what: "pauses", action: dlq.ActionPauseExpired, reason: "the pause's time ran out",
+	target: func(p dlq.Pause) (string, string) { return p.Kind, p.Name }, details: pauseDetails}
+
 func expirePausesInTx(ctx context.Context, tx *sqlx.Tx, now time.Time, where string, args ...any) ([]dlq.Pause, error) {
-	var expired []dlq.Pause
-	if err := tx.SelectContext(ctx, &expired, fmt.Sprintf(expirePausesSQL, where), args...); err != nil {
-		return nil, fmt.Errorf("expire pauses: %w", postgres.Translate(err))
-	}
-	for _, p := range expired {
-		if _, err := audit.AppendAudit(ctx, tx, dlq.AuditEntry{
-			At: now, Actor: dlq.ExpiryActor, Action: dlq.ActionPauseExpired,
-			Reason:  "the pause's time ran out",
-			Details: audit.MustJSON(pauseDetails(p)),
-		}); err != nil {
-			return nil, err
-		}
-		if err := wakeWorkers(ctx, tx, p); err != nil {
-			return nil, err
-		}
-	}
-	return expired, nil
+	return pauseExpiry.expire(ctx, tx, now, fmt.Sprintf(expirePausesSQL, where), args...)
 }
 
 func wakeWorkers(ctx context.Context, tx *sqlx.Tx, p dlq.Pause) error {

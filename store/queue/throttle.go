@@ -225,24 +225,12 @@ func (s *Store) ExpireThrottles(ctx context.Context, now time.Time) ([]dlq.Throt
 	return expired, err
 }
 
+// throttleExpiry records a throttle's time running out.
+var throttleExpiry = holdExpiry[dlq.Throttle]{what: "throttles", action: dlq.ActionThrottleExpired, reason: "the throttle's time ran out",
+	target: func(t dlq.Throttle) (string, string) { return t.Kind, t.Name }, details: throttleDetails}
+
 func expireThrottlesInTx(ctx context.Context, tx *sqlx.Tx, now time.Time, where string, args ...any) ([]dlq.Throttle, error) {
-	var expired []dlq.Throttle
-	if err := tx.SelectContext(ctx, &expired, fmt.Sprintf(expireThrottlesSQL, where), args...); err != nil {
-		return nil, fmt.Errorf("expire throttles: %w", postgres.Translate(err))
-	}
-	for _, t := range expired {
-		if _, err := audit.AppendAudit(ctx, tx, dlq.AuditEntry{
-			At: now, Actor: dlq.ExpiryActor, Action: dlq.ActionThrottleExpired,
-			Reason:  "the throttle's time ran out",
-			Details: audit.MustJSON(throttleDetails(t)),
-		}); err != nil {
-			return nil, err
-		}
-		if err := wakeWorkersFor(ctx, tx, t.Kind, t.Name); err != nil {
-			return nil, err
-		}
-	}
-	return expired, nil
+	return throttleExpiry.expire(ctx, tx, now, fmt.Sprintf(expireThrottlesSQL, where), args...)
 }
 
 // throttleDetails is what a throttle's audit entries record besides the
