@@ -140,14 +140,6 @@ func (l DiffLine) DiffClass() string {
 	}
 }
 
-// orText is s, or def when s is empty.
-func orText(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
-}
-
 // attemptsPlaceholder is what an empty attempts field means.
 func attemptsPlaceholder(n int) string {
 	if n == 0 {
