@@ -290,7 +290,7 @@ shop.notify.delay("ord_7103", %q)`, notified))
 		t.Helper()
 		var r row
 		must(t, db.Get(&r, `SELECT task, queue, error_class, error_message, traceback, attempts, max_attempts, reason,
-			history::text AS history, args::text AS args FROM dead_letter_records WHERE task = $1`, task))
+			history::text AS history, args::text AS args FROM dead_letters WHERE task = $1`, task))
 		return r
 	}
 	ship := get("shop.ship")

@@ -36,7 +36,7 @@ func groupsFixture(t *testing.T) console {
 	}
 	c.insertLetters(t, 30, "email.send", fpHot, "5 minutes")
 	c.insertLetters(t, 12, "reports.build", fpNew, "13 minutes")
-	c.exec(t, `UPDATE dead_letter_records SET traceback = 'Traceback: charge failed for order ' || id WHERE fingerprint = $1`, fpNew)
+	c.exec(t, `UPDATE dead_letter_records SET traceback_template = NULL, traceback = 'Traceback: charge failed for order ' || id WHERE fingerprint = $1`, fpNew)
 	// Three failures, not one incident across three tasks: each group
 	// its own message (insertLetters writes one for all).
 	for fp, msg := range map[string]string{fpOld: "ledger locked by posting ", fpHot: "mailbox full for recipient "} {

@@ -178,7 +178,7 @@ func TestRiverDiscardsBecomeLetters(t *testing.T) {
 		t.Errorf("history %s (err %v)", letter.History, err)
 	}
 	var panics int
-	if err := db.Get(&panics, `SELECT count(*) FROM dead_letter_records WHERE task = 'check_stock' AND error_class = 'panic'
+	if err := db.Get(&panics, `SELECT count(*) FROM dead_letters WHERE task = 'check_stock' AND error_class = 'panic'
 		AND traceback LIKE '%stockWorker%'`); err != nil || panics != 5 {
 		t.Errorf("%d panicking jobs kept their stack trace (err %v), want 5", panics, err)
 	}

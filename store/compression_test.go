@@ -40,7 +40,7 @@ func TestLargeValuesCompressWithLZ4(t *testing.T) {
 	}
 	var method string
 	var length int
-	if err := db.QueryRow(`SELECT pg_column_compression(traceback), length(traceback) FROM dead_letters WHERE id = $1`, id).Scan(&method, &length); err != nil {
+	if err := db.QueryRow(`SELECT pg_column_compression(traceback), length(traceback) FROM dead_letter_records WHERE id = $1`, id).Scan(&method, &length); err != nil {
 		t.Fatal(err)
 	}
 	if method != "lz4" || length != 400*len("File \"app.py\", line 12, in charge\n") {

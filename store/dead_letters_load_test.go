@@ -103,7 +103,7 @@ func TestLoadDeadLettersWritesTextAsGiven(t *testing.T) {
 		FailedAt       time.Time `db:"failed_at"`
 	}
 	if err := db.Select(&rows, `SELECT error_message, traceback, args::text, kwargs::text, history->0->>'message' AS history,
-		idempotency_key, enqueued_at AS "enqueuedat", failed_at FROM dead_letter_records ORDER BY id`); err != nil {
+		idempotency_key, enqueued_at AS "enqueuedat", failed_at FROM dead_letters ORDER BY id`); err != nil {
 		t.Fatal(err)
 	}
 	if len(rows) != n {

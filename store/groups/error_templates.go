@@ -12,6 +12,7 @@ import (
 	"github.com/redrive/redrive/dlq"
 	"github.com/redrive/redrive/grouping"
 	"github.com/redrive/redrive/store/audit"
+	"github.com/redrive/redrive/store/letterpack"
 	"github.com/redrive/redrive/store/postgres"
 )
 
@@ -389,7 +390,7 @@ func lettersFitting(ctx context.Context, tx *sqlx.Tx, group string, t, own group
 		Hash    string `db:"tb"`
 	}
 	err := tx.SelectContext(ctx, &letters, `SELECT id, task, error_class, left(error_message, 1000) AS error_message,
-		md5(traceback) AS tb FROM dead_letter_records WHERE fingerprint = $1 AND task = $2 AND error_class = $3 ORDER BY id`,
+		`+letterpack.SameTracebackSQL("d")+` AS tb FROM dead_letter_records d WHERE fingerprint = $1 AND task = $2 AND error_class = $3 ORDER BY id`,
 		group, t.Task, t.Class)
 	if err != nil {
 		return nil, fmt.Errorf("read letters of %s: %w", group, err)
@@ -409,7 +410,8 @@ func lettersFitting(ctx context.Context, tx *sqlx.Tx, group string, t, own group
 	for _, id := range first {
 		ids = append(ids, id)
 	}
-	if err := tx.SelectContext(ctx, &tracebacks, `SELECT md5(traceback) AS tb, traceback FROM dead_letter_records WHERE id = ANY($1)`, pq.Array(ids)); err != nil {
+	if err := tx.SelectContext(ctx, &tracebacks, `SELECT `+letterpack.SameTracebackSQL("d")+` AS tb, `+letterpack.TracebackSQL("d")+` AS traceback
+		FROM dead_letter_records d WHERE id = ANY($1)`, pq.Array(ids)); err != nil {
 		return nil, fmt.Errorf("read tracebacks of %s: %w", group, err)
 	}
 	byHash := make(map[string]string, len(tracebacks))

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"crypto/sha256"
+	"database/sql"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -17,6 +18,7 @@ import (
 	"github.com/redrive/redrive/dlq"
 	"github.com/redrive/redrive/grouping"
 	"github.com/redrive/redrive/store/audit"
+	"github.com/redrive/redrive/store/letterpack"
 	"github.com/redrive/redrive/store/postgres"
 )
 
@@ -90,9 +92,14 @@ func (s *Store) RebuildGroups(ctx context.Context) (dlq.RebuildResult, error) {
 // learns, and no letter's text kept once it is grouped (a million letters
 // carry about a gigabyte of tracebacks).
 func (s *Store) regroup(ctx context.Context, g *grouping.Grouper) (regrouped, error) {
+	// A packed traceback comes with its template (few, hashed into the
+	// join) and the whole message, and is put together here: the SQL
+	// function would cost a call per letter.
 	rows, err := s.db.QueryContext(ctx, `
-		SELECT id, task, error_class, left(error_message, 1000), fingerprint, traceback
-		FROM dead_letter_records ORDER BY id`)
+		SELECT d.id, d.task, d.error_class, left(d.error_message, 1000), d.fingerprint, d.traceback,
+			t.template, CASE WHEN t.template IS NOT NULL THEN d.error_message END
+		FROM dead_letter_records d LEFT JOIN traceback_templates t ON t.hash = d.traceback_template
+		ORDER BY d.id`)
 	if err != nil {
 		return regrouped{}, fmt.Errorf("regroup: read letters: %w", err)
 	}
@@ -104,8 +111,12 @@ func (s *Store) regroup(ctx context.Context, g *grouping.Grouper) (regrouped, er
 		var id int64
 		var l grouping.Letter
 		var old string
-		if err := rows.Scan(&id, &l.Task, &l.Class, &l.Message, &old, &l.Traceback); err != nil {
+		var template, message sql.NullString
+		if err := rows.Scan(&id, &l.Task, &l.Class, &l.Message, &old, &l.Traceback, &template, &message); err != nil {
 			return regrouped{}, fmt.Errorf("regroup: read letters: %w", err)
+		}
+		if template.Valid {
+			l.Traceback = letterpack.Unpack(template.String, l.Traceback, message.String)
 		}
 		group, err := g.Group(ctx, l)
 		if err != nil {

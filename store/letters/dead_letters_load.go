@@ -9,6 +9,7 @@ import (
 
 	"github.com/lib/pq"
 	"github.com/redrive/redrive/dlq"
+	"github.com/redrive/redrive/store/letterpack"
 	"github.com/redrive/redrive/store/postgres"
 	"golang.org/x/sync/errgroup"
 )
@@ -38,7 +39,7 @@ SELECT ARRAY(SELECT nextval(` + postgres.LettersSequenceSQL + `) FROM generate_s
 // replayed and discarded ones their outcome. A load of settled letters
 // only writes none pending (loadSettledSQL, insertOutcomesSQL).
 const copyDeadLettersSQL = `COPY dead_letter_records (id, job_id, queue, task, args, kwargs, idempotency_key,
-	error_class, error_message, traceback, attempts, max_attempts, history, reason, fingerprint, worker_version,
+	error_class, error_message, traceback, traceback_template, attempts, max_attempts, history, reason, fingerprint, worker_version,
 	enqueued_at, failed_at) FROM STDIN`
 
 // loadedOutcomeRows are the outcomes a load passes (loadedOutcomes.args),
@@ -169,6 +170,7 @@ func (s *Store) loadDeadLetters(ctx context.Context, n int, letter func(i int) d
 	var outcomes loadedOutcomes
 	rows := postgres.NewCopyRows(stmt)
 	var history []byte // one buffer for every letter's history JSON
+	var templates letterpack.Batch
 	for i := range n {
 		l := letter(i)
 		switch {
@@ -191,7 +193,13 @@ func (s *Store) loadDeadLetters(ctx context.Context, n int, letter func(i int) d
 		rows.OptionalText(l.IdempotencyKey)
 		rows.Text(l.ErrorClass)
 		rows.Text(l.ErrorMessage)
-		rows.Text(l.Traceback)
+		traceback, template := templates.Add(l.Traceback, l.ErrorMessage)
+		rows.Text(traceback)
+		if template == "" {
+			rows.Null()
+		} else {
+			rows.Text(`\x` + template) // bytea's hex input
+		}
 		rows.Int(int64(l.Attempts))
 		rows.Int(int64(l.MaxAttempts))
 		rows.Bytes(history)
@@ -206,6 +214,9 @@ func (s *Store) loadDeadLetters(ctx context.Context, n int, letter func(i int) d
 	}
 	if err := rows.Finish(ctx); err != nil {
 		return 0, fmt.Errorf("load dead letters: copy: %w", postgres.Translate(err))
+	}
+	if _, err := tx.ExecContext(ctx, letterpack.InsertTemplatesSQL("$1", "$2"), pq.Array(templates.Hashes), pq.Array(templates.Templates)); err != nil {
+		return 0, fmt.Errorf("load dead letters: traceback templates: %w", postgres.Translate(err))
 	}
 	if len(outcomes.ids) > 0 {
 		if _, err := tx.ExecContext(ctx, outcomesSQL, outcomes.args()...); err != nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/lib/pq"
 	"github.com/redrive/redrive/dlq"
 	"github.com/redrive/redrive/store/audit"
+	"github.com/redrive/redrive/store/letterpack"
 	"github.com/redrive/redrive/store/postgres"
 	"github.com/redrive/redrive/store/queue"
 )
@@ -209,13 +210,14 @@ RETURNING j.id, j.task, j.errors`
 
 // killLettersSQL writes the letters of jobs killJobsSQL just marked dead,
 // from their rows, with the error the Go side chose for each.
-const killLettersSQL = `
+var killLettersSQL = `
+WITH templates AS (` + letterpack.InsertTemplatesSQL("$7", "$8") + `)
 INSERT INTO dead_letter_records (job_id, queue, task, args, kwargs, idempotency_key, error_class, error_message,
-	traceback, attempts, max_attempts, history, reason, fingerprint, worker_version, enqueued_at, replay_of)
+	traceback, traceback_template, attempts, max_attempts, history, reason, fingerprint, worker_version, enqueued_at, replay_of)
 SELECT j.id, j.queue, j.task, j.args, j.kwargs, j.idempotency_key, o.class, o.message, o.traceback,
-	j.attempt, j.max_attempts, j.errors, 'killed', coalesce((SELECT m.into_id FROM error_group_merges m WHERE m.from_id = o.fingerprint), o.fingerprint), o.version, j.created_at, j.replay_of
-FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[])
-	AS o(id, class, message, traceback, fingerprint, version)
+	` + letterpack.HashSQL("o.template") + `, j.attempt, j.max_attempts, j.errors, 'killed', coalesce((SELECT m.into_id FROM error_group_merges m WHERE m.from_id = o.fingerprint), o.fingerprint), o.version, j.created_at, j.replay_of
+FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $9::text[])
+	AS o(id, class, message, traceback, fingerprint, version, template)
 JOIN jobs j ON j.id = o.id
 ORDER BY j.id
 RETURNING job_id, id`
@@ -243,16 +245,20 @@ func (s *Store) killInTx(ctx context.Context, tx *sqlx.Tx, ids []int64, entry dl
 	n := len(rows)
 	lids, classes, messages := make([]int64, n), make([]string, n), make([]string, n)
 	tracebacks, fingerprints, versions := make([]string, n), make([]string, n), make([]string, n)
+	var packed letterpack.Batch
+	templates := make([]string, n)
 	for i, r := range rows {
 		a := lastFailure(r.Errors, entry)
-		lids[i], classes[i], messages[i], tracebacks[i], versions[i] = r.ID, a.Class, a.Message, a.Traceback, a.Version
+		lids[i], classes[i], messages[i], versions[i] = r.ID, a.Class, a.Message, a.Version
+		tracebacks[i], templates[i] = packed.Add(a.Traceback, a.Message)
 		if fingerprints[i], err = s.groups.GroupOf(ctx, r.Task, a.Class, a.Message, a.Traceback); err != nil {
 			return nil, fmt.Errorf("kill jobs: %w", err)
 		}
 	}
 	var letters []dlq.DeadLetterResult
 	err = tx.SelectContext(ctx, &letters, killLettersSQL, pq.Array(lids), pq.Array(classes), pq.Array(messages),
-		pq.Array(tracebacks), pq.Array(fingerprints), pq.Array(versions))
+		pq.Array(tracebacks), pq.Array(fingerprints), pq.Array(versions),
+		pq.Array(packed.Hashes), pq.Array(packed.Templates), pq.Array(templates))
 	if err != nil {
 		return nil, fmt.Errorf("kill jobs: write letters: %w", postgres.Translate(err))
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/lib/pq"
 	"github.com/redrive/redrive/dlq"
+	"github.com/redrive/redrive/store/letterpack"
 	"github.com/redrive/redrive/store/postgres"
 )
 
@@ -513,20 +514,25 @@ func (s *Store) RecordLostOutcomes(ctx context.Context, worker string, lost []dl
 // generic plan, or outcomes read from a table) it chose a nested loop that
 // rescanned every outcome for every job, 4 million rows for a batch of
 // 2,000 in EXPLAIN ANALYZE.
-const deadLetterManySQL = `
-WITH dead AS (
+//
+// Each traceback travels packed (package letterpack): the letter keeps its
+// values and its template's hash, and the statement's first part stores
+// the batch's templates that are not stored yet.
+var deadLetterManySQL = `
+WITH templates AS (` + letterpack.InsertTemplatesSQL("$12", "$13") + `),
+dead AS (
 	UPDATE jobs j SET state = 'dead', finished_at = now(), lease_owner = NULL, lease_expires_at = NULL,
 		last_error = o.last_error, errors = j.errors || jsonb_build_array(o.entry)
 	FROM unnest($1::bigint[], $2::int[], $3::text[], $4::jsonb[], $5::text[], $6::text[], $7::text[],
-		$8::text[], $9::text[], $10::text[])
-		AS o(id, attempt, last_error, entry, error_class, error_message, traceback, reason, fingerprint, version)
+		$8::text[], $9::text[], $10::text[], $14::text[])
+		AS o(id, attempt, last_error, entry, error_class, error_message, traceback, reason, fingerprint, version, template)
 	WHERE j.id = o.id AND j.attempt = o.attempt AND j.lease_owner = $11 AND j.state = 'running'
 	RETURNING j.id, j.queue, j.task, j.args, j.kwargs, j.idempotency_key, j.attempt, j.max_attempts, j.errors,
-		j.created_at, j.replay_of, o.error_class, o.error_message, o.traceback, o.reason, o.fingerprint, o.version
+		j.created_at, j.replay_of, o.error_class, o.error_message, o.traceback, o.template, o.reason, o.fingerprint, o.version
 )
 INSERT INTO dead_letter_records (job_id, queue, task, args, kwargs, idempotency_key, error_class, error_message,
-	traceback, attempts, max_attempts, history, reason, fingerprint, worker_version, enqueued_at, replay_of)
-SELECT id, queue, task, args, kwargs, idempotency_key, error_class, error_message, traceback,
+	traceback, traceback_template, attempts, max_attempts, history, reason, fingerprint, worker_version, enqueued_at, replay_of)
+SELECT id, queue, task, args, kwargs, idempotency_key, error_class, error_message, traceback, ` + letterpack.HashSQL("template") + `,
 	attempt, max_attempts, errors, reason, coalesce((SELECT m.into_id FROM error_group_merges m WHERE m.from_id = fingerprint), fingerprint), version, created_at, replay_of
 FROM dead
 ORDER BY id
@@ -555,6 +561,8 @@ func (s *Store) deadLetterManyArgs(ctx context.Context, worker string, outcomes 
 	ids, attempts := make([]int64, n), make([]int64, n)
 	lastErrors, entries, classes, messages := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 	tracebacks, reasons, fingerprints, versions := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	var packed letterpack.Batch
+	templates := make([]string, n)
 	for i, o := range outcomes {
 		a := o.Attempt
 		a.Outcome = dlq.OutcomeDead
@@ -564,15 +572,16 @@ func (s *Store) deadLetterManyArgs(ctx context.Context, worker string, outcomes 
 		}
 		ids[i], attempts[i] = o.Lease.JobID, int64(o.Lease.Attempt)
 		lastErrors[i], entries[i], classes[i], messages[i] = Summary(a), string(entry), a.Class, a.Message
-		tracebacks[i], reasons[i], versions[i] = a.Traceback, string(o.Reason), a.Version
+		reasons[i], versions[i] = string(o.Reason), a.Version
 		if fingerprints[i], err = s.groups.GroupOf(ctx, o.Task, a.Class, a.Message, a.Traceback); err != nil {
 			return nil, fmt.Errorf("dead-letter job %d: %w", o.Lease.JobID, err)
 		}
+		tracebacks[i], templates[i] = packed.Add(a.Traceback, a.Message)
 	}
 	fingerprints = s.groups.Resolve(fingerprints)
 	return []any{pq.Array(ids), pq.Array(attempts), pq.Array(lastErrors), pq.Array(entries), pq.Array(classes),
 		pq.Array(messages), pq.Array(tracebacks), pq.Array(reasons), pq.Array(fingerprints), pq.Array(versions),
-		worker}, nil
+		worker, pq.Array(packed.Hashes), pq.Array(packed.Templates), pq.Array(templates)}, nil
 }
 
 // LeaseArrays splits leases into parallel id and attempt arrays for unnest.

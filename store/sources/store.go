@@ -18,6 +18,7 @@ import (
 	"github.com/redrive/redrive/dlq"
 	"github.com/redrive/redrive/grouping"
 	"github.com/redrive/redrive/store/groups"
+	"github.com/redrive/redrive/store/letterpack"
 	"github.com/redrive/redrive/store/postgres"
 )
 
@@ -133,14 +134,15 @@ func (s *Store) SourceHealth(ctx context.Context) ([]dlq.Source, error) {
 // letters that claimed one are written. Their ids, and their job ids (a
 // letter from elsewhere has no job here; the id keeps the jobs' and the
 // letters' numbering apart), were drawn from the sequences beforehand.
-const ingestSQL = `
+var ingestSQL = `
 WITH w AS (
 	SELECT * FROM unnest($2::bigint[], $3::bigint[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[],
 		$9::text[], $10::text[], $11::text[], $12::int[], $13::int[], $14::text[], $15::text[], $16::text[],
-		$17::text[]::timestamptz[], $18::text[]::timestamptz[], $19::text[], $20::bigint[])
+		$17::text[]::timestamptz[], $18::text[]::timestamptz[], $19::text[], $20::bigint[], $23::text[])
 	AS w(id, job_id, external_id, task, queue, args, kwargs, error_class, error_message, traceback, attempts,
-		max_attempts, history, reason, fingerprint, enqueued_at, failed_at, details, replay_of)
+		max_attempts, history, reason, fingerprint, enqueued_at, failed_at, details, replay_of, template)
 ),
+templates AS (` + letterpack.InsertTemplatesSQL("$21", "$22") + `),
 claimed AS (
 	INSERT INTO letter_sources (dead_letter_id, source, external_id, details)
 	SELECT id, $1, external_id, details::jsonb FROM w
@@ -149,10 +151,10 @@ claimed AS (
 ),
 written AS (
 	INSERT INTO dead_letter_records (id, job_id, queue, task, args, kwargs, error_class, error_message, traceback,
-		attempts, max_attempts, history, reason, fingerprint, enqueued_at, failed_at, replay_of)
+		traceback_template, attempts, max_attempts, history, reason, fingerprint, enqueued_at, failed_at, replay_of)
 	OVERRIDING SYSTEM VALUE
 	SELECT id, job_id, queue, task, args::jsonb, kwargs::jsonb, error_class, error_message, traceback,
-		attempts, max_attempts, history::json, reason, fingerprint, enqueued_at, failed_at, nullif(replay_of, 0)
+		` + letterpack.HashSQL("template") + `, attempts, max_attempts, history::json, reason, fingerprint, enqueued_at, failed_at, nullif(replay_of, 0)
 	FROM w WHERE id IN (SELECT dead_letter_id FROM claimed)
 	ORDER BY failed_at, id
 	RETURNING id
@@ -276,6 +278,10 @@ type ingestRows struct {
 	attempts, maxAttempts                                                 []int64
 	details                                                               []sql.NullString
 	replayOf                                                              []int64
+	// template names each traceback's template (traceback then holds its
+	// values), and packed holds the templates.
+	template []string
+	packed   letterpack.Batch
 }
 
 // add appends one letter, its group and its history as JSON.
@@ -284,7 +290,8 @@ func (r *ingestRows) add(l dlq.IngestLetter, fingerprint string, history []byte)
 	r.task, r.queue = append(r.task, l.Task), append(r.queue, l.Queue)
 	r.args, r.kwargs = append(r.args, string(l.Args)), append(r.kwargs, string(l.Kwargs))
 	r.errorClass, r.message = append(r.errorClass, l.ErrorClass), append(r.message, l.Message)
-	r.traceback, r.history = append(r.traceback, l.Traceback), append(r.history, string(history))
+	traceback, template := r.packed.Add(l.Traceback, l.Message)
+	r.traceback, r.template, r.history = append(r.traceback, traceback), append(r.template, template), append(r.history, string(history))
 	r.reason, r.fingerprint = append(r.reason, string(l.Reason)), append(r.fingerprint, fingerprint)
 	r.enqueuedAt = append(r.enqueuedAt, l.EnqueuedAt.UTC().Format(time.RFC3339Nano))
 	r.failedAt = append(r.failedAt, l.FailedAt.UTC().Format(time.RFC3339Nano))
@@ -319,5 +326,6 @@ func (s *Store) ingestArgs(ctx context.Context, source string, letters []dlq.Ing
 	return []any{source, pq.Array(letterIDs), pq.Array(jobIDs), pq.Array(r.externalID), pq.Array(r.task), pq.Array(r.queue),
 		pq.Array(r.args), pq.Array(r.kwargs), pq.Array(r.errorClass), pq.Array(r.message), pq.Array(r.traceback),
 		pq.Array(r.attempts), pq.Array(r.maxAttempts), pq.Array(r.history), pq.Array(r.reason), pq.Array(r.fingerprint),
-		pq.Array(r.enqueuedAt), pq.Array(r.failedAt), pq.Array(r.details), pq.Array(r.replayOf)}, nil
+		pq.Array(r.enqueuedAt), pq.Array(r.failedAt), pq.Array(r.details), pq.Array(r.replayOf),
+		pq.Array(r.packed.Hashes), pq.Array(r.packed.Templates), pq.Array(r.template)}, nil
 }
