@@ -39,6 +39,12 @@ const (
 type Claim struct {
 	Jobs      []Job
 	Throttled bool
+	// Exhausted names, while a throttle is open, each queue whose walk
+	// read every job due when the claim ran, with that time (the
+	// database's now()): what it left was held (a paused task, a
+	// throttled one with no room), and a later claim may walk on from
+	// there instead of reading past the held jobs again.
+	Exhausted map[string]time.Time
 }
 
 // Throttle is one throttle of a queue or a task, open or ended.

@@ -3,10 +3,12 @@ package store_test
 import (
 	"context"
 	"errors"
+	"math"
 	"testing"
 	"time"
 
 	"github.com/redrive/redrive/dlq"
+	"github.com/redrive/redrive/store/queue"
 	"github.com/redrive/redrive/store/storetest"
 )
 
@@ -25,7 +27,7 @@ func throttleParams(kind, name string, maxRunning int, perSecond float64) dlq.Th
 // by task.
 func claimTasks(t *testing.T, st *storetest.Stores, worker string, limit int) (map[string]int, dlq.Claim) {
 	t.Helper()
-	c, err := st.Queue.ClaimThrottled(context.Background(), worker, []string{"default"}, nil, limit, time.Minute)
+	c, err := st.Queue.ClaimThrottled(context.Background(), worker, []string{"default"}, nil, limit, time.Minute, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -201,6 +203,47 @@ func TestThrottle(t *testing.T) {
 		}
 	})
 
+	// A claim says it read a queue to its end (Exhausted) only when it
+	// took every job it read there: not when it dropped some past a
+	// throttle's room, nor when the limit across queues left some.
+	t.Run("ExhaustedOnlyWhenEveryJobReadWasTaken", func(t *testing.T) {
+		t.Parallel()
+		db := storetest.NewDB(t)
+		st := storetest.NewStores(db.DB)
+		ctx := context.Background()
+		db.MustExec(`INSERT INTO jobs (task, queue, run_at) SELECT 'emails.send', 'old', now() - interval '1 hour' FROM generate_series(1, 10)`)
+		insertJobs(t, db, 6, "new", "emails.send", dlq.StateAvailable)
+		insertJobs(t, db, 5, "charges", "payments.charge", dlq.StateAvailable)
+		if _, err := st.Queue.SetThrottle(ctx, throttleParams("task", "payments.charge", 2, 0)); err != nil {
+			t.Fatal(err)
+		}
+		c, err := st.Queue.ClaimThrottled(ctx, "w1", []string{"old", "new", "charges"}, nil, 10, time.Minute, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The 10 oldest are old's: new's 6 and the charges' 2 (the room)
+		// were read and left past the limit, and 3 charges dropped.
+		if len(c.Jobs) != 10 || len(c.Exhausted) != 0 {
+			t.Fatalf("claimed %d, exhausted %v, want 10 and no queue read to its end", len(c.Jobs), c.Exhausted)
+		}
+		c, err = st.Queue.ClaimThrottled(ctx, "w1", []string{"new", "charges"}, nil, 10, time.Minute, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// new's 6 and 2 charges taken, 3 charges dropped past the room.
+		_, newDone := c.Exhausted["new"]
+		_, chargesDone := c.Exhausted["charges"]
+		if len(c.Jobs) != 8 || !newDone || chargesDone {
+			t.Fatalf("claimed %d, exhausted %v, want 8 and only new read to its end", len(c.Jobs), c.Exhausted)
+		}
+		// Full now: every charge is held, left out of the walk, which
+		// reads the queue to its end.
+		c, err = st.Queue.ClaimThrottled(ctx, "w1", []string{"charges"}, nil, 10, time.Minute, false)
+		if _, chargesDone := c.Exhausted["charges"]; err != nil || len(c.Jobs) != 0 || !chargesDone {
+			t.Fatalf("claimed %d, exhausted %v (%v), want none and the charges read to their end", len(c.Jobs), c.Exhausted, err)
+		}
+	})
+
 	t.Run("ExpiryEndsItAndIsRecordedOnce", func(t *testing.T) {
 		t.Parallel()
 		db := storetest.NewDB(t)
@@ -237,6 +280,7 @@ func TestThrottle(t *testing.T) {
 // docs/performance.md quotes the figures this logs.
 func TestClaimCostOfThrottles(t *testing.T) {
 	t.Parallel()
+	ctx := context.Background()
 	db := storetest.NewDB(t)
 	const throttled, others, limit = 100_000, 1_000, 100
 	db.MustExec(`INSERT INTO jobs (task, queue, run_at)
@@ -246,36 +290,96 @@ func TestClaimCostOfThrottles(t *testing.T) {
 	db.MustExec(`UPDATE jobs SET state = 'running', lease_owner = 'w', lease_expires_at = now() + interval '1 hour', attempt = 1
 		WHERE id IN (SELECT id FROM jobs WHERE task = 'payments.charge' ORDER BY id LIMIT 50)`)
 	db.MustExec(`VACUUM ANALYZE jobs`)
+	queues := []string{"default"}
 
-	base := pausedClaimCost(t, db, []string{"default"}, limit)
+	base := pausedClaimCost(t, db, queues, limit)
 	t.Logf("no throttle: walked %.0f rows, %.0f buffers, %.2f ms", base.walked, base.buffers, base.ms)
 
+	// With room, the walk takes the throttled task's jobs itself, up to
+	// the room, and drops the rest it read: the limit's rows, whatever the
+	// backlog behind them.
 	db.MustExec(`INSERT INTO throttles (kind, name, max_running, reason, set_by) VALUES ('task', 'payments.charge', 60, 'test', 'plan-test')`)
-	th := pausedClaimCost(t, db, []string{"default"}, limit)
-	t.Logf("task payments.charge throttled to 60 running, 50 running (%d of its jobs due ahead of %d others): walked %.0f rows, %.0f buffers, %.2f ms",
-		throttled, others, th.walked, th.buffers, th.ms)
-	// 10 of the throttled task, 90 others; plus the marker row.
-	if th.claimed != limit+1 {
-		t.Errorf("claimed %d rows, want %d and the marker", th.claimed, limit)
+	// The claim that does not honour throttles, run by a worker whose last
+	// claim found none open, takes nothing once one is: it reads no job and
+	// returns the marker, and ClaimThrottled runs the throttled claim.
+	if plain := explainClaim(t, db, queues, nil, limit); plain.walked != 0 || plain.claimed != 1 {
+		t.Errorf("with a throttle open the plain claim walked %.0f rows and returned %d, want none and the marker", plain.walked, plain.claimed)
 	}
-	// The main walk reads past the throttled jobs due ahead (as a paused
-	// task's); the throttle's own walk reads its room and no more.
-	if th.walked > throttled+limit+10+2 {
-		t.Errorf("walked %.0f rows, want at most the throttled backlog plus the limit and the room", th.walked)
+	room := throttledClaimCost(t, db, queues, nil, limit)
+	t.Logf("task payments.charge throttled to 60 running, 50 running (%d of its jobs due ahead of %d others): walked %.0f rows, %.0f buffers, %.2f ms",
+		throttled, others, room.walked, room.buffers, room.ms)
+	if room.walked > limit+1 {
+		t.Errorf("with room the claim walked %.0f rows, want at most the limit (%d)", room.walked, limit+1)
+	}
+	// Its room of 10, and the marker.
+	if room.claimed != 10+1 {
+		t.Errorf("with room the claim returned %d rows, want the room (10) and the marker", room.claimed)
 	}
 
+	// Full, the task is left out of the walk, which reads past its jobs
+	// due ahead of the first it may take: from the head, O(its backlog).
+	// The worker walks from the head once a poll interval; its other
+	// claims walk on after its positions, past the held jobs: the limit's
+	// rows again.
 	db.MustExec(`UPDATE throttles SET max_running = 50`)
-	full := pausedClaimCost(t, db, []string{"default"}, limit)
-	t.Logf("the same throttle full (50 of 50 running): walked %.0f rows, %.0f buffers, %.2f ms", full.walked, full.buffers, full.ms)
+	head := throttledClaimCost(t, db, queues, nil, limit)
+	var last dlq.Job
+	if err := db.GetContext(ctx, &last, `SELECT id, run_at FROM jobs WHERE task = 'emails.send' ORDER BY run_at, id OFFSET $1 LIMIT 1`, limit-1); err != nil {
+		t.Fatal(err)
+	}
+	after := throttledClaimCost(t, db, queues, map[string]dlq.Position{"default": dlq.PositionOf(last)}, limit)
+	t.Logf("the same throttle full (50 of 50 running): from the head walked %.0f rows, %.0f buffers, %.2f ms; after the last claimed job %.0f rows, %.0f buffers, %.2f ms",
+		head.walked, head.buffers, head.ms, after.walked, after.buffers, after.ms)
+	if head.walked < throttled || head.claimed != limit+1 {
+		t.Errorf("full, the claim from the head walked %.0f rows and returned %d, want past the %d held and the limit's others (%d, and the marker)",
+			head.walked, head.claimed, throttled, limit)
+	}
+	if after.walked > limit+1 || after.claimed != limit+1 {
+		t.Errorf("full, the claim after the last claimed job walked %.0f rows and returned %d, want the limit's (%d, and the marker)", after.walked, after.claimed, limit)
+	}
+
+	// A queue holding nothing but held jobs is read to its end once: the
+	// claim says so (Exhausted, with its time), and a walk after that
+	// reads nothing.
+	db.MustExec(`INSERT INTO jobs (task, queue, run_at)
+		SELECT 'payments.charge', 'charges', now() - interval '1 hour' + i * interval '1 ms' FROM generate_series(1, $1) i`, others)
+	db.MustExec(`ANALYZE jobs`)
+	st := storetest.NewStores(db.DB)
+	c, err := st.Queue.ClaimThrottled(ctx, "w1", []string{"charges"}, nil, limit, time.Minute, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at, ok := c.Exhausted["charges"]
+	if len(c.Jobs) != 0 || !c.Throttled || !ok {
+		t.Fatalf("a claim of the held queue took %d jobs, throttled %v, exhausted %v: want none, throttled, the queue read to its end",
+			len(c.Jobs), c.Throttled, c.Exhausted)
+	}
+	held := throttledClaimCost(t, db, []string{"charges"}, map[string]dlq.Position{"charges": {RunAt: at, ID: math.MaxInt64}}, limit)
+	t.Logf("a queue of %d held jobs, after the time its last claim read it to: walked %.0f rows, %.2f ms", others, held.walked, held.ms)
+	if held.walked > 0 {
+		t.Errorf("after the time a claim read the held queue to, the walk read %.0f rows, want none", held.walked)
+	}
+	// A claim that reads only part of a queue does not say it read it all.
+	db.MustExec(`DELETE FROM throttles`)
+	if c, err := st.Queue.ClaimThrottled(ctx, "w1", []string{"charges"}, nil, 10, time.Minute, false); err != nil || len(c.Exhausted) != 0 {
+		t.Fatalf("a claim with no throttle open said it exhausted %v (%v)", c.Exhausted, err)
+	}
 
 	// A queue's throttle leaves the main walk before it starts, and its
 	// own walk reads its room: no walk past the queue's backlog.
-	db.MustExec(`DELETE FROM throttles`)
 	db.MustExec(`INSERT INTO throttles (kind, name, max_running, reason, set_by) VALUES ('queue', 'default', 60, 'test', 'plan-test')`)
-	q := pausedClaimCost(t, db, []string{"default"}, limit)
+	q := throttledClaimCost(t, db, queues, nil, limit)
 	t.Logf("queue default throttled to 60 running, 50 running (%d jobs in it): walked %.0f rows, %.0f buffers, %.2f ms",
 		throttled+others, q.walked, q.buffers, q.ms)
 	if q.walked > 10+1 || q.claimed != 10+1 {
 		t.Errorf("a throttled queue's claim walked %.0f rows and claimed %d, want its room of 10 (and the marker)", q.walked, q.claimed)
 	}
+}
+
+// throttledClaimCost is the fastest of three EXPLAINs of the claim that
+// honours throttles, each in a transaction it rolls back.
+func throttledClaimCost(t *testing.T, db *storetest.DB, queues []string, after map[string]dlq.Position, limit int) claimCost {
+	t.Helper()
+	query, args := queue.ThrottledClaimQuery(queues, after, limit)
+	return fastestOfThree(func() claimCost { return explainClaimQuery(t, db, query, args) })
 }

@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"math"
 	"time"
 
 	"github.com/redrive/redrive/dlq"
@@ -18,10 +19,24 @@ import (
 // So a claim from the head of every queue comes at least every
 // PollInterval, and right after a claim after positions came back short:
 // the queues look drained, and the head may hold what the walk skipped.
+//
+// While a throttle is open the cursor holds on instead. A throttled claim
+// comes back short by design (the throttled work waits for room), and a
+// claim from the head would read past every held job of a task with no
+// room again, each time the worker asks (a cost that grows with the
+// backlog: docs/performance.md, "What a throttle costs the claim"). So a
+// short throttled claim keeps the positions, the head comes once a poll
+// interval, and a queue whose walk read every due job (dlq.Claim's
+// Exhausted) moves on to the claim's time: the next walks start past the
+// held jobs, which the claim takes from the head as their throttle gives
+// room.
 type claimCursor struct {
 	after map[string]dlq.Position
 	// headAt is when the last claim from the head ran.
 	headAt time.Time
+	// throttled says a throttle was open at the last claim: the next asks
+	// for the claim that honours throttles at once (queue.ClaimThrottled).
+	throttled bool
 }
 
 // next is where the next claim starts: nil for the head of every queue.
@@ -32,22 +47,35 @@ func (c *claimCursor) next(now time.Time, headEvery time.Duration) map[string]dl
 	return c.after
 }
 
-// advance records a claim that started at from (nil: the head) and took
-// jobs, limit asked; failed says it returned an error. A claim from the
-// head starts the positions afresh; a short claim after positions, or a
-// failed one, sends the next claim to the head.
-func (c *claimCursor) advance(now time.Time, from map[string]dlq.Position, jobs []dlq.Job, limit int, failed bool) {
+// advance records claim, which started at from (nil: the head), limit
+// asked; failed says it returned an error. A claim from the head starts
+// the positions afresh; a short claim after positions with no throttle
+// open, or a failed one, sends the next claim to the head.
+func (c *claimCursor) advance(now time.Time, from map[string]dlq.Position, claim dlq.Claim, limit int, failed bool) {
+	if !failed {
+		c.throttled = claim.Throttled
+	}
 	switch {
-	case failed || (from != nil && len(jobs) < limit):
+	case failed || (from != nil && len(claim.Jobs) < limit && !claim.Throttled):
 		c.after = nil
 		return
 	case from == nil:
 		c.headAt = now
 		c.after = make(map[string]dlq.Position, len(c.after))
 	}
-	for _, j := range jobs {
-		if p, ok := c.after[j.Queue]; !ok || p.Before(dlq.PositionOf(j)) {
-			c.after[j.Queue] = dlq.PositionOf(j)
-		}
+	for _, j := range claim.Jobs {
+		c.moveTo(j.Queue, dlq.PositionOf(j))
+	}
+	// Every job due at that time was read: the next walk starts after all
+	// of them, whatever their ids.
+	for queue, at := range claim.Exhausted {
+		c.moveTo(queue, dlq.Position{RunAt: at, ID: math.MaxInt64})
+	}
+}
+
+// moveTo moves queue's position on to p, never back.
+func (c *claimCursor) moveTo(queue string, p dlq.Position) {
+	if old, ok := c.after[queue]; !ok || old.Before(p) {
+		c.after[queue] = p
 	}
 }

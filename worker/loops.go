@@ -55,10 +55,10 @@ func (w *Worker) claimLoop(ctx, jobsCtx context.Context) {
 			if wait := claimCooldown - time.Since(lastClaim); free >= w.topUp() || wait <= 0 {
 				limit := min(free, maxClaimBatch)
 				from := cursor.next(time.Now(), w.cfg.PollInterval)
-				c, err := w.claim(jobsCtx, from, limit)
+				c, err := w.claim(jobsCtx, from, limit, cursor.throttled)
 				jobs := c.Jobs
 				lastClaim = time.Now()
-				cursor.advance(lastClaim, from, jobs, limit, err != nil)
+				cursor.advance(lastClaim, from, c, limit, err != nil)
 				if err == nil && c.Throttled && len(jobs) < limit {
 					throttled.Reset(throttleRetry)
 				}
@@ -66,8 +66,10 @@ func (w *Worker) claimLoop(ctx, jobsCtx context.Context) {
 				// as slots free. A short one from the head means the queues
 				// are drained for now, and a freed slot alone is no reason to
 				// ask again; a short one after positions is followed by a
-				// claim from the head, for what the walk skipped.
-				mayHaveWork = err == nil && (len(jobs) == limit || from != nil)
+				// claim from the head, for what the walk skipped, unless a
+				// throttle was open: then throttleRetry asks again, after
+				// the same positions (claimCursor).
+				mayHaveWork = err == nil && (len(jobs) == limit || from != nil && !c.Throttled)
 				if mayHaveWork {
 					continue
 				}
@@ -91,15 +93,16 @@ func (w *Worker) claimLoop(ctx, jobsCtx context.Context) {
 }
 
 // claim takes up to limit jobs, each queue's after its position in from
-// (nil: from the head), and starts them. The claim runs on a context
+// (nil: from the head), with the claim that honours throttles at once if
+// throttled (a throttle was open at the last claim), and starts them. The claim runs on a context
 // that shutdown does not cancel: a claim cancelled mid-flight can commit
 // without our seeing its rows, stranding those jobs until their leases
 // expire and burning an attempt of each.
-func (w *Worker) claim(jobsCtx context.Context, from map[string]dlq.Position, limit int) (dlq.Claim, error) {
+func (w *Worker) claim(jobsCtx context.Context, from map[string]dlq.Position, limit int, throttled bool) (dlq.Claim, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(jobsCtx), writeTimeout)
 	defer cancel()
 	w.claiming.Lock()
-	c, err := w.store.ClaimThrottled(ctx, w.cfg.ID, w.cfg.Queues, from, limit, w.cfg.LeaseDuration)
+	c, err := w.store.ClaimThrottled(ctx, w.cfg.ID, w.cfg.Queues, from, limit, w.cfg.LeaseDuration, throttled)
 	w.start(jobsCtx, c.Jobs)
 	w.claiming.Unlock()
 	defer tell(w.signals.claimed)

@@ -9,7 +9,12 @@ import "github.com/redrive/redrive/dlq"
 // ClaimQuery is the claim of limit jobs by "plan-test" with a 30 s lease,
 // and its parameters.
 func ClaimQuery(queues []string, after map[string]dlq.Position, limit int) (string, []any) {
-	return claimArgs("plan-test", queues, after, limit, 30_000)
+	return claimArgs("plan-test", queues, after, limit, 30_000, false)
+}
+
+// ThrottledClaimQuery is ClaimQuery's claim while a throttle is open.
+func ThrottledClaimQuery(queues []string, after map[string]dlq.Position, limit int) (string, []any) {
+	return claimArgs("plan-test", queues, after, limit, 30_000, true)
 }
 
 // DeleteSucceededSQL and SucceededBoundSQL are the cleaner's delete ($1
