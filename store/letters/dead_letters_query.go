@@ -347,7 +347,7 @@ func (s *Store) countDeadLetters(ctx context.Context, f dlq.Filter, budget time.
 	rest.Task, rest.Queue, rest.Status = "", "", dlq.StatusPending
 	if !rest.Narrowed() {
 		var n int64
-		err := s.db.GetContext(ctx, &n, countFromSummariesSQL, postgres.Nullable(f.Task), postgres.Nullable(f.Queue), postgres.Nullable(string(f.Status)))
+		err := s.db.GetContext(ctx, &n, countFromSummariesSQL, postgres.Prepared, postgres.Nullable(f.Task), postgres.Nullable(f.Queue), postgres.Nullable(string(f.Status)))
 		return dlq.Count{N: n, Exact: true}, postgres.Translate(err)
 	}
 	rest.Fingerprint, rest.Fingerprints = "", nil
