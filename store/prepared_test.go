@@ -76,6 +76,21 @@ func TestHotReadsArePreparedOnce(t *testing.T) {
 	if n := len(preparedStatements(t, conn)); n != 1 {
 		t.Errorf("%d statements prepared after an unmarked query, want still 1", n)
 	}
+	// The list's first page takes no argument (its limit is written in):
+	// one generic plan from its first run on. A filtered page is not kept.
+	for range 3 {
+		page, err := letters.ListDeadLetters(ctx, dlq.Filter{Limit: 50})
+		if err != nil || len(page.Letters) != 1 {
+			t.Fatalf("first page: %d letters, %v", len(page.Letters), err)
+		}
+	}
+	if _, err := letters.ListDeadLetters(ctx, dlq.Filter{Limit: 50, Task: "billing.charge"}); err != nil {
+		t.Fatal(err)
+	}
+	stmts = preparedStatements(t, conn)
+	if len(stmts) != 2 || !strings.Contains(stmts[1].Statement, "LIMIT 51") || stmts[1].GenericPlans != 3 || stmts[1].CustomPlans != 0 {
+		t.Errorf("prepared statements after the list's first page 3 times and a filtered page: %+v, want the letter's and the first page's, 3 generic plans", stmts)
+	}
 }
 
 // DISCARD ALL (a session pooler's reset, or an operator's) deallocates the
