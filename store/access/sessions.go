@@ -20,7 +20,7 @@ func (s *Store) SessionUser(ctx context.Context, id int64, sidHash []byte) (dlq.
 	}
 	err := s.db.GetContext(ctx, &row, `SELECT `+userColumns+`,
 			EXISTS (SELECT 1 FROM session_revocations WHERE sid_hash = $2) AS revoked
-		FROM users WHERE id = $1`, id, postgres.Bytea(sidHash))
+		FROM users WHERE id = $1`, postgres.Prepared, id, postgres.Bytea(sidHash))
 	if err != nil {
 		return dlq.User{}, false, fmt.Errorf("session user %d: %w", id, postgres.Translate(err))
 	}

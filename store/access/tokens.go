@@ -160,7 +160,7 @@ func (s *Store) UserByToken(ctx context.Context, hash []byte, now time.Time) (dl
 			u.password_hash AS "u.password_hash", u.session_epoch AS "u.session_epoch",
 			u.disabled_at AS "u.disabled_at", u.created_at AS "u.created_at", u.updated_at AS "u.updated_at"
 		FROM api_tokens t JOIN users u ON u.id = t.user_id
-		WHERE t.token_hash = $1 AND t.revoked_at IS NULL AND u.disabled_at IS NULL`, postgres.Bytea(hash))
+		WHERE t.token_hash = $1 AND t.revoked_at IS NULL AND u.disabled_at IS NULL`, postgres.Prepared, postgres.Bytea(hash))
 	if err != nil {
 		return dlq.User{}, dlq.Token{}, fmt.Errorf("token: %w", postgres.Translate(err))
 	}

@@ -71,6 +71,12 @@ func (s *Store) auditPage(ctx context.Context, f dlq.AuditFilter, limit int) (dl
 	where, args := auditWhere(f)
 	args = append(args, limit+1)
 	q := `SELECT ` + auditColumns + ` FROM audit_events ` + where + ` ORDER BY id DESC LIMIT $` + strconv.Itoa(len(args))
+	if f.DeadLetterID > 0 && len(args) == 2 {
+		// A letter's own entries, which its page reads on every view: two
+		// lookups by the letter's id whatever the letter, so one plan
+		// serves them all.
+		args = append([]any{postgres.Prepared}, args...)
+	}
 	var entries []dlq.AuditEntry
 	if err := s.db.SelectContext(ctx, &entries, q, args...); err != nil {
 		return dlq.AuditPage{}, postgres.Translate(err)

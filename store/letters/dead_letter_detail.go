@@ -55,7 +55,7 @@ func (s *Store) GetDeadLetter(ctx context.Context, id int64) (dlq.DeadLetterDeta
 		Later  pq.Int64Array  `db:"later_letters"`
 		Source pq.StringArray `db:"letter_source"` // name, external id, kind, details, has a replay URL; NULL for Redrive's own
 	}
-	if err := s.db.GetContext(ctx, &row, getDeadLetterSQL, id, dlq.TracebackCap, dlq.AttemptTracebackCap, dlq.MaxLaterLetters, mask.TruncatedMark); err != nil {
+	if err := s.db.GetContext(ctx, &row, getDeadLetterSQL, postgres.Prepared, id, dlq.TracebackCap, dlq.AttemptTracebackCap, dlq.MaxLaterLetters, mask.TruncatedMark); err != nil {
 		return dlq.DeadLetterDetail{}, fmt.Errorf("get dead letter %d: %w", id, postgres.Translate(err))
 	}
 	d := row.DeadLetterDetail

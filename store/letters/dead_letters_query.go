@@ -266,6 +266,14 @@ func listPageSQL(f dlq.Filter, limit int) (string, []any) {
 		return ByIDNewestFirstSQL(listColumns, `SELECT id FROM (`+walks+`) found`), args
 	}
 	where, args := FilterWhere(f, src, true, 0)
+	if where == "" {
+		// The first page of every letter, or of the pending ones, takes no
+		// argument: its limit is written in, so that listPage can keep it
+		// prepared with one plan for a page of that size. As a parameter,
+		// the generic plan would take the limit for a tenth of the letters
+		// and join their outcomes whole (EXPLAIN: 220 ms, not 0.2).
+		return NewestFirstSQL(listColumns, src, "", strconv.Itoa(limit+1)), nil
+	}
 	args = append(args, limit+1)
 	return NewestFirstSQL(listColumns, src, where, "$"+strconv.Itoa(len(args))), args
 }
@@ -292,6 +300,11 @@ func ByIDNewestFirstSQL(columns, ids string) string {
 // next page, without a second query.
 func (s *Store) listPage(ctx context.Context, f dlq.Filter, limit int) (dlq.DeadLetterPage, error) {
 	q, args := listPageSQL(f, limit)
+	if len(args) == 0 {
+		// A first page with no filter, the console's most read: planned
+		// once per connection and page size.
+		args = []any{postgres.Prepared}
+	}
 	rows, err := s.db.QueryContext(ctx, q, args...)
 	if err != nil {
 		return dlq.DeadLetterPage{}, postgres.Translate(err)
@@ -347,7 +360,7 @@ func (s *Store) countDeadLetters(ctx context.Context, f dlq.Filter, budget time.
 	rest.Task, rest.Queue, rest.Status = "", "", dlq.StatusPending
 	if !rest.Narrowed() {
 		var n int64
-		err := s.db.GetContext(ctx, &n, countFromSummariesSQL, postgres.Nullable(f.Task), postgres.Nullable(f.Queue), postgres.Nullable(string(f.Status)))
+		err := s.db.GetContext(ctx, &n, countFromSummariesSQL, postgres.Prepared, postgres.Nullable(f.Task), postgres.Nullable(f.Queue), postgres.Nullable(string(f.Status)))
 		return dlq.Count{N: n, Exact: true}, postgres.Translate(err)
 	}
 	rest.Fingerprint, rest.Fingerprints = "", nil

@@ -65,7 +65,7 @@ func (s *Store) OperationsInFlight(ctx context.Context, limit int) (dlq.InFlight
 		dlq.Operation
 		Open int `db:"open"`
 	}
-	if err := s.db.SelectContext(ctx, &rows, inFlightSQL, limit); err != nil {
+	if err := s.db.SelectContext(ctx, &rows, inFlightSQL, postgres.Prepared, limit); err != nil {
 		return dlq.InFlight{}, fmt.Errorf("operations in flight: %w", postgres.Translate(err))
 	}
 	var out dlq.InFlight

@@ -242,7 +242,7 @@ JOIN dead_letter_records r ON r.id = s.dead_letter_id`
 // scheduled purge) costs one small table.
 func (s *Store) PurgeForecast(ctx context.Context, at time.Time, olderThan time.Duration, now time.Time) (dlq.PurgeForecast, error) {
 	f := dlq.PurgeForecast{At: at}
-	if err := s.db.SelectContext(ctx, &f.Holds, `SELECT fingerprint, task, letters, settled_before, held_at FROM purge_holds ORDER BY letters DESC, fingerprint`); err != nil {
+	if err := s.db.SelectContext(ctx, &f.Holds, `SELECT fingerprint, task, letters, settled_before, held_at FROM purge_holds ORDER BY letters DESC, fingerprint`, postgres.Prepared); err != nil {
 		return f, fmt.Errorf("purge forecast: holds: %w", err)
 	}
 	if olderThan <= 0 {

@@ -114,7 +114,7 @@ func auditTestRun(ctx context.Context, tx *sqlx.Tx, p dlq.TestRunParams, l dlq.D
 // TestRuns lists the newest limit test jobs of the letter id.
 func (s *Store) TestRuns(ctx context.Context, id int64, limit int) ([]dlq.TestRun, error) {
 	var out []dlq.TestRun
-	if err := s.db.SelectContext(ctx, &out, testRunsSQL, id, limit); err != nil {
+	if err := s.db.SelectContext(ctx, &out, testRunsSQL, postgres.Prepared, id, limit); err != nil {
 		return nil, fmt.Errorf("test runs of dead letter %d: %w", id, postgres.Translate(err))
 	}
 	return out, nil

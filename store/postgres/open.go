@@ -1,6 +1,7 @@
 // Package postgres is what every room of the store shares: opening the
 // database so that each query is one round trip (and works behind a
-// transaction pooler), migrating it, the read replica and its watch, the
+// transaction pooler) and the hot reads are planned once per connection
+// (Prepared), migrating it, the read replica and its watch, the
 // pooler check, COPY rows, the transaction helpers and the one translation
 // of driver errors into the store's coded errors (tx.go).
 package postgres
@@ -25,6 +26,12 @@ import (
 // Redrive works behind a transaction pooler such as PgBouncer (see
 // oneTripConnector). A parameter bound for a bytea column must be passed as
 // a bytea.
+//
+// On a direct connection (or through a session pooler) the queries marked
+// Prepared are prepared once per connection. Behind a transaction pooler
+// they are not: a statement prepared in one server session would be
+// looked for in whichever session runs the next transaction. Open asks
+// which it is (BehindTransactionPooler) before it returns.
 func Open(ctx context.Context, dsn string) (*sqlx.DB, error) {
 	connector, err := newOneTripConnector(dsn)
 	if err != nil {
@@ -40,6 +47,12 @@ func Open(ctx context.Context, dsn string) (*sqlx.DB, error) {
 		db.Close()
 		return nil, fmt.Errorf("connect to database: %w", err)
 	}
+	pooled, err := BehindTransactionPooler(pingCtx, db)
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("connect to database: %w", err)
+	}
+	connector.prepare.Store(!pooled)
 	return db, nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/lib/pq"
@@ -26,8 +27,13 @@ import (
 // (json.RawMessage, json.Marshal) everywhere. So oneTripConn sends []byte
 // as text, as lib/pq's default mode does for every type but bytea, and a
 // bytea parameter says so by being a bytea.
+//
+// Its connections also keep the statements marked Prepared prepared
+// (prepared.go), while prepare is set: Open sets it on a direct
+// connection, not behind a transaction pooler.
 type oneTripConnector struct {
-	pq *pq.Connector
+	pq      *pq.Connector
+	prepare atomic.Bool
 }
 
 func newOneTripConnector(dsn string) (*oneTripConnector, error) {
@@ -54,14 +60,15 @@ func (c *oneTripConnector) Connect(ctx context.Context) (driver.Conn, error) {
 		conn.Close()
 		return nil, fmt.Errorf("open database: lib/pq connection %T lacks a method Redrive relies on", conn)
 	}
-	return &oneTripConn{pqConn: pc}, nil
+	return &oneTripConn{pqConn: pc, cache: statementCache{enabled: &c.prepare}}, nil
 }
 
 // Driver implements driver.Connector.
 func (c *oneTripConnector) Driver() driver.Driver { return c.pq.Driver() }
 
 // pqConn is what database/sql uses of a lib/pq connection; oneTripConn
-// passes it all through and changes only how parameters are converted.
+// passes it all through and changes only how parameters are converted and
+// which statements it keeps prepared (prepared.go).
 type pqConn interface {
 	driver.Conn
 	driver.ConnBeginTx
@@ -76,6 +83,7 @@ type pqConn interface {
 
 type oneTripConn struct {
 	pqConn
+	cache statementCache
 }
 
 // Bytea marks a parameter bound for a bytea column: it goes out in binary
@@ -84,9 +92,11 @@ type Bytea []byte
 
 // CheckNamedValue converts a parameter as database/sql and lib/pq would,
 // then turns a resulting []byte into a string unless it was a bytea. A
-// copyChunk passes as it is, for copyInStmt.
+// copyChunk passes as it is, for copyInStmt, and so does Prepared, which
+// QueryContext and ExecContext take out (prepared.go).
 func (c *oneTripConn) CheckNamedValue(nv *driver.NamedValue) error {
-	if _, ok := nv.Value.(copyChunk); ok {
+	switch nv.Value.(type) {
+	case copyChunk, preparedMark:
 		return nil
 	}
 	if b, ok := nv.Value.(Bytea); ok {

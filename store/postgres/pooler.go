@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 
@@ -61,7 +62,9 @@ func sharesSessions(ctx context.Context, db *sqlx.DB) (bool, error) {
 	if err := a.GetContext(ctx, &before, `SELECT pg_backend_pid()`); err != nil {
 		return false, fmt.Errorf("pooler check: %w", err)
 	}
-	tx, err := b.BeginTxx(ctx, nil)
+	// Read-only: without it lib/pq begins READ WRITE, which a hot standby
+	// refuses, and Open checks a replica's handle too.
+	tx, err := b.BeginTxx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
 		return false, fmt.Errorf("pooler check: %w", err)
 	}

@@ -226,7 +226,7 @@ func (s *Store) OpenPauses(ctx context.Context) (open []dlq.Pause, lapsed bool, 
 	}
 	err = s.db.SelectContext(ctx, &rows, `
 		SELECT `+pauseColumns+`, until IS NOT NULL AND until <= now() AS lapsed
-		FROM pauses WHERE resumed_at IS NULL ORDER BY paused_at, id`)
+		FROM pauses WHERE resumed_at IS NULL ORDER BY paused_at, id`, postgres.Prepared)
 	if err != nil {
 		return nil, false, fmt.Errorf("open pauses: %w", postgres.Translate(err))
 	}

@@ -256,7 +256,7 @@ func (s *Store) OpenThrottles(ctx context.Context) (open []dlq.Throttle, lapsed 
 	}
 	err = s.db.SelectContext(ctx, &rows, `
 		SELECT `+throttleColumns+`, until IS NOT NULL AND until <= now() AS lapsed
-		FROM throttles WHERE lifted_at IS NULL ORDER BY set_at, id`)
+		FROM throttles WHERE lifted_at IS NULL ORDER BY set_at, id`, postgres.Prepared)
 	if err != nil {
 		return nil, false, fmt.Errorf("open throttles: %w", postgres.Translate(err))
 	}

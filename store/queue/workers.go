@@ -7,6 +7,7 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
 	"github.com/redrive/redrive/dlq"
+	"github.com/redrive/redrive/store/postgres"
 )
 
 const registerWorkerSQL = `
@@ -106,7 +107,7 @@ func (s *Store) ForgetVanishedWorkers(ctx context.Context) (int64, error) {
 func (s *Store) Workers(ctx context.Context) ([]dlq.WorkerInfo, error) {
 	var ws []dlq.WorkerInfo
 	err := s.db.SelectContext(ctx, &ws, `SELECT id, host, pid, version, queues, tasks, concurrency, in_flight,
-		started_at, heartbeat_at FROM workers ORDER BY started_at DESC, id`)
+		started_at, heartbeat_at FROM workers ORDER BY started_at DESC, id`, postgres.Prepared)
 	if err != nil {
 		return nil, fmt.Errorf("list workers: %w", err)
 	}
