@@ -92,14 +92,14 @@ func (s *Store) RebuildGroups(ctx context.Context) (dlq.RebuildResult, error) {
 // learns, and no letter's text kept once it is grouped (a million letters
 // carry about a gigabyte of tracebacks).
 func (s *Store) regroup(ctx context.Context, g *grouping.Grouper) (regrouped, error) {
-	// A packed traceback comes with its template (few, hashed into the
-	// join) and the whole message, and is put together here: the SQL
-	// function would cost a call per letter.
+	// A packed traceback comes with its template's hash and the whole
+	// message, and is put together here from templates read once each
+	// (letterTemplates): joined in the query, every letter's template was
+	// sent with it, and the read of a million took 5.7 s against 2.3.
 	rows, err := s.db.QueryContext(ctx, `
-		SELECT d.id, d.task, d.error_class, left(d.error_message, 1000), d.fingerprint, d.traceback,
-			t.template, CASE WHEN t.template IS NOT NULL THEN d.error_message END
-		FROM dead_letter_records d LEFT JOIN traceback_templates t ON t.hash = d.traceback_template
-		ORDER BY d.id`)
+		SELECT id, task, error_class, left(error_message, 1000), fingerprint, traceback,
+			traceback_template, CASE WHEN traceback_template IS NOT NULL THEN error_message END
+		FROM dead_letter_records ORDER BY id`)
 	if err != nil {
 		return regrouped{}, fmt.Errorf("regroup: read letters: %w", err)
 	}
@@ -107,16 +107,22 @@ func (s *Store) regroup(ctx context.Context, g *grouping.Grouper) (regrouped, er
 	var r regrouped
 	// Old ids repeat (a group's letters share one): keep one copy of each.
 	interned := map[string]string{}
+	templates := letterTemplates{db: s.db, byHash: map[string]string{}}
 	for rows.Next() {
 		var id int64
 		var l grouping.Letter
 		var old string
-		var template, message sql.NullString
-		if err := rows.Scan(&id, &l.Task, &l.Class, &l.Message, &old, &l.Traceback, &template, &message); err != nil {
+		var hash []byte
+		var message sql.NullString
+		if err := rows.Scan(&id, &l.Task, &l.Class, &l.Message, &old, &l.Traceback, &hash, &message); err != nil {
 			return regrouped{}, fmt.Errorf("regroup: read letters: %w", err)
 		}
-		if template.Valid {
-			l.Traceback = letterpack.Unpack(template.String, l.Traceback, message.String)
+		if hash != nil {
+			template, err := templates.get(ctx, hash)
+			if err != nil {
+				return regrouped{}, fmt.Errorf("regroup letter %d: %w", id, err)
+			}
+			l.Traceback = letterpack.Unpack(template, l.Traceback, message.String)
 		}
 		group, err := g.Group(ctx, l)
 		if err != nil {
@@ -133,6 +139,27 @@ func (s *Store) regroup(ctx context.Context, g *grouping.Grouper) (regrouped, er
 		return regrouped{}, fmt.Errorf("regroup: read letters: %w", err)
 	}
 	return r, nil
+}
+
+// letterTemplates reads traceback templates by hash, each once: the
+// letters of a failure share one, so a regrouping of a million letters
+// reads a few hundred.
+type letterTemplates struct {
+	db     *sqlx.DB
+	byHash map[string]string
+}
+
+func (t letterTemplates) get(ctx context.Context, hash []byte) (string, error) {
+	if template, ok := t.byHash[string(hash)]; ok {
+		return template, nil
+	}
+	var template string
+	if err := t.db.GetContext(ctx, &template, `SELECT template FROM traceback_templates WHERE hash = decode($1, 'hex')`,
+		hex.EncodeToString(hash)); err != nil {
+		return "", fmt.Errorf("read traceback template %x: %w", hash, err)
+	}
+	t.byHash[string(hash)] = template
+	return template, nil
 }
 
 // nameGroups gives each new group (groups[i] is the new group of the
