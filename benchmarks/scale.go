@@ -24,11 +24,14 @@ import (
 // Each size's database is dropped before the next is seeded, so the disk
 // holds one at a time.
 
-// scaleEndingAgo is how long before the seed its newest letter failed.
+// scaleEndingAgo is how long before the run began the newest letter of
+// either size failed.
 // The purge holds the settled letters of every group with a letter in the
 // last hour (dlq.PurgeGrowingWindow) for an operator to confirm; seeded up
 // to now, every group of the catalog is growing, and a purge would hold
-// everything. Both sizes are seeded the same way, so they compare.
+// everything. Both sizes end at the same instant, so that the pages that
+// read a recent window (a group's letters per minute over three hours)
+// see the same stretch of time in both, though one is seeded later.
 const scaleEndingAgo = 2 * time.Hour
 
 // scaleFlatBound is what "flat" means: a read's p95 at the larger size at
@@ -124,6 +127,7 @@ func (c *cluster) checkDisk(letters int, bytesPerLetter float64) error {
 type scaleSide struct {
 	name    string // scaleBase or scaleLarge: where its figures go
 	letters int
+	end     time.Time // when its newest letter failed
 	db, dsn string
 	pool    *pgxpool.Pool
 	srv     *server
@@ -145,8 +149,9 @@ func (s *suite) scale(ctx context.Context, letters int) {
 	// bound grows with the letters (the whole run has --timeout).
 	bound := time.Duration(1+letters/s.sizes.Letters) * 3 * s.sizes.RunTimeout
 	s.doWithin(ctx, bound, fmt.Sprintf("console on %s and %s letters", count(s.sizes.Letters), count(letters)), func(ctx context.Context) error {
-		base := &scaleSide{name: scaleBase, letters: s.sizes.Letters}
-		large := &scaleSide{name: scaleLarge, letters: letters}
+		end := time.Now().Add(-scaleEndingAgo)
+		base := &scaleSide{name: scaleBase, letters: s.sizes.Letters, end: end}
+		large := &scaleSide{name: scaleLarge, letters: letters, end: end}
 		return s.withScaleSide(ctx, base, func() error {
 			return s.withScaleSide(ctx, large, func() error {
 				if err := s.scaleReads(ctx, base, large); err != nil {
@@ -210,7 +215,7 @@ func (s *suite) scaleSeed(ctx context.Context, side *scaleSide) error {
 	}
 	start := time.Now()
 	_, state, err := s.redriveProcess(ctx, side.dsn, "", "seed", "--dead-letters", strconv.Itoa(side.letters),
-		"--ending-ago", scaleEndingAgo.String())
+		"--ending-ago", time.Since(side.end).Round(time.Second).String())
 	if err != nil {
 		return err
 	}

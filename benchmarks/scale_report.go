@@ -67,8 +67,8 @@ func (rp report) writeScale(w io.Writer, s *suite, letters int) {
 		pg = append(pg, kv[0]+"="+kv[1])
 	}
 	fmt.Fprintf(w, "- PostgreSQL (private cluster, the settings of `make bench`): %s\n", strings.Join(pg, ", "))
-	fmt.Fprintf(w, "- each size seeded on a fresh database (`redrive seed --ending-ago %s`, then `redrive search rebuild`, `VACUUM ANALYZE`), dropped before the next\n", scaleEndingAgo)
-	fmt.Fprintf(w, "- reads: %d passes of %d requests per page, one at a time, after a warm-up; each cell is the median of the passes' p50 or p95 (min–max)\n\n",
+	fmt.Fprintf(w, "- each size seeded on a fresh database of its own (`redrive seed --ending-ago`: the newest letter of both %s before the run began), then `redrive search rebuild` and `VACUUM ANALYZE`; both served side by side\n", scaleEndingAgo)
+	fmt.Fprintf(w, "- reads: %d passes of %d requests per page to each size, one at a time, the two sizes in turn, after a warm-up; each cell is the median of the passes' p50 or p95 (min–max)\n\n",
 		rp.sizes.Runs, rp.sizes.PageRequests)
 	fmt.Fprintf(w, "| measure | unit | %s letters | %s letters | ratio | p95 within %.1f× |\n", base, large, scaleFlatBound)
 	fmt.Fprintln(w, "|---|---|---:|---:|---:|---|")
