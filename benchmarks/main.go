@@ -56,6 +56,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	engine := fs.String("engine", "", "measure only this engine (Redrive or River), e.g. to compare two Redrive builds")
 	runs := fs.Int("runs", 0, "runs of each figure instead of the mode's (3 in full mode): fewer for a quick look at one figure")
 	scale := fs.String("scale", "", "instead of the suite, the console at the normal size and at this many letters (e.g. 10M), side by side, with a retention purge at the larger")
+	scaleFrom := fs.String("scale-from", "", "with --scale, the smaller size instead of the normal run's (e.g. 100k: a tenfold step on a disk that cannot hold ten million)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -93,6 +94,14 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		letters, err := parseScale(*scale)
 		if err != nil {
 			return fmt.Errorf("--scale: %w", err)
+		}
+		if *scaleFrom != "" {
+			if rp.sizes.Letters, err = parseScale(*scaleFrom); err != nil {
+				return fmt.Errorf("--scale-from: %w", err)
+			}
+			// Each bulk action takes a tenth of the smaller size's letters
+			// at most: it must find that many pending.
+			rp.sizes.BulkSlice = min(rp.sizes.BulkSlice, rp.sizes.Letters/10)
 		}
 		return runScale(ctx, rp, self, bin, *out, letters, logger, stdout)
 	}
