@@ -22,12 +22,11 @@ import (
 // invocation on one cluster, each read's p50 and p95 printed side by side
 // with their ratio, the bulk actions at both, and at SCALE a retention
 // purge of the oldest tenth of the letters while a reader keeps reading.
-// Each size's database is dropped before the next is seeded, so the disk
-// holds one at a time.
+// Both sizes' databases are kept until the end, so that their reads can
+// alternate: the disk must hold both (checkDisk).
 
 // scaleEndingAgo is how long before the run began the newest letter of
-// either size failed.
-// The purge holds the settled letters of every group with a letter in the
+// either size failed. The purge holds the settled letters of every group with a letter in the
 // last hour (dlq.PurgeGrowingWindow) for an operator to confirm; seeded up
 // to now, every group of the catalog is growing, and a purge would hold
 // everything. Both sizes end at the same instant, so that the pages that
@@ -46,9 +45,12 @@ const (
 	scaleLarge = "scale"
 )
 
+// scaleRe is a number of letters with an optional thousand or million.
+var scaleRe = regexp.MustCompile(`^([0-9]+)([kKmM]?)$`)
+
 // parseScale reads a number of letters: 10M, 2M, 500k or 10000000.
 func parseScale(v string) (int, error) {
-	m := regexp.MustCompile(`^([0-9]+)([kKmM]?)$`).FindStringSubmatch(strings.TrimSpace(v))
+	m := scaleRe.FindStringSubmatch(strings.TrimSpace(v))
 	if m == nil {
 		return 0, fmt.Errorf("%q is not a number of letters like 10M, 2M or 500k", v)
 	}
