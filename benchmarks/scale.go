@@ -95,7 +95,21 @@ func (c *cluster) boundWAL(ctx context.Context) error {
 	if _, err := c.admin.Exec(ctx, "SELECT pg_reload_conf()"); err != nil {
 		return fmt.Errorf("reload settings: %w", err)
 	}
-	return nil
+	// The server reloads a moment later: wait for it, so that the
+	// table's header shows the setting the run had.
+	for range 100 {
+		var v string
+		if err := c.admin.QueryRow(ctx, "SELECT current_setting('max_wal_size')").Scan(&v); err != nil {
+			return fmt.Errorf("read max_wal_size: %w", err)
+		}
+		if v == scaleMaxWAL {
+			return nil
+		}
+		if err := pause(ctx, 50*time.Millisecond); err != nil {
+			return err
+		}
+	}
+	return errors.New("max_wal_size was not reloaded within 5 s")
 }
 
 // scaleBytesPerLetter is what a seeded letter takes on disk before the
