@@ -28,11 +28,18 @@ COUNT ?= 5
 # make bench ONLY="drain best": only the steps whose name contains ONLY.
 # make bench ENGINE=Redrive: only that engine (an A/B of two builds).
 # make bench RUNS=1: one run of each figure instead of three (a quick look).
+# make bench SCALE=10M: instead of the suite, the console seeded at a million
+#   and at SCALE side by side, with a retention purge at SCALE
+#   (docs/performance.md#from-one-to-ten-million-letters); without SCALE,
+#   the suite's console step at a million, as ever. SCALE_FROM=100k: the
+#   smaller size instead of a million (a tenfold step on a smaller disk).
 QUICK ?=
 ONLY ?=
 ENGINE ?=
 RUNS ?=
-BENCH_OUT := $(if $(QUICK),bench/quick.md,bench/latest.md)
+SCALE ?=
+SCALE_FROM ?=
+BENCH_OUT := $(if $(SCALE),bench/scale.md,$(if $(QUICK),bench/quick.md,bench/latest.md))
 
 .PHONY: help
 help: ## list the targets
@@ -127,7 +134,7 @@ bench: ## Redrive vs River on a private cluster: one table, also in bench/latest
 	@$(MAKE) build
 	cd benchmarks && $(GO) test -count=1 ./... && $(GO) build -o ../bin/redrive-bench .
 	./bin/redrive-bench --redrive $(BIN) --out $(BENCH_OUT) $(if $(QUICK),--quick) $(if $(ONLY),--only "$(ONLY)") \
-		$(if $(ENGINE),--engine "$(ENGINE)") $(if $(RUNS),--runs $(RUNS)) --version "$$(git describe --always --dirty 2>/dev/null || echo dev)"
+		$(if $(ENGINE),--engine "$(ENGINE)") $(if $(RUNS),--runs $(RUNS)) $(if $(SCALE),--scale "$(SCALE)" $(if $(SCALE_FROM),--scale-from "$(SCALE_FROM)")) --version "$$(git describe --always --dirty 2>/dev/null || echo dev)"
 
 .PHONY: gobench
 gobench: ## run the Go benchmarks COUNT times each and print medians (benchstat); raw output in bench/

@@ -55,6 +55,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	only := fs.String("only", "", "run only the steps whose name contains this, or one of its |-separated parts (e.g. \"drain best\", \"dead-lettering|console\")")
 	engine := fs.String("engine", "", "measure only this engine (Redrive or River), e.g. to compare two Redrive builds")
 	runs := fs.Int("runs", 0, "runs of each figure instead of the mode's (3 in full mode): fewer for a quick look at one figure")
+	scale := fs.String("scale", "", "instead of the suite, the console at the normal size and at this many letters (e.g. 10M), side by side, with a retention purge at the larger")
+	scaleFrom := fs.String("scale-from", "", "with --scale, the smaller size instead of the normal run's (e.g. 100k: a tenfold step on a disk that cannot hold ten million)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -87,8 +89,23 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	return runSuite(ctx, report{started: time.Now(), quick: *quick, version: *version, sizes: sizes},
-		self, bin, *out, *only, *engine, logger, stdout)
+	rp := report{started: time.Now(), quick: *quick, version: *version, sizes: sizes}
+	if *scale != "" {
+		letters, err := parseScale(*scale)
+		if err != nil {
+			return fmt.Errorf("--scale: %w", err)
+		}
+		if *scaleFrom != "" {
+			if rp.sizes.Letters, err = parseScale(*scaleFrom); err != nil {
+				return fmt.Errorf("--scale-from: %w", err)
+			}
+			// Each bulk action takes a tenth of the smaller size's letters
+			// at most: it must find that many pending.
+			rp.sizes.BulkSlice = min(rp.sizes.BulkSlice, rp.sizes.Letters/10)
+		}
+		return runScale(ctx, rp, self, bin, *out, letters, logger, stdout)
+	}
+	return runSuite(ctx, rp, self, bin, *out, *only, *engine, logger, stdout)
 }
 
 // runSuite starts the cluster, measures, stops the cluster (also on
@@ -112,12 +129,18 @@ func runSuite(ctx context.Context, rp report, self, redriveBin, out, only, engin
 
 	var b strings.Builder
 	rp.write(&b, s)
-	fmt.Fprint(stdout, "\n"+b.String())
+	return finish(ctx, s, b.String(), out, stdout)
+}
+
+// finish prints the table, writes it to out when set, and says whether
+// the run was complete.
+func finish(ctx context.Context, s *suite, table, out string, stdout io.Writer) error {
+	fmt.Fprint(stdout, "\n"+table)
 	if out != "" {
 		if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
 			return fmt.Errorf("write %s: %w", out, err)
 		}
-		if err := os.WriteFile(out, []byte(b.String()), 0o644); err != nil {
+		if err := os.WriteFile(out, []byte(table), 0o644); err != nil {
 			return fmt.Errorf("write %s: %w", out, err)
 		}
 	}
@@ -128,4 +151,33 @@ func runSuite(ctx context.Context, rp report, self, redriveBin, out, only, engin
 		return fmt.Errorf("%d step(s) failed (listed under the table)", len(s.errs))
 	}
 	return nil
+}
+
+// runScale is the scale step alone (--scale): Redrive's console at the
+// normal size and at letters, on a private cluster like runSuite's.
+func runScale(ctx context.Context, rp report, self, redriveBin, out string, letters int, logger *slog.Logger, stdout io.Writer) error {
+	logger.Info("starting the private PostgreSQL cluster")
+	c, err := startCluster(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.stop()
+	if err := c.boundWAL(ctx); err != nil {
+		return err
+	}
+	if rp.settings, err = c.settings(ctx); err != nil {
+		return err
+	}
+	// Only Redrive's schema template: no step of the suite is wanted, so
+	// no filled template is built.
+	s := &suite{c: c, sizes: rp.sizes, self: self, redriveBin: redriveBin, log: logger, res: newResults(rp.sizes.Runs),
+		only: "scale", engine: redriveEngine{}.Name()}
+	if err := s.prepare(ctx); err != nil {
+		return fmt.Errorf("prepare templates: %w", err)
+	}
+	s.scale(ctx, letters)
+	rp.took = time.Since(rp.started)
+	var b strings.Builder
+	rp.writeScale(&b, s, letters)
+	return finish(ctx, s, b.String(), out, stdout)
 }

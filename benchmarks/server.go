@@ -18,6 +18,13 @@ import (
 // redrive runs the redrive binary on dsn, with stdin as its input, and
 // returns its standard output.
 func (s *suite) redrive(ctx context.Context, dsn, stdin string, args ...string) (string, error) {
+	out, _, err := s.redriveProcess(ctx, dsn, stdin, args...)
+	return out, err
+}
+
+// redriveProcess is redrive, also returning how the process ended (its
+// resource usage: the seed's peak memory).
+func (s *suite) redriveProcess(ctx context.Context, dsn, stdin string, args ...string) (string, *os.ProcessState, error) {
 	cmd := exec.CommandContext(ctx, s.redriveBin, args...)
 	cmd.Env = append(os.Environ(), "DATABASE_URL="+dsn, "REDRIVE_LOG_LEVEL=warn")
 	cmd.Stdin = strings.NewReader(stdin)
@@ -25,9 +32,9 @@ func (s *suite) redrive(ctx context.Context, dsn, stdin string, args ...string) 
 	var out, errOut strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("redrive %s: %w: %s", args[0], err, strings.TrimSpace(errOut.String()))
+		return "", cmd.ProcessState, fmt.Errorf("redrive %s: %w: %s", args[0], err, strings.TrimSpace(errOut.String()))
 	}
-	return out.String(), nil
+	return out.String(), cmd.ProcessState, nil
 }
 
 // server is a running `redrive serve` and how to call it.

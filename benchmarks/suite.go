@@ -191,7 +191,12 @@ func (s *suite) run(ctx context.Context) {
 func (s *suite) do(ctx context.Context, what string, fn func(context.Context) error) {
 	// The console step seeds, reads and replays: it gets a timeout per part
 	// inside, and a bound for the whole here.
-	ctx, cancel := context.WithTimeout(ctx, 3*s.sizes.RunTimeout)
+	s.doWithin(ctx, 3*s.sizes.RunTimeout, what, fn)
+}
+
+// doWithin is do with a bound of its own: a step at ten times the size.
+func (s *suite) doWithin(ctx context.Context, bound time.Duration, what string, fn func(context.Context) error) {
+	ctx, cancel := context.WithTimeout(ctx, bound)
 	defer cancel()
 	start := time.Now()
 	s.log.Info("start " + what)

@@ -165,6 +165,32 @@ func TestConfigurationDocTable(t *testing.T) {
 	}
 }
 
+// A seed that ends in the past (--ending-ago) leaves no group growing, so
+// a retention purge deletes its settled letters rather than holding them:
+// what `make bench SCALE=...` times.
+func TestSeedEndingAgoLeavesNoGroupGrowing(t *testing.T) {
+	t.Parallel()
+	db := storetest.NewDB(t)
+	vars := map[string]string{"DATABASE_URL": db.DSN, "USER": "tester"}
+	if r := runCLI(t, vars, "", "seed", "--dead-letters", "10", "--ending-ago", "-1h"); r.code != 2 || !strings.Contains(r.stderr, "must not be negative") {
+		t.Errorf("seed ending in the future: exit %d, %q", r.code, r.stderr)
+	}
+	if r := runCLI(t, vars, "", "seed", "--dead-letters", "200", "--ending-ago", "72h"); r.code != 0 {
+		t.Fatalf("seed: exit %d\n%s", r.code, r.stderr)
+	}
+	var newest time.Time
+	if err := db.QueryRow(`SELECT max(failed_at) FROM dead_letters`).Scan(&newest); err != nil {
+		t.Fatal(err)
+	}
+	if ago := time.Since(newest); ago < 72*time.Hour {
+		t.Errorf("the newest letter failed %s ago, want at least 72h", ago)
+	}
+	r := runCLI(t, vars, "", "purge", "--older-than", "1h")
+	if r.code != 0 || !strings.HasPrefix(r.stdout, "purged ") || strings.HasPrefix(r.stdout, "purged 0 ") || strings.Contains(r.stdout, "held") {
+		t.Errorf("purge: exit %d, %q, %q; want settled letters purged and none held", r.code, r.stdout, r.stderr)
+	}
+}
+
 // The commands that only talk to the database, in process against a test
 // database: what they print and what they leave.
 func TestDatabaseCommands(t *testing.T) {

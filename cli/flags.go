@@ -84,6 +84,7 @@ var options = []option{
 	// seed.
 	{"dead-letters", "", 0, "how many dead letters to insert (required)"},
 	{"index-search", "", false, "build the letters' search rows before returning, rather than leave them to a console or `redrive search rebuild`"},
+	{"ending-ago", "", time.Duration(0), "the letters failed in the 14 days before this long ago, not before now: with 2h, no group is still growing, so a retention purge holds none (make bench SCALE=...)"},
 	// user and token.
 	{"role", "", "", "viewer, operator or admin"},
 	{"user", "", "", "the user the token acts as (create)"},

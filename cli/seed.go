@@ -15,7 +15,7 @@ func runSeed(ctx context.Context, args []string, e env) error {
 		"Their search rows are a second step: a running console builds them in the\n"+
 		"background (until then the list says how many letters search cannot find yet),\n"+
 		"`redrive search rebuild` builds them at once, and --index-search waits for them.", e.stderr)
-	register(fs, databaseOptions, []string{"dead-letters", "index-search"})
+	register(fs, databaseOptions, []string{"dead-letters", "index-search", "ending-ago"})
 	f, err := parse(fs, args, e.getenv)
 	if err != nil {
 		return err
@@ -25,6 +25,11 @@ func runSeed(ctx context.Context, args []string, e env) error {
 		fs.Usage()
 		return usagef("--dead-letters must be a positive number")
 	}
+	endingAgo := f.duration("ending-ago")
+	if endingAgo < 0 {
+		fs.Usage()
+		return usagef("--ending-ago must not be negative")
+	}
 	db, err := openDB(ctx, f.str("database-url"))
 	if err != nil {
 		return err
@@ -32,7 +37,7 @@ func runSeed(ctx context.Context, args []string, e env) error {
 	defer db.Close()
 	start := time.Now()
 	later := !f.boolean("index-search")
-	inserted, err := seed.DeadLetters(ctx, letters.New(db), groups.New(db), n, time.Now(), seed.Options{SearchLater: later})
+	inserted, err := seed.DeadLetters(ctx, letters.New(db), groups.New(db), n, time.Now().Add(-endingAgo), seed.Options{SearchLater: later})
 	if err != nil {
 		return err
 	}
