@@ -11,9 +11,7 @@ import (
 
 	"github.com/lib/pq"
 	"github.com/redrive/redrive/dlq"
-	"github.com/redrive/redrive/store/postgres"
 	"github.com/redrive/redrive/store/queue"
-	"github.com/redrive/redrive/store/storetest"
 )
 
 // copyBatch is a batch big enough for COPY, without idempotency keys, with
@@ -166,13 +164,7 @@ func TestEnqueueManyByCopyThroughATransactionPooler(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	_, db := setup(t)
-	_, dsn := storetest.Bouncer(t, db, "transaction")
-	pooled, err := postgres.Open(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pooled.Close()
-	ps := storetest.NewStores(pooled)
+	ps := throughPooler(t, db)
 	var mu sync.Mutex
 	seen := map[int64]bool{}
 	var errs []error

@@ -38,6 +38,19 @@ func TestBehindTransactionPooler(t *testing.T) {
 	}
 }
 
+// throughPooler opens the rooms on db through a PgBouncer of the test's
+// own in transaction mode, as postgres.Open does for a console behind one.
+func throughPooler(t *testing.T, db *storetest.DB) *storetest.Stores {
+	t.Helper()
+	_, dsn := storetest.Bouncer(t, db, "transaction")
+	pooled, err := postgres.Open(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pooled.Close() })
+	return storetest.NewStores(pooled)
+}
+
 // Through PgBouncer in transaction mode lib/pq's default two round trips
 // per query broke: "bind message supplies 2 parameters, but prepared
 // statement "" requires 4", "unnamed prepared statement does not exist".
@@ -46,13 +59,7 @@ func TestQueriesThroughATransactionPooler(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	store, db := setup(t)
-	_, dsn := storetest.Bouncer(t, db, "transaction")
-	pooled, err := postgres.Open(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pooled.Close()
-	ps := storetest.NewStores(pooled)
+	ps := throughPooler(t, db)
 	now := time.Now()
 	if _, err := store.Access.CreateUser(ctx, dlq.NewUser{Name: "ci", Role: dlq.RoleAdmin, PasswordHash: []byte("x"), Actor: dlq.Actor{Name: "t"}, Now: now}); err != nil {
 		t.Fatal(err)

@@ -192,13 +192,7 @@ func TestHotReadsThroughATransactionPooler(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	store, db := setup(t)
-	_, dsn := storetest.Bouncer(t, db, "transaction")
-	pooled, err := postgres.Open(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pooled.Close()
-	ps := storetest.NewStores(pooled)
+	ps := throughPooler(t, db)
 	now := time.Now()
 	if _, err := store.Access.CreateUser(ctx, dlq.NewUser{Name: "ci", Role: dlq.RoleAdmin, PasswordHash: []byte("x"), Actor: dlq.Actor{Name: "t"}, Now: now}); err != nil {
 		t.Fatal(err)
@@ -245,6 +239,7 @@ func TestHotReadsThroughATransactionPooler(t *testing.T) {
 	}
 	want := map[int64]map[string]any{}
 	for _, id := range ids {
+		var err error
 		if want[id], err = reads(store, id); err != nil {
 			t.Fatalf("direct reads of letter %d: %v", id, err)
 		}
