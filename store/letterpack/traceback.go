@@ -2,6 +2,7 @@ package letterpack
 
 import (
 	"crypto/sha256"
+	"io"
 	"strings"
 )
 
@@ -38,7 +39,7 @@ type Packed struct {
 // when the traceback is better stored whole: empty, or holding one of the
 // marks already.
 func Pack(traceback, message string) (p Packed, ok bool) {
-	if traceback == "" || strings.ContainsAny(traceback, marks) {
+	if traceback == "" || strings.IndexByte(traceback, ValueMark) >= 0 || strings.IndexByte(traceback, MessageMark) >= 0 {
 		return Packed{}, false
 	}
 	before, after := traceback, ""
@@ -54,31 +55,35 @@ func Pack(traceback, message string) (p Packed, ok bool) {
 		tpl.WriteByte(MessageMark)
 		cutValues(&tpl, &values, after)
 	}
-	sum := sha256.Sum256([]byte(tpl.String()))
-	return Packed{Hash: sum[:16], Template: tpl.String(), Values: values.String()}, true
+	template := tpl.String()
+	h := sha256.New()
+	io.WriteString(h, template) // a hash's Write never fails
+	return Packed{Hash: h.Sum(nil)[:16], Template: template, Values: values.String()}, true
 }
 
 // cutValues copies text into tpl with each value word replaced by
-// ValueMark, and appends the words to values.
+// ValueMark, and appends the words to values. The text between values is
+// copied in one piece.
 func cutValues(tpl, values *strings.Builder, text string) {
-	for len(text) > 0 {
-		start, end, digits := nextWord(text)
+	copied := 0
+	for rest := 0; rest < len(text); {
+		start, end, digits := nextWord(text[rest:])
 		if start < 0 {
-			tpl.WriteString(text)
-			return
+			break
 		}
-		tpl.WriteString(text[:start])
+		start, end = rest+start, rest+end
 		if digits >= minDigits {
+			tpl.WriteString(text[copied:start])
 			tpl.WriteByte(ValueMark)
 			if values.Len() > 0 {
 				values.WriteByte(ValueMark)
 			}
 			values.WriteString(text[start:end])
-		} else {
-			tpl.WriteString(text[start:end])
+			copied = end
 		}
-		text = text[end:]
+		rest = end
 	}
+	tpl.WriteString(text[copied:])
 }
 
 // nextWord finds the first word of text (a run of ASCII letters, digits,
@@ -86,18 +91,17 @@ func cutValues(tpl, values *strings.Builder, text string) {
 func nextWord(text string) (start, end, digits int) {
 	start = -1
 	for i := 0; i < len(text); i++ {
-		c := text[i]
-		if !isWordByte(c) {
+		switch wordBytes[text[i]] {
+		case notWord:
 			if start >= 0 {
 				return start, i, digits
 			}
 			continue
+		case digit:
+			digits++
 		}
 		if start < 0 {
 			start = i
-		}
-		if c >= '0' && c <= '9' {
-			digits++
 		}
 	}
 	if start < 0 {
@@ -106,9 +110,24 @@ func nextWord(text string) (start, end, digits int) {
 	return start, len(text), digits
 }
 
-func isWordByte(c byte) bool {
-	return c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '_' || c == '-'
-}
+// The kinds of byte nextWord tells apart, by byte.
+const (
+	notWord = iota
+	letter
+	digit
+)
+
+var wordBytes = func() (kinds [256]uint8) {
+	for c := range 256 {
+		switch {
+		case c >= '0' && c <= '9':
+			kinds[c] = digit
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c == '_', c == '-':
+			kinds[c] = letter
+		}
+	}
+	return kinds
+}()
 
 // Unpack puts a packed traceback back together: template with its marks
 // replaced by values, in order, and by message.
