@@ -152,11 +152,11 @@ func APIRestore(svc LetterActor) echo.HandlerFunc {
 		if err != nil {
 			return err
 		}
-		var b reasonBody
-		if err := decodeOptionalJSON(c, &b, "reason"); err != nil {
+		reason, err := optionalReason(c)
+		if err != nil {
 			return err
 		}
-		auditID, err := svc.Restore(c.Request().Context(), id, ActorFrom(c), b.Reason, c.Request().Header.Get(idempotencyKey))
+		auditID, err := svc.Restore(c.Request().Context(), id, ActorFrom(c), reason, c.Request().Header.Get(idempotencyKey))
 		if err != nil {
 			return err
 		}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"time"
 
@@ -424,13 +423,11 @@ func APIResume(store PauseStore, now func() time.Time) echo.HandlerFunc {
 		if err != nil {
 			return err
 		}
-		var b struct {
-			Reason string `json:"reason"`
-		}
-		if err := decodeOptionalJSON(c, &b, "reason"); err != nil {
+		reason, err := optionalReason(c)
+		if err != nil {
 			return err
 		}
-		res, err := store.ResumeWork(c.Request().Context(), dlq.ResumeParams{ID: id, Reason: b.Reason,
+		res, err := store.ResumeWork(c.Request().Context(), dlq.ResumeParams{ID: id, Reason: reason,
 			Actor: ActorFrom(c).Actor, Now: now(), Key: c.Request().Header.Get(idempotencyKey)})
 		if err != nil {
 			return err
@@ -455,11 +452,11 @@ func APIPauses(store PauseStore) echo.HandlerFunc {
 		if out.Pauses == nil {
 			out.Pauses = []dlq.ActivePause{}
 		}
-		if r := c.QueryParam("recent"); r != "" {
-			n, err := strconv.Atoi(r)
-			if err != nil || n < 1 || n > 500 {
-				return BadRequest("invalid_recent", "recent is how many of the latest pauses to list, 1 to 500; %q is not one.", r)
-			}
+		n, err := recentParam(c, "pauses")
+		if err != nil {
+			return err
+		}
+		if n > 0 {
 			if out.Recent, err = store.RecentPauses(ctx, n); err != nil {
 				return err
 			}

@@ -172,14 +172,12 @@ func APIChangeSchedule(changer ScheduleChanger, reader ScheduleReader, now func(
 		if err := mayChangeSchedule(c); err != nil {
 			return err
 		}
-		var b struct {
-			Reason string `json:"reason"`
-		}
-		if err := decodeOptionalJSON(c, &b, "reason"); err != nil {
+		reason, err := optionalReason(c)
+		if err != nil {
 			return err
 		}
 		ctx := c.Request().Context()
-		res, err := changer.SetScheduleEnabled(ctx, dlq.ScheduleChangeParams{Name: c.Param("name"), Enabled: enable, Reason: b.Reason,
+		res, err := changer.SetScheduleEnabled(ctx, dlq.ScheduleChangeParams{Name: c.Param("name"), Enabled: enable, Reason: reason,
 			Actor: ActorFrom(c).Actor, Now: now(), Key: c.Request().Header.Get(idempotencyKey)})
 		if err != nil {
 			return err

@@ -416,13 +416,11 @@ func APILift(store ThrottleStore, now func() time.Time) echo.HandlerFunc {
 		if err != nil {
 			return err
 		}
-		var b struct {
-			Reason string `json:"reason"`
-		}
-		if err := decodeOptionalJSON(c, &b, "reason"); err != nil {
+		reason, err := optionalReason(c)
+		if err != nil {
 			return err
 		}
-		res, err := store.LiftThrottle(c.Request().Context(), dlq.LiftParams{ID: id, Reason: b.Reason,
+		res, err := store.LiftThrottle(c.Request().Context(), dlq.LiftParams{ID: id, Reason: reason,
 			Actor: ActorFrom(c).Actor, Now: now(), Key: c.Request().Header.Get(idempotencyKey)})
 		if err != nil {
 			return err
@@ -448,11 +446,11 @@ func APIThrottles(store ThrottleStore) echo.HandlerFunc {
 		if out.Throttles == nil {
 			out.Throttles = []dlq.ActiveThrottle{}
 		}
-		if r := c.QueryParam("recent"); r != "" {
-			n, err := strconv.Atoi(r)
-			if err != nil || n < 1 || n > 500 {
-				return BadRequest("invalid_recent", "recent is how many of the latest throttles to list, 1 to 500; %q is not one.", r)
-			}
+		n, err := recentParam(c, "throttles")
+		if err != nil {
+			return err
+		}
+		if n > 0 {
 			if out.Recent, err = store.RecentThrottles(ctx, n); err != nil {
 				return err
 			}
