@@ -39,8 +39,9 @@ type regrouped struct {
 // templates an operator merged or split (their ids kept), and the letters
 // of a group an operator merged into another stay with the survivor.
 // Letters, summaries, templates and merges are written in one transaction
-// that holds off new letters' summaries meanwhile (workers wait, nothing
-// is lost), and the regrouping is audited as a system action.
+// that holds off writers of letters and summaries meanwhile (workers and
+// actions wait, nothing is lost; letters dead-lettered after the read
+// follow their old id), and the regrouping is audited as a system action.
 func (s *Store) RebuildGroups(ctx context.Context) (dlq.RebuildResult, error) {
 	chosen, err := s.operatorChoices(ctx)
 	if err != nil {
@@ -78,8 +79,13 @@ func (s *Store) RebuildGroups(ctx context.Context) (dlq.RebuildResult, error) {
 	for i := range templates {
 		templates[i].ID = names[templates[i].ID]
 	}
+	var readUpTo int64
+	if len(r.ids) > 0 {
+		readUpTo = r.ids[len(r.ids)-1]
+	}
 	err = postgres.InTx(ctx, s.db, func(tx *sqlx.Tx) error {
-		return writeRebuild(ctx, tx, moveIDs, moveTo, slices.Sorted(maps.Keys(live)), templates, redirects, res)
+		return writeRebuild(ctx, tx, rebuildPlan{moveIDs: moveIDs, moveTo: moveTo, live: live, templates: templates,
+			redirects: redirects, readUpTo: readUpTo}, &res)
 	})
 	if err != nil {
 		return dlq.RebuildResult{}, fmt.Errorf("regroup: %w", err)
@@ -272,22 +278,63 @@ func (s *Store) operatorChoices(ctx context.Context) (operatorChoices, error) {
 	return c, nil
 }
 
+// rebuildPlan is what a regrouping writes: letter moveIDs[i] moves to
+// group moveTo[i]; live is every group the letters read are in after;
+// the templates and the redirects of old ids no group kept; and the last
+// letter id it read.
+type rebuildPlan struct {
+	moveIDs   []int64
+	moveTo    []string
+	live      map[string]bool
+	templates []grouping.Template
+	redirects map[string]string
+	readUpTo  int64
+}
+
 // writeRebuild writes a regrouping in tx: the letters that move, the
 // summaries recounted for every live group, the templates and the merges.
-func writeRebuild(ctx context.Context, tx *sqlx.Tx, moveIDs []int64, moveTo, live []string, templates []grouping.Template, redirects map[string]string, res dlq.RebuildResult) error {
-	// New letters' triggers upsert error_groups: this lock makes them wait
-	// until the summaries are recounted, so none is counted twice or lost.
+func writeRebuild(ctx context.Context, tx *sqlx.Tx, p rebuildPlan, res *dlq.RebuildResult) error {
+	// Writers of letters, of their pending rows and of the summaries wait
+	// until the regrouping commits, so no summary is counted twice or lost.
+	// All four tables are locked at once, before any row: a discard that
+	// had locked a pending row the regrouping moves, and then waited for
+	// the summaries, deadlocked with it.
 	for _, q := range []string{
 		`SET LOCAL redrive.regrouping = 'on'`,
-		`LOCK TABLE error_groups, dead_letter_inflow IN SHARE ROW EXCLUSIVE MODE`,
+		`LOCK TABLE dead_letter_records, pending_dead_letters, error_groups, dead_letter_inflow IN SHARE ROW EXCLUSIVE MODE`,
 	} {
 		if _, err := tx.ExecContext(ctx, q); err != nil {
 			return fmt.Errorf("prepare: %w", err)
 		}
 	}
-	if err := moveLetters(ctx, tx, moveIDs, moveTo); err != nil {
+	if err := moveLetters(ctx, tx, p.moveIDs, p.moveTo); err != nil {
 		return err
 	}
+	// In the order of the merges' key (a million in a map's order took
+	// 15.9 s against 9.6).
+	from := slices.Sorted(maps.Keys(p.redirects))
+	into := make([]string, len(from))
+	for i, f := range from {
+		into[i] = p.redirects[f]
+	}
+	// Letters dead-lettered after the letters were read, under an old id
+	// (a worker's id resolves through the redirects, not yet written),
+	// follow it; and every group of those letters is recounted.
+	if len(from) > 0 {
+		var followed int64
+		if err := tx.GetContext(ctx, &followed, followStragglersSQL, pq.Array(from), pq.Array(into), p.readUpTo); err != nil {
+			return fmt.Errorf("move letters: %w", err)
+		}
+		res.Moved += followed
+	}
+	var fresh []string
+	if err := tx.SelectContext(ctx, &fresh, `SELECT DISTINCT fingerprint FROM dead_letter_records WHERE id > $1`, p.readUpTo); err != nil {
+		return fmt.Errorf("recount summaries: %w", err)
+	}
+	for _, g := range fresh {
+		p.live[g] = true
+	}
+	live := slices.Sorted(maps.Keys(p.live))
 	if _, err := tx.ExecContext(ctx, `DELETE FROM error_groups`); err != nil {
 		return fmt.Errorf("recount summaries: %w", err)
 	}
@@ -306,16 +353,8 @@ func writeRebuild(ctx context.Context, tx *sqlx.Tx, moveIDs []int64, moveTo, liv
 			return fmt.Errorf("recount summaries: %w", err)
 		}
 	}
-	if err := saveTemplates(ctx, tx, templates); err != nil {
+	if err := saveTemplates(ctx, tx, p.templates); err != nil {
 		return err
-	}
-	// In the order of the merges' key: a million redirects (a regrouping
-	// after every letter had a group of its own) went in in 9.6 s this way,
-	// 15.9 s in a map's random order.
-	from := slices.Sorted(maps.Keys(redirects))
-	into := make([]string, len(from))
-	for i, f := range from {
-		into[i] = redirects[f]
 	}
 	// A live group is never a redirect; old redirects follow their target
 	// to where it went.
@@ -341,3 +380,17 @@ func writeRebuild(ctx context.Context, tx *sqlx.Tx, moveIDs []int64, moveTo, liv
 		Reason: "every letter regrouped by the learned fingerprinter", Counts: counts, Details: json.RawMessage(`{}`)})
 	return err
 }
+
+// followStragglersSQL moves the letters after id $3 that are filed under
+// an old id $1[i] to where it now leads, $2[i]: the letters came in after
+// the regrouping read them.
+const followStragglersSQL = `
+WITH moved AS (
+	UPDATE dead_letter_records d SET fingerprint = r.into_id
+	FROM unnest($1::text[], $2::text[]) AS r(from_id, into_id)
+	WHERE d.id > $3 AND d.fingerprint = r.from_id
+	RETURNING d.id, d.fingerprint
+), pending AS (
+	UPDATE pending_dead_letters p SET fingerprint = m.fingerprint FROM moved m WHERE p.id = m.id
+)
+SELECT count(*) FROM moved`
