@@ -3,10 +3,16 @@ package store_test
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"encoding/json"
+	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/jmoiron/sqlx"
+	"github.com/lib/pq"
 
 	"github.com/redrive/redrive/dlq"
 	"github.com/redrive/redrive/store/queue"
@@ -15,11 +21,12 @@ import (
 
 // planNode is the part of EXPLAIN (ANALYZE, FORMAT JSON) the test reads.
 type planNode struct {
-	NodeType   string     `json:"Node Type"`
-	IndexName  string     `json:"Index Name"`
-	ActualRows float64    `json:"Actual Rows"`
-	Loops      float64    `json:"Actual Loops"`
-	Plans      []planNode `json:"Plans"`
+	NodeType     string     `json:"Node Type"`
+	IndexName    string     `json:"Index Name"`
+	RelationName string     `json:"Relation Name"`
+	ActualRows   float64    `json:"Actual Rows"`
+	Loops        float64    `json:"Actual Loops"`
+	Plans        []planNode `json:"Plans"`
 }
 
 // rowsRead sums the rows every scan of jobs returned, over all its loops,
@@ -230,4 +237,130 @@ func TestClaimCommitsAsynchronously(t *testing.T) {
 			t.Errorf("claim after %v: synchronous_commit is %q once the claim committed, want on again", after, v)
 		}
 	}
+}
+
+// TestClaimGenericPlansAreFlat: the worker runs both claims with their
+// generic plans (postgres.PreparedGeneric), made once on each connection
+// and kept until the table's statistics change. Like the custom plans
+// (TestClaimCostIsFlat), each must walk the index and stop after the
+// limit's rows: with the backlog the plan was made on, after the backlog
+// grew two hundredfold without an ANALYZE, and once analyzed again.
+func TestClaimGenericPlansAreFlat(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := storetest.NewDB(t)
+	queues := []string{"default", "emails", "payments"}
+	const limit = 25
+	fill := func(n int) {
+		db.MustExec(`INSERT INTO jobs (task, queue, run_at)
+			SELECT 'plan.test', (ARRAY['default', 'emails', 'payments'])[1 + i % 3], now() - i * interval '1 ms'
+			FROM generate_series(1, $1) i`, n)
+	}
+	fill(1_000)
+	db.MustExec(`ANALYZE jobs`)
+	conn, err := db.Connx(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, `SET plan_cache_mode = force_generic_plan`); err != nil {
+		t.Fatal(err)
+	}
+	after := map[string]dlq.Position{}
+	for _, q := range queues {
+		after[q] = dlq.Position{RunAt: time.Now().Add(-24 * time.Hour)}
+	}
+	type claim struct {
+		name      string
+		throttled bool
+		query     string
+		args      []any
+	}
+	var claims []claim
+	for _, throttled := range []bool{false, true} {
+		for _, from := range []map[string]dlq.Position{nil, after} {
+			c := claim{name: fmt.Sprintf("claim_%d", len(claims)), throttled: throttled}
+			if throttled {
+				c.query, c.args = queue.ThrottledClaimQuery(queues, from, limit)
+			} else {
+				c.query, c.args = queue.ClaimQuery(queues, from, limit)
+			}
+			if _, err := conn.ExecContext(ctx, `PREPARE `+c.name+` AS `+c.query); err != nil {
+				t.Fatal(err)
+			}
+			claims = append(claims, c)
+		}
+	}
+	check := func(stage string) {
+		t.Helper()
+		for _, c := range claims {
+			// The throttled claims with a throttle open on the task they
+			// walk, at a limit it never reaches; the plain ones with none,
+			// since with one open they take nothing.
+			db.MustExec(`DELETE FROM throttles`)
+			if c.throttled {
+				db.MustExec(`INSERT INTO throttles (kind, name, max_running, reason, set_by) VALUES ('task', 'plan.test', 100000, 'test', 'plan-test')`)
+			}
+			read, claimed, nodes := genericClaimPlan(t, conn, c.name, c.args)
+			if max := float64(len(queues) * (limit + 1)); read > max || claimed < limit {
+				t.Errorf("%s, %s (throttled %v): the generic plan read %.0f rows of jobs and claimed %d, want at most %.0f and the limit (%d) (plan: %v)",
+					stage, c.name, c.throttled, read, claimed, max, limit, nodes)
+			}
+		}
+	}
+	check("made on 1,000 jobs")
+	fill(200_000)
+	check("200,000 more jobs, not analyzed")
+	db.MustExec(`ANALYZE jobs`)
+	check("analyzed")
+}
+
+// genericClaimPlan runs the prepared claim name with args under EXPLAIN
+// (ANALYZE) in a transaction it rolls back, and returns the rows the
+// scans of jobs read, the jobs it claimed and the node types met.
+func genericClaimPlan(t *testing.T, conn *sqlx.Conn, name string, args []any) (read float64, claimed int, nodes []string) {
+	t.Helper()
+	ctx := context.Background()
+	literals := make([]string, len(args))
+	for i, a := range args {
+		if v, ok := a.(driver.Valuer); ok {
+			var err error
+			if a, err = v.Value(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if b, ok := a.([]byte); ok {
+			a = string(b)
+		}
+		literals[i] = pq.QuoteLiteral(fmt.Sprint(a))
+	}
+	tx, err := conn.BeginTxx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	var raw string
+	if err := tx.GetContext(ctx, &raw, `EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE `+name+`(`+strings.Join(literals, ", ")+`)`); err != nil {
+		t.Fatalf("explain %s: %v", name, err)
+	}
+	var plans []struct {
+		Plan planNode `json:"Plan"`
+	}
+	if err := json.Unmarshal([]byte(raw), &plans); err != nil {
+		t.Fatal(err)
+	}
+	plans[0].Plan.walk(func(n planNode) {
+		nodes = append(nodes, n.NodeType)
+		switch n.NodeType {
+		case "Seq Scan", "Index Scan", "Index Only Scan", "Bitmap Heap Scan":
+			if n.IndexName != "jobs_pkey" && n.RelationName == "jobs" {
+				read += n.ActualRows * n.Loops
+			}
+		}
+	})
+	var n int
+	if err := tx.GetContext(ctx, &n, `SELECT count(*) FROM jobs WHERE state = 'running'`); err != nil {
+		t.Fatal(err)
+	}
+	return read, n, nodes
 }

@@ -267,3 +267,59 @@ func TestHotReadsThroughATransactionPooler(t *testing.T) {
 		t.Fatalf("%d of 80 rounds of hot reads failed through the pooler, e.g.:\n%s", len(failed), strings.Join(failed[:min(3, len(failed))], "\n"))
 	}
 }
+
+// A query marked PreparedGeneric runs with a generic plan from its first
+// run, without JIT; the queries after it, unmarked, marked Prepared or in
+// a transaction, run with the session's own settings again.
+func TestPreparedGenericSwitchesOnlyItsQueries(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := storetest.NewDB(t)
+	conn := oneConnection(t, db.DSN)
+	const settings = `SELECT current_setting('plan_cache_mode') || ' ' || current_setting('jit') || ' ' || $1::text`
+	var own string
+	if err := conn.GetContext(ctx, &own, settings, "x"); err != nil {
+		t.Fatal(err)
+	}
+	read := func(mark any) string {
+		t.Helper()
+		var got string
+		if err := conn.GetContext(ctx, &got, settings, mark, "x"); err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	for range 3 {
+		if got := read(postgres.PreparedGeneric); got != "force_generic_plan off x" {
+			t.Fatalf("a PreparedGeneric query ran with %q, want force_generic_plan, jit off", got)
+		}
+	}
+	if got := read(postgres.Prepared); got != own {
+		t.Errorf("a Prepared query after it ran with %q, want the session's own %q", got, own)
+	}
+	read(postgres.PreparedGeneric)
+	var unmarked string
+	if err := conn.GetContext(ctx, &unmarked, settings, "x"); err != nil || unmarked != own {
+		t.Errorf("an unmarked query after it ran with %q (%v), want %q", unmarked, err, own)
+	}
+	read(postgres.PreparedGeneric)
+	tx, err := conn.BeginTxx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var inTx string
+	if err := tx.GetContext(ctx, &inTx, settings, postgres.PreparedGeneric, "x"); err != nil || inTx != own {
+		t.Errorf("a PreparedGeneric query in a transaction ran with %q (%v), want the session's own %q: a SET there would be undone by a rollback", inTx, err, own)
+	}
+	if err := tx.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	stmts := preparedStatements(t, conn)
+	var generic int64
+	for _, s := range stmts {
+		generic += s.GenericPlans
+	}
+	if generic < 5 {
+		t.Errorf("prepared statements %+v: want the PreparedGeneric runs' generic plans (5)", stmts)
+	}
+}

@@ -135,9 +135,13 @@ type copyDataStmt interface {
 	CopyData(ctx context.Context, rows string) (driver.Result, error)
 }
 
-// PrepareContext prepares query on the lib/pq connection, and lets a COPY
-// statement take a copyChunk (copyInStmt).
+// PrepareContext prepares query on the lib/pq connection, with the
+// session's settings back to its own (prepared.go, setMode), and lets a
+// COPY statement take a copyChunk (copyInStmt).
 func (c *oneTripConn) PrepareContext(ctx context.Context, query string) (driver.Stmt, error) {
+	if err := c.setMode(ctx, false); err != nil {
+		return nil, err
+	}
 	stmt, err := c.pqConn.PrepareContext(ctx, query)
 	if err != nil {
 		return nil, err

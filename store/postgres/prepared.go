@@ -27,8 +27,26 @@ import (
 // would be looked for in another.
 const Prepared preparedMark = 0
 
-// preparedMark is the type of Prepared. Its Value refuses to be sent as a
-// parameter: only a connection of Open takes it out of the arguments.
+// PreparedGeneric, passed as Prepared is, also runs the query with its
+// generic plan from the first run on, and without JIT compilation: for a
+// statement run many times a second whose plan is the same for every
+// argument but whose custom plan costs more to make than to run, and
+// which Postgres would never leave (the claim: a LIMIT given as a
+// parameter makes the generic plan's estimate ten times the custom one's,
+// so the server plans it anew on every call). JIT is off because a
+// generic plan is costed for an unknown limit: on a large queue its
+// estimate passes jit_above_cost, and compiling it took 80 ms a claim.
+//
+// The session is switched (plan_cache_mode = force_generic_plan, jit =
+// off) before such a query and switched back before the next query that is
+// not one, each a round trip only when the mode changes. Inside a
+// transaction the session is not switched and the query runs as Prepared
+// does: a SET there would be undone by a rollback.
+const PreparedGeneric preparedMark = 1
+
+// preparedMark is the type of Prepared and PreparedGeneric. Its Value
+// refuses to be sent as a parameter: only a connection of Open takes it
+// out of the arguments.
 type preparedMark int
 
 // Value implements driver.Valuer so that a handle not from Open fails the
@@ -52,30 +70,68 @@ type statementCache struct {
 	// inTx is set between BEGIN and COMMIT or ROLLBACK: a statement that
 	// failed there has aborted the transaction, so it is not retried.
 	inTx bool
+	// generic says the session plans prepared statements generically and
+	// without JIT, for the PreparedGeneric query that ran last.
+	generic bool
 }
 
-// takePrepared removes Prepared from the front of args and reports
-// whether it was there. The ordinals are renumbered to match.
-func takePrepared(args []driver.NamedValue) ([]driver.NamedValue, bool) {
+// The session settings of a PreparedGeneric query, and their undoing.
+const (
+	enterGenericSQL = `SET plan_cache_mode = force_generic_plan; SET jit = off`
+	leaveGenericSQL = `RESET plan_cache_mode; RESET jit`
+)
+
+// takePrepared removes Prepared or PreparedGeneric from the front of
+// args and reports whether one was there, and which. The ordinals are
+// renumbered to match.
+func takePrepared(args []driver.NamedValue) (rest []driver.NamedValue, prepare, generic bool) {
 	if len(args) == 0 {
-		return args, false
+		return args, false, false
 	}
-	if _, ok := args[0].Value.(preparedMark); !ok {
-		return args, false
+	mark, ok := args[0].Value.(preparedMark)
+	if !ok {
+		return args, false, false
 	}
-	rest := make([]driver.NamedValue, len(args)-1)
+	rest = make([]driver.NamedValue, len(args)-1)
 	for i, a := range args[1:] {
 		a.Ordinal = i + 1
 		rest[i] = a
 	}
-	return rest, true
+	return rest, true, mark == PreparedGeneric
+}
+
+// setMode switches the session into the settings of a PreparedGeneric
+// query, or out of them, if it is not there already. Only outside a
+// transaction: a query that wants generic plans inside one runs with the
+// session as it is, and a session is never left switched when one begins
+// (BeginTx). A switch that fails leaves the session's settings unknown,
+// so the connection is given up (driver.ErrBadConn: database/sql retries
+// the query on another, since nothing has run yet).
+func (c *oneTripConn) setMode(ctx context.Context, generic bool) error {
+	if c.cache.generic == generic || c.cache.inTx {
+		return nil
+	}
+	query := leaveGenericSQL
+	if generic {
+		query = enterGenericSQL
+	}
+	if _, err := c.pqConn.ExecContext(ctx, query, nil); err != nil {
+		return driver.ErrBadConn
+	}
+	c.cache.generic = generic
+	return nil
 }
 
 // QueryContext runs a query, prepared on this connection when it asks for
-// it with Prepared (and statements are enabled), unprepared otherwise.
+// it with Prepared or PreparedGeneric (and statements are enabled),
+// unprepared otherwise.
 func (c *oneTripConn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
-	args, prepare := takePrepared(args)
-	if !prepare || !c.cache.enabled.Load() {
+	args, prepare, generic := takePrepared(args)
+	prepare = prepare && c.cache.enabled.Load()
+	if err := c.setMode(ctx, prepare && generic); err != nil {
+		return nil, err
+	}
+	if !prepare {
 		return c.pqConn.QueryContext(ctx, query, args)
 	}
 	var rows driver.Rows
@@ -91,8 +147,12 @@ func (c *oneTripConn) QueryContext(ctx context.Context, query string, args []dri
 
 // ExecContext runs a statement, prepared as QueryContext does.
 func (c *oneTripConn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
-	args, prepare := takePrepared(args)
-	if !prepare || !c.cache.enabled.Load() {
+	args, prepare, generic := takePrepared(args)
+	prepare = prepare && c.cache.enabled.Load()
+	if err := c.setMode(ctx, prepare && generic); err != nil {
+		return nil, err
+	}
+	if !prepare {
 		return c.pqConn.ExecContext(ctx, query, args)
 	}
 	var res driver.Result
@@ -181,8 +241,12 @@ func stalePrepared(err error) bool {
 	return false
 }
 
-// BeginTx begins a transaction and notes it, for withStatement.
+// BeginTx begins a transaction and notes it, for withStatement, with the
+// session's settings back to its own first.
 func (c *oneTripConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
+	if err := c.setMode(ctx, false); err != nil {
+		return nil, err
+	}
 	tx, err := c.pqConn.BeginTx(ctx, opts)
 	if err != nil {
 		return nil, err
