@@ -100,6 +100,7 @@ func checkTokenSources(ctx context.Context, tx *sqlx.Tx, u dlq.User, sources []s
 // label is ref, and audits it. Revoking is final.
 func (s *Store) RevokeToken(ctx context.Context, ref string, a dlq.Actor, now time.Time) (dlq.Token, error) {
 	var t dlq.Token
+	defer s.changed()
 	err := postgres.InTx(ctx, s.db, func(tx *sqlx.Tx) error {
 		id, _ := strconv.ParseInt(ref, 10, 64) // 0 when ref is a label
 		err := tx.GetContext(ctx, &t, `

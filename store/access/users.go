@@ -83,6 +83,7 @@ func (s *Store) SetRole(ctx context.Context, name string, role dlq.Role, c dlq.U
 // audits the change, in one transaction.
 func (s *Store) changeUser(ctx context.Context, name string, c dlq.UserChange, op, query string, value ...any) (dlq.User, error) {
 	var u dlq.User
+	defer s.changed()
 	err := postgres.InTx(ctx, s.db, func(tx *sqlx.Tx) error {
 		// Serialise user changes, so that two admins demoting each other
 		// at once cannot both see the other still in place.

@@ -22,6 +22,9 @@ type authStore interface {
 	SessionUser(ctx context.Context, id int64, sidHash []byte) (dlq.User, bool, error)
 	UserByName(ctx context.Context, name string) (dlq.User, error)
 	UserByToken(ctx context.Context, hash []byte, now time.Time) (dlq.User, dlq.Token, error)
+	// Changes counts the changes to users and tokens made through this
+	// store: the token cache's answers hold while it stays the same.
+	Changes() uint64
 }
 
 // authenticator finds out who is making a request: a bearer token, else a
@@ -35,6 +38,8 @@ type authenticator struct {
 	logger   *slog.Logger
 	// quiet reports the paths that need nobody (access.quiet).
 	quiet func(path string) bool
+	// tokens remembers who recently used tokens are, for TokenWindow.
+	tokens tokenCache
 }
 
 func (a *authenticator) middleware(next echo.HandlerFunc) echo.HandlerFunc {
@@ -85,16 +90,23 @@ var errBadToken = &dlq.Error{Code: "invalid_token",
 	Message: "The API token is unknown or revoked, or its user is disabled."}
 
 // fromToken: a token that was sent but does not work is an error, never a
-// fall back to anonymous, so a client learns at once its token is bad.
+// fall back to anonymous, so a client learns at once its token is bad. A
+// token that worked is believed for TokenWindow without a lookup.
 func (a *authenticator) fromToken(ctx context.Context, token string) (principal.Principal, error) {
-	u, t, err := a.store.UserByToken(ctx, dlq.HashToken(token), a.cfg.Now())
+	hash, now, changes := dlq.HashToken(token), a.cfg.Now(), a.store.Changes()
+	if p, ok := a.tokens.get(hash, now, changes); ok {
+		return p, nil
+	}
+	u, t, err := a.store.UserByToken(ctx, hash, now)
 	if errors.Is(err, dlq.ErrNotFound) {
 		return principal.Principal{}, errBadToken
 	}
 	if err != nil {
 		return principal.Principal{}, err
 	}
-	return principal.Principal{Name: u.Name, Role: u.Role, Via: principal.ViaToken, Sources: t.Sources}, nil
+	p := principal.Principal{Name: u.Name, Role: u.Role, Via: principal.ViaToken, Sources: t.Sources}
+	a.tokens.put(hash, p, now, changes)
+	return p, nil
 }
 
 // fromProxy believes the SSO header only from a trusted proxy's address.
