@@ -265,6 +265,7 @@ func NewConsole(ctx context.Context, cfg ConsoleConfig) (*Console, error) {
 		LogsURLTemplate: cfg.LogsURLTemplate, Auth: cfg.Auth, NotifyEndpoints: endpoints, Demo: cfg.Demo,
 		Replay:        replay.NewService(replay.Config{Store: ops, Workers: queue.New(cfg.DB, g), Logger: cfg.Logger, Wake: runner.Wake}),
 		RetainLetters: cfg.RetainLetters,
+		BannerWindow:  web.BannerWindow,
 	})
 	if err != nil {
 		if replica != nil {

@@ -144,9 +144,9 @@ type InFlightReader interface {
 // OperationsBanner loads the bulk operations in flight for the banner of
 // every page, on the same requests as PauseBanner (pages by someone signed
 // in; not the API, assets or htmx fragments). It is one query on the
-// partial index of open operations. A failed read leaves the banner out
-// rather than failing the page.
-func OperationsBanner(store InFlightReader) echo.MiddlewareFunc {
+// partial index of open operations, kept for a moment by banners. A failed
+// read leaves the banner out rather than failing the page.
+func OperationsBanner(store InFlightReader, banners *Banners) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			if !wantsBanner(c) {
@@ -154,7 +154,7 @@ func OperationsBanner(store InFlightReader) echo.MiddlewareFunc {
 			}
 			ctx, cancel := context.WithTimeout(c.Request().Context(), pauseBannerTimeout)
 			defer cancel()
-			if in, err := store.OperationsInFlight(ctx, inFlightShown); err == nil && len(in.Operations) > 0 {
+			if in, err := banners.operationsInFlight(ctx, store); err == nil && len(in.Operations) > 0 {
 				c.Set(inFlightKey, inFlightBanner(in))
 			}
 			return next(c)

@@ -46,9 +46,10 @@ const pauseBannerTimeout = 2 * time.Second
 // pages by someone signed in, not the API, assets or htmx fragments. It
 // reads only the small pauses table. A pause whose time ran out is
 // recorded here when no worker has done it yet (dlq.ExpirePauses, guarded:
-// written once whoever notices first). A failed read leaves the banner
-// out rather than failing the page.
-func PauseBanner(store PauseStore, now func() time.Time) echo.MiddlewareFunc {
+// written once whoever notices first). The read is kept for a moment by
+// banners. A failed read leaves the banner out rather than failing the
+// page.
+func PauseBanner(store PauseStore, now func() time.Time, banners *Banners) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			r := c.Request()
@@ -62,9 +63,10 @@ func PauseBanner(store PauseStore, now func() time.Time) echo.MiddlewareFunc {
 			}
 			ctx, cancel := context.WithTimeout(r.Context(), pauseBannerTimeout)
 			defer cancel()
-			open, lapsed, err := store.OpenPauses(ctx)
+			open, lapsed, err := banners.openPauses(ctx, store)
 			if err == nil && lapsed {
 				_, _ = store.ExpirePauses(ctx, now()) // best effort: the claim ignores lapsed pauses anyway
+				banners.changed()
 			}
 			if err == nil {
 				notices := make([]views.PauseNotice, len(open))

@@ -32,9 +32,10 @@ const retentionKey = "redrive.retention"
 const retentionTimeout = 2 * time.Second
 
 // RetentionNotice loads the forecast for the overview and the letter list
-// (GETs of those pages only, not their fragments). A failed read leaves
-// the notice out rather than failing the page.
-func RetentionNotice(store RetentionStore, retain time.Duration, now func() time.Time) echo.MiddlewareFunc {
+// (GETs of those pages only, not their fragments), kept for a moment by
+// banners. A failed read leaves the notice out rather than failing the
+// page.
+func RetentionNotice(store RetentionStore, retain time.Duration, now func() time.Time, banners *Banners) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			r := c.Request()
@@ -44,7 +45,7 @@ func RetentionNotice(store RetentionStore, retain time.Duration, now func() time
 			ctx, cancel := context.WithTimeout(r.Context(), retentionTimeout)
 			defer cancel()
 			at := now()
-			f, err := store.PurgeForecast(ctx, dlq.NextPurge(at), retain, at)
+			f, err := banners.purgeForecast(ctx, store, dlq.NextPurge(at), retain, at)
 			if err == nil {
 				v := retentionView(f, retain, at)
 				if n := c.QueryParam("purged"); n != "" && r.URL.Path == "/" {

@@ -39,9 +39,10 @@ const throttlesKey = "redrive.throttles"
 
 // ThrottleBanner loads the open throttles for the banner of every page,
 // on the same requests as PauseBanner and in the same way: one read of
-// the small throttles table, an expiry recorded when nobody has yet, and
-// no banner rather than a failed page when the read fails.
-func ThrottleBanner(store ThrottleStore, now func() time.Time) echo.MiddlewareFunc {
+// the small throttles table, kept for a moment by banners, an expiry
+// recorded when nobody has yet, and no banner rather than a failed page
+// when the read fails.
+func ThrottleBanner(store ThrottleStore, now func() time.Time, banners *Banners) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			r := c.Request()
@@ -55,9 +56,10 @@ func ThrottleBanner(store ThrottleStore, now func() time.Time) echo.MiddlewareFu
 			}
 			ctx, cancel := context.WithTimeout(r.Context(), pauseBannerTimeout)
 			defer cancel()
-			open, lapsed, err := store.OpenThrottles(ctx)
+			open, lapsed, err := banners.openThrottles(ctx, store)
 			if err == nil && lapsed {
 				_, _ = store.ExpireThrottles(ctx, now()) // best effort: the claim ignores lapsed throttles anyway
+				banners.changed()
 			}
 			if err == nil {
 				notices := make([]views.ThrottleNotice, len(open))

@@ -29,6 +29,10 @@ func routes(e *echo.Echo, cfg Config, sec *auth.Security, st stores) error {
 	// their pages say how fresh they are); see readStore for what stays.
 	reads, fresh := readStore(cfg, sec.Masker(), store)
 	now := cfg.Auth.Now
+	// Every page's banners, kept for cfg.BannerWindow; a change this
+	// console answers is shown at the next page.
+	banners := handlers.NewBanners(cfg.BannerWindow, cfg.Now)
+	e.Use(banners.CountChanges)
 
 	public := sec.Public(e)
 	public.GET("/healthz", handlers.Healthz())
@@ -102,7 +106,7 @@ func routes(e *echo.Echo, cfg Config, sec *auth.Security, st stores) error {
 	e.GET("/dead-letters/bulk", handlers.BulkConfirmPage(cfg.Replay, sec.Masker(), cfg.Now, cfg.Version))
 	e.POST("/dead-letters/bulk", handlers.BulkConfirmPage(cfg.Replay, sec.Masker(), cfg.Now, cfg.Version))
 	e.POST("/dead-letters/bulk/confirm", handlers.BulkConfirm(cfg.Replay, sec.Masker(), cfg.Now, cfg.Version))
-	e.Use(handlers.OperationsBanner(st.operations)) // bulk operations in flight, on every page
+	e.Use(handlers.OperationsBanner(st.operations, banners)) // bulk operations in flight, on every page
 	e.GET("/operations", handlers.Operations(store, cfg.Version))
 	e.GET("/operations/:id", handlers.OperationPage(store, cfg.Version))
 	e.GET("/operations/:id/progress", handlers.OperationProgressFragment(store))
@@ -131,7 +135,7 @@ func routes(e *echo.Echo, cfg Config, sec *auth.Security, st stores) error {
 
 	// --- Pauses (issue 14): every page's banner, the pause pages, the API.
 	// Pausing and resuming need the operator role, as every POST does.
-	e.Use(handlers.PauseBanner(st.queue, cfg.Now))
+	e.Use(handlers.PauseBanner(st.queue, cfg.Now, banners))
 	e.GET("/pauses", handlers.PausesPage(st.queue, cfg.Now, cfg.Version))
 	e.GET("/pauses/new", handlers.NewPausePage(st.queue, cfg.Now, cfg.Version))
 	e.POST("/pauses", handlers.PauseForm(st.queue, cfg.Now, cfg.Version))
@@ -155,13 +159,13 @@ func routes(e *echo.Echo, cfg Config, sec *auth.Security, st stores) error {
 	// --- Retention of settled letters (issue 32): the next purge, seen
 	// coming on the overview and the letter list, and the purges held for
 	// growing groups, which an operator confirms (audited).
-	e.Use(handlers.RetentionNotice(st.operations, cfg.RetainLetters, cfg.Now))
+	e.Use(handlers.RetentionNotice(st.operations, cfg.RetainLetters, cfg.Now, banners))
 	e.POST("/retention/holds/:group/confirm", handlers.ConfirmPurgeForm(st.operations, cfg.Now))
 	e.GET("/api/v1/retention", handlers.APIRetention(st.operations, cfg.RetainLetters, cfg.Now))
 	e.POST("/api/v1/retention/holds/:group/confirm", handlers.APIConfirmPurge(st.operations, cfg.Now))
 	// --- Throttles (issue 32): the banner under the pauses', the forms,
 	// the API; listed on the pauses page.
-	e.Use(handlers.ThrottleBanner(st.queue, cfg.Now))
+	e.Use(handlers.ThrottleBanner(st.queue, cfg.Now, banners))
 	e.GET("/throttles/new", handlers.NewThrottlePage(st.queue, cfg.Now, cfg.Version))
 	e.POST("/throttles", handlers.ThrottleForm(st.queue, st.queue, cfg.Now, cfg.Version))
 	e.GET("/throttles/:id", handlers.ChangeThrottlePage(st.queue, cfg.Now, cfg.Version))

@@ -24,6 +24,11 @@ import (
 	"github.com/redrive/redrive/web/auth"
 )
 
+// BannerWindow is how long `redrive serve` keeps what every page's banners
+// read (handlers.Banners): on the 2-core machine each of those round trips
+// is CPU, a fifth of a letter's page.
+const BannerWindow = time.Second
+
 // Config holds the server's dependencies and settings.
 type Config struct {
 	// DB is the primary, from postgres.Open: every room of the store the
@@ -64,6 +69,11 @@ type Config struct {
 	// letters (REDRIVE_RETAIN_LETTERS), which the overview and the letter
 	// list forecast; zero: none.
 	RetainLetters time.Duration
+	// BannerWindow keeps what every page's banners read (operations in
+	// flight, open pauses and throttles, the next purge) that long
+	// (BannerWindow for `redrive serve`); zero: every page reads
+	// them. A change the console itself answers shows at the next page.
+	BannerWindow time.Duration
 	// Demo is the demo incident's simulated outage, set by `redrive dev`
 	// only: the overview tells its story and offers "Deploy the fix".
 	Demo handlers.DemoOutage
