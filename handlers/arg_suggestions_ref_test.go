@@ -1,0 +1,119 @@
+package handlers
+
+// The reference for walkArgs and qualifierValue: the decoding through
+// encoding/json they replaced (slower, the same answers), which
+// FuzzWalkArgsAsTheDecoder holds them to.
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/redrive/redrive/argquery"
+	"github.com/redrive/redrive/mask"
+)
+
+// refWalkArgs is walkArgs as it was: each object decoded into a map, each
+// array into a slice.
+func refWalkArgs(path argquery.Path, raw json.RawMessage, m mask.Policy, visit func(argquery.Path, json.RawMessage)) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 {
+		return
+	}
+	switch raw[0] {
+	case '{':
+		if len(path.Steps) >= maxSuggestionDepth {
+			return
+		}
+		var obj map[string]json.RawMessage
+		if json.Unmarshal(raw, &obj) != nil {
+			return
+		}
+		for k, v := range obj {
+			if m.Sensitive(k) {
+				continue
+			}
+			refWalkArgs(stepped(path, argquery.Step{Key: k}), v, m, visit)
+		}
+	case '[':
+		if path.Column != argquery.Args || len(path.Steps) > 0 {
+			return
+		}
+		var arr []json.RawMessage
+		if json.Unmarshal(raw, &arr) != nil {
+			return
+		}
+		for i, v := range arr[:min(len(arr), maxSuggestedKeys)] {
+			refWalkArgs(stepped(path, argquery.Step{Index: i, IsIndex: true}), v, m, visit)
+		}
+	default:
+		if len(path.Steps) > 0 {
+			visit(path, raw)
+		}
+	}
+}
+
+// refQualifierValue is qualifierValue as it was: the value decoded with
+// encoding/json.
+func refQualifierValue(raw json.RawMessage) (string, bool) {
+	var s string
+	if json.Unmarshal(raw, &s) != nil {
+		return string(raw), len(raw) <= maxSuggestedValue
+	}
+	if s == mask.Placeholder || len([]rune(s)) > maxSuggestedValue {
+		return "", false
+	}
+	bare := s != "" && !strings.ContainsAny(s, " \t\"()") && s != "true" && s != "false" && s != "null" &&
+		!strings.EqualFold(s, "and") && !strings.EqualFold(s, "or") && !strings.EqualFold(s, "not")
+	if _, err := strconv.ParseFloat(s, 64); err == nil {
+		bare = false
+	}
+	if bare {
+		return s, true
+	}
+	return `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(s) + `"`, true
+}
+
+// visits lists what walk visits in raw, as args and as kwargs, each visit
+// as its path, the scalar and its qualifier value, sorted (a map's keys
+// come in any order).
+func visits(walk func(argquery.Path, json.RawMessage, mask.Policy, func(argquery.Path, json.RawMessage)),
+	qualifier func(json.RawMessage) (string, bool), raw []byte, m mask.Policy) []string {
+	var out []string
+	for _, col := range []string{argquery.Args, argquery.Kwargs} {
+		walk(argquery.Path{Column: col}, raw, m, func(p argquery.Path, v json.RawMessage) {
+			q, ok := qualifier(v)
+			out = append(out, fmt.Sprintf("%s = %s -> %q %v", p.String(), v, q, ok))
+		})
+	}
+	slices.Sort(out)
+	return out
+}
+
+// FuzzWalkArgsAsTheDecoder: on any input, the one-pass walk visits what
+// decoding visited, with the same scalars and qualifier values.
+func FuzzWalkArgsAsTheDecoder(f *testing.F) {
+	for _, s := range []string{
+		`{"country":"DE","customer":{"id":42,"email":"a@b.c","card":{"number":"4111"}},"items":[1,2]}`,
+		`[1, "two", {"three": 3, "password": "x"}, [4], null, true, 1.5e3, "a b", "and", "12"]`,
+		`{"a":1,"a":2,"\u0061":3,"b":{"c":{"d":{"e":1}}}}`,
+		`{"k":"` + mask.Placeholder + `","long":"` + strings.Repeat("é", 41) + `","q":"say \"hi\"","n":null}`,
+		` [ 1 , 2 ,3,4,5,6,7,8,9,10 ] `,
+		`{"bad": }`, `[1,2`, `"just a string"`, `42`, ``, `{"\ud800":"\xff"}`,
+		`{"0":0,"1":1,"2":2,"3":3,"4":4,"5":5,"6":6,"7":7,"8":8,"9":9,"10":10,"11":11,"12":12,"13":13,"14":14,"15":15,"16":16,"1":"again","17":17}`,
+	} {
+		f.Add([]byte(s))
+	}
+	m := mask.ForKeys(mask.DefaultKeys)
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		got := visits(walkArgs, qualifierValue, raw, m)
+		want := visits(refWalkArgs, refQualifierValue, raw, m)
+		if !slices.Equal(got, want) {
+			t.Errorf("walk of %q:\n got %q\nwant %q", raw, got, want)
+		}
+	})
+}
