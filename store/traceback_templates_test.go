@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/lib/pq"
 	"github.com/redrive/redrive/dlq"
+	"github.com/redrive/redrive/mask"
 	"github.com/redrive/redrive/store/storetest"
 )
 
@@ -157,5 +159,51 @@ func TestTracebacksAreStoredOncePerShape(t *testing.T) {
 	}
 	if !slices.Equal(before, after) || after[0] != after[2] {
 		t.Errorf("groups of one failure's letters: %v before the rebuild, %v after", before, after)
+	}
+}
+
+// TestPackedTracebackCutAsTheDatabaseCutsIt: a packed traceback longer
+// than the detail's cap, put together on the letter's page from its
+// template (kept by the store after the first read), is cut at the same
+// character as the database cuts the whole text, multi-byte characters
+// and all, and its length counted the same way.
+func TestPackedTracebackCutAsTheDatabaseCutsIt(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := storetest.NewDB(t)
+	store := storetest.NewStores(db.DB)
+	msg := "card ending 1111 declined for order ORD-555555"
+	// Few values, a long shared shape: its values fit the cap, the whole
+	// does not.
+	frame := "  File \"/srv/app/billing/größe.py\", line 88, in charge_ünit\n    raise Declined(msg)\n"
+	tb := "Traceback (most recent call last):\n" + strings.Repeat(frame, dlq.TracebackCap/len([]rune(frame))+50) + "Declined: " + msg
+	letter := dlq.DeadLetter{Queue: "payments", Task: "billing.charge", Args: []byte(`[]`), Kwargs: []byte(`{}`),
+		ErrorClass: "Declined", ErrorMessage: msg, Traceback: tb, Attempts: 1, MaxAttempts: 1,
+		History: dlq.Attempts{{Attempt: 1, Class: "Declined", Message: msg, Outcome: dlq.OutcomeDead}},
+		Reason:  dlq.ReasonPermanent, Fingerprint: "f", EnqueuedAt: time.Now(), FailedAt: time.Now()}
+	if n, err := store.Letters.LoadDeadLetters(ctx, 2, func(int) dlq.DeadLetter { return letter }); err != nil || n != 2 {
+		t.Fatalf("loaded %d, err %v", n, err)
+	}
+	var ids []int64
+	if err := db.Select(&ids, `SELECT id FROM dead_letter_records WHERE traceback_template IS NOT NULL ORDER BY id`); err != nil || len(ids) != 2 {
+		t.Fatalf("packed letters %v, err %v", ids, err)
+	}
+	var want struct {
+		Cut string `db:"cut"`
+		Len int    `db:"len"`
+	}
+	if err := db.Get(&want, `SELECT left(traceback, $2) || $3 AS cut, length(traceback) AS len FROM dead_letters WHERE id = $1`,
+		ids[0], dlq.TracebackCap, mask.TruncatedMark); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range ids { // the second reads the template the first kept
+		d, err := store.Letters.GetDeadLetter(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Traceback != want.Cut || d.TracebackLen != want.Len || !d.TracebackTruncated() {
+			t.Errorf("letter %d: %d characters of %d (truncated %v); want the database's cut, %d of %d",
+				id, len([]rune(d.Traceback)), d.TracebackLen, d.TracebackTruncated(), len([]rune(want.Cut)), want.Len)
+		}
 	}
 }

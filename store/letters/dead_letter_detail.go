@@ -8,6 +8,7 @@ import (
 	"github.com/lib/pq"
 	"github.com/redrive/redrive/dlq"
 	"github.com/redrive/redrive/mask"
+	"github.com/redrive/redrive/store/letterpack"
 	"github.com/redrive/redrive/store/postgres"
 )
 
@@ -26,25 +27,34 @@ import (
 // can: the later letters come from dead_letter_records, not the view (which
 // joins the outcomes again), and the source is one scalar subquery rather
 // than two outer joins, which would leave the planner more join orders to
-// weigh (EXPLAIN ANALYZE: about 0.1 ms of a 0.4 ms statement). The
-// traceback is put together once (a packed one, 00123), in a subquery the
-// planner may not flatten into the three uses of it.
+// weigh (EXPLAIN ANALYZE: about 0.1 ms of a 0.4 ms statement). A packed
+// traceback (00123) no longer than the cap comes as its template's hash
+// and its values, and is put together in Go from the template, which the
+// Store keeps (tracebackTemplates): in SQL that was half of this
+// statement's time. Any other, stored whole or longer, is put together
+// here, once, in a subquery the planner may not flatten into the three
+// uses of it, and cut here.
 const getDeadLetterSQL = `
-SELECT id, job_id, queue, task, args, kwargs, idempotency_key, error_class, error_message,
-	left(t.traceback, $2) || CASE WHEN length(t.traceback) > $2 THEN $5 ELSE '' END AS traceback, length(t.traceback) AS traceback_len,
-	attempts, max_attempts, reason, fingerprint, worker_version, enqueued_at, failed_at,
-	replay_of, replayed_at, replayed_by, replay_job_id, discarded_at, discarded_by, discard_reason, status,
-	CASE WHEN octet_length(history::text) <= $3 THEN history ELSE
+SELECT d.id, d.job_id, d.queue, d.task, d.args, d.kwargs, d.idempotency_key, d.error_class, d.error_message,
+	coalesce(left(t.traceback, $2) || CASE WHEN length(t.traceback) > $2 THEN $5 ELSE '' END, '') AS traceback,
+	coalesce(length(t.traceback), 0) AS traceback_len,
+	CASE WHEN t.packed THEN r.traceback_template END AS traceback_template,
+	CASE WHEN t.packed THEN r.traceback END AS traceback_values,
+	d.attempts, d.max_attempts, d.reason, d.fingerprint, d.worker_version, d.enqueued_at, d.failed_at,
+	d.replay_of, d.replayed_at, d.replayed_by, d.replay_job_id, d.discarded_at, d.discarded_by, d.discard_reason, d.status,
+	CASE WHEN octet_length(d.history::text) <= $3 THEN d.history ELSE
 	(SELECT coalesce(jsonb_agg(CASE WHEN length(e->>'traceback') > $3
 			THEN jsonb_set(e, '{traceback}', to_jsonb(left(e->>'traceback', $3) || $5))
 			ELSE e END ORDER BY ord), '[]'::jsonb)::json
-	 FROM jsonb_array_elements(history::jsonb) WITH ORDINALITY AS h(e, ord)) END AS history,
+	 FROM jsonb_array_elements(d.history::jsonb) WITH ORDINALITY AS h(e, ord)) END AS history,
 	ARRAY(SELECT l.id FROM dead_letter_records l WHERE l.replay_of = d.id ORDER BY l.id LIMIT $4) AS later_letters,
 	(SELECT ARRAY[s.source, s.external_id, k.kind, coalesce(s.details::text, ''), (k.replay_url IS NOT NULL)::text]
 	 FROM letter_sources s JOIN sources k ON k.name = s.source
 	 WHERE s.dead_letter_id = d.id) AS letter_source
 FROM dead_letters d
-CROSS JOIN LATERAL (SELECT d.traceback OFFSET 0) t
+JOIN dead_letter_records r ON r.id = d.id
+CROSS JOIN LATERAL (SELECT p.packed, CASE WHEN NOT p.packed THEN d.traceback END AS traceback
+	FROM (SELECT r.traceback_template IS NOT NULL AND octet_length(r.traceback) <= $2 AS packed) p OFFSET 0) t
 WHERE d.id = $1`
 
 // GetDeadLetter returns one letter with its (capped) traceback, history and
@@ -54,11 +64,21 @@ func (s *Store) GetDeadLetter(ctx context.Context, id int64) (dlq.DeadLetterDeta
 		dlq.DeadLetterDetail
 		Later  pq.Int64Array  `db:"later_letters"`
 		Source pq.StringArray `db:"letter_source"` // name, external id, kind, details, has a replay URL; NULL for Redrive's own
+		// A packed traceback the cap does not cut: Traceback is empty.
+		Template []byte  `db:"traceback_template"`
+		Values   *string `db:"traceback_values"`
 	}
 	if err := s.db.GetContext(ctx, &row, getDeadLetterSQL, postgres.Prepared, id, dlq.TracebackCap, dlq.AttemptTracebackCap, dlq.MaxLaterLetters, mask.TruncatedMark); err != nil {
 		return dlq.DeadLetterDetail{}, fmt.Errorf("get dead letter %d: %w", id, postgres.Translate(err))
 	}
 	d := row.DeadLetterDetail
+	if row.Template != nil && row.Values != nil {
+		template, err := s.templates.get(ctx, s.db, row.Template)
+		if err != nil {
+			return dlq.DeadLetterDetail{}, fmt.Errorf("get dead letter %d: %w", id, err)
+		}
+		d.Traceback, d.TracebackLen = capTraceback(letterpack.Unpack(template, *row.Values, d.ErrorMessage))
+	}
 	if len(row.Later) > 0 {
 		d.LaterLetters = row.Later
 	}

@@ -8,6 +8,8 @@ import "github.com/jmoiron/sqlx"
 // Store reads and writes this room's tables.
 type Store struct {
 	db *sqlx.DB
+	// templates keeps the traceback templates letters' pages read.
+	templates tracebackTemplates
 }
 
 // New returns the room's store on a handle from postgres.Open.
