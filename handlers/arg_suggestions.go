@@ -320,13 +320,30 @@ func qualifierValue(raw json.RawMessage) (string, bool) {
 	}
 	bare := s != "" && !strings.ContainsAny(s, " \t\"()") && s != "true" && s != "false" && s != "null" &&
 		!strings.EqualFold(s, "and") && !strings.EqualFold(s, "or") && !strings.EqualFold(s, "not")
-	if _, err := strconv.ParseFloat(s, 64); err == nil {
-		bare = false
+	if mayBeNumber(s) {
+		if _, err := strconv.ParseFloat(s, 64); err == nil {
+			bare = false
+		}
 	}
 	if bare {
 		return s, true
 	}
 	return `"` + quotedValue.Replace(s) + `"`, true
+}
+
+// mayBeNumber reports whether strconv.ParseFloat could read s: a float
+// starts with a sign, a digit, a point, or the i of inf or the n of nan.
+// Asking ParseFloat only then spares the error it allocates for the
+// words most values are.
+func mayBeNumber(s string) bool {
+	if s == "" {
+		return false
+	}
+	switch c := s[0]; {
+	case c >= '0' && c <= '9', c == '+', c == '-', c == '.', c == 'i', c == 'I', c == 'n', c == 'N':
+		return true
+	}
+	return false
 }
 
 // quotedValue escapes a string value for its quotes in a qualifier.
