@@ -3,7 +3,6 @@ package handlers
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/http"
 	"strconv"
 	"time"
@@ -199,16 +198,19 @@ func letterResults(f dlq.Filter, page dlq.DeadLetterPage, count dlq.Count) views
 		next.After = page.Next
 		r.NextURL = "/dead-letters" + query(next)
 	}
+	// Every row's link carries the same way back to this list.
+	crumb := crumbParam(f)
+	r.Rows = make([]views.DeadLetterRow, 0, len(page.Letters))
 	for _, d := range page.Letters {
 		r.Rows = append(r.Rows, views.DeadLetterRow{
 			ID:          d.ID,
-			Href:        fmt.Sprintf("/dead-letters/%d", d.ID) + crumbParam(f),
+			Href:        "/dead-letters/" + strconv.FormatInt(d.ID, 10) + crumb,
 			Task:        d.Task,
 			Queue:       d.Queue,
 			ErrorClass:  d.ErrorClass,
 			Message:     firstLine(d.ErrorMessage, 160),
 			MessageFull: clip(d.ErrorMessage, 2000),
-			Attempts:    fmt.Sprintf("%d/%d", d.Attempts, d.MaxAttempts),
+			Attempts:    strconv.Itoa(d.Attempts) + "/" + strconv.Itoa(d.MaxAttempts),
 			Reason:      reasonLabel(d.Reason),
 			Status:      string(d.Status),
 			FailedAt:    d.FailedAt,
