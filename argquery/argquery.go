@@ -129,18 +129,22 @@ func (p Path) String() string {
 	var b strings.Builder
 	b.WriteString(p.Column)
 	for _, s := range p.Steps {
-		switch {
-		case s.IsIndex && s.Key == "":
-			fmt.Fprintf(&b, "[%d]", s.Index)
-		case s.IsIndex:
-			b.WriteString("." + s.Key)
-		case plainKey(s.Key):
-			b.WriteString("." + s.Key)
-		default:
-			b.WriteString("." + strconv.Quote(s.Key))
-		}
+		b.WriteString(s.String())
 	}
 	return b.String()
+}
+
+// String writes one step as Path.String writes it after the steps before
+// it: [0], .id, ."odd key".
+func (s Step) String() string {
+	switch {
+	case s.IsIndex && s.Key == "":
+		return "[" + strconv.Itoa(s.Index) + "]"
+	case s.IsIndex, plainKey(s.Key):
+		return "." + s.Key
+	default:
+		return "." + strconv.Quote(s.Key)
+	}
 }
 
 // plainKey reports whether key can be typed without quotes.

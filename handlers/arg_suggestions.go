@@ -38,8 +38,7 @@ func argSuggestions(f dlq.Filter, letters []dlq.DeadLetter, m mask.Policy) []vie
 	keys := map[string]*key{}
 	for _, d := range letters {
 		seen := map[string]bool{}
-		visit := func(path argquery.Path, raw json.RawMessage) {
-			p := path.String()
+		visit := func(p string, raw json.RawMessage) {
 			k := keys[p]
 			if k == nil {
 				k = &key{values: map[string]int{}}
@@ -53,8 +52,8 @@ func argSuggestions(f dlq.Filter, letters []dlq.DeadLetter, m mask.Policy) []vie
 				k.values[v]++
 			}
 		}
-		walkArgs(argquery.Path{Column: argquery.Kwargs}, d.Kwargs, m, visit)
-		walkArgs(argquery.Path{Column: argquery.Args}, d.Args, m, visit)
+		walkArgs(argquery.Kwargs, d.Kwargs, m, visit)
+		walkArgs(argquery.Args, d.Args, m, visit)
 	}
 	paths := make([]string, 0, len(keys))
 	for p := range keys {
@@ -87,43 +86,46 @@ func argSuggestions(f dlq.Filter, letters []dlq.DeadLetter, m mask.Policy) []vie
 }
 
 // walkArgs calls visit for every scalar in raw (a letter's masked args or
-// kwargs) at most maxSuggestionDepth steps down, with its path; a key the
-// policy hides is skipped whole, and so is raw when it is not JSON. It
+// kwargs, as column says) at most maxSuggestionDepth steps down, with its
+// path as argquery.Path.String writes it; a key the policy hides is
+// skipped whole, and so is raw when it is not JSON. It
 // reads raw in one pass over its bytes, as masking does: decoding each
 // object into a map with encoding/json was a third of the list's CPU.
 // refWalkArgs, that decoding, is the reference FuzzWalkArgsAsTheDecoder
 // holds it to.
-func walkArgs(path argquery.Path, raw json.RawMessage, m mask.Policy, visit func(argquery.Path, json.RawMessage)) {
+func walkArgs(column string, raw json.RawMessage, m mask.Policy, visit func(string, json.RawMessage)) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || !json.Valid(raw) {
 		return
 	}
-	w := argWalker{raw: raw, m: m, visit: visit}
-	w.value(path)
+	w := argWalker{raw: raw, column: column, m: m, visit: visit}
+	w.value(0, column)
 }
 
 // argWalker walks JSON already known to be valid, so it checks nothing.
 type argWalker struct {
-	raw   []byte
-	i     int
-	m     mask.Policy
-	visit func(argquery.Path, json.RawMessage)
+	raw    []byte
+	i      int
+	column string
+	m      mask.Policy
+	visit  func(string, json.RawMessage)
 }
 
-// value walks the value at w.i, at path, and moves past it.
-func (w *argWalker) value(path argquery.Path) {
+// value walks the value at w.i, depth steps down at path, and moves past
+// it.
+func (w *argWalker) value(depth int, path string) {
 	w.skipSpace()
 	switch w.raw[w.i] {
 	case '{':
-		if len(path.Steps) >= maxSuggestionDepth {
+		if depth >= maxSuggestionDepth {
 			w.skipValue()
 			return
 		}
-		w.object(path)
+		w.object(depth, path)
 	case '[':
 		// args' positions are its arguments; a list inside them is a value
 		// too varied to suggest.
-		if path.Column != argquery.Args || len(path.Steps) > 0 {
+		if w.column != argquery.Args || depth > 0 {
 			w.skipValue()
 			return
 		}
@@ -138,7 +140,7 @@ func (w *argWalker) value(path argquery.Path) {
 				w.i++
 			}
 			if n < maxSuggestedKeys {
-				w.value(stepped(path, argquery.Step{Index: n, IsIndex: true}))
+				w.value(1, path+argquery.Step{Index: n, IsIndex: true}.String())
 			} else {
 				w.skipSpace()
 				w.skipValue()
@@ -147,7 +149,7 @@ func (w *argWalker) value(path argquery.Path) {
 	default:
 		start := w.i
 		w.skipValue()
-		if len(path.Steps) > 0 {
+		if depth > 0 {
 			w.visit(path, w.raw[start:w.i])
 		}
 	}
@@ -162,7 +164,7 @@ type member struct {
 // object walks the object at w.i. A key written twice counts once, with
 // its last value, as decoding into a map keeps it; keys are compared
 // decoded, so "a" and "\u0061" are one key.
-func (w *argWalker) object(path argquery.Path) {
+func (w *argWalker) object(depth int, path string) {
 	var buf [16]member
 	members := buf[:0]
 	var index map[string]int // past len(buf) keys, where each is in members
@@ -204,7 +206,7 @@ func (w *argWalker) object(path argquery.Path) {
 			continue
 		}
 		w.i = mb.start
-		w.value(stepped(path, argquery.Step{Key: mb.key}))
+		w.value(depth+1, path+argquery.Step{Key: mb.key}.String())
 	}
 	w.i = end
 }
@@ -294,11 +296,6 @@ func decodeJSONString(tok []byte) string {
 	var v string
 	_ = json.Unmarshal(tok, &v)
 	return v
-}
-
-func stepped(p argquery.Path, s argquery.Step) argquery.Path {
-	p.Steps = append(slices.Clip(p.Steps), s)
-	return p
 }
 
 // qualifierValue writes a scalar as a qualifier's value: a number, true,
