@@ -129,6 +129,10 @@ func (a *Attempts) Scan(src any) error {
 		*a = Attempts{}
 		return nil
 	}
+	if h, ok := decodeAttempts(b); ok {
+		*a = h
+		return nil
+	}
 	return json.Unmarshal(b, (*[]Attempt)(a))
 }
 
