@@ -32,7 +32,8 @@ func BenchmarkDeadLetterPages(b *testing.B) {
 	db := benchLetters(b)
 	now := time.Now().UTC()
 	store := storetest.NewStores(db.DB)
-	h, err := web.NewServer(web.Config{DB: store.DB})
+	// The banners kept as `redrive serve` keeps them.
+	h, err := web.NewServer(web.Config{DB: store.DB, BannerWindow: web.BannerWindow})
 	if err != nil {
 		b.Fatal(err)
 	}
