@@ -14,6 +14,7 @@ import (
 	"github.com/redrive/redrive/dlq"
 	"github.com/redrive/redrive/handlers"
 	"github.com/redrive/redrive/store/storetest"
+	"github.com/redrive/redrive/web"
 )
 
 // TestOperationsInFlight is the incident journey of two engineers: alice's
@@ -41,6 +42,16 @@ func TestOperationsInFlight(t *testing.T) {
 		Actor: dlq.Actor{Name: "alice"}, Reason: "INC-7 fix deployed", Now: time.Now(), Selection: dlq.Selection{Filter: &f}})
 	must(t, err)
 
+	// Alice's operation was started elsewhere (straight in the store, as
+	// another console would): olga's console shows it once the banners it
+	// read at her sign-in are older than web.BannerWindow.
+	storetest.WaitFor(t, web.BannerWindow+10*time.Second, "a page to name alice's operation", func() bool {
+		_, err := page.Goto(base + "/")
+		must(t, err)
+		n, err := byTestID(page, "ops-banner-op").Count()
+		must(t, err)
+		return n == 1
+	})
 	// Every page names it.
 	for _, path := range []string{"/", "/audit", "/dead-letters"} {
 		_, err = page.Goto(base + path)
