@@ -11,6 +11,7 @@ import (
 
 	"github.com/redrive/redrive/argquery"
 	"github.com/redrive/redrive/dlq"
+	"github.com/redrive/redrive/internal/jsonscan"
 	"github.com/redrive/redrive/mask"
 	"github.com/redrive/redrive/views"
 )
@@ -98,27 +99,26 @@ func walkArgs(column string, raw json.RawMessage, m mask.Policy, visit func(stri
 	if len(raw) == 0 || !json.Valid(raw) {
 		return
 	}
-	w := argWalker{raw: raw, column: column, m: m, visit: visit}
+	w := argWalker{Cursor: jsonscan.Cursor{Raw: raw}, column: column, m: m, visit: visit}
 	w.value(0, column)
 }
 
 // argWalker walks JSON already known to be valid, so it checks nothing.
 type argWalker struct {
-	raw    []byte
-	i      int
+	jsonscan.Cursor
 	column string
 	m      mask.Policy
 	visit  func(string, json.RawMessage)
 }
 
-// value walks the value at w.i, depth steps down at path, and moves past
+// value walks the value at w.I, depth steps down at path, and moves past
 // it.
 func (w *argWalker) value(depth int, path string) {
-	w.skipSpace()
-	switch w.raw[w.i] {
+	w.SkipSpace()
+	switch w.Raw[w.I] {
 	case '{':
 		if depth >= maxSuggestionDepth {
-			w.skipValue()
+			w.SkipValue()
 			return
 		}
 		w.object(depth, path)
@@ -126,31 +126,31 @@ func (w *argWalker) value(depth int, path string) {
 		// args' positions are its arguments; a list inside them is a value
 		// too varied to suggest.
 		if w.column != argquery.Args || depth > 0 {
-			w.skipValue()
+			w.SkipValue()
 			return
 		}
-		w.i++
+		w.I++
 		for n := 0; ; n++ {
-			w.skipSpace()
-			if w.raw[w.i] == ']' {
-				w.i++
+			w.SkipSpace()
+			if w.Raw[w.I] == ']' {
+				w.I++
 				return
 			}
-			if w.raw[w.i] == ',' {
-				w.i++
+			if w.Raw[w.I] == ',' {
+				w.I++
 			}
 			if n < maxSuggestedKeys {
 				w.value(1, path+argquery.Step{Index: n, IsIndex: true}.String())
 			} else {
-				w.skipSpace()
-				w.skipValue()
+				w.SkipSpace()
+				w.SkipValue()
 			}
 		}
 	default:
-		start := w.i
-		w.skipValue()
+		start := w.I
+		w.SkipValue()
 		if depth > 0 {
-			w.visit(path, w.raw[start:w.i])
+			w.visit(path, w.Raw[start:w.I])
 		}
 	}
 }
@@ -161,30 +161,30 @@ type member struct {
 	start int
 }
 
-// object walks the object at w.i. A key written twice counts once, with
+// object walks the object at w.I. A key written twice counts once, with
 // its last value, as decoding into a map keeps it; keys are compared
 // decoded, so "a" and "\u0061" are one key.
 func (w *argWalker) object(depth int, path string) {
 	var buf [16]member
 	members := buf[:0]
 	var index map[string]int // past len(buf) keys, where each is in members
-	w.i++
+	w.I++
 	for {
-		w.skipSpace()
-		if w.raw[w.i] == '}' {
-			w.i++
+		w.SkipSpace()
+		if w.Raw[w.I] == '}' {
+			w.I++
 			break
 		}
-		if w.raw[w.i] == ',' {
-			w.i++
-			w.skipSpace()
+		if w.Raw[w.I] == ',' {
+			w.I++
+			w.SkipSpace()
 		}
-		key := decodeJSONString(w.stringToken())
-		w.skipSpace()
-		w.i++ // the colon
-		w.skipSpace()
-		at := w.i
-		w.skipValue()
+		key := jsonscan.DecodeString(w.StringToken())
+		w.SkipSpace()
+		w.I++ // the colon
+		w.SkipSpace()
+		at := w.I
+		w.SkipValue()
 		if i, ok := w.find(members, index, key); ok {
 			members[i].start = at
 			continue
@@ -200,15 +200,15 @@ func (w *argWalker) object(depth int, path string) {
 			index[key] = len(members) - 1
 		}
 	}
-	end := w.i
+	end := w.I
 	for _, mb := range members {
 		if w.m.Sensitive(mb.key) {
 			continue
 		}
-		w.i = mb.start
+		w.I = mb.start
 		w.value(depth+1, path+argquery.Step{Key: mb.key}.String())
 	}
-	w.i = end
+	w.I = end
 }
 
 // find returns where key is in members: through index once there is one,
@@ -226,78 +226,6 @@ func (w *argWalker) find(members []member, index map[string]int, key string) (in
 	return 0, false
 }
 
-func (w *argWalker) skipSpace() {
-	for w.i < len(w.raw) {
-		switch w.raw[w.i] {
-		case ' ', '\t', '\n', '\r':
-			w.i++
-		default:
-			return
-		}
-	}
-}
-
-// stringToken returns the string at w.i, quotes included, and moves past
-// it.
-func (w *argWalker) stringToken() []byte {
-	start := w.i
-	w.i++
-	for w.raw[w.i] != '"' {
-		if w.raw[w.i] == '\\' {
-			w.i++
-		}
-		w.i++
-	}
-	w.i++
-	return w.raw[start:w.i]
-}
-
-// skipValue moves past the value at w.i.
-func (w *argWalker) skipValue() {
-	switch w.raw[w.i] {
-	case '"':
-		w.stringToken()
-	case '{', '[':
-		depth := 0
-		for {
-			switch w.raw[w.i] {
-			case '"':
-				w.stringToken()
-				continue
-			case '{', '[':
-				depth++
-			case '}', ']':
-				depth--
-			}
-			w.i++
-			if depth == 0 {
-				return
-			}
-		}
-	default: // a number, true, false or null
-		for w.i < len(w.raw) {
-			switch w.raw[w.i] {
-			case ',', '}', ']', ' ', '\t', '\n', '\r':
-				return
-			}
-			w.i++
-		}
-	}
-}
-
-// decodeJSONString decodes a string token: directly when it has no escape
-// and is valid UTF-8, else as encoding/json does (which replaces invalid
-// UTF-8 as decoding into a map did).
-func decodeJSONString(tok []byte) string {
-	body := tok[1 : len(tok)-1]
-	if bytes.IndexByte(body, '\\') < 0 && utf8.Valid(body) {
-		return string(body)
-	}
-	var v string
-	_ = json.Unmarshal(tok, &v)
-	return v
-}
-
 // qualifierValue writes a scalar as a qualifier's value: a number, true,
 // false or null bare, a string bare when it reads back as the same string
 // and quoted otherwise; false for a hidden value or one too long to be a
@@ -307,7 +235,7 @@ func qualifierValue(raw json.RawMessage) (string, bool) {
 	var s string
 	switch {
 	case len(raw) > 0 && raw[0] == '"':
-		s = decodeJSONString(raw)
+		s = jsonscan.DecodeString(raw)
 	case string(raw) == "null":
 	default:
 		return string(raw), len(raw) <= maxSuggestedValue

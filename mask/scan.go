@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"strconv"
 	"unicode/utf8"
+
+	"github.com/redrive/redrive/internal/jsonscan"
 )
 
 // maskScan is Mask's path for valid JSON that holds a sensitive key: one
@@ -14,7 +16,7 @@ import (
 // strings as json.Marshal writes them, numbers and literals as written.
 // FuzzMaskScanSameAsTokens holds the two to that.
 func (m Policy) maskScan(raw []byte) (json.RawMessage, bool) {
-	s := maskScanner{m: m, raw: raw}
+	s := maskScanner{Cursor: jsonscan.Cursor{Raw: raw}, m: m}
 	s.out.Grow(len(raw))
 	s.value(false)
 	if !s.masked {
@@ -26,138 +28,75 @@ func (m Policy) maskScan(raw []byte) (json.RawMessage, bool) {
 // maskScanner walks JSON already known to be valid (json.Valid), so it
 // checks nothing.
 type maskScanner struct {
+	jsonscan.Cursor
 	m      Policy
-	raw    []byte
-	i      int
 	out    bytes.Buffer
 	masked bool
 }
 
 var placeholderJSON = strconv.Quote(Placeholder)
 
-func (s *maskScanner) skipSpace() {
-	for s.i < len(s.raw) {
-		switch s.raw[s.i] {
-		case ' ', '\t', '\n', '\r':
-			s.i++
-		default:
-			return
-		}
-	}
-}
-
-// value copies the value at s.i, or replaces it with the placeholder when
+// value copies the value at s.I, or replaces it with the placeholder when
 // hide is set.
 func (s *maskScanner) value(hide bool) {
-	s.skipSpace()
-	start := s.i
+	s.SkipSpace()
+	start := s.I
 	if hide {
-		s.skipValue()
+		s.SkipValue()
 		s.out.WriteString(placeholderJSON)
 		s.masked = true
 		return
 	}
-	switch c := s.raw[s.i]; c {
+	switch c := s.Raw[s.I]; c {
 	case '{':
-		s.i++
+		s.I++
 		s.out.WriteByte('{')
 		for n := 0; ; n++ {
-			s.skipSpace()
-			if s.raw[s.i] == '}' {
+			s.SkipSpace()
+			if s.Raw[s.I] == '}' {
 				break
 			}
-			if s.raw[s.i] == ',' {
-				s.i++
-				s.skipSpace()
+			if s.Raw[s.I] == ',' {
+				s.I++
+				s.SkipSpace()
 			}
 			if n > 0 {
 				s.out.WriteByte(',')
 			}
-			tok := s.stringToken()
-			key := decodeJSONString(tok)
+			tok := s.StringToken()
+			key := jsonscan.DecodeString(tok)
 			s.writeString(tok, key)
-			s.skipSpace()
-			s.i++ // the colon
+			s.SkipSpace()
+			s.I++ // the colon
 			s.out.WriteByte(':')
 			s.value(s.m.Sensitive(key))
 		}
-		s.i++
+		s.I++
 		s.out.WriteByte('}')
 	case '[':
-		s.i++
+		s.I++
 		s.out.WriteByte('[')
 		for n := 0; ; n++ {
-			s.skipSpace()
-			if s.raw[s.i] == ']' {
+			s.SkipSpace()
+			if s.Raw[s.I] == ']' {
 				break
 			}
-			if s.raw[s.i] == ',' {
-				s.i++
+			if s.Raw[s.I] == ',' {
+				s.I++
 			}
 			if n > 0 {
 				s.out.WriteByte(',')
 			}
 			s.value(false)
 		}
-		s.i++
+		s.I++
 		s.out.WriteByte(']')
 	case '"':
-		tok := s.stringToken()
+		tok := s.StringToken()
 		s.writeString(tok, "")
 	default: // a number, true, false or null: as written
-		s.skipScalar()
-		s.out.Write(s.raw[start:s.i])
-	}
-}
-
-// stringToken returns the string at s.i, quotes included, and moves past it.
-func (s *maskScanner) stringToken() []byte {
-	start := s.i
-	s.i++
-	for s.raw[s.i] != '"' {
-		if s.raw[s.i] == '\\' {
-			s.i++
-		}
-		s.i++
-	}
-	s.i++
-	return s.raw[start:s.i]
-}
-
-func (s *maskScanner) skipScalar() {
-	for s.i < len(s.raw) {
-		switch s.raw[s.i] {
-		case ',', '}', ']', ' ', '\t', '\n', '\r':
-			return
-		}
-		s.i++
-	}
-}
-
-// skipValue moves past the value at s.i.
-func (s *maskScanner) skipValue() {
-	switch s.raw[s.i] {
-	case '"':
-		s.stringToken()
-	case '{', '[':
-		depth := 0
-		for {
-			switch s.raw[s.i] {
-			case '"':
-				s.stringToken()
-				continue
-			case '{', '[':
-				depth++
-			case '}', ']':
-				depth--
-			}
-			s.i++
-			if depth == 0 {
-				return
-			}
-		}
-	default:
-		s.skipScalar()
+		s.SkipScalar()
+		s.out.Write(s.Raw[start:s.I])
 	}
 }
 
@@ -171,7 +110,7 @@ func (s *maskScanner) writeString(tok []byte, decoded string) {
 		return
 	}
 	if decoded == "" {
-		decoded = decodeJSONString(tok)
+		decoded = jsonscan.DecodeString(tok)
 	}
 	b, _ := json.Marshal(decoded)
 	s.out.Write(b)
@@ -191,17 +130,4 @@ func marshalsAsIs(s []byte) bool {
 		}
 	}
 	return utf8.Valid(s)
-}
-
-// decodeJSONString decodes a string token: directly when it has no escape
-// and is valid UTF-8, else as encoding/json does (which also replaces
-// invalid UTF-8, as the token decoder did).
-func decodeJSONString(tok []byte) string {
-	body := tok[1 : len(tok)-1]
-	if bytes.IndexByte(body, '\\') < 0 && utf8.Valid(body) {
-		return string(body)
-	}
-	var v string
-	_ = json.Unmarshal(tok, &v)
-	return v
 }
