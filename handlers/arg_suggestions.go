@@ -229,14 +229,12 @@ func (w *argWalker) find(members []member, index map[string]int, key string) (in
 // qualifierValue writes a scalar as a qualifier's value: a number, true,
 // false or null bare, a string bare when it reads back as the same string
 // and quoted otherwise; false for a hidden value or one too long to be a
-// common one. null reads as the empty string, "" (decoding null into a
-// string leaves it empty, which is what this did when it decoded).
+// common one.
 func qualifierValue(raw json.RawMessage) (string, bool) {
 	var s string
 	switch {
 	case len(raw) > 0 && raw[0] == '"':
 		s = jsonscan.DecodeString(raw)
-	case string(raw) == "null":
 	default:
 		return string(raw), len(raw) <= maxSuggestedValue
 	}

@@ -58,10 +58,10 @@ func refWalkArgs(path argquery.Path, raw json.RawMessage, m mask.Policy, visit f
 }
 
 // refQualifierValue is qualifierValue as it was: the value decoded with
-// encoding/json.
+// encoding/json (null, which decodes into a string as "", suggested bare).
 func refQualifierValue(raw json.RawMessage) (string, bool) {
 	var s string
-	if json.Unmarshal(raw, &s) != nil {
+	if string(raw) == "null" || json.Unmarshal(raw, &s) != nil {
 		return string(raw), len(raw) <= maxSuggestedValue
 	}
 	if s == mask.Placeholder || len([]rune(s)) > maxSuggestedValue {
@@ -128,4 +128,19 @@ func FuzzWalkArgsAsTheDecoder(f *testing.F) {
 			t.Errorf("walk of %q:\n got %q\nwant %q", raw, got, want)
 		}
 	})
+}
+
+// TestNullIsSuggestedAsNull: a null argument is suggested as the bare
+// null, which the query language reads as JSON null, not as "", which
+// matches empty strings only.
+func TestNullIsSuggestedAsNull(t *testing.T) {
+	if got, ok := qualifierValue(json.RawMessage(`null`)); !ok || got != "null" {
+		t.Errorf("qualifierValue(null) = %q, %v; want null", got, ok)
+	}
+	if got, ok := qualifierValue(json.RawMessage(`""`)); !ok || got != `""` {
+		t.Errorf(`qualifierValue("") = %q, %v; want ""`, got, ok)
+	}
+	if c := (argquery.Value{Text: "null"}).Candidates(); !slices.Contains(c, "null") {
+		t.Errorf("a bare null matches %q, not JSON null", c)
+	}
 }
