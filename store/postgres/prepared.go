@@ -126,16 +126,15 @@ func (c *oneTripConn) setMode(ctx context.Context, generic bool) error {
 // it with Prepared or PreparedGeneric (and statements are enabled),
 // unprepared otherwise.
 func (c *oneTripConn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
-	args, prepare, generic := takePrepared(args)
-	prepare = prepare && c.cache.enabled.Load()
-	if err := c.setMode(ctx, prepare && generic); err != nil {
+	args, prepare, err := c.marked(ctx, args)
+	if err != nil {
 		return nil, err
 	}
 	if !prepare {
 		return c.pqConn.QueryContext(ctx, query, args)
 	}
 	var rows driver.Rows
-	err := c.withStatement(ctx, query, func(st driver.Stmt) (err error) {
+	err = c.withStatement(ctx, query, func(st driver.Stmt) (err error) {
 		rows, err = st.(driver.StmtQueryContext).QueryContext(ctx, args)
 		return err
 	})
@@ -147,16 +146,15 @@ func (c *oneTripConn) QueryContext(ctx context.Context, query string, args []dri
 
 // ExecContext runs a statement, prepared as QueryContext does.
 func (c *oneTripConn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
-	args, prepare, generic := takePrepared(args)
-	prepare = prepare && c.cache.enabled.Load()
-	if err := c.setMode(ctx, prepare && generic); err != nil {
+	args, prepare, err := c.marked(ctx, args)
+	if err != nil {
 		return nil, err
 	}
 	if !prepare {
 		return c.pqConn.ExecContext(ctx, query, args)
 	}
 	var res driver.Result
-	err := c.withStatement(ctx, query, func(st driver.Stmt) (err error) {
+	err = c.withStatement(ctx, query, func(st driver.Stmt) (err error) {
 		res, err = st.(driver.StmtExecContext).ExecContext(ctx, args)
 		return err
 	})
@@ -164,6 +162,15 @@ func (c *oneTripConn) ExecContext(ctx context.Context, query string, args []driv
 		return c.pqConn.ExecContext(ctx, query, args)
 	}
 	return res, err
+}
+
+// marked takes a Prepared or PreparedGeneric mark off args, and reports
+// whether the query is to be prepared here, with the session switched
+// into or out of the generic mode as the query asks (setMode).
+func (c *oneTripConn) marked(ctx context.Context, args []driver.NamedValue) ([]driver.NamedValue, bool, error) {
+	args, prepare, generic := takePrepared(args)
+	prepare = prepare && c.cache.enabled.Load()
+	return args, prepare, c.setMode(ctx, prepare && generic)
 }
 
 // errNoRoom says the cache is full and the query is to run unprepared.
