@@ -301,6 +301,10 @@ func writeRebuild(ctx context.Context, tx *sqlx.Tx, p rebuildPlan, res *dlq.Rebu
 	// the summaries, deadlocked with it.
 	for _, q := range []string{
 		`SET LOCAL redrive.regrouping = 'on'`,
+		// The hourly inflow is rewritten whole below, and its daily and
+		// total rollups recounted from it after, not kept by its triggers
+		// as deltas (00101_letters.sql says why).
+		`SET LOCAL redrive.inflow_rollup = 'off'`,
 		`LOCK TABLE dead_letter_records, pending_dead_letters, error_groups, dead_letter_inflow IN SHARE ROW EXCLUSIVE MODE`,
 	} {
 		if _, err := tx.ExecContext(ctx, q); err != nil {
@@ -346,6 +350,11 @@ func writeRebuild(ctx context.Context, tx *sqlx.Tx, p rebuildPlan, res *dlq.Rebu
 		`INSERT INTO dead_letter_inflow (fingerprint, hour, queue, task, n)
 		 SELECT fingerprint, date_trunc('hour', failed_at, 'UTC'), queue, min(task), count(*)
 		 FROM dead_letter_records GROUP BY 1, 2, 3`,
+		`DELETE FROM dead_letter_inflow_daily`,
+		`INSERT INTO dead_letter_inflow_daily (fingerprint, day, n)
+		 SELECT fingerprint, (hour AT TIME ZONE 'UTC')::date, sum(n) FROM dead_letter_inflow GROUP BY 1, 2`,
+		`DELETE FROM dead_letter_inflow_totals`,
+		`INSERT INTO dead_letter_inflow_totals (hour, n) SELECT hour, sum(n) FROM dead_letter_inflow GROUP BY 1`,
 		`DELETE FROM notification_spikes WHERE fingerprint NOT IN (SELECT fingerprint FROM error_groups)`,
 		`DELETE FROM error_templates`,
 	} {

@@ -4,8 +4,9 @@ import "testing"
 
 // AssertSummariesMatch checks what the triggers keep against the letters
 // themselves: the per-status counts, each error group's total and pending
-// count, the hourly inflow, each other source's pending count, and that a
-// letter has a pending row exactly when it is pending.
+// count, the hourly inflow and its daily and total rollups, each other
+// source's pending count, and that a letter has a pending row exactly when
+// it is pending.
 func AssertSummariesMatch(t testing.TB, db *DB) {
 	t.Helper()
 	for _, check := range []struct{ what, query string }{
@@ -25,6 +26,17 @@ func AssertSummariesMatch(t testing.TB, db *DB) {
 				FROM dead_letter_records GROUP BY 1, 2, 3
 			) real FULL JOIN (SELECT fingerprint, hour, queue, n FROM dead_letter_inflow WHERE n <> 0) kept
 				USING (fingerprint, hour, queue)
+			WHERE real.n IS DISTINCT FROM kept.n`},
+		{"daily inflow counts differ from the hourly ones", `
+			SELECT count(*) FROM (
+				SELECT fingerprint, (hour AT TIME ZONE 'UTC')::date AS day, sum(n) AS n FROM dead_letter_inflow GROUP BY 1, 2
+				HAVING sum(n) <> 0
+			) real FULL JOIN dead_letter_inflow_daily kept USING (fingerprint, day)
+			WHERE real.n IS DISTINCT FROM kept.n`},
+		{"hourly inflow totals differ from the hourly rows", `
+			SELECT count(*) FROM (
+				SELECT hour, sum(n) AS n FROM dead_letter_inflow GROUP BY 1 HAVING sum(n) <> 0
+			) real FULL JOIN dead_letter_inflow_totals kept USING (hour)
 			WHERE real.n IS DISTINCT FROM kept.n`},
 		{"sources' pending counts differ from their letters", `
 			SELECT count(*) FROM (
