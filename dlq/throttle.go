@@ -45,6 +45,28 @@ type Claim struct {
 	// throttled one with no room), and a later claim may walk on from
 	// there instead of reading past the held jobs again.
 	Exhausted map[string]time.Time
+	// Ungranted says a throttle touching the claimed queues was open that
+	// the claim had no grant of at its current revision (none yet, or one
+	// made before an operator changed it): the claim took none of its
+	// jobs, and the worker should renew its grants before claiming again.
+	Ungranted bool
+}
+
+// ThrottleGrant is one worker process's share of an open throttle, leased
+// until ExpiresAt by the database's clock (Now is that clock when the
+// grant was written): at most Slots of the throttle's jobs running in
+// that process (nil: the throttle caps no running jobs), and PerSecond
+// starts a second (nil: it caps no rate). The worker keeps within it on
+// its own, so its claims lock and count nothing.
+type ThrottleGrant struct {
+	ThrottleID int64     `db:"throttle_id"`
+	Kind       string    `db:"kind"`
+	Name       string    `db:"name"`
+	Revision   int64     `db:"revision"`
+	Slots      *int      `db:"slots"`
+	PerSecond  *float64  `db:"per_second"`
+	ExpiresAt  time.Time `db:"expires_at"`
+	Now        time.Time `db:"now"`
 }
 
 // Throttle is one throttle of a queue or a task, open or ended.

@@ -1,10 +1,11 @@
 -- Throttles: "slow down" instead of "stop". An operator limits a queue or
 -- a task, with a reason and perhaps an expiry like a pause, to at most
 -- max_running jobs running at once across all workers, and/or at most
--- max_per_second starts a second. The claim (store/queue/queue.go) honours
--- them: the main walk leaves a throttled queue or task out as it leaves a
--- paused one out, and a second walk takes each throttle's jobs, up to the
--- room redrive_throttle_room() finds for it.
+-- max_per_second starts a second. Each worker process leases a share of
+-- each open throttle (throttle_grants, below) and keeps within it on its
+-- own; the claim (store/queue/queue.go) takes, for each throttle, at most
+-- the room the worker passes it, and nothing of a throttle the worker
+-- holds no grant of at its current revision.
 
 -- +goose Up
 
@@ -15,10 +16,9 @@
 -- UPDATE, as for pauses. A change rewrites the limits of the open row in
 -- place (its audit entry keeps the limits before and after).
 --
--- tokens and refilled_at are the start rate's token bucket: the bucket
--- holds at most max(1, max_per_second) tokens, gains max_per_second a
--- second since refilled_at, and each start takes one. The claim that
--- starts jobs updates them in its own statement, under the row's lock.
+-- revision counts the changes: a grant names the revision it was made
+-- for, and the claim honours a grant only at its throttle's revision, so
+-- that a change binds the next claim, not the next renewal.
 CREATE TABLE throttles (
     id             bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     kind           text             NOT NULL,
@@ -36,8 +36,7 @@ CREATE TABLE throttles (
     -- expired is true when the throttle ended because until passed, not
     -- because someone lifted it.
     expired        boolean          NOT NULL DEFAULT false,
-    tokens         double precision NOT NULL DEFAULT 0,
-    refilled_at    timestamptz      NOT NULL DEFAULT now(),
+    revision       bigint           NOT NULL DEFAULT 1,
 
     CONSTRAINT throttles_kind_valid CHECK (kind IN ('queue', 'task')),
     CONSTRAINT throttles_reason_given CHECK (btrim(reason) <> ''),
@@ -51,57 +50,33 @@ CREATE TABLE throttles (
 -- second one a conflict (change the open one instead).
 CREATE UNIQUE INDEX throttles_open_idx ON throttles (kind, name) WHERE lifted_at IS NULL;
 
--- redrive_throttle_room is the room each open throttle leaves this claim:
--- how many of its jobs may start now. The claim calls it only when a
--- throttle is open (an EXISTS over the small table above gates it).
+-- A grant is one worker process's share of an open throttle: at most
+-- slots of its jobs running in that process, and per_second starts a
+-- second from a token bucket of its own, until expires_at. worker is the
+-- id in workers.id and jobs.lease_owner. A worker renews its grants about
+-- once a second while it claims, each renewal for a few seconds; it
+-- stops using a grant a margin before expires_at by its own clock, so a
+-- grant the table calls expired is used by nobody.
 --
--- It locks the open throttles it can (FOR UPDATE SKIP LOCKED) and holds
--- them until the claim commits, so two claims never count the same free
--- slot or token; a throttle another claim holds has no room for this one,
--- which then takes the rest of the work without waiting. It is VOLATILE
--- and in plpgsql because the count must come after the lock, in a snapshot
--- of its own: in READ COMMITTED each statement of a volatile function sees
--- what committed before it began, so the running jobs of the claim that
--- held the lock last are counted, which the claim statement's own snapshot,
--- taken before the lock, would miss.
---
--- Running jobs are counted through jobs_running_lease_idx (state =
--- 'running': at most the workers' slots, plus the entries of jobs finished
--- since the last vacuum), never the backlog; no index of its own, so a
--- claim with no throttle writes nothing more. A job whose worker died
--- holds its slot until the rescuer requeues it at its lease's end.
--- +goose StatementBegin
-CREATE FUNCTION redrive_throttle_room() RETURNS TABLE (id bigint, kind text, name text, room bigint)
-LANGUAGE plpgsql VOLATILE AS $$
-DECLARE
-    locked bigint[];
-BEGIN
-    SELECT coalesce(array_agg(l.id), '{}') INTO locked FROM (
-        SELECT t.id FROM throttles t
-        WHERE t.lifted_at IS NULL AND (t.until IS NULL OR t.until > now())
-        FOR UPDATE SKIP LOCKED
-    ) l;
-    RETURN QUERY
-    SELECT t.id, t.kind, t.name,
-        CASE WHEN t.id <> ALL (locked) THEN 0 ELSE least(
-            CASE WHEN t.max_running IS NULL THEN 2147483647
-                ELSE greatest(0, t.max_running - (
-                    SELECT count(*) FROM jobs j
-                    WHERE j.state = 'running' AND t.kind = 'task' AND j.task = t.name
-                ) - (
-                    SELECT count(*) FROM jobs j
-                    WHERE j.state = 'running' AND t.kind = 'queue' AND j.queue = t.name
-                )) END,
-            CASE WHEN t.max_per_second IS NULL THEN 2147483647
-                ELSE floor(least(greatest(1, t.max_per_second),
-                    t.tokens + t.max_per_second * greatest(0, extract(epoch FROM now() - t.refilled_at))))::bigint END
-        ) END
-    FROM throttles t
-    WHERE t.lifted_at IS NULL AND (t.until IS NULL OR t.until > now());
-END;
-$$;
--- +goose StatementEnd
+-- Grants are written only under their throttle row's lock (FOR UPDATE,
+-- waiting; store/queue/grants.go), which makes the shares exact: for each
+-- throttle, the sum over live grants of the current revision of
+-- greatest(slots, that worker's running jobs), plus the running jobs of
+-- every other worker, never exceeds max_running, and the live per_second
+-- shares never exceed max_per_second. A worker with no live grant (dead,
+-- gone, or granted before a change) holds only what it runs, counted as
+-- such until its jobs finish or are rescued. Shares are fair among the
+-- workers with a live grant, rebalanced as each renews.
+CREATE TABLE throttle_grants (
+    throttle_id bigint           NOT NULL REFERENCES throttles (id) ON DELETE CASCADE,
+    worker      text             NOT NULL,
+    revision    bigint           NOT NULL,
+    slots       integer,
+    per_second  double precision,
+    expires_at  timestamptz      NOT NULL,
+    PRIMARY KEY (throttle_id, worker)
+);
 
 -- +goose Down
-DROP FUNCTION redrive_throttle_room();
+DROP TABLE throttle_grants;
 DROP TABLE throttles;

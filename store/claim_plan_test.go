@@ -282,17 +282,17 @@ func TestClaimGenericPlansAreFlat(t *testing.T) {
 	type claim struct {
 		name      string
 		throttled bool
+		from      map[string]dlq.Position
 		query     string
-		args      []any
 	}
 	var claims []claim
 	for _, throttled := range []bool{false, true} {
 		for _, from := range []map[string]dlq.Position{nil, after} {
-			c := claim{name: fmt.Sprintf("claim_%d", len(claims)), throttled: throttled}
+			c := claim{name: fmt.Sprintf("claim_%d", len(claims)), throttled: throttled, from: from}
 			if throttled {
-				c.query, c.args = queue.ThrottledClaimQuery(queues, from, limit)
+				c.query, _ = queue.ThrottledClaimQuery(queues, from, limit)
 			} else {
-				c.query, c.args = queue.ClaimQuery(queues, from, limit)
+				c.query, _ = queue.ClaimQuery(queues, from, limit)
 			}
 			if _, err := conn.ExecContext(ctx, `PREPARE `+c.name+` AS `+c.query); err != nil {
 				t.Fatal(err)
@@ -304,13 +304,18 @@ func TestClaimGenericPlansAreFlat(t *testing.T) {
 		t.Helper()
 		for _, c := range claims {
 			// The throttled claims with a throttle open on the task they
-			// walk, at a limit it never reaches; the plain ones with none,
-			// since with one open they take nothing.
+			// walk and a room of the limit; the plain ones with none.
 			db.MustExec(`DELETE FROM throttles`)
+			_, args := queue.ClaimQuery(queues, c.from, limit)
 			if c.throttled {
-				db.MustExec(`INSERT INTO throttles (kind, name, max_running, reason, set_by) VALUES ('task', 'plan.test', 100000, 'test', 'plan-test')`)
+				var id int64
+				if err := db.Get(&id, `INSERT INTO throttles (kind, name, max_running, reason, set_by)
+					VALUES ('task', 'plan.test', 100000, 'test', 'plan-test') RETURNING id`); err != nil {
+					t.Fatal(err)
+				}
+				_, args = queue.ThrottledClaimQuery(queues, c.from, limit, queue.Room{ThrottleID: id, Revision: 1, Room: limit})
 			}
-			read, claimed, nodes := genericClaimPlan(t, conn, c.name, c.args)
+			read, claimed, nodes := genericClaimPlan(t, conn, c.name, args)
 			if max := float64(len(queues) * (limit + 1)); read > max || claimed < limit {
 				t.Errorf("%s, %s (throttled %v): the generic plan read %.0f rows of jobs and claimed %d, want at most %.0f and the limit (%d) (plan: %v)",
 					stage, c.name, c.throttled, read, claimed, max, limit, nodes)

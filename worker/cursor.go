@@ -34,9 +34,6 @@ type claimCursor struct {
 	after map[string]dlq.Position
 	// headAt is when the last claim from the head ran.
 	headAt time.Time
-	// throttled says a throttle was open at the last claim: the next asks
-	// for the claim that honours throttles at once (queue.ClaimThrottled).
-	throttled bool
 }
 
 // next is where the next claim starts: nil for the head of every queue.
@@ -52,9 +49,6 @@ func (c *claimCursor) next(now time.Time, headEvery time.Duration) map[string]dl
 // the positions afresh; a short claim after positions with no throttle
 // open, or a failed one, sends the next claim to the head.
 func (c *claimCursor) advance(now time.Time, from map[string]dlq.Position, claim dlq.Claim, limit int, failed bool) {
-	if !failed {
-		c.throttled = claim.Throttled
-	}
 	switch {
 	case failed || (from != nil && len(claim.Jobs) < limit && !claim.Throttled):
 		c.after = nil

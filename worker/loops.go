@@ -55,7 +55,7 @@ func (w *Worker) claimLoop(ctx, jobsCtx context.Context) {
 			if wait := claimCooldown - time.Since(lastClaim); free >= w.topUp() || wait <= 0 {
 				limit := min(free, maxClaimBatch)
 				from := cursor.next(time.Now(), w.cfg.PollInterval)
-				c, err := w.claim(jobsCtx, from, limit, cursor.throttled)
+				c, err := w.claim(jobsCtx, from, limit)
 				jobs := c.Jobs
 				lastClaim = time.Now()
 				cursor.advance(lastClaim, from, c, limit, err != nil)
@@ -68,8 +68,11 @@ func (w *Worker) claimLoop(ctx, jobsCtx context.Context) {
 				// ask again; a short one after positions is followed by a
 				// claim from the head, for what the walk skipped, unless a
 				// throttle was open: then throttleRetry asks again, after
-				// the same positions (claimCursor).
-				mayHaveWork = err == nil && (len(jobs) == limit || from != nil && !c.Throttled)
+				// the same positions (claimCursor). One that found a
+				// throttle without a grant is followed at once by a claim
+				// with one, unless renewing is failing.
+				mayHaveWork = err == nil && (len(jobs) == limit || from != nil && !c.Throttled ||
+					c.Ungranted && w.grants.due(time.Now().Add(throttleRetry)))
 				if mayHaveWork {
 					continue
 				}
@@ -93,17 +96,21 @@ func (w *Worker) claimLoop(ctx, jobsCtx context.Context) {
 }
 
 // claim takes up to limit jobs, each queue's after its position in from
-// (nil: from the head), with the claim that honours throttles at once if
-// throttled (a throttle was open at the last claim), and starts them. The claim runs on a context
+// (nil: from the head), within the worker's throttle grants (renewed
+// first when due), and starts them. The claim runs on a context
 // that shutdown does not cancel: a claim cancelled mid-flight can commit
 // without our seeing its rows, stranding those jobs until their leases
 // expire and burning an attempt of each.
-func (w *Worker) claim(jobsCtx context.Context, from map[string]dlq.Position, limit int, throttled bool) (dlq.Claim, error) {
+func (w *Worker) claim(jobsCtx context.Context, from map[string]dlq.Position, limit int) (dlq.Claim, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(jobsCtx), writeTimeout)
 	defer cancel()
 	w.claiming.Lock()
-	c, err := w.store.ClaimThrottled(ctx, w.cfg.ID, w.cfg.Queues, from, limit, w.cfg.LeaseDuration, throttled)
+	w.renewGrants(ctx)
+	rooms := w.grants.rooms(time.Now(), w.runningOf)
+	c, err := w.store.ClaimGranted(ctx, w.cfg.ID, w.cfg.Queues, from, limit, w.cfg.LeaseDuration, rooms)
 	w.start(jobsCtx, c.Jobs)
+	w.grants.spend(c.Jobs)
+	w.grants.stale = w.grants.stale || c.Ungranted
 	w.claiming.Unlock()
 	defer tell(w.signals.claimed)
 	if err != nil {
@@ -154,6 +161,7 @@ func (w *Worker) start(jobsCtx context.Context, jobs []dlq.Job) {
 			}
 		}
 		w.active[lease] = r.a
+		w.load.add(job.Task, job.Queue, 1)
 		if w.jobsStopped != nil {
 			r.a.cancel(w.jobsStopped)
 		}

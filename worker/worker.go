@@ -73,6 +73,10 @@ type Worker struct {
 	wake      chan struct{}
 	slotFreed chan struct{}
 
+	// grants are the worker's shares of the open throttles; the claim
+	// loop's alone.
+	grants throttleGrants
+
 	// completer writes outcomes in batches.
 	completer *completer
 	// timings counts the written outcomes per task until timingsLoop
@@ -108,7 +112,10 @@ type Worker struct {
 	// it would record a job that ran as never run, give its attempt back
 	// and run it again. An entry goes once its job no longer runs under
 	// its claim (forgetSettled), or past maxGaveUp.
-	gaveUp map[dlq.Lease]time.Time
+	gaveUp map[dlq.Lease]gaveUpClaim
+	// load counts the claims of the active set and of gaveUp by task and
+	// by queue, against the worker's throttle grants.
+	load jobLoad
 	// orphansSince is the oldest claim the hand-back of orphans considers:
 	// since, moved past the claims forgotten from gaveUp at maxGaveUp.
 	orphansSince time.Time
@@ -125,6 +132,13 @@ type Worker struct {
 	idle        chan jobRun
 	runners     sync.WaitGroup
 	stopRunners chan struct{}
+}
+
+// gaveUpClaim is a claim in Worker.gaveUp: when it was claimed, by the
+// database's clock, and its job's task and queue (it counts in load).
+type gaveUpClaim struct {
+	at          time.Time
+	task, queue string
 }
 
 // activeJob is a claimed job whose handler is running or whose outcome is
@@ -195,7 +209,7 @@ func New(store *queue.Store, cfg Config) (*Worker, error) {
 		wake:        make(chan struct{}, 1),
 		slotFreed:   make(chan struct{}, 1),
 		active:      map[dlq.Lease]*activeJob{},
-		gaveUp:      map[dlq.Lease]time.Time{},
+		gaveUp:      map[dlq.Lease]gaveUpClaim{},
 		idle:        make(chan jobRun),
 		stopRunners: make(chan struct{}),
 		timings:     newTimings(),
@@ -257,6 +271,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		w.log.Info("no LISTEN connection (ListenDSN is empty): new jobs are found by polling", "every", w.cfg.PollInterval)
 	}
 	w.claimLoop(ctx, detached)
+	w.dropGrants(detached)
 
 	w.log.Info("worker stopping: no new claims", "in_flight", w.inFlight(), "grace", w.cfg.ShutdownGrace)
 	err = w.drain(detached)
@@ -432,7 +447,10 @@ func (w *Worker) handlerReturned(a *activeJob) {
 func (w *Worker) release(leases ...dlq.Lease) {
 	w.mu.Lock()
 	for _, l := range leases {
-		delete(w.active, l)
+		if a := w.active[l]; a != nil {
+			w.load.add(a.job.Task, a.job.Queue, -1)
+			delete(w.active, l)
+		}
 	}
 	w.mu.Unlock()
 	signal(w.slotFreed)
@@ -443,12 +461,17 @@ func (w *Worker) release(leases ...dlq.Lease) {
 // claimed (the job's attempted_at).
 func (w *Worker) giveUp(l dlq.Lease, claimedAt *time.Time) {
 	w.mu.Lock()
-	delete(w.active, l)
-	at := w.since
+	g := gaveUpClaim{at: w.since}
 	if claimedAt != nil {
-		at = *claimedAt
+		g.at = *claimedAt
 	}
-	w.gaveUp[l] = at
+	// Its job still runs in the database, under this worker's id, until
+	// the rescuer takes it: it keeps counting against the grants.
+	if a := w.active[l]; a != nil {
+		g.task, g.queue = a.job.Task, a.job.Queue
+		delete(w.active, l)
+	}
+	w.gaveUp[l] = g
 	if len(w.gaveUp) > maxGaveUp {
 		w.forgetOldestGaveUp()
 	}
@@ -461,17 +484,17 @@ func (w *Worker) giveUp(l dlq.Lease, claimedAt *time.Time) {
 // hand-back of orphans never sees them. w.mu must be held.
 func (w *Worker) forgetOldestGaveUp() {
 	oldest := time.Time{}
-	for _, at := range w.gaveUp {
-		if oldest.IsZero() || at.Before(oldest) {
-			oldest = at
+	for _, g := range w.gaveUp {
+		if oldest.IsZero() || g.at.Before(oldest) {
+			oldest = g.at
 		}
 	}
 	// Postgres keeps microseconds: this is the next instant it can tell
 	// apart. The claims of one statement share their attempted_at.
 	w.orphansSince = oldest.Add(time.Microsecond)
-	for l, at := range w.gaveUp {
-		if at.Before(w.orphansSince) {
-			delete(w.gaveUp, l)
+	for l, g := range w.gaveUp {
+		if g.at.Before(w.orphansSince) {
+			w.forgetGaveUp(l)
 		}
 	}
 	w.log.Warn("too many given-up outcomes to remember; orphaned claims older than the oldest kept are left to the rescuer",
@@ -511,8 +534,18 @@ func (w *Worker) forgetSettled(gaveUp []dlq.Lease, running []int64) {
 	defer w.mu.Unlock()
 	for _, l := range gaveUp {
 		if !still[l.JobID] {
-			delete(w.gaveUp, l)
+			w.forgetGaveUp(l)
 		}
+	}
+}
+
+// forgetGaveUp forgets one claim of gaveUp; w.mu must be held.
+func (w *Worker) forgetGaveUp(l dlq.Lease) {
+	if g, ok := w.gaveUp[l]; ok {
+		if g.queue != "" { // it counted: it came from the active set
+			w.load.add(g.task, g.queue, -1)
+		}
+		delete(w.gaveUp, l)
 	}
 }
 

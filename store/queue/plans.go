@@ -6,15 +6,15 @@ import "github.com/redrive/redrive/dlq"
 // plans (EXPLAIN): a change that loses an index fails a test, not a
 // production database.
 
-// ClaimQuery is the claim of limit jobs by "plan-test" with a 30 s lease,
-// and its parameters.
-func ClaimQuery(queues []string, after map[string]dlq.Position, limit int) (string, []any) {
-	return claimArgs("plan-test", queues, after, limit, 30_000, false)
+// ClaimQuery is the plain claim of limit jobs by "plan-test" with a 30 s
+// lease, holding the grants of rooms, and its parameters.
+func ClaimQuery(queues []string, after map[string]dlq.Position, limit int, rooms ...Room) (string, []any) {
+	return claimArgs("plan-test", queues, after, limit, 30_000, rooms, false)
 }
 
-// ThrottledClaimQuery is ClaimQuery's claim while a throttle is open.
-func ThrottledClaimQuery(queues []string, after map[string]dlq.Position, limit int) (string, []any) {
-	return claimArgs("plan-test", queues, after, limit, 30_000, true)
+// ThrottledClaimQuery is ClaimQuery's claim with rooms below the limit.
+func ThrottledClaimQuery(queues []string, after map[string]dlq.Position, limit int, rooms ...Room) (string, []any) {
+	return claimArgs("plan-test", queues, after, limit, 30_000, rooms, true)
 }
 
 // DeleteSucceededSQL and SucceededBoundSQL are the cleaner's delete ($1

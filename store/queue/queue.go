@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/lib/pq"
@@ -66,13 +67,16 @@ import (
 // a second, and the claim keeps counting its attempt.
 //
 // Throttles (store/queue/throttle.go) have a claim of their own,
-// throttledClaimQuery, which the caller asks for while a throttle is open
-// (ClaimThrottled). The claim above does not read them beyond asking
-// whether one is open: if one is, it takes nothing and returns the marker
-// row, and ClaimThrottled runs the throttled claim instead. So with no
-// throttle open the claim costs what it did before throttles, and a
-// throttle opened since the caller's last claim is still honoured by the
-// next. Neither is planned per call (claim, postgres.PreparedGeneric).
+// throttledClaimQuery, which ClaimGranted runs when the worker's room in
+// one of them is below the claim's limit. The claim above reads them only
+// to ask whether one is open, touching the claimed queues, that the
+// worker holds no grant of at its current revision (grants.go): if one
+// is, it takes nothing and returns the marker row saying so, and
+// ClaimGranted runs the throttled claim instead, which takes none of that
+// throttle's jobs. So a throttle with room costs the claim one look at
+// the small throttles table, as no throttle does, and a throttle opened or
+// changed since the worker's last renewal binds its next claim. Neither
+// is planned per call (claim, postgres.PreparedGeneric).
 var (
 	claimSQL, claimAfterSQL                   = claimQuery(false), claimQuery(true)
 	throttledClaimSQL, throttledClaimAfterSQL = throttledClaimQuery(false), throttledClaimQuery(true)
@@ -80,16 +84,17 @@ var (
 
 // claimWalk is where a claim's walk starts, and the condition that starts
 // each queue's walk after its position.
-func claimWalk(after bool) (from, walk string) {
+// first is the number of its first parameter, after those of the grants.
+func claimWalk(after bool, first int) (from, walk string) {
 	if after {
-		return "unnest($1::text[], $5::timestamptz[], $6::bigint[]) AS q(name, after_run_at, after_id)",
+		return fmt.Sprintf("unnest($1::text[], $%d::timestamptz[], $%d::bigint[]) AS q(name, after_run_at, after_id)", first, first+1),
 			"\n\t\t\tAND (run_at, id) > (q.after_run_at, q.after_id)"
 	}
 	return "unnest($1::text[]) AS q(name)", ""
 }
 
 func claimQuery(after bool) string {
-	from, walk := claimWalk(after)
+	from, walk := claimWalk(after, 7)
 	return `
 WITH async_commit AS (SELECT set_config('synchronous_commit', 'off', true) AS setting),
 next AS (
@@ -103,7 +108,7 @@ next AS (
 		LIMIT $2
 		FOR UPDATE SKIP LOCKED
 	) due
-	WHERE q.name <> ALL (ARRAY(` + pausedSQL + ` AND kind = 'queue')) AND NOT EXISTS (` + openThrottlesSQL + `)
+	WHERE q.name <> ALL (ARRAY(` + pausedSQL + ` AND kind = 'queue')) AND NOT EXISTS (` + ungrantedThrottlesSQL + `)
 	ORDER BY due.run_at, due.id
 	LIMIT $2
 ),
@@ -116,13 +121,15 @@ claimed AS (
 )
 SELECT ` + claimedColumns + ` FROM claimed
 UNION ALL
-SELECT ` + throttleMarker("''") + ` WHERE EXISTS (` + openThrottlesSQL + `)`
+SELECT ` + throttleMarker("''", ungrantedMarker) + ` WHERE EXISTS (` + ungrantedThrottlesSQL + `)`
 }
 
-// throttledClaimQuery is the claim while a throttle is open. room is what
-// redrive_throttle_room() says each throttle may start now (it locks the
-// throttles for the claim's transaction, and counts their running jobs
-// through jobs_running_lease_idx, never the backlog).
+// throttledClaimQuery is the claim while a throttle is open and the
+// worker's room in one of them is below the claim's limit. room is each
+// open throttle touching the queues with the room the worker passes for
+// it ($5 to $7: throttle, revision, room), none for a throttle it holds
+// no grant of at that revision. It locks no throttle and counts no
+// running job: the worker's grants (grants.go) did that, once a second.
 //
 // A throttled task's jobs are taken by the main walk itself, capped at
 // its room (taken): the rows past the room are dropped, unclaimed, and the
@@ -145,15 +152,16 @@ SELECT ` + throttleMarker("''") + ` WHERE EXISTS (` + openThrottlesSQL + `)`
 // never reads the head, whose dead entries the positions are there to
 // skip. A queue's throttle leaves the queue out of the main walk, and
 // slowed takes its room from its head, less the jobs of throttled tasks
-// (behind's, there too). The claim then spends the start rate's tokens of
-// what it took (spent).
+// (behind's, there too).
 func throttledClaimQuery(after bool) string {
-	from, walk := claimWalk(after)
+	from, walk := claimWalk(after, 8)
 	return `
 WITH async_commit AS (SELECT set_config('synchronous_commit', 'off', true) AS setting),
 room AS MATERIALIZED (
-	SELECT r.id, r.kind, r.name, r.room FROM redrive_throttle_room() r
-	WHERE EXISTS (` + openThrottlesSQL + `)
+	SELECT t.id, t.kind, t.name, coalesce(g.room, 0) AS room, g.room IS NULL AS ungranted
+	FROM throttles t
+	LEFT JOIN unnest($5::bigint[], $6::bigint[], $7::bigint[]) AS g(id, revision, room) ON g.id = t.id AND g.revision = t.revision
+	WHERE t.lifted_at IS NULL AND (t.until IS NULL OR t.until > now()) AND (t.kind = 'task' OR t.name = ANY($1::text[]))
 ),
 walked AS MATERIALIZED (
 	SELECT q.name AS queue, due.id, due.run_at, due.task
@@ -223,26 +231,14 @@ claimed AS (
 		ORDER BY c.run_at, c.id LIMIT $2
 	)) AND (SELECT setting FROM async_commit) = 'off'
 	RETURNING ` + claimedColumns + `
-),
-spent AS (
-	UPDATE throttles t
-	SET tokens = least(greatest(1, t.max_per_second),
-			t.tokens + t.max_per_second * greatest(0, extract(epoch FROM now() - t.refilled_at))) - s.started,
-		refilled_at = greatest(t.refilled_at, now())
-	FROM (
-		SELECT r.id, count(*) AS started FROM room r JOIN claimed c
-			ON CASE WHEN r.kind = 'task' THEN c.task = r.name
-				ELSE c.queue = r.name AND c.task <> ALL (ARRAY(SELECT name FROM room WHERE kind = 'task')) END
-		WHERE r.room > 0
-		GROUP BY r.id
-	) s
-	WHERE t.id = s.id AND t.max_per_second IS NOT NULL
 )
 SELECT ` + claimedColumns + ` FROM claimed
 UNION ALL
-SELECT ` + throttleMarker("''") + ` WHERE EXISTS (SELECT 1 FROM room)
+SELECT ` + throttleMarker("''", "''") + ` WHERE EXISTS (SELECT 1 FROM room)
 UNION ALL
-SELECT ` + throttleMarker("q.name") + `
+SELECT ` + throttleMarker("''", ungrantedMarker) + ` WHERE EXISTS (SELECT 1 FROM room WHERE ungranted)
+UNION ALL
+SELECT ` + throttleMarker("q.name", "''") + `
 FROM unnest($1::text[]) AS q(name)
 WHERE EXISTS (SELECT 1 FROM room)
 	AND q.name <> ALL (ARRAY(` + pausedSQL + ` AND kind = 'queue' UNION ALL SELECT name FROM room WHERE kind = 'queue'))
@@ -251,13 +247,22 @@ WHERE EXISTS (SELECT 1 FROM room)
 }
 
 // throttleMarker is a marker row of the claim's, sent when a throttle is
-// open: id 0, which no job has, the queue given, and values of the
-// claimed columns' types. The one with an empty queue says a throttle was
-// open; one naming a queue says that its main walk read every job due at
-// the claim's now(), its run_at.
-func throttleMarker(queue string) string {
-	return `0, ` + queue + `, '', '[]'::jsonb, '{}'::jsonb, NULL, 0, 0, now(), NULL, '[]'::jsonb, now(), now(), NULL, NULL, NULL`
+// open: id 0, which no job has, the queue and task given, and values of
+// the claimed columns' types. The one with an empty queue and task says a
+// throttle was open; one naming a queue says that its main walk read
+// every job due at the claim's now(), its run_at; one whose task is
+// ungrantedMarker says a throttle was open that the claim had no grant
+// of (dlq.Claim.Ungranted).
+func throttleMarker(queue, task string) string {
+	return `0, ` + queue + `, ` + task + `, '[]'::jsonb, '{}'::jsonb, NULL, 0, 0, now(), NULL, '[]'::jsonb, now(), now(), NULL, NULL, NULL`
 }
+
+// ungrantedTask is the task of the marker row saying a throttle was open
+// that the claim had no grant of; ungrantedMarker is it in SQL.
+const (
+	ungrantedTask   = "ungranted"
+	ungrantedMarker = "'" + ungrantedTask + "'"
+)
 
 // claimedColumns are jobColumns less those the claim itself sets to
 // values Claim knows: state, lease_owner and lease_expires_at (attempted_at
@@ -271,11 +276,18 @@ const claimedColumns = `id, queue, task, args, kwargs, idempotency_key, attempt,
 // recorded its expiry yet.
 const pausedSQL = `SELECT name FROM pauses WHERE resumed_at IS NULL AND (until IS NULL OR until > now())`
 
-// openThrottlesSQL selects the throttles open now, by the database's
-// clock, as pausedSQL does the pauses.
-const openThrottlesSQL = `SELECT 1 FROM throttles WHERE lifted_at IS NULL AND (until IS NULL OR until > now())`
+// ungrantedThrottlesSQL selects the throttles open now, by the
+// database's clock as pausedSQL does the pauses, that touch the claimed
+// queues ($1; a task's throttle touches every queue) and that the worker
+// holds no grant of at their current revision ($5 and $6: the grants'
+// throttles and revisions). An uncorrelated subquery over the small
+// throttles table: once per claim.
+const ungrantedThrottlesSQL = `SELECT 1 FROM throttles t
+		WHERE t.lifted_at IS NULL AND (t.until IS NULL OR t.until > now()) AND (t.kind = 'task' OR t.name = ANY($1::text[]))
+			AND NOT EXISTS (SELECT 1 FROM unnest($5::bigint[], $6::bigint[]) AS g(id, revision) WHERE g.id = t.id AND g.revision = t.revision)`
 
-// Claim leases up to limit due jobs from queues to worker for lease.
+// Claim leases up to limit due jobs from queues to worker for lease,
+// none of a throttled queue's or task's.
 func (s *Store) Claim(ctx context.Context, worker string, queues []string, limit int, lease time.Duration) ([]dlq.Job, error) {
 	return s.ClaimAfter(ctx, worker, queues, nil, limit, lease)
 }
@@ -287,21 +299,25 @@ func (s *Store) Claim(ctx context.Context, worker string, queues []string, limit
 // run_at). The caller must claim from the head now and then, and whenever
 // a claim after positions comes back short, to take those too.
 func (s *Store) ClaimAfter(ctx context.Context, worker string, queues []string, after map[string]dlq.Position, limit int, lease time.Duration) ([]dlq.Job, error) {
-	c, err := s.ClaimThrottled(ctx, worker, queues, after, limit, lease, false)
+	c, err := s.ClaimGranted(ctx, worker, queues, after, limit, lease, nil)
 	return c.Jobs, err
 }
 
-// ClaimThrottled is ClaimAfter that also says whether a throttle was open
-// (dlq.Claim.Throttled): a claim that came back short may then have left
-// throttled work waiting for room, to be asked for again soon. throttled
-// asks for the claim that honours throttles at once, as a caller does
-// whose last claim found one open; without it, a claim that finds one
-// open takes nothing and is run again as that claim, one round trip more.
-func (s *Store) ClaimThrottled(ctx context.Context, worker string, queues []string, after map[string]dlq.Position,
-	limit int, lease time.Duration, throttled bool) (dlq.Claim, error) {
-	c, err := s.claim(ctx, worker, queues, after, limit, lease, throttled)
-	if err == nil && c.Throttled && !throttled {
-		c, err = s.claim(ctx, worker, queues, after, limit, lease, true)
+// ClaimGranted is ClaimAfter that takes, of each open throttle touching
+// queues, at most its room in rooms (the worker's grants less what it
+// runs and has started: RenewGrants), none of one missing from rooms or
+// granted before an operator changed it (dlq.Claim.Ungranted then says
+// so), and that says whether a throttle was open (dlq.Claim.Throttled): a
+// claim that came back short may then have left throttled work waiting
+// for room, to be asked for again soon. While every room is at least the
+// limit it runs the plain claim, whose only look at the throttles is
+// whether one is ungranted; otherwise, or if one is, the throttled claim.
+func (s *Store) ClaimGranted(ctx context.Context, worker string, queues []string, after map[string]dlq.Position,
+	limit int, lease time.Duration, rooms []Room) (dlq.Claim, error) {
+	throttled := slices.ContainsFunc(rooms, func(r Room) bool { return r.Room < limit })
+	c, err := s.claim(ctx, worker, queues, after, limit, lease, rooms, throttled)
+	if err == nil && c.Ungranted && !throttled {
+		c, err = s.claim(ctx, worker, queues, after, limit, lease, rooms, true)
 	}
 	return c, err
 }
@@ -318,9 +334,9 @@ func (s *Store) ClaimThrottled(ctx context.Context, worker string, queues []stri
 // TestClaimReturnsEveryColumn checks the result against the job as the
 // store reads it.
 func (s *Store) claim(ctx context.Context, worker string, queues []string, after map[string]dlq.Position,
-	limit int, lease time.Duration, throttled bool) (dlq.Claim, error) {
+	limit int, lease time.Duration, rooms []Room, throttled bool) (dlq.Claim, error) {
 	leaseMS := lease.Milliseconds()
-	query, args := claimArgs(worker, queues, after, limit, leaseMS, throttled)
+	query, args := claimArgs(worker, queues, after, limit, leaseMS, rooms, throttled)
 	rows, err := s.db.QueryContext(ctx, query, append([]any{postgres.PreparedGeneric}, args...)...)
 	if err != nil {
 		return dlq.Claim{}, fmt.Errorf("claim jobs: %w", err)
@@ -341,6 +357,7 @@ func (s *Store) claim(ctx context.Context, worker string, queues []string, after
 		}
 		if j.ID == 0 { // throttleMarker
 			c.Jobs, c.Throttled = c.Jobs[:len(c.Jobs)-1], true
+			c.Ungranted = c.Ungranted || j.Task == ungrantedTask
 			if j.Queue != "" {
 				if c.Exhausted == nil {
 					c.Exhausted = make(map[string]time.Time)
@@ -360,12 +377,15 @@ func (s *Store) claim(ctx context.Context, worker string, queues []string, after
 
 // claimArgs is the claim to run, from the head of every queue or after
 // positions, honouring throttles or not, with its parameters in order.
-func claimArgs(worker string, queues []string, after map[string]dlq.Position, limit int, leaseMS int64, throttled bool) (string, []any) {
+func claimArgs(worker string, queues []string, after map[string]dlq.Position, limit int, leaseMS int64,
+	rooms []Room, throttled bool) (string, []any) {
+	ids, revisions, room := roomArrays(rooms)
 	head, positioned := claimSQL, claimAfterSQL
+	args := []any{pq.Array(queues), limit, worker, leaseMS, pq.Array(ids), pq.Array(revisions)}
 	if throttled {
 		head, positioned = throttledClaimSQL, throttledClaimAfterSQL
+		args = append(args, pq.Array(room))
 	}
-	args := []any{pq.Array(queues), limit, worker, leaseMS}
 	if len(after) == 0 {
 		return head, args
 	}

@@ -15,17 +15,16 @@ import (
 
 // Throttles are kept as pauses are (pause.go): one open row per queue or
 // task, set, changed and lifted with an audit entry in the same
-// transaction, ended by itself at its until. The claim reads the table
-// (queue.go, claimQuery) and redrive_throttle_room() in 00117_throttles.sql.
+// transaction, ended by itself at its until. Workers lease shares of the
+// open ones (grants.go) and the claim takes the room they pass it
+// (queue.go, throttledClaimQuery).
 
 const throttleColumns = `id, kind, name, max_running, max_per_second, reason, set_by, set_at, until,
 	changed_by, changed_at, lifted_at, lifted_by, expired`
 
-// insertThrottleSQL opens a throttle with a full bucket of tokens: its
-// first starts come at once, then at the rate.
 const insertThrottleSQL = `
-INSERT INTO throttles (kind, name, max_running, max_per_second, reason, set_by, until, tokens)
-VALUES ($1, $2, $3::integer, $4::double precision, $5, $6, $7, greatest(1, coalesce($4::double precision, 1)))
+INSERT INTO throttles (kind, name, max_running, max_per_second, reason, set_by, until)
+VALUES ($1, $2, $3::integer, $4::double precision, $5, $6, $7)
 ON CONFLICT (kind, name) WHERE lifted_at IS NULL DO NOTHING
 RETURNING ` + throttleColumns
 
@@ -115,18 +114,19 @@ func (s *Store) openThrottle(ctx context.Context, tx *sqlx.Tx, p dlq.ThrottlePar
 	return dlq.Throttle{}, &dlq.ThrottleConflictError{Throttle: open}
 }
 
-// changeThrottleSQL rewrites an open throttle's limits, reason and expiry.
-// The bucket keeps its tokens, capped at the new rate's second, so that a
-// change never grants a burst the old limits had not saved up.
+// changeThrottleSQL rewrites an open throttle's limits, reason and expiry,
+// and bumps its revision: every grant of it is void from the change's
+// commit on, so the next claim of each worker takes none of its jobs
+// until the worker holds a grant of the new limits (grants.go).
 const changeThrottleSQL = `
 UPDATE throttles SET max_running = $2::integer, max_per_second = $3::double precision, reason = $4, until = $5,
-	changed_by = $6, changed_at = now(),
-	tokens = least(tokens, greatest(1, coalesce($3::double precision, 1)))
+	changed_by = $6, changed_at = now(), revision = revision + 1
 WHERE id = $1 AND lifted_at IS NULL
 RETURNING ` + throttleColumns
 
 // changeThrottle changes an open throttle and returns it before and after.
-// The row is locked first (FOR UPDATE), which waits for a claim holding it.
+// The row is locked first (FOR UPDATE), which waits for a renewal of its
+// grants holding it.
 func (s *Store) changeThrottle(ctx context.Context, tx *sqlx.Tx, p dlq.ThrottleParams, until any) (before, after dlq.Throttle, err error) {
 	if _, err := expireThrottlesInTx(ctx, tx, p.Now, "id = $1", p.ID); err != nil {
 		return before, after, err
