@@ -60,6 +60,31 @@ func (b *bundle) sampleRunning(t *testing.T, task string, stop <-chan struct{}) 
 	}
 }
 
+// startsOver looks, by the database's clocks, for a job of task started
+// after since while limit of its jobs were running: each job's claim and
+// outcome record the now() of their transactions, which began before they
+// committed. It says which, or "" for none.
+func (b *bundle) startsOver(t *testing.T, task string, limit int, since time.Time) string {
+	t.Helper()
+	var over []struct {
+		ID      int64     `db:"id"`
+		At      time.Time `db:"attempted_at"`
+		Running int       `db:"running"`
+	}
+	if err := b.db.Select(&over, `
+		SELECT j.id, j.attempted_at, (SELECT count(*) FROM jobs k WHERE k.task = j.task
+			AND k.attempted_at <= j.attempted_at AND (k.finished_at IS NULL OR k.finished_at > j.attempted_at)) AS running
+		FROM jobs j WHERE j.task = $1 AND j.attempted_at > $2
+		ORDER BY running DESC, j.attempted_at LIMIT 1`, task, since); err != nil {
+		t.Fatal(err)
+	}
+	if len(over) == 1 && over[0].Running > limit {
+		return fmt.Sprintf("job %d started at %s with %d jobs of the task running, itself included; want at most %d",
+			over[0].ID, over[0].At.Format(time.StampMicro), over[0].Running, limit)
+	}
+	return ""
+}
+
 // TestThrottleAcrossProcesses runs three worker processes, each able to
 // run ten jobs at once, against one throttled task, and checks the limits
 // hold across all of them from the database.
@@ -98,6 +123,81 @@ func TestThrottleAcrossProcesses(t *testing.T) {
 			t.Fatalf("at most %d ran at once, want the limit (%d) used", got, limit)
 		}
 		t.Logf("%d jobs, at most %d running at once (limit %d)", jobs, got, limit)
+	})
+
+	// Seven slots shared by three processes of ten slots each: the shares
+	// (3, 2, 2 once settled) add up to the limit and never past it.
+	t.Run("SharedLimitIsReachedNeverPassed", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		const limit, jobs = 7, 70
+		n := limit
+		b.throttle(t, dlq.PauseTask, "test.sleep", &n, nil)
+		ids := make([]int64, jobs)
+		for i := range ids {
+			ids[i] = b.enqueue(t, dlq.EnqueueParams{Task: "test.sleep", Kwargs: kwargs(map[string]int{"ms": 200})})
+		}
+		stop := make(chan struct{})
+		most := b.sampleRunning(t, "test.sleep", stop)
+		for i := range 3 {
+			startChild(t, b, fmt.Sprintf("child-shared-%d", i), childOpts{lease: 5 * time.Second, grace: time.Second, concurrency: 10})
+		}
+		for _, id := range ids {
+			b.waitJob(t, id, dlq.StateSucceeded, 60*time.Second)
+		}
+		close(stop)
+		got := most()
+		if got > limit {
+			t.Fatalf("the database had %d jobs of the task running at once, want at most %d", got, limit)
+		}
+		if got < limit {
+			t.Fatalf("at most %d ran at once, want the limit (%d) used", got, limit)
+		}
+		if over := b.startsOver(t, "test.sleep", limit, time.Time{}); over != "" {
+			t.Fatal(over)
+		}
+		// The same look finds the starts that filled the limit.
+		if b.startsOver(t, "test.sleep", limit-1, time.Time{}) == "" {
+			t.Fatalf("no job started with %d running: the look at the starts sees nothing", limit)
+		}
+		t.Logf("%d jobs, at most %d running at once (limit %d)", jobs, got, limit)
+	})
+
+	// An operator lowers the limit while the processes run at the old
+	// one: no job starts after the change while as many as the new limit
+	// run, whatever the grants said before it.
+	t.Run("LoweredLimitBindsTheNextClaim", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		const before, after, jobs = 9, 2, 40
+		n := before
+		th := b.throttle(t, dlq.PauseTask, "test.sleep", &n, nil)
+		for range jobs {
+			b.enqueue(t, dlq.EnqueueParams{Task: "test.sleep", Kwargs: kwargs(map[string]int{"ms": 150})})
+		}
+		for i := range 3 {
+			startChild(t, b, fmt.Sprintf("child-lowered-%d", i), childOpts{lease: 5 * time.Second, grace: time.Second, concurrency: 10})
+		}
+		waitFor(t, 20*time.Second, "the old limit to be used", func() bool {
+			return b.count(t, `SELECT count(*) FROM jobs WHERE task = 'test.sleep' AND state = 'running'`) >= before-1
+		})
+		m := after
+		res, err := b.store.Queue.SetThrottle(context.Background(), dlq.ThrottleParams{ID: th.ID, MaxRunning: &m,
+			Reason: "provider struggling more", Actor: dlq.Actor{Name: "bob"}, Now: time.Now()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, 60*time.Second, "every job to succeed", func() bool {
+			return b.count(t, `SELECT count(*) FROM jobs WHERE task = 'test.sleep' AND state <> 'succeeded'`) == 0
+		})
+		if over := b.startsOver(t, "test.sleep", after, *res.Throttle.ChangedAt); over != "" {
+			t.Fatal(over)
+		}
+		started := b.count(t, `SELECT count(*) FROM jobs WHERE task = 'test.sleep' AND attempted_at > $1`, *res.Throttle.ChangedAt)
+		if started == 0 {
+			t.Fatal("no job started after the change: nothing was checked")
+		}
+		t.Logf("%d of %d jobs started after the limit went from %d to %d, none past it", started, jobs, before, after)
 	})
 
 	t.Run("NeverMoreStartsThanTheRate", func(t *testing.T) {
