@@ -151,12 +151,17 @@ func (g *throttleGrants) spend(jobs []dlq.Job) {
 	}
 }
 
-// renewGrants renews the worker's grants if they are due.
+// renewGrants renews the worker's grants if they are due. The renewal
+// waits for the throttles' locks, which an operator's change or another
+// worker's renewal holds for milliseconds; it gives up after grantRenewal,
+// since the claim waits for it.
 func (w *Worker) renewGrants(ctx context.Context) {
 	sent := time.Now()
 	if !w.grants.due(sent) {
 		return
 	}
+	ctx, cancel := context.WithTimeout(ctx, grantRenewal)
+	defer cancel()
 	fresh, err := w.store.RenewGrants(ctx, w.cfg.ID, w.cfg.Queues, w.taskNames, grantTTL)
 	if err != nil {
 		w.grants.failed(sent)

@@ -72,7 +72,7 @@ func (w *Worker) claimLoop(ctx, jobsCtx context.Context) {
 				// throttle without a grant is followed at once by a claim
 				// with one, unless renewing is failing.
 				mayHaveWork = err == nil && (len(jobs) == limit || from != nil && !c.Throttled ||
-					c.Ungranted && w.grants.due(time.Now().Add(throttleRetry)))
+					c.Ungranted && w.grants.due(time.Now()))
 				if mayHaveWork {
 					continue
 				}
