@@ -38,6 +38,7 @@ func runChild(ctx context.Context, args []string, stdin io.Reader, stdout io.Wri
 	profileName := fs.String("profile", "", "a profile of settings.go")
 	dsn := fs.String("dsn", "", "the run's database")
 	procs := fs.Int("procs", 1, "how many worker processes the run has")
+	logLines := fs.Int("log-lines", 0, "how many lines each Redrive job logs (Profile.JobLogLines)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -49,6 +50,7 @@ func runChild(ctx context.Context, args []string, stdin io.Reader, stdout io.Wri
 	if err != nil {
 		return err
 	}
+	p.JobLogLines = *logLines
 	if v := os.Getenv(jobLogLinesEnv); v != "" {
 		if p.JobLogLines, err = strconv.Atoi(v); err != nil || p.JobLogLines < 0 {
 			return fmt.Errorf("%s=%q: want a number of lines", jobLogLinesEnv, v)

@@ -12,7 +12,7 @@ import (
 // checked against what really happened.
 func (s *suite) deadLetter(ctx context.Context, e engine, round int) error {
 	var misjudged int64
-	out, err := s.work(ctx, e, s.templates[e.Name()].fail, deadLetterProfile(), 1, func(ctx context.Context, db *pgxpool.Pool) error {
+	out, err := s.work(ctx, e, s.templates[e.Name()].fail, deadLetterProfile(), 1, "", func(ctx context.Context, db *pgxpool.Pool) error {
 		var err error
 		misjudged, err = e.Misjudged(ctx, db, s.sizes.DeadLetterJobs)
 		return err

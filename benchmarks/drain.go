@@ -30,7 +30,7 @@ type drainOutcome struct {
 // a copy of the queue of DrainJobs no-op jobs.
 func (s *suite) drain(ctx context.Context, e engine, p Profile, procs, round int) error {
 	keys := []string{drainKey("rate", p, procs), drainKey("dbms", p, procs), drainKey("wal", p, procs)}
-	out, err := s.work(ctx, e, s.templates[e.Name()].noop, p, procs, nil)
+	out, err := s.work(ctx, e, s.templates[e.Name()].noop, p, procs, "", nil)
 	if err != nil {
 		s.failRecord(e, keys...)
 		return err
@@ -44,34 +44,89 @@ func (s *suite) drain(ctx context.Context, e engine, p Profile, procs, round int
 	return nil
 }
 
+// drainVariant is Redrive's drain at the defaults, one process, with a
+// feature in use that must not slow it: the figure stands beside the plain
+// drain's, with their ratio round by round (the plain drain runs first in
+// each round, on the same machine).
+type drainVariant struct {
+	name  string // in the step's name and the figure's key
+	label string
+	// setup is SQL run on the run's database before the workers start.
+	setup string
+	// logLines is how many lines each job logs through worker.Logger.
+	logLines int
+}
+
+// drainVariants are the features whose cost on the drain is measured.
+func drainVariants() []drainVariant {
+	return []drainVariant{
+		{name: "throttled", label: "a throttle on its task that it never fills (100,000 slots)",
+			setup: `INSERT INTO throttles (kind, name, max_running, reason, set_by)
+				VALUES ('task', '` + redriveNoop + `', 100000, 'bench', 'bench')`},
+		{name: "logging", label: "each job logging 3 lines through worker.Logger (a success's are dropped)", logLines: 3},
+	}
+}
+
+// variantKey is the key of a variant's figure.
+func variantKey(what string, v drainVariant) string {
+	return drainKey(what, defaultProfile(), 1) + "." + v.name
+}
+
+// drainWith measures Redrive's drain at the defaults with v in use, and
+// its rate over the plain drain's of the same round.
+func (s *suite) drainWith(ctx context.Context, e engine, v drainVariant, round int) error {
+	p := defaultProfile()
+	p.JobLogLines = v.logLines
+	keys := []string{variantKey("rate", v), variantKey("ratio", v)}
+	out, err := s.work(ctx, e, s.templates[e.Name()].noop, p, 1, v.setup, nil)
+	if err != nil {
+		s.failRecord(e, keys...)
+		return err
+	}
+	rate := perSecond(s.sizes.DrainJobs, out.took)
+	s.record(keys[0], e, round, rate)
+	if plain, ok := s.res.values[drainKey("rate", p, 1)][e.Name()][round]; ok && plain > 0 {
+		s.record(keys[1], e, round, rate/plain)
+	}
+	s.log.Info("per job", "engine", e.Name(), "variant", v.name,
+		"worker_cpu_us", number(float64(out.cpu.Microseconds())/float64(s.sizes.DrainJobs)))
+	return nil
+}
+
 // setupEnv names SQL to run on each Redrive run's database before its
 // workers start (BENCH_REDRIVE_SETUP="INSERT INTO throttles ..."): the
 // engine's cost with some state in place, such as a throttle, measured by
 // the same runs. Its statements come before the meter starts.
 const setupEnv = "BENCH_REDRIVE_SETUP"
 
-// runSetup runs setupEnv's SQL on a Redrive run's database.
-func runSetup(ctx context.Context, e engine, dsn string) error {
-	sql := os.Getenv(setupEnv)
-	if sql == "" || e.Name() != "Redrive" {
+// runSetup runs a step's own setup SQL, then setupEnv's, on a Redrive
+// run's database.
+func runSetup(ctx context.Context, e engine, dsn, setup string) error {
+	env := os.Getenv(setupEnv)
+	if setup == "" && env == "" || e.Name() != "Redrive" {
 		return nil
 	}
 	conn, err := pgx.Connect(ctx, dsn)
 	if err != nil {
-		return fmt.Errorf("%s: %w", setupEnv, err)
+		return fmt.Errorf("setup: %w", err)
 	}
 	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, sql); err != nil {
-		return fmt.Errorf("%s: %w", setupEnv, err)
+	for _, sql := range []string{setup, env} {
+		if sql == "" {
+			continue
+		}
+		if _, err := conn.Exec(ctx, sql); err != nil {
+			return fmt.Errorf("setup %q: %w", sql, err)
+		}
 	}
 	return nil
 }
 
-// work copies template, starts procs worker children with profile p,
-// waits until they are ready, then times them from "go" until no job is
-// left unfinished. after, when set, inspects the database before it is
-// dropped.
-func (s *suite) work(ctx context.Context, e engine, template string, p Profile, procs int,
+// work copies template, runs setup (SQL, perhaps empty) on the copy,
+// starts procs worker children with profile p, waits until they are
+// ready, then times them from "go" until no job is left unfinished. after,
+// when set, inspects the database before it is dropped.
+func (s *suite) work(ctx context.Context, e engine, template string, p Profile, procs int, setup string,
 	after func(ctx context.Context, db *pgxpool.Pool) error) (drainOutcome, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.sizes.RunTimeout)
 	defer cancel()
@@ -82,7 +137,7 @@ func (s *suite) work(ctx context.Context, e engine, template string, p Profile, 
 			return err
 		}
 		defer db.Close()
-		if err := runSetup(ctx, e, s.c.dsn(name)); err != nil {
+		if err := runSetup(ctx, e, s.c.dsn(name), setup); err != nil {
 			return err
 		}
 		kids, err := startChildren(ctx, s.self, e, s.c.dsn(name), p, procs)

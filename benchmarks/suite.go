@@ -131,6 +131,10 @@ func (s *suite) steps() []step {
 				run: func(ctx context.Context, e engine, round int) error { return s.drain(ctx, e, p, n, round) }})
 		}
 	}
+	for _, v := range drainVariants() {
+		steps = append(steps, step{name: "drain defaults ×1, " + v.name, redriveOnly: true,
+			run: func(ctx context.Context, e engine, round int) error { return s.drainWith(ctx, e, v, round) }})
+	}
 	return append(steps,
 		step{name: "latency", run: s.latency},
 		step{name: "batch enqueue", run: s.enqueue},

@@ -28,6 +28,13 @@ func metrics(sz Sizes) []metric {
 				label: fmt.Sprintf("Drain %s no-op jobs, %s, %d process%s", count(sz.DrainJobs), p.Name, n, plural(n))})
 		}
 	}
+	for _, v := range drainVariants() {
+		out = append(out,
+			metric{key: variantKey("rate", v), unit: "jobs/s",
+				label: fmt.Sprintf("Drain %s no-op jobs, defaults, 1 process, %s", count(sz.DrainJobs), v.label)},
+			metric{key: variantKey("ratio", v), unit: "×",
+				label: "The same over the plain drain's rate, round by round (1: no cost)"})
+	}
 	for _, p := range []Profile{defaultProfile(), bestProfile()} {
 		for _, n := range processCounts() {
 			out = append(out,
