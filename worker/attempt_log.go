@@ -2,7 +2,6 @@ package worker
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"sync"
 
@@ -21,26 +20,100 @@ const keptLogLevel = slog.LevelInfo
 // line logged by a goroutine the task left behind is dropped here (it
 // still reaches the worker's own logger), and never reaches the next
 // attempt, which has a buffer of its own.
+//
+// A line is formatted only if it is kept: its record waits (at most
+// maxPendingLines of them) until the attempt fails (close), and a success
+// drops it unformatted (drop). Formatting was two thirds of what three
+// lines cost an attempt (pprof of BenchmarkAttemptLines), and most
+// attempts succeed. Only a record whose values cannot change meanwhile
+// waits (strings, numbers, times, durations, booleans: deferrable); one
+// with any other value (a map, a pointer, a LogValuer) is formatted as it
+// is logged, so that what is kept is what was logged.
 type attemptLines struct {
-	mu     sync.Mutex
-	buf    []byte
+	mu      sync.Mutex
+	buf     []byte
+	pending []pendingLine
+	// first holds the first few pending lines, in the allocation of the
+	// attemptLines itself.
+	first  [4]pendingLine
 	closed bool
 	// cutLines and cutBytes count the lines dropped past the bound. Once
 	// one is dropped every later one is too, so what is kept is a prefix.
 	cutLines, cutBytes int
 }
 
-// Write keeps p, one formatted line, if it fits and the attempt is still
-// running. It never fails: logging must not fail the task.
-func (b *attemptLines) Write(p []byte) (int, error) {
+// pendingLine is a record not yet formatted, with the handler that will
+// format it (the attempt's TextHandler, holding the logger's attributes
+// and groups as they were when the line was logged).
+type pendingLine struct {
+	format slog.Handler
+	record slog.Record
+}
+
+// maxPendingLines bounds the records an attempt holds unformatted, so that
+// a chatty task's memory is bounded by them and the kept bytes.
+const maxPendingLines = 64
+
+// add keeps r, formatted by format now or when the attempt's lines are
+// kept. A line logged after the attempt ended is dropped.
+func (b *attemptLines) add(format slog.Handler, r slog.Record) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	switch {
-	case b.closed:
-	case b.cutLines > 0 || len(b.buf)+len(p) > dlq.MaxAttemptLogBytes:
+	if b.closed {
+		return
+	}
+	if !deferrable(r) {
+		b.formatPending()
+		b.formatLine(format, r)
+		return
+	}
+	if b.pending == nil {
+		b.pending = b.first[:0]
+	}
+	b.pending = append(b.pending, pendingLine{format: format, record: r.Clone()})
+	if len(b.pending) >= maxPendingLines {
+		b.formatPending()
+	}
+}
+
+// deferrable reports whether every value of r is immutable, so that
+// formatting it later writes what formatting it now would.
+func deferrable(r slog.Record) bool {
+	ok := true
+	r.Attrs(func(a slog.Attr) bool {
+		switch a.Value.Kind() {
+		case slog.KindAny, slog.KindGroup, slog.KindLogValuer:
+			ok = false
+		}
+		return ok
+	})
+	return ok
+}
+
+// formatPending formats the records held, in the order they were logged.
+// The caller holds mu.
+func (b *attemptLines) formatPending() {
+	for _, p := range b.pending {
+		b.formatLine(p.format, p.record)
+	}
+	clear(b.pending)
+	b.pending = b.pending[:0]
+}
+
+// formatLine writes r through format into buf (Write). The caller holds
+// mu. A TextHandler fails only when its writer does, and Write never
+// fails.
+func (b *attemptLines) formatLine(format slog.Handler, r slog.Record) {
+	_ = format.Handle(context.Background(), r)
+}
+
+// Write keeps p, one formatted line, if it fits. It never fails: logging
+// must not fail the task. Only formatLine writes, with mu held.
+func (b *attemptLines) Write(p []byte) (int, error) {
+	if b.cutLines > 0 || len(b.buf)+len(p) > dlq.MaxAttemptLogBytes {
 		b.cutLines++
 		b.cutBytes += len(p)
-	default:
+	} else {
 		b.buf = append(b.buf, p...)
 	}
 	return len(p), nil
@@ -51,20 +124,22 @@ func (b *attemptLines) Write(p []byte) (int, error) {
 func (b *attemptLines) close() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	b.formatPending()
 	b.closed = true
 	s := string(b.buf)
-	b.buf = nil
+	b.buf, b.pending = nil, nil
 	if b.cutLines > 0 {
 		s += dlq.LogsCutNote(b.cutLines, b.cutBytes) + "\n"
 	}
 	return dlq.MakeStorable(s)
 }
 
-// drop ends the attempt's lines without keeping them.
+// drop ends the attempt's lines without keeping them, or formatting those
+// still waiting.
 func (b *attemptLines) drop() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.closed, b.buf = true, nil
+	b.closed, b.buf, b.pending = true, nil, nil
 }
 
 // keepingHandler sends each record both to the attempt's lines (keep, at
@@ -72,8 +147,9 @@ func (b *attemptLines) drop() {
 // what a task logs reaches stdout as before and is also kept with the
 // attempt.
 type keepingHandler struct {
-	keep slog.Handler
-	next slog.Handler
+	lines *attemptLines
+	keep  slog.Handler // formats a kept line into lines
+	next  slog.Handler
 }
 
 func newKeepingHandler(lines *attemptLines, next slog.Handler) keepingHandler {
@@ -88,7 +164,7 @@ func newKeepingHandler(lines *attemptLines, next slog.Handler) keepingHandler {
 			return a
 		},
 	})
-	return keepingHandler{keep: keep, next: next}
+	return keepingHandler{lines: lines, keep: keep, next: next}
 }
 
 func (h keepingHandler) Enabled(ctx context.Context, l slog.Level) bool {
@@ -96,20 +172,19 @@ func (h keepingHandler) Enabled(ctx context.Context, l slog.Level) bool {
 }
 
 func (h keepingHandler) Handle(ctx context.Context, r slog.Record) error {
-	var errKeep, errNext error
 	if r.Level >= keptLogLevel {
-		errKeep = h.keep.Handle(ctx, r)
+		h.lines.add(h.keep, r)
 	}
 	if h.next.Enabled(ctx, r.Level) {
-		errNext = h.next.Handle(ctx, r)
+		return h.next.Handle(ctx, r)
 	}
-	return errors.Join(errKeep, errNext)
+	return nil
 }
 
 func (h keepingHandler) WithAttrs(as []slog.Attr) slog.Handler {
-	return keepingHandler{keep: h.keep.WithAttrs(as), next: h.next.WithAttrs(as)}
+	return keepingHandler{lines: h.lines, keep: h.keep.WithAttrs(as), next: h.next.WithAttrs(as)}
 }
 
 func (h keepingHandler) WithGroup(name string) slog.Handler {
-	return keepingHandler{keep: h.keep.WithGroup(name), next: h.next.WithGroup(name)}
+	return keepingHandler{lines: h.lines, keep: h.keep.WithGroup(name), next: h.next.WithGroup(name)}
 }
