@@ -39,6 +39,7 @@ func runChild(ctx context.Context, args []string, stdin io.Reader, stdout io.Wri
 	dsn := fs.String("dsn", "", "the run's database")
 	procs := fs.Int("procs", 1, "how many worker processes the run has")
 	logLines := fs.Int("log-lines", 0, "how many lines each Redrive job logs (Profile.JobLogLines)")
+	logPlain := fs.Bool("log-plain", false, "log them through a plain slog logger (Profile.JobLogPlain)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -50,7 +51,7 @@ func runChild(ctx context.Context, args []string, stdin io.Reader, stdout io.Wri
 	if err != nil {
 		return err
 	}
-	p.JobLogLines = *logLines
+	p.JobLogLines, p.JobLogPlain = *logLines, *logPlain
 	if v := os.Getenv(jobLogLinesEnv); v != "" {
 		if p.JobLogLines, err = strconv.Atoi(v); err != nil || p.JobLogLines < 0 {
 			return fmt.Errorf("%s=%q: want a number of lines", jobLogLinesEnv, v)

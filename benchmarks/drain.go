@@ -53,8 +53,10 @@ type drainVariant struct {
 	label string
 	// setup is SQL run on the run's database before the workers start.
 	setup string
-	// logLines is how many lines each job logs through worker.Logger.
+	// logLines is how many lines each job logs through worker.Logger, or
+	// when logPlain through a plain slog logger.
 	logLines int
+	logPlain bool
 }
 
 // drainVariants are the features whose cost on the drain is measured.
@@ -64,6 +66,8 @@ func drainVariants() []drainVariant {
 			setup: `INSERT INTO throttles (kind, name, max_running, reason, set_by)
 				VALUES ('task', '` + redriveNoop + `', 100000, 'bench', 'bench')`},
 		{name: "logging", label: "each job logging 3 lines through worker.Logger (a success's are dropped)", logLines: 3},
+		{name: "logging plainly", label: "each job logging the same 3 lines through a slog text logger of its own, writing them nowhere (the lines' own cost)",
+			logLines: 3, logPlain: true},
 	}
 }
 
@@ -76,7 +80,7 @@ func variantKey(what string, v drainVariant) string {
 // its rate over the plain drain's of the same round.
 func (s *suite) drainWith(ctx context.Context, e engine, v drainVariant, round int) error {
 	p := defaultProfile()
-	p.JobLogLines = v.logLines
+	p.JobLogLines, p.JobLogPlain = v.logLines, v.logPlain
 	keys := []string{variantKey("rate", v), variantKey("ratio", v)}
 	out, err := s.work(ctx, e, s.templates[e.Name()].noop, p, 1, v.setup, nil)
 	if err != nil {

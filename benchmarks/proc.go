@@ -96,7 +96,7 @@ func startWorkerChild(self string, e engine, dsn string, p Profile, index, procs
 	}
 	name := fmt.Sprintf("%s worker %d", e.Name(), index)
 	proc, err := startProcess(name, self, []string{"child", "--engine", e.Name(), "--profile", p.Name, "--dsn", dsn,
-		"--procs", strconv.Itoa(procs), "--log-lines", strconv.Itoa(p.JobLogLines)},
+		"--procs", strconv.Itoa(procs), "--log-lines", strconv.Itoa(p.JobLogLines), "--log-plain=" + strconv.FormatBool(p.JobLogPlain)},
 		nil, stdinR, stdoutW, syscall.SIGKILL)
 	stdinR.Close()
 	stdoutW.Close()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"time"
 
@@ -84,13 +85,19 @@ func (redriveEngine) Unfinished(ctx context.Context, db *pgxpool.Pool) (bool, er
 }
 
 // redriveRegistry holds the benchmark's handlers: a no-op, and a failure
-// that no retry could fix; each logs logLines lines first.
-func redriveRegistry(logLines int) *worker.Registry {
+// that no retry could fix; each logs logLines lines first, through
+// worker.Logger, or when plain through a slog text logger of its own that
+// writes them nowhere (what the lines cost without being kept).
+func redriveRegistry(logLines int, plain bool) *worker.Registry {
+	plainLog := slog.New(slog.NewTextHandler(io.Discard, nil))
 	logSome := func(ctx context.Context, job *worker.Job) {
 		if logLines == 0 {
 			return
 		}
 		log := worker.Logger(ctx)
+		if plain {
+			log = plainLog.With("job_id", job.ID, "task", job.Task, "queue", job.Queue, "attempt", job.Attempt)
+		}
 		for i := range logLines {
 			log.Info("bench job working", "job", job.ID, "line", i)
 		}
@@ -113,7 +120,7 @@ func (redriveEngine) Worker(ctx context.Context, dsn string, p Profile) (func(co
 		return nil, nil, err
 	}
 	cfg := p.Redrive
-	cfg.Registry = redriveRegistry(p.JobLogLines)
+	cfg.Registry = redriveRegistry(p.JobLogLines, p.JobLogPlain)
 	w, err := worker.New(queue.New(db, groups.New(db)), cfg)
 	if err != nil {
 		db.Close()

@@ -99,6 +99,10 @@ type Profile struct {
 	// worker.Logger before it returns (BENCH_JOB_LOG_LINES): the cost of
 	// the lines an attempt keeps. 0, the default, logs none.
 	JobLogLines int
+	// JobLogPlain has those lines logged through a slog text logger of the
+	// job's own that writes them nowhere instead of worker.Logger: the
+	// lines' own cost, for comparison.
+	JobLogPlain bool
 }
 
 // forProcs is p as each of procs worker processes runs it.
