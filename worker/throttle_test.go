@@ -116,12 +116,7 @@ func TestThrottleAcrossProcesses(t *testing.T) {
 		}
 		close(stop)
 		got := most()
-		if got > limit {
-			t.Fatalf("the database had %d jobs of the task running at once, want at most %d", got, limit)
-		}
-		if got < limit {
-			t.Fatalf("at most %d ran at once, want the limit (%d) used", got, limit)
-		}
+		assertLimitUsed(t, got, limit)
 		t.Logf("%d jobs, at most %d running at once (limit %d)", jobs, got, limit)
 	})
 
@@ -147,12 +142,7 @@ func TestThrottleAcrossProcesses(t *testing.T) {
 		}
 		close(stop)
 		got := most()
-		if got > limit {
-			t.Fatalf("the database had %d jobs of the task running at once, want at most %d", got, limit)
-		}
-		if got < limit {
-			t.Fatalf("at most %d ran at once, want the limit (%d) used", got, limit)
-		}
+		assertLimitUsed(t, got, limit)
 		if over := b.startsOver(t, "test.sleep", limit, time.Time{}); over != "" {
 			t.Fatal(over)
 		}
@@ -241,4 +231,16 @@ func TestThrottleAcrossProcesses(t *testing.T) {
 		}
 		t.Logf("%d starts over %s at a limit of %g a second", jobs, span, rate)
 	})
+}
+
+// assertLimitUsed fails unless most, the most jobs of a task seen running
+// at once, is the throttle's limit: reached, and never passed.
+func assertLimitUsed(t *testing.T, most, limit int) {
+	t.Helper()
+	if most > limit {
+		t.Fatalf("the database had %d jobs of the task running at once, want at most %d", most, limit)
+	}
+	if most < limit {
+		t.Fatalf("at most %d ran at once, want the limit (%d) used", most, limit)
+	}
 }
