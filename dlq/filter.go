@@ -65,6 +65,23 @@ type Filter struct {
 	Limit int `json:"-"`
 	// After continues the list after this position; nil is the newest page.
 	After *Cursor `json:"-"`
+	// Candidates, when set, narrows a read to the letters the store's
+	// probe found its query's qualifiers may match (letters.ArgProbe). Like
+	// the page, it is no part of the filter's forms: the store sets it
+	// just before each read, and every letter read is still checked
+	// against the whole filter.
+	Candidates *ArgCandidates `json:"-"`
+}
+
+// ArgCandidates are the letters a filter's qualifiers on the arguments
+// may match, as the store's index of argument values held them at the
+// probe: those it found, and every letter not yet indexed.
+type ArgCandidates struct {
+	// IDs are the indexed letters whose values may match.
+	IDs []int64
+	// QueuedFrom, when not 0, is the smallest id still queued for
+	// indexing: every letter from it on is a candidate too.
+	QueuedFrom int64
 }
 
 // TimeBound is one end of a time range: the text as written (kept, so a

@@ -64,6 +64,79 @@ CREATE TABLE dead_letter_search (
 );
 CREATE INDEX dead_letter_search_text_idx ON dead_letter_search USING gin (search_text gin_trgm_ops);
 
+-- The scalar values of each indexed letter's arguments, one row per leaf:
+-- what a range on the arguments (kwargs.amount>999, args.0>="2026") is
+-- looked up in. GIN cannot answer a range (jsonb_path_ops hashes each
+-- value with its path), and without this the list walked the letters
+-- newest first, checking each, until a page was full: 0.3-2.4 s on a
+-- million letters for a rare range, the whole table for one that matched
+-- nothing. The store probes these indexes for at most a few thousand ids
+-- before it plans a read (letters.ArgProbe) and reads only those letters,
+-- still checking the exact condition on each; a probe that finds more
+-- walks as before. So this table may hold more than a letter's values
+-- (a string's prefix, a key taken for a position) but never less.
+--
+-- path is the column and the steps to the value as the #> operator reads
+-- them (an object's key, or an array's position in decimal), joined by
+-- dots, a dot or backslash in a key escaped by a backslash:
+-- kwargs.customer.id, args.1.sku, kwargs.tags.0. A number is kept as
+-- numeric (what jsonb holds, so it compares exactly as the letter's
+-- check does), a string as its first 64 characters in byte order
+-- (COLLATE "C", as the check compares): a range on a longer string
+-- narrows by prefix and the letter's check decides.
+-- Booleans and nulls are not kept; no range asks for them. A letter with
+-- more leaves than dead_letter_arg_leaves keeps has one row (path '',
+-- str ''), which every probe takes as a candidate.
+--
+-- Filled where search rows are built (dead_letter_search_index), never by
+-- the letters' insert trigger: dead-lettering writes nothing more. A
+-- letter still queued for search has no rows yet, and the probe admits
+-- every letter from the queue's smallest id. The letter's delete trigger
+-- takes its rows, by the index on dead_letter_id (a purge deletes
+-- batches of letters, which would otherwise scan the table each time).
+-- No primary key: a row is never looked up alone.
+CREATE TABLE dead_letter_arg_values (
+    dead_letter_id bigint  NOT NULL,
+    path           text    COLLATE "C" NOT NULL,
+    num            numeric,
+    str            text    COLLATE "C"
+);
+CREATE INDEX dead_letter_arg_values_num_idx ON dead_letter_arg_values (path, num) WHERE num IS NOT NULL;
+CREATE INDEX dead_letter_arg_values_str_idx ON dead_letter_arg_values (path, str) WHERE str IS NOT NULL;
+CREATE INDEX dead_letter_arg_values_letter_idx ON dead_letter_arg_values (dead_letter_id);
+
+-- A letter's leaves as dead_letter_arg_values holds them, at most 256 (a
+-- letter with more: the one row that makes it a candidate of every
+-- probe), at most 8 steps deep (argquery's longest path). Measured: see
+-- docs/performance.md, "Qualifiers on the arguments".
+-- +goose StatementBegin
+CREATE FUNCTION dead_letter_arg_leaves(args jsonb, kwargs jsonb)
+RETURNS TABLE (path text, num numeric, str text) LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    WITH RECURSIVE walk (path, v, depth) AS (
+        SELECT 'args', args, 0
+        UNION ALL
+        SELECT 'kwargs', kwargs, 0
+        UNION ALL
+        SELECT w.path || '.' || replace(replace(e.k, '\', '\\'), '.', '\.'), e.v, w.depth + 1
+        FROM walk w, LATERAL (
+            SELECT o.key, o.value FROM jsonb_each(CASE WHEN jsonb_typeof(w.v) = 'object' THEN w.v END) o
+            UNION ALL
+            SELECT (a.ord - 1)::text, a.value
+            FROM jsonb_array_elements(CASE WHEN jsonb_typeof(w.v) = 'array' THEN w.v END) WITH ORDINALITY a (value, ord)
+        ) e (k, v)
+        WHERE w.depth < 8
+    ), leaves AS (
+        SELECT w.path, CASE WHEN jsonb_typeof(w.v) = 'number' THEN w.v::numeric END AS num,
+            CASE WHEN jsonb_typeof(w.v) = 'string' THEN left(w.v #>> '{}', 64) END AS str
+        FROM walk w WHERE w.depth > 0 AND jsonb_typeof(w.v) IN ('number', 'string')
+        LIMIT 257
+    )
+    SELECT l.path, l.num, l.str FROM leaves l WHERE (SELECT count(*) FROM leaves) <= 256
+    UNION ALL
+    SELECT '', NULL, '' WHERE (SELECT count(*) FROM leaves) > 256
+$$;
+-- +goose StatementEnd
+
 -- The letters still to index. A letter's search row is built after the
 -- letter is written, not in the statement that writes it: built by the
 -- insert trigger, the masked text and its trigram entries took 2.2 times as
@@ -423,7 +496,9 @@ $$;
 -- does: a purge that deletes a letter being indexed waits, and its delete
 -- trigger then sees the new search row and deletes it too; a letter
 -- already purged is simply skipped. ON CONFLICT: a letter that already has
--- a row gets it rebuilt.
+-- a row gets it rebuilt. Its argument values (dead_letter_arg_values) are
+-- written with it; the insert trigger queues a letter once, so they are
+-- never written twice.
 --
 -- The policy is read once per call; a policy changed meanwhile leaves rows
 -- stamped with the old version, which search skips and RebuildSearch
@@ -478,6 +553,10 @@ BEGIN
         ON CONFLICT (dead_letter_id) DO UPDATE SET search_text = EXCLUDED.search_text,
             policy_version = EXCLUDED.policy_version
         RETURNING 1
+    ), leaves AS (
+        INSERT INTO dead_letter_arg_values (dead_letter_id, path, num, str)
+        SELECT d.id, v.path, v.num, v.str FROM letters d, dead_letter_arg_leaves(d.args, d.kwargs) v
+        ORDER BY d.id
     )
     SELECT count(*) INTO taken FROM taken_ids;
     RETURN taken;
@@ -491,6 +570,7 @@ $$;
 CREATE FUNCTION dead_letter_search_delete() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     DELETE FROM dead_letter_search s USING old_rows o WHERE s.dead_letter_id = o.id;
+    DELETE FROM dead_letter_arg_values v USING old_rows o WHERE v.dead_letter_id = o.id;
     RETURN NULL;
 END;
 $$;
@@ -508,6 +588,11 @@ BEGIN
     SET search_text = dead_letter_masked_search_text(NEW.error_message, NEW.args, NEW.kwargs, coalesce(pol.keys, '{}'), coalesce(pol.patterns, '{}')),
         policy_version = coalesce(pol.version, 0)
     WHERE dead_letter_id = NEW.id;
+    IF FOUND THEN
+        DELETE FROM dead_letter_arg_values WHERE dead_letter_id = NEW.id;
+        INSERT INTO dead_letter_arg_values (dead_letter_id, path, num, str)
+        SELECT NEW.id, v.path, v.num, v.str FROM dead_letter_arg_leaves(NEW.args, NEW.kwargs) v;
+    END IF;
     RETURN NULL;
 END;
 $$;
@@ -527,6 +612,8 @@ DROP FUNCTION dead_letter_search_delete();
 DROP FUNCTION dead_letter_search_index(integer);
 DROP FUNCTION dead_letter_masked_search_text(text, jsonb, jsonb, text[], text[]);
 DROP FUNCTION dead_letter_mask_spellings(text);
+DROP FUNCTION dead_letter_arg_leaves(jsonb, jsonb);
+DROP TABLE dead_letter_arg_values;
 DROP FUNCTION dead_letter_go_unprintable();
 DROP TABLE dead_letter_search_queue;
 DROP TABLE dead_letter_search;

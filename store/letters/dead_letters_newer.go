@@ -13,6 +13,10 @@ import (
 // polls so that it can say it has gone stale, one bounded range of the
 // primary key plus f's conditions.
 func (s *Store) CountNewer(ctx context.Context, f dlq.Filter, afterID int64) (int64, error) {
+	f, err := s.probe.Filter(ctx, s.db, f)
+	if err != nil {
+		return 0, fmt.Errorf("count newer letters: %w", err)
+	}
 	src := FilterSource(f)
 	where, args := SelectionWhere(dlq.Selection{Filter: &f}, src, 0)
 	args = append(args, afterID)

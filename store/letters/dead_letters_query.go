@@ -152,6 +152,9 @@ func FilterWhere(f dlq.Filter, src LetterSource, withCursor bool, argOffset int)
 	if f.Q != "" {
 		clauses = append(clauses, searchSQL(f, arg))
 	}
+	if c := f.Candidates; c != nil {
+		clauses = append(clauses, candidatesSQL(*c, arg))
+	}
 	switch f.Source {
 	case "":
 	case dlq.RedriveSource:
@@ -195,6 +198,21 @@ func searchSQL(f dlq.Filter, arg func(any) string) string {
 		return "(" + argQueryWhere(n, arg) + ")"
 	}
 	return searchTextSQL(f.Q, arg)
+}
+
+// candidatesSQL narrows a read to the letters an ArgProbe found: a
+// constant array, whose size the planner knows (it reads the letters by
+// primary key when few), and the letters not yet indexed for it.
+func candidatesSQL(c dlq.ArgCandidates, arg func(any) string) string {
+	ids := pq.Int64Array(c.IDs)
+	if ids == nil {
+		ids = pq.Int64Array{}
+	}
+	cond := "id = ANY(" + arg(ids) + "::bigint[])"
+	if c.QueuedFrom > 0 {
+		return "(" + cond + " OR id >= " + arg(c.QueuedFrom) + ")"
+	}
+	return cond
 }
 
 // statusCondition is the status's condition in a query of src, "" for none.
@@ -299,6 +317,10 @@ func ByIDNewestFirstSQL(columns, ids string) string {
 // listPage reads limit+1 rows: the extra row only tells whether there is a
 // next page, without a second query.
 func (s *Store) listPage(ctx context.Context, f dlq.Filter, limit int) (dlq.DeadLetterPage, error) {
+	f, err := s.probe.Filter(ctx, s.db, f)
+	if err != nil {
+		return dlq.DeadLetterPage{}, err
+	}
 	q, args := listPageSQL(f, limit)
 	if len(args) == 0 {
 		// A first page with no filter, the console's most read: planned
@@ -384,6 +406,10 @@ func (s *Store) countDeadLetters(ctx context.Context, f dlq.Filter, budget time.
 // could take a second to find 10,001 matches, and the page must not wait
 // for a number: past the budget the count gives up and says so.
 func (s *Store) countCapped(ctx context.Context, f dlq.Filter, budget time.Duration) (dlq.Count, error) {
+	f, err := s.probe.Filter(ctx, s.db, f)
+	if err != nil {
+		return dlq.Count{}, err
+	}
 	src := FilterSource(f)
 	where, args := FilterWhere(f, src, false, 0)
 	args = append(args, dlq.LetterCountCap+1)

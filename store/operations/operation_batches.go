@@ -153,7 +153,7 @@ WITH %s, acted AS (
 func (s *Store) RunOperationBatch(ctx context.Context, opID int64, batchSize int, now time.Time) (dlq.BatchResult, error) {
 	var res dlq.BatchResult
 	err := postgres.InTx(ctx, s.db, func(tx *sqlx.Tx) (err error) {
-		res, err = nextBatch(ctx, tx, opStream{opID: opID, size: batchSize}, now)
+		res, err = nextBatch(ctx, tx, s.probe, opStream{opID: opID, size: batchSize}, now)
 		return err
 	})
 	if err != nil {
@@ -201,7 +201,7 @@ type batchCursor struct {
 // operation (or the lane), read the next letters after the cursor and act
 // on them (one statement, batchQuery), advance the cursor, and finish the
 // operation once its selection is exhausted.
-func nextBatch(ctx context.Context, tx *sqlx.Tx, st batchStream, now time.Time) (dlq.BatchResult, error) {
+func nextBatch(ctx context.Context, tx *sqlx.Tx, probe letters.ArgProbe, st batchStream, now time.Time) (dlq.BatchResult, error) {
 	op, ok, err := st.lock(ctx, tx)
 	if err != nil || !ok {
 		return dlq.BatchResult{State: dlq.OpRunning}, err // another runner has it: nothing to do here
@@ -214,7 +214,7 @@ func nextBatch(ctx context.Context, tx *sqlx.Tx, st batchStream, now time.Time) 
 		return dlq.BatchResult{State: op.State}, err
 	}
 	lane, lanes := st.share()
-	b, err := takeBatch(ctx, tx, op, from, limit, lane, lanes)
+	b, err := takeBatch(ctx, tx, probe, op, from, limit, lane, lanes)
 	if err != nil {
 		return dlq.BatchResult{}, err
 	}
@@ -229,10 +229,15 @@ func nextBatch(ctx context.Context, tx *sqlx.Tx, st batchStream, now time.Time) 
 }
 
 // takeBatch reads the next batch of at most limit letters of op's
-// selection (of lane's share of it) after from, and acts on them.
-func takeBatch(ctx context.Context, tx *sqlx.Tx, op dlq.Operation, from batchCursor, limit, lane, lanes int) (batch, error) {
+// selection (of lane's share of it) after from, and acts on them. The
+// selection is probed afresh for each batch: letters indexed since the
+// last one are found, and the probe is a few index pages.
+func takeBatch(ctx context.Context, tx *sqlx.Tx, probe letters.ArgProbe, op dlq.Operation, from batchCursor, limit, lane, lanes int) (batch, error) {
 	sel, err := op.StoredSelection()
 	if err != nil {
+		return batch{}, err
+	}
+	if sel, err = probe.Selection(ctx, tx, sel); err != nil {
 		return batch{}, err
 	}
 	op.CursorFailedAt, op.CursorID = from.FailedAt, from.ID

@@ -74,7 +74,7 @@ func (s *Store) RunOperationLane(ctx context.Context, opID int64, lane, lanes, b
 	}
 	var res dlq.BatchResult
 	err = postgres.InTx(ctx, s.db, func(tx *sqlx.Tx) (err error) {
-		res, err = nextBatch(ctx, tx, laneStream{opID: opID, lane: lane, lanes: lanes, size: batchSize}, now)
+		res, err = nextBatch(ctx, tx, s.probe, laneStream{opID: opID, lane: lane, lanes: lanes, size: batchSize}, now)
 		return err
 	})
 	if errors.Is(err, errLaneStopped) {

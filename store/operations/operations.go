@@ -47,7 +47,7 @@ type selectionCount struct {
 // counted once: counting it in the view as well joined every pending
 // letter to its record (in a bulk replay of 100,000 of a million seeded
 // letters by "failed since", 390-490 ms of the API call, against 60 ms
-// for the pending table's index).
+// for the pending table's index). sel is probed (letters.ArgProbe).
 func countSelection(ctx context.Context, q sqlx.QueryerContext, sel dlq.Selection) (selectionCount, error) {
 	var c selectionCount
 	src := letters.PendingSource(sel)
@@ -77,6 +77,10 @@ func (s *Store) PreviewSelection(ctx context.Context, sel dlq.Selection, sampleS
 		return dlq.Preview{}, err
 	}
 	var p dlq.Preview
+	sel, err := s.probe.Selection(ctx, s.db, sel)
+	if err != nil {
+		return dlq.Preview{}, fmt.Errorf("preview selection: %w", err)
+	}
 	c, err := countSelection(ctx, s.db, sel)
 	if err != nil {
 		return dlq.Preview{}, fmt.Errorf("preview selection: %w", err)
@@ -129,7 +133,7 @@ func (s *Store) CreateOperation(ctx context.Context, p dlq.OperationParams) (dlq
 		}
 		repeated, err := audit.OnceWithKey(ctx, tx, p.Key, p.Actor, "bulk_"+string(p.Kind), p.RequestHash(), &ref, func() error {
 			var err error
-			op, err = createOperationInTx(ctx, tx, p)
+			op, err = createOperationInTx(ctx, tx, s.probe, p)
 			ref.ID = op.ID
 			return err
 		})
@@ -147,8 +151,11 @@ func (s *Store) CreateOperation(ctx context.Context, p dlq.OperationParams) (dlq
 	return op, nil
 }
 
-func createOperationInTx(ctx context.Context, tx *sqlx.Tx, p dlq.OperationParams) (dlq.Operation, error) {
-	sel := p.Selection
+func createOperationInTx(ctx context.Context, tx *sqlx.Tx, probe letters.ArgProbe, p dlq.OperationParams) (dlq.Operation, error) {
+	sel, err := probe.Selection(ctx, tx, p.Selection)
+	if err != nil {
+		return dlq.Operation{}, err
+	}
 	c, err := countSelection(ctx, tx, sel)
 	if err != nil {
 		return dlq.Operation{}, err

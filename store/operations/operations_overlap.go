@@ -31,6 +31,10 @@ func (s *Store) SelectionOverlaps(ctx context.Context, sel dlq.Selection) ([]dlq
 		WHERE finished_at IS NULL ORDER BY id LIMIT $1`, maxOverlapOperations); err != nil {
 		return nil, fmt.Errorf("selection overlaps: open operations: %w", postgres.Translate(err))
 	}
+	sel, err := s.probe.Selection(ctx, s.db, sel)
+	if err != nil {
+		return nil, fmt.Errorf("selection overlaps: %w", err)
+	}
 	// Only pending letters can still be acted on: both selections are
 	// read from pending_dead_letters.
 	where, args := letters.SelectionWhere(sel, letters.PendingLetters, 0)
@@ -48,6 +52,9 @@ func (s *Store) SelectionOverlaps(ctx context.Context, sel dlq.Selection) ([]dlq
 		opSel, err := op.StoredSelection()
 		if err != nil {
 			continue // a stored filter no longer readable: the runner fails that operation, it acts on nothing
+		}
+		if opSel, err = s.probe.Selection(ctx, s.db, opSel); err != nil {
+			return nil, fmt.Errorf("selection overlaps: %w", err)
 		}
 		w, a := letters.SelectionWhere(opSel, letters.PendingLetters, len(args))
 		args = append(args, a...)

@@ -32,6 +32,9 @@ func (s *Store) ExplainOperationBatch(ctx context.Context, opID int64, limit int
 	if err != nil {
 		return "", err
 	}
+	if sel, err = s.probe.Selection(ctx, tx, sel); err != nil {
+		return "", err
+	}
 	query, args, err := batchQuery(op, sel, limit, 0, 1)
 	if err != nil {
 		return "", err

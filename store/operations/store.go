@@ -10,6 +10,7 @@ import (
 
 	"github.com/redrive/redrive/dlq"
 	"github.com/redrive/redrive/store/groups"
+	"github.com/redrive/redrive/store/letters"
 )
 
 // Store reads and writes operations and the letters and jobs they change.
@@ -20,11 +21,21 @@ type Store struct {
 	// sources reach the sources whose letters are replayed there (River,
 	// an HTTP source's replay endpoint), by name; see WithSources.
 	sources map[string]dlq.ReplaySender
+	// probe narrows the reads of a selection by ranges on the arguments.
+	probe letters.ArgProbe
 }
 
 // New returns the room's store on a handle from postgres.Open; groups
 // assigns the jobs it kills to their error groups.
 func New(db *sqlx.DB, groups *groups.Store) *Store { return &Store{db: db, groups: groups} }
+
+// WithArgProbe returns a copy of s whose reads of a selection probe with
+// probe (tests compare them with and without it).
+func (s *Store) WithArgProbe(probe letters.ArgProbe) *Store {
+	c := *s
+	c.probe = probe
+	return &c
+}
 
 // WithSources returns a copy of s that replays the letters of each named
 // source there: a bulk replay's are queued and sent by its ReplaySender
