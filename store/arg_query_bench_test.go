@@ -21,11 +21,12 @@ import (
 
 // BenchmarkArgumentQueries reads the plan of one page of the list (50
 // letters, pending, newest first) for qualifiers on the arguments of a
-// million seeded letters, common and rare, alone and with a task, and
-// times the bulk confirmation's exact count of the same selection. Each
-// case reports the page's median execution time (EXPLAIN ANALYZE, over
-// b.N runs) with its min and max, the buffers it touched, and the exact
-// count's median time:
+// million seeded letters, common and rare, alone and with a task, after
+// the store's probe (letters.ArgProbe), and times the probe and the bulk
+// confirmation's exact count of the same selection. Each case reports
+// the page's median execution time (EXPLAIN ANALYZE, over b.N runs) with
+// its min and max, the buffers it touched, the probe's median time and
+// the exact count's:
 //
 //	REDRIVE_BENCH_DSN=postgres://... go test ./store -run '^$' -bench ArgumentQueries -benchtime 7x
 //
@@ -65,18 +66,24 @@ func BenchmarkArgumentQueries(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			q, args := letters.ListPageSQL(f, 50)
-			var page, count []float64
+			var page, count, probe []float64
 			var buffers float64
 			var matched int64
 			for b.Loop() {
+				start := time.Now()
+				probed, err := letters.ArgProbe{}.Filter(ctx, db, f)
+				if err != nil {
+					b.Fatal(err)
+				}
+				probe = append(probe, float64(time.Since(start).Microseconds())/1000)
+				q, args := letters.ListPageSQL(probed, 50)
 				var raw string
 				if err := db.GetContext(ctx, &raw, `EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) `+q, args...); err != nil {
 					b.Fatal(err)
 				}
 				ms, blocks := executionOf(b, raw)
 				page, buffers = append(page, ms), blocks
-				start := time.Now()
+				start = time.Now()
 				p, err := store.Operations.PreviewSelection(ctx, dlq.Selection{Filter: &f}, 10)
 				if err != nil {
 					b.Fatal(err)
@@ -85,10 +92,12 @@ func BenchmarkArgumentQueries(b *testing.B) {
 			}
 			slices.Sort(page)
 			slices.Sort(count)
+			slices.Sort(probe)
 			b.ReportMetric(page[len(page)/2], "page-ms")
 			b.ReportMetric(page[0], "page-min-ms")
 			b.ReportMetric(page[len(page)-1], "page-max-ms")
 			b.ReportMetric(buffers, "page-buffers")
+			b.ReportMetric(probe[len(probe)/2], "probe-ms")
 			b.ReportMetric(count[len(count)/2], "preview-ms")
 			b.ReportMetric(float64(matched), "matched")
 		})
