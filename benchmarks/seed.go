@@ -37,11 +37,12 @@ func (s *suite) seed(ctx context.Context, dsn string, round int) error {
 }
 
 // sizeTables are what a million letters cost on disk: the letters, their
-// search side table, and the summaries the triggers keep. A table a
+// search side tables (the text, and the values ranges are probed in), and
+// the summaries the triggers keep. A table a
 // schema lacks counts as nothing; dead_letters, a view of the three
 // letter tables (00101_letters.sql), counts nothing.
 const sizeSQL = `SELECT coalesce(sum(pg_total_relation_size(to_regclass(t))), 0)::bigint FROM unnest(ARRAY[
-	'dead_letters', 'dead_letter_records', 'pending_dead_letters', 'dead_letter_outcomes', 'dead_letter_search', 'dead_letter_counts', 'error_groups',
+	'dead_letters', 'dead_letter_records', 'pending_dead_letters', 'dead_letter_outcomes', 'dead_letter_search', 'dead_letter_arg_values', 'dead_letter_counts', 'error_groups',
 	'dead_letter_inflow', 'dead_letter_inflow_daily', 'dead_letter_inflow_totals']) t`
 
 func (s *suite) size(ctx context.Context, db *pgxpool.Pool, round int) error {

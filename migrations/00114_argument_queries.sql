@@ -12,9 +12,10 @@
 -- a million) is a bitmap of a few index pages, 1-9 ms a page of the list;
 -- a common one (currency EUR, a quarter of the letters) is planned as the
 -- walk of the list's failed_at index it always was, 2-3 ms. A range
--- (kwargs.amount>990) cannot use them and walks in failed_at order until
--- the page is full: 30-300 ms a page when one letter in a thousand
--- matches; narrowing by task, queue or group first keeps it short.
+-- (kwargs.amount>990) cannot use them: the store probes the index of
+-- argument values for it first (dead_letter_arg_values, 00102_search.sql;
+-- letters.ArgProbe), and walks in failed_at order only when the range
+-- matches too many letters for the probe, so that the page fills soon.
 --
 -- Cost, measured on `redrive seed --dead-letters 1000000` (PostgreSQL 15):
 -- 33 MB each per million letters (pg_relation_size), against 1,556 MB of

@@ -66,7 +66,7 @@ func TestArgumentRangesReadTheSameWithAndWithoutTheProbe(t *testing.T) {
 	}
 	a := letter(`["ORD-1", {"qty": 3}]`, `{"amount": 1500, "currency": "EUR", "crm_id": "99990001", "customer": {"id": "cus_1", "score": -2.5}}`)
 	b := letter(`["ORD-2", {"qty": 30}]`, `{"amount": 999.5, "currency": "USD", "crm_id": "10000000", "tags": [5, 50], "note": "`+long+`b"}`)
-	c := letter(`[7]`, `{"amount": "2000", "odd.key": 7, "customer": {"score": 1e3}}`)
+	c := letter(`[7]`, `{"amount": "2000", "odd.key": 7, "a\\b": 9, "customer": {"score": 1e3}}`)
 	d := letter(`[]`, `{"amount": -10, "big": [`+strings.Join(big, ",")+`]}`)
 	r := letter(`["ORD-3"]`, `{"amount": 3000, "currency": "EUR"}`)
 	none := letter(`[]`, `{}`)
@@ -87,7 +87,6 @@ func TestArgumentRangesReadTheSameWithAndWithoutTheProbe(t *testing.T) {
 	if err := db.Get(&left, `SELECT count(*) FROM dead_letter_arg_values WHERE dead_letter_id = $1 AND path = '' AND str = ''`, d); err != nil || left != 1 {
 		t.Fatalf("the letter with 300 values has %d markers (err %v), want 1", left, err)
 	}
-	_ = none
 
 	for _, tc := range []struct {
 		q      string
@@ -110,6 +109,7 @@ func TestArgumentRangesReadTheSameWithAndWithoutTheProbe(t *testing.T) {
 		{"args.1.qty<=3", []int64{a}, true},
 		{`args.0>="ORD-2"`, []int64{b, r, u}, true},
 		{`kwargs."odd.key">5`, []int64{c}, true},
+		{`kwargs."a\\b">8`, []int64{c}, true},
 		{"kwargs.big[299]>298", []int64{d}, true},
 		{"kwargs.amount>999 and kwargs.currency:EUR", []int64{a, r}, true},
 		{"kwargs.amount>999 and not kwargs.currency:EUR", []int64{b, u}, true},

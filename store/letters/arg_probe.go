@@ -248,10 +248,10 @@ func (p ArgProbe) run(ctx context.Context, q sqlx.QueryerContext, terms []probeT
 		cols = append(cols, fmt.Sprintf(`array(SELECT dead_letter_id FROM dead_letter_arg_values WHERE path = $%d AND %s LIMIT $1)`,
 			len(args)-1, cond))
 	}
-	found := probeFound{terms: make([][]int64, len(terms))}
+	var found probeFound
 	var always pq.Int64Array
-	dest := []any{&found.queued, &found.queuedFrom, &always}
 	arrays := make([]pq.Int64Array, len(terms))
+	dest := []any{&found.queued, &found.queuedFrom, &always}
 	for i := range arrays {
 		dest = append(dest, &arrays[i])
 	}
@@ -259,8 +259,8 @@ func (p ArgProbe) run(ctx context.Context, q sqlx.QueryerContext, terms []probeT
 		return probeFound{}, postgres.Translate(err)
 	}
 	found.always = always
-	for i, a := range arrays {
-		found.terms[i] = a
+	for _, a := range arrays {
+		found.terms = append(found.terms, a)
 	}
 	return found, nil
 }
