@@ -24,9 +24,9 @@ import (
 // renewal is rare (about once a second per worker) and must not skip a
 // throttle another holds.
 const lockThrottlesSQL = `
-SELECT id FROM throttles
-WHERE lifted_at IS NULL AND (until IS NULL OR until > now()) AND (kind = 'task' OR name = ANY($1::text[]))
-ORDER BY id
+SELECT t.id FROM throttles t
+WHERE ` + openTouchingSQL + `
+ORDER BY t.id
 FOR UPDATE`
 
 // grantSQL writes worker $1's grants of the throttles $2, which the

@@ -161,7 +161,7 @@ room AS MATERIALIZED (
 	SELECT t.id, t.kind, t.name, coalesce(g.room, 0) AS room, g.room IS NULL AS ungranted
 	FROM throttles t
 	LEFT JOIN unnest($5::bigint[], $6::bigint[], $7::bigint[]) AS g(id, revision, room) ON g.id = t.id AND g.revision = t.revision
-	WHERE t.lifted_at IS NULL AND (t.until IS NULL OR t.until > now()) AND (t.kind = 'task' OR t.name = ANY($1::text[]))
+	WHERE ` + openTouchingSQL + `
 ),
 walked AS MATERIALIZED (
 	SELECT q.name AS queue, due.id, due.run_at, due.task
@@ -276,6 +276,11 @@ const claimedColumns = `id, queue, task, args, kwargs, idempotency_key, attempt,
 // recorded its expiry yet.
 const pausedSQL = `SELECT name FROM pauses WHERE resumed_at IS NULL AND (until IS NULL OR until > now())`
 
+// openTouchingSQL says of a throttle t that it is open now, by the
+// database's clock as pausedSQL says of the pauses, and touches the
+// claimed queues ($1; a task's throttle touches every queue).
+const openTouchingSQL = `t.lifted_at IS NULL AND (t.until IS NULL OR t.until > now()) AND (t.kind = 'task' OR t.name = ANY($1::text[]))`
+
 // ungrantedThrottlesSQL selects the throttles open now, by the
 // database's clock as pausedSQL does the pauses, that touch the claimed
 // queues ($1; a task's throttle touches every queue) and that the worker
@@ -283,7 +288,7 @@ const pausedSQL = `SELECT name FROM pauses WHERE resumed_at IS NULL AND (until I
 // throttles and revisions). An uncorrelated subquery over the small
 // throttles table: once per claim.
 const ungrantedThrottlesSQL = `SELECT 1 FROM throttles t
-		WHERE t.lifted_at IS NULL AND (t.until IS NULL OR t.until > now()) AND (t.kind = 'task' OR t.name = ANY($1::text[]))
+		WHERE ` + openTouchingSQL + `
 			AND NOT EXISTS (SELECT 1 FROM unnest($5::bigint[], $6::bigint[]) AS g(id, revision) WHERE g.id = t.id AND g.revision = t.revision)`
 
 // Claim leases up to limit due jobs from queues to worker for lease,
